@@ -1,0 +1,468 @@
+//! Command line: `plumb serve | diff | sync | status | history | validate | demo`.
+
+use std::{io::IsTerminal, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    cluster::Cluster,
+    compare::diff::unified,
+    config::{self, Config},
+    metrics::Metrics,
+    reconcile::{Context, Mode},
+    scheduler::Scheduler,
+    server,
+};
+
+/// plumb keeps a Kubernetes cluster equal to a Git repository.
+#[derive(Parser, Debug)]
+#[command(name = "plumb", version, about)]
+pub struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info`, `plumb=debug`.
+    #[arg(long, env = "PLUMB_LOG", default_value = "info", global = true)]
+    pub log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by commands that talk to the cluster.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Policy file.
+    #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+    pub config: PathBuf,
+    /// kubeconfig file; default: `KUBECONFIG`, `~/.kube/config`, or in-cluster.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Directory of the Git mirrors (created when missing).
+    #[arg(long, env = "PLUMB_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the reconciler: one actor per application, the webhook receiver and the API.
+    Serve {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Address of the HTTP server (webhook, API, metrics, probes).
+        #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
+        listen: SocketAddr,
+    },
+    /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
+    /// 0 no differences, 1 differences, >1 error.
+    Diff {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Compare this commit (or branch/tag) instead of the configured revision.
+        #[arg(long)]
+        revision: Option<String>,
+        /// Output: `text` (unified diff) or `json`.
+        #[arg(long, short = 'o', default_value = "text")]
+        output: String,
+    },
+    /// Sync one application now, whatever its policy, and print what was done.
+    Sync {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Also delete objects Git no longer declares (default: the policy's `prune`).
+        #[arg(long)]
+        prune: Option<bool>,
+        /// Print the plan; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Table of every application: environment, revision, sync, health, last sync.
+    Status {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// The last syncs of one application, newest first.
+    History {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Check policy files; list every problem with file and line.
+    Validate {
+        /// Policy files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// The demo: a local control plane (unless --kubeconfig), a Git repository served
+    /// over HTTP from `config/examples/`, and `plumb serve` against it.
+    Demo(crate::lab::demo::DemoArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: tokio runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Loads the policy and connects to the cluster.
+///
+/// # Errors
+/// Invalid policy, unreachable cluster.
+pub async fn context(args: &ClusterArgs) -> anyhow::Result<Arc<Context>> {
+    let config = config::load(&args.config)?;
+    let client = crate::cluster::client(args.kubeconfig.as_deref()).await?;
+    let cluster = Cluster::new(client).await?;
+    let cache = args
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
+    std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+    let ctx = Context::new(
+        cluster,
+        Arc::new(config),
+        cache,
+        Arc::new(Metrics::default()),
+    );
+    ctx.store.ensure_namespace().await?;
+    Ok(Arc::new(ctx))
+}
+
+async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
+    match cmd {
+        Command::Serve { cluster, listen } => {
+            let ctx = context(&cluster).await?;
+            let token = CancellationToken::new();
+            let handle = serve(ctx, listen, token.clone()).await?;
+            tracing::info!("plumb serving on http://{}", handle.addr);
+            shutdown_signal().await;
+            token.cancel();
+            handle.tracker.wait().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diff {
+            app,
+            cluster,
+            revision,
+            output,
+        } => {
+            let ctx = context(&cluster).await?;
+            let report = ctx
+                .run_pass(&app, Mode::CompareOnly, revision.as_deref())
+                .await?;
+            let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
+            if report.status.sync == crate::compare::SyncStatus::Unknown {
+                for c in &report.status.conditions {
+                    eprintln!("{}: {}", c.type_, c.message);
+                }
+                return Ok(ExitCode::from(2));
+            }
+            if output == "json" {
+                println!("{}", serde_json::to_string_pretty(&report.diffs)?);
+            } else {
+                let color = std::io::stdout().is_terminal();
+                for d in &report.diffs {
+                    if d.reason.is_empty() {
+                        continue;
+                    }
+                    println!("# {} ({})", d.object, d.reason);
+                    let text = if d.reason == "requires pruning" {
+                        String::new()
+                    } else {
+                        unified(
+                            &d.object,
+                            &crate::compare::diff::mask_secret(&d.desired),
+                            d.live
+                                .as_ref()
+                                .map(crate::compare::diff::mask_secret)
+                                .as_ref(),
+                        )
+                    };
+                    for line in text.lines() {
+                        match (color, line.chars().next()) {
+                            (true, Some('+')) if !line.starts_with("+++") => {
+                                println!("\x1b[32m{line}\x1b[0m")
+                            }
+                            (true, Some('-')) if !line.starts_with("---") => {
+                                println!("\x1b[31m{line}\x1b[0m")
+                            }
+                            _ => println!("{line}"),
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::from(u8::from(differs)))
+        }
+        Command::Sync {
+            app,
+            cluster,
+            prune,
+            dry_run,
+        } => {
+            let ctx = context(&cluster).await?;
+            let policy_prune = ctx
+                .config
+                .applications
+                .iter()
+                .find(|a| a.name.value == app)
+                .and_then(|a| {
+                    ctx.config
+                        .environments
+                        .iter()
+                        .find(|e| e.name.value == a.environment.value)
+                })
+                .is_some_and(|e| e.sync_policy.prune);
+            let mode = if dry_run {
+                Mode::CompareOnly
+            } else {
+                Mode::Manual {
+                    prune: prune.unwrap_or(policy_prune),
+                }
+            };
+            let report = ctx.run_pass(&app, mode, None).await?;
+            if dry_run {
+                for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {
+                    let verb = match d.reason.as_str() {
+                        "missing" => "create",
+                        "requires pruning" if prune.unwrap_or(policy_prune) => "prune",
+                        "requires pruning" => "skip (prune is off)",
+                        r if r.starts_with("differs") => "update",
+                        _ => "error",
+                    };
+                    println!("{verb:<8} {}  {}", d.object, d.reason);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            match &report.sync {
+                Some(r) => {
+                    println!(
+                        "{} {} \"{}\": {:?}",
+                        app,
+                        short(&r.revision),
+                        r.subject,
+                        r.result
+                    );
+                    for a in &r.applied {
+                        println!("  applied {a}");
+                    }
+                    for p in &r.pruned {
+                        println!("  pruned  {p}");
+                    }
+                    if !r.message.is_empty() {
+                        println!("  {}", r.message);
+                    }
+                    Ok(if r.result == crate::status::SyncResult::Succeeded {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    })
+                }
+                None => {
+                    println!(
+                        "{app}: {} {}, nothing to sync",
+                        report.status.sync,
+                        short(&report.status.revision)
+                    );
+                    for c in &report.status.conditions {
+                        println!("  {}: {}", c.type_, c.message);
+                    }
+                    Ok(
+                        if report.status.sync == crate::compare::SyncStatus::Unknown {
+                            ExitCode::from(1)
+                        } else {
+                            ExitCode::SUCCESS
+                        },
+                    )
+                }
+            }
+        }
+        Command::Status { cluster } => {
+            let config = config::load(&cluster.config)?;
+            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
+            let store = crate::status::Store::new(client, &config.settings.status_namespace);
+            print!("{}", status_table(&config, &store.list().await?));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::History { app, cluster } => {
+            let config = config::load(&cluster.config)?;
+            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
+            let store = crate::status::Store::new(client, &config.settings.status_namespace);
+            let (_, history) = store.load(&app).await?;
+            for r in history {
+                println!(
+                    "{}  {}  {:<9} {:<11} {}  (+{} -{}) {}",
+                    r.finished_at,
+                    short(&r.revision),
+                    format!("{:?}", r.result),
+                    r.reason,
+                    r.subject,
+                    r.applied.len(),
+                    r.pruned.len(),
+                    r.message
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validate { files } => {
+            let mut ok = true;
+            for f in &files {
+                match config::load(f) {
+                    Ok(c) => println!(
+                        "{}: ok ({} applications, {} environments, {} repositories)",
+                        f.display(),
+                        c.applications.len(),
+                        c.environments.len(),
+                        c.repositories.len()
+                    ),
+                    Err(e) => {
+                        ok = false;
+                        eprintln!("{e}");
+                    }
+                }
+            }
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Demo(args) => crate::lab::demo::run(args).await,
+    }
+}
+
+/// A running server: its address and the tasks to wait for after cancelling.
+pub struct ServeHandle {
+    /// Bound address.
+    pub addr: SocketAddr,
+    /// Actors and the HTTP server.
+    pub tracker: TaskTracker,
+    /// Scheduler (to trigger passes).
+    pub scheduler: Scheduler,
+}
+
+/// Starts the actors and the HTTP server on `listen` (port 0 picks a free port).
+///
+/// # Errors
+/// Secret files unreadable, address in use.
+pub async fn serve(
+    ctx: Arc<Context>,
+    listen: SocketAddr,
+    token: CancellationToken,
+) -> anyhow::Result<ServeHandle> {
+    let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
+    let tracker = TaskTracker::new();
+    let scheduler = Scheduler::start(ctx.clone(), &tracker, token.clone());
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let app = server::router(server::AppState {
+        ctx,
+        scheduler: scheduler.clone(),
+        receiver: Arc::new(receiver),
+    });
+    let t = token.clone();
+    tracker.spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(t.cancelled_owned())
+            .await
+        {
+            tracing::error!("http server: {e}");
+        }
+    });
+    tracker.close();
+    Ok(ServeHandle {
+        addr,
+        tracker,
+        scheduler,
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(7)]
+}
+
+/// The `plumb status` table.
+pub fn status_table(config: &Config, statuses: &[crate::status::AppStatus]) -> String {
+    let mut out = format!(
+        "{:<16} {:<8} {:<9} {:<11} {:<12} {:<36} {}\n",
+        "APP", "ENV", "REVISION", "SYNC", "HEALTH", "SUBJECT", "LAST SYNC"
+    );
+    for app in &config.applications {
+        let name = &app.name.value;
+        let st = statuses.iter().find(|s| &s.app == name);
+        let (rev, sync, health, subject, last) = match st {
+            Some(s) => (
+                short(&s.revision).to_string(),
+                s.sync.to_string(),
+                s.health.to_string(),
+                s.subject.chars().take(36).collect::<String>(),
+                s.last_sync.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |r| format!("{:?} {}", r.result, r.finished_at),
+                ),
+            ),
+            None => (
+                "-".into(),
+                "Unknown".into(),
+                "Unknown".into(),
+                "(no pass yet)".into(),
+                "-".into(),
+            ),
+        };
+        out.push_str(&format!(
+            "{name:<16} {:<8} {rev:<9} {sync:<11} {health:<12} {subject:<36} {last}\n",
+            app.environment.value
+        ));
+    }
+    out
+}

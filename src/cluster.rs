@@ -1,0 +1,225 @@
+//! Cluster: the thin adapter to the Kubernetes API (kube-rs).
+//!
+//! Objects cross this boundary as `serde_json::Value` so that the pure core never sees a
+//! kube type. Kinds are mapped to resources through aggregated discovery (one round
+//! trip), refreshed once when a kind is not found (e.g. right after a CRD was applied).
+
+use kube::{
+    Client,
+    api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions},
+    core::{ApiResource, GroupVersionKind},
+    discovery::{Discovery, Scope},
+};
+use serde_json::Value;
+use tokio::sync::RwLock;
+
+use crate::{
+    FIELD_MANAGER,
+    tracking::{APP_LABEL, ObjectKey},
+};
+
+/// A Kubernetes API failure, naming the object or kind it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server does not serve this kind (no CRD, wrong apiVersion).
+    #[error("kind {kind} ({api_version}) is not served by the cluster")]
+    UnknownKind {
+        /// apiVersion of the manifest.
+        api_version: String,
+        /// kind of the manifest.
+        kind: String,
+    },
+    /// A request failed.
+    #[error("{action} {object}: {source}")]
+    Request {
+        /// What was attempted (`get`, `dry-run apply`, `apply`, `list`, `delete`).
+        action: &'static str,
+        /// The object (or kind) concerned.
+        object: String,
+        /// kube's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// Discovery failed.
+    #[error("discovery: {0}")]
+    Discovery(#[source] Box<kube::Error>),
+}
+
+impl Error {
+    fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
+        Error::Request {
+            action,
+            object: object.to_string(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// A served kind: its resource and whether objects of it live in namespaces.
+#[derive(Debug, Clone)]
+pub struct Kind {
+    /// Resource (group, version, plural).
+    pub resource: ApiResource,
+    /// True for namespaced kinds.
+    pub namespaced: bool,
+}
+
+/// The cluster connection plus a discovery cache.
+pub struct Cluster {
+    client: Client,
+    discovery: RwLock<Discovery>,
+}
+
+impl Cluster {
+    /// Connects and runs discovery.
+    ///
+    /// # Errors
+    /// [`Error::Discovery`] when the API server cannot be reached.
+    pub async fn new(client: Client) -> Result<Self, Error> {
+        let discovery = Discovery::new(client.clone())
+            .run_aggregated()
+            .await
+            .map_err(|e| Error::Discovery(Box::new(e)))?;
+        Ok(Self {
+            client,
+            discovery: RwLock::new(discovery),
+        })
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Maps `apiVersion` + `kind` to a served resource, refreshing discovery once on a miss.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`], [`Error::Discovery`].
+    pub async fn kind(&self, api_version: &str, kind: &str) -> Result<Kind, Error> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        if let Some(k) = self.lookup(&gvk).await {
+            return Ok(k);
+        }
+        let fresh = Discovery::new(self.client.clone())
+            .run_aggregated()
+            .await
+            .map_err(|e| Error::Discovery(Box::new(e)))?;
+        *self.discovery.write().await = fresh;
+        self.lookup(&gvk).await.ok_or_else(|| Error::UnknownKind {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        })
+    }
+
+    async fn lookup(&self, gvk: &GroupVersionKind) -> Option<Kind> {
+        self.discovery
+            .read()
+            .await
+            .resolve_gvk(gvk)
+            .map(|(resource, caps)| Kind {
+                resource,
+                namespaced: caps.scope == Scope::Namespaced,
+            })
+    }
+
+    fn api(&self, kind: &Kind, namespace: &str) -> Api<DynamicObject> {
+        if kind.namespaced {
+            Api::namespaced_with(self.client.clone(), namespace, &kind.resource)
+        } else {
+            Api::all_with(self.client.clone(), &kind.resource)
+        }
+    }
+
+    /// Reads one object; `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn get(&self, kind: &Kind, key: &ObjectKey) -> Result<Option<Value>, Error> {
+        let obj = self
+            .api(kind, &key.namespace)
+            .get_opt(&key.name)
+            .await
+            .map_err(|e| Error::request("get", key, e))?;
+        Ok(obj.map(to_value))
+    }
+
+    /// Server-side apply of `obj` as field manager `plumb`, forcing conflicts; with
+    /// `dry_run` nothing is persisted and the answer is what the object would become.
+    ///
+    /// # Errors
+    /// [`Error::Request`] carrying the API server's reason (validation, admission,
+    /// immutable field, …).
+    pub async fn apply(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        obj: &Value,
+        dry_run: bool,
+    ) -> Result<Value, Error> {
+        let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+        if dry_run {
+            pp = pp.dry_run();
+        }
+        let out = self
+            .api(kind, &key.namespace)
+            .patch(&key.name, &pp, &Patch::Apply(obj))
+            .await
+            .map_err(|e| Error::request(if dry_run { "dry-run apply" } else { "apply" }, key, e))?;
+        Ok(to_value(out))
+    }
+
+    /// Every object of `kind` labelled `plumb.dev/app=<app>`, in all namespaces.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn list_app(&self, kind: &Kind, app: &str) -> Result<Vec<Value>, Error> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+        let lp = ListParams::default().labels(&format!("{APP_LABEL}={app}"));
+        let list = api.list(&lp).await.map_err(|e| {
+            Error::request(
+                "list",
+                format!("{} -l {APP_LABEL}={app}", kind.resource.kind),
+                e,
+            )
+        })?;
+        Ok(list.items.into_iter().map(to_value).collect())
+    }
+
+    /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
+    /// with foreground propagation (dependents go first). A 404 counts as done.
+    ///
+    /// # Errors
+    /// [`Error::Request`] (a 409 means the UID precondition failed).
+    pub async fn delete(&self, kind: &Kind, key: &ObjectKey, uid: &str) -> Result<(), Error> {
+        let dp = DeleteParams::foreground().preconditions(Preconditions {
+            uid: Some(uid.into()),
+            resource_version: None,
+        });
+        match self.api(kind, &key.namespace).delete(&key.name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(Error::request("delete", key, e)),
+        }
+    }
+}
+
+fn to_value(obj: DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+/// Builds a client from `--kubeconfig` when given, else the usual inference
+/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+///
+/// # Errors
+/// When no configuration is found or it is invalid.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}

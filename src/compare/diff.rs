@@ -1,0 +1,122 @@
+//! Diff of two normalized objects: the list of differing fields as JSON pointers, with
+//! both values, plus a readable unified YAML diff.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One differing field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    /// RFC 6901 pointer of the field, e.g. `/spec/replicas`.
+    pub path: String,
+    /// Git's value (absent when Git does not declare the field).
+    pub desired: Option<Value>,
+    /// The live value (absent when the field is missing live).
+    pub live: Option<Value>,
+}
+
+/// Fields that differ between `desired` and `live` (both already normalized), in
+/// path order; empty when equal. Computed from the RFC 6902 patch live → desired
+/// (json-patch crate), so every path is the shallowest that differs.
+pub fn diff(desired: &Value, live: &Value) -> Vec<Difference> {
+    let patch = json_patch::diff(live, desired);
+    let mut out: Vec<Difference> = patch
+        .0
+        .iter()
+        .map(|op| {
+            let path = match op {
+                json_patch::PatchOperation::Add(o) => o.path.to_string(),
+                json_patch::PatchOperation::Remove(o) => o.path.to_string(),
+                json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+                json_patch::PatchOperation::Move(o) => o.path.to_string(),
+                json_patch::PatchOperation::Copy(o) => o.path.to_string(),
+                json_patch::PatchOperation::Test(o) => o.path.to_string(),
+            };
+            Difference {
+                desired: desired.pointer(&path).cloned(),
+                live: live.pointer(&path).cloned(),
+                path,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    out
+}
+
+/// A unified diff of the YAML forms of `live` (`-`) and `desired` (`+`), with `label`
+/// in the headers; empty when both are equal.
+pub fn unified(label: &str, desired: &Value, live: Option<&Value>) -> String {
+    let to_yaml = |v: &Value| {
+        serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    };
+    let old = live.map(to_yaml).unwrap_or_default();
+    let new = to_yaml(desired);
+    if old == new {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("live/{label}"), &format!("git/{label}"))
+        .to_string()
+}
+
+/// A copy of `obj` with the values of a Secret's `data` and `stringData` replaced by
+/// `***` (keys stay visible), for printing diffs.
+pub fn mask_secret(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if v.get("kind").and_then(Value::as_str) == Some("Secret") {
+        for field in ["data", "stringData"] {
+            if let Some(m) = v.get_mut(field).and_then(Value::as_object_mut) {
+                for val in m.values_mut() {
+                    *val = Value::String("***".into());
+                }
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn equal_objects_have_no_difference() {
+        let v = json!({"a": [1, {"b": 2}], "c": "x"});
+        assert!(diff(&v, &v).is_empty());
+        assert!(unified("x", &v, Some(&v)).is_empty());
+    }
+
+    #[test]
+    fn secrets_are_masked() {
+        let s = json!({"kind": "Secret", "data": {"password": "aHVudGVyMg=="}});
+        assert_eq!(
+            mask_secret(&s),
+            json!({"kind": "Secret", "data": {"password": "***"}})
+        );
+        let c = json!({"kind": "ConfigMap", "data": {"k": "v"}});
+        assert_eq!(mask_secret(&c), c);
+    }
+
+    #[test]
+    fn replicas_drift() {
+        let git = json!({"spec": {"replicas": 3, "x": 1}});
+        let live = json!({"spec": {"replicas": 5, "x": 1, "extra": true}});
+        let d = diff(&git, &live);
+        assert_eq!(
+            d.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
+            ["/spec/extra", "/spec/replicas"]
+        );
+        assert_eq!(d[1].desired, Some(json!(3)));
+        assert_eq!(d[1].live, Some(json!(5)));
+        let u = unified("Deployment/web", &git, Some(&live));
+        assert!(
+            u.contains("-  replicas: 5") && u.contains("+  replicas: 3"),
+            "{u}"
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Reading policy files and the secret files they point at.
+
+use std::path::{Path, PathBuf};
+
+use super::{Config, validate};
+
+/// Why a policy file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Read {
+        /// The policy file.
+        file: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not parse or does not fit the model (unknown key, wrong type).
+    #[error("{file}:{line}:{column}: {message}")]
+    Parse {
+        /// The policy file.
+        file: PathBuf,
+        /// 1-based line (0 when unknown).
+        line: u32,
+        /// 1-based column (0 when unknown).
+        column: u32,
+        /// The parser's message.
+        message: String,
+    },
+    /// The file parsed but has problems; every one is listed, one per line.
+    #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// Each problem with its location.
+        problems: Vec<super::Problem>,
+    },
+}
+
+/// Reads, parses and validates the policy file at `file`.
+///
+/// # Errors
+/// [`Error::Read`], [`Error::Parse`] (with line and column) or [`Error::Invalid`] listing
+/// every problem found, each as `file:line: message`.
+pub fn load(file: &Path) -> Result<Config, Error> {
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Read {
+        file: file.into(),
+        source,
+    })?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    load_str(&text, file, base)
+}
+
+/// Parses and validates policy text; `file` names it in errors and relative secret
+/// paths are resolved against `base`.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
+    let mut config: Config = serde_saphyr::from_str(text).map_err(|e| {
+        let loc = e.location();
+        Error::Parse {
+            file: file.into(),
+            line: loc.map_or(0, |l| l.line() as u32),
+            column: loc.map_or(0, |l| l.column() as u32),
+            message: first_line(&e.to_string()),
+        }
+    })?;
+    config.file = file.into();
+    for repo in &mut config.repositories {
+        for p in [
+            &mut repo.webhook_secret_file,
+            &mut repo.token_file,
+            &mut repo.ssh_key_file,
+            &mut repo.known_hosts_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.value.is_relative() {
+                p.value = base.join(&p.value);
+            }
+        }
+    }
+    let problems = validate(&config);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(Error::Invalid { problems })
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+/// Reads a secret file: its bytes exactly, except that **one** trailing newline
+/// (`\n` or `\r\n`) is stripped, since editors and `echo` add one.
+///
+/// # Errors
+/// The IO error of reading the file.
+pub fn read_secret(file: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = std::fs::read(file)?;
+    if bytes.ends_with(b"\r\n") {
+        bytes.truncate(bytes.len() - 2);
+    } else if bytes.ends_with(b"\n") {
+        bytes.truncate(bytes.len() - 1);
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_strips_exactly_one_trailing_newline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (content, want) in [
+            (&b"s3cr3t"[..], &b"s3cr3t"[..]),
+            (b"s3cr3t\n", b"s3cr3t"),
+            (b"s3cr3t\r\n", b"s3cr3t"),
+            (b"s3cr3t\n\n", b"s3cr3t\n"),
+            (b" s3cr3t \n", b" s3cr3t "),
+        ] {
+            let f = dir.path().join("s");
+            std::fs::write(&f, content).expect("write");
+            assert_eq!(read_secret(&f).expect("read"), want);
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_line() {
+        let text = "repositories: []\napplications: []\nenvironmnts: []\n";
+        let err = load_str(text, Path::new("p.yaml"), Path::new(".")).expect_err("must fail");
+        let msg = err.to_string();
+        assert!(msg.starts_with("p.yaml:3:"), "{msg}");
+        assert!(msg.contains("environmnts"), "{msg}");
+    }
+}

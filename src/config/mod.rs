@@ -1,0 +1,28 @@
+//! Policy files: which repositories plumb reads, which applications it keeps in the
+//! cluster, and the per-environment sync policy that says what it may do about them.
+//!
+//! A policy file is YAML with three lists and optional settings:
+//!
+//! ```yaml
+//! repositories:            # where desired state comes from
+//!   - name: fleet
+//!     url: https://git.example.com/acme/fleet.git
+//!     webhookSecretFile: /etc/plumb/webhook-secret   # HMAC secret of the forge's webhook
+//! environments:            # sync policy, one per environment (dev, prod, ...)
+//!   - name: dev
+//!     syncPolicy: {automated: true, prune: true, selfHeal: true}
+//! applications:            # one path of one repository at one revision -> one namespace
+//!   - {name: web, repository: fleet, revision: main, path: apps/web, namespace: web, environment: dev}
+//! ```
+//!
+//! Loading ([`load`]) parses with serde-saphyr (unknown keys rejected), then
+//! [`validate`] checks references and values and reports **every** problem with the
+//! file and line it comes from. The model itself ([`model`]) is plain data.
+
+mod load;
+pub mod model;
+mod validate;
+
+pub use load::{Error, load, load_str, read_secret};
+pub use model::*;
+pub use validate::{Problem, validate};

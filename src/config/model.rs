@@ -1,0 +1,277 @@
+//! The policy model: plain data deserialized from a policy file.
+//!
+//! Names follow Argo CD's Application spec where one exists (`syncPolicy.automated`,
+//! `prune`, `selfHeal`, `allowEmpty`, `syncOptions`, `ignoreDifferences` with
+//! `jsonPointers`), so that a reader of Argo CD's documentation recognises them.
+
+use std::{path::PathBuf, time::Duration};
+
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
+
+/// Default reconcile interval: 180 seconds, as Argo CD's `timeout.reconciliation`.
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(180);
+
+/// A whole policy file after parsing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Git repositories that hold desired state.
+    #[serde(default)]
+    pub repositories: Vec<Repository>,
+    /// Sync policies, one per environment name.
+    #[serde(default)]
+    pub environments: Vec<Environment>,
+    /// Applications: one directory of one repository, reconciled into one namespace.
+    #[serde(default)]
+    pub applications: Vec<Application>,
+    /// Process-wide settings.
+    #[serde(default)]
+    pub settings: Settings,
+    /// The file this configuration was read from (set by the loader, not read from YAML).
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+/// Process-wide settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Settings {
+    /// Namespace holding plumb's status ConfigMaps (one per application). Default
+    /// `plumb-system`; created when missing.
+    #[serde(default = "default_status_namespace")]
+    pub status_namespace: String,
+    /// Largest webhook body accepted, in bytes (default 25 MiB, GitHub's own cap).
+    #[serde(default = "default_max_body")]
+    pub webhook_max_body_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            status_namespace: default_status_namespace(),
+            webhook_max_body_bytes: default_max_body(),
+        }
+    }
+}
+
+fn default_status_namespace() -> String {
+    "plumb-system".into()
+}
+fn default_max_body() -> usize {
+    25 * 1024 * 1024
+}
+
+/// A Git repository and the credentials to read it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Repository {
+    /// Name the applications refer to.
+    pub name: Spanned<String>,
+    /// Clone URL: `https://`, `http://`, `ssh://` or scp-style `git@host:owner/repo.git`.
+    pub url: Spanned<String>,
+    /// File holding the webhook secret (HMAC key of Gitea/GitHub signatures). One
+    /// trailing newline (`\n` or `\r\n`) is stripped; every other byte is part of the key.
+    #[serde(default)]
+    pub webhook_secret_file: Option<Spanned<PathBuf>>,
+    /// File holding an HTTPS token (sent as the basic-auth password).
+    #[serde(default)]
+    pub token_file: Option<Spanned<PathBuf>>,
+    /// User name sent with `tokenFile` (default `git`).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Private SSH key file for `ssh://` / scp-style URLs.
+    #[serde(default)]
+    pub ssh_key_file: Option<Spanned<PathBuf>>,
+    /// OpenSSH `known_hosts` file; required with `sshKeyFile` (host keys are pinned).
+    #[serde(default)]
+    pub known_hosts_file: Option<Spanned<PathBuf>>,
+}
+
+/// The sync policy of one environment.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Environment {
+    /// Environment name, e.g. `dev` or `prod`.
+    pub name: Spanned<String>,
+    /// What plumb may do when an application is OutOfSync.
+    #[serde(default)]
+    pub sync_policy: SyncPolicy,
+    /// Seconds between two passes of an application when nothing triggers one sooner:
+    /// an integer (seconds) or a string with a unit (`90s`, `3m`, `1h`). Default 180 s.
+    /// Each wait gets up to 10 % random jitter.
+    #[serde(default, deserialize_with = "de_interval")]
+    pub reconcile_interval: Option<Duration>,
+    /// Fields that differ on purpose (owned by another controller) and are not drift.
+    #[serde(default)]
+    pub ignore_differences: Vec<IgnoreDifference>,
+}
+
+impl Environment {
+    /// The reconcile interval, defaulted to [`DEFAULT_RECONCILE_INTERVAL`].
+    pub fn interval(&self) -> Duration {
+        self.reconcile_interval
+            .unwrap_or(DEFAULT_RECONCILE_INTERVAL)
+    }
+}
+
+/// Switches of automated sync (Argo CD's `syncPolicy`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SyncPolicy {
+    /// Sync by itself when a new revision appears. Off: only `plumb sync` applies.
+    #[serde(default)]
+    pub automated: bool,
+    /// Delete tracked objects that Git no longer declares.
+    #[serde(default)]
+    pub prune: bool,
+    /// Also sync when the live state drifted while the revision stayed the same.
+    #[serde(default)]
+    pub self_heal: bool,
+    /// Allow a sync whose render produced zero objects (default false: refuse).
+    #[serde(default)]
+    pub allow_empty: bool,
+    /// Sync options, `Name=value` (e.g. `CreateNamespace=true`, `PruneLast=true`).
+    #[serde(default)]
+    pub sync_options: Vec<String>,
+}
+
+/// One `ignoreDifferences` rule (Argo CD's shape).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IgnoreDifference {
+    /// API group; omitted means any group, `""` is the core group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Only objects of this name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Only objects in this namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// RFC 6901 JSON pointers of ignored fields (`/spec/replicas`; `~1` escapes `/`).
+    #[serde(default)]
+    pub json_pointers: Vec<Spanned<String>>,
+}
+
+/// An application: `path` of `repository` at `revision`, reconciled into `namespace`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Application {
+    /// Application name (a DNS-1123 label: it names a ConfigMap and a tracking-id).
+    pub name: Spanned<String>,
+    /// Name of a [`Repository`].
+    pub repository: Spanned<String>,
+    /// Branch, tag or 40-hex commit SHA (default `main`).
+    #[serde(default = "default_revision")]
+    pub revision: Spanned<String>,
+    /// Directory inside the repository (default: its root).
+    #[serde(default = "default_path")]
+    pub path: Spanned<String>,
+    /// Namespace for objects that do not name one.
+    pub namespace: Spanned<String>,
+    /// Name of an [`Environment`].
+    pub environment: Spanned<String>,
+}
+
+fn default_revision() -> Spanned<String> {
+    Spanned::new(
+        "main".to_string(),
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
+}
+
+fn default_path() -> Spanned<String> {
+    Spanned::new(
+        String::new(),
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
+}
+
+fn de_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Secs(s)) => Ok(Some(Duration::from_secs(s))),
+        Some(Raw::Text(t)) => parse_duration(&t)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// Parses `90`, `90s`, `3m`, `1h`, `1h30m`, `500ms` into a duration.
+///
+/// # Errors
+/// A message naming the text when it is not a positive number followed by a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration (use e.g. 180, 90s, 3m, 1h)");
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return if secs == 0 {
+            Err(bad())
+        } else {
+            Ok(Duration::from_secs(secs))
+        };
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        total += match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+    }
+    if total.is_zero() {
+        Err(bad())
+    } else {
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        for (text, secs) in [
+            ("180", 180.0),
+            ("90s", 90.0),
+            ("3m", 180.0),
+            ("1h30m", 5400.0),
+            ("500ms", 0.5),
+        ] {
+            assert_eq!(
+                parse_duration(text).map(|d| d.as_secs_f64()),
+                Ok(secs),
+                "{text}"
+            );
+        }
+        for bad in ["", "0", "m", "3x", "-3s", "1.5m"] {
+            assert!(parse_duration(bad).is_err(), "{bad} must be rejected");
+        }
+    }
+}

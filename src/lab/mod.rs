@@ -1,0 +1,21 @@
+//! The lab: real parts to run plumb against, for the tests and the demo.
+//!
+//! - [`ControlPlane`]: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+//!   and kwok (fake nodes whose pods "run"), built from their Go modules by
+//!   `tools/testbins/build.sh` and started on loopback with fresh PKI in a temp dir.
+//! - [`GitServer`]: bare repositories served over smart HTTP by Git's own
+//!   `git http-backend` (CGI), bridged by a small axum server.
+//! - [`Repo`]: a bare repository plus a work tree to commit into.
+//!
+//! Every process started here is watched: when the process that started it exits —
+//! normally or after a panic — the component is killed within half a second, so no
+//! stray apiservers are left behind.
+
+mod control_plane;
+pub mod demo;
+mod git_server;
+mod repo;
+
+pub use control_plane::{ControlPlane, Options as ControlPlaneOptions, testbins_dir};
+pub use git_server::GitServer;
+pub use repo::Repo;

@@ -1,0 +1,144 @@
+//! Prometheus metrics (text exposition at `GET /metrics`).
+//!
+//! Label values are bounded: application names from the policy, fixed result words.
+//! Durations are in seconds.
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+/// Labels of a pass.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    /// Application.
+    pub app: String,
+    /// `synced`, `applied`, `failed`, `refused`, `error`.
+    pub result: String,
+}
+
+/// Labels of an application status gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// Application.
+    pub app: String,
+    /// The status word (`Synced`, `Healthy`, …).
+    pub status: String,
+}
+
+/// Labels of a webhook delivery.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    /// Provider (`gitea`, `github`, … or `unknown`).
+    pub provider: String,
+    /// `reconcile`, `ignore`, `reject`.
+    pub action: String,
+    /// HTTP status answered.
+    pub code: u16,
+}
+
+/// All metric families of one plumb process.
+pub struct Metrics {
+    registry: Registry,
+    /// Passes by application and result.
+    pub passes: Family<PassLabels, Counter>,
+    /// Pass duration in seconds, by application.
+    pub pass_seconds: Family<StatusLabels, Histogram>,
+    /// 1 for the current sync status of each application, 0 for the others.
+    pub sync_status: Family<StatusLabels, Gauge>,
+    /// 1 for the current health status of each application, 0 for the others.
+    pub health_status: Family<StatusLabels, Gauge>,
+    /// Webhook deliveries by provider, action and HTTP status.
+    pub deliveries: Family<DeliveryLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("plumb");
+        let passes = Family::<PassLabels, Counter>::default();
+        let pass_seconds = Family::<StatusLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
+        });
+        let sync_status = Family::<StatusLabels, Gauge>::default();
+        let health_status = Family::<StatusLabels, Gauge>::default();
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "passes",
+            "Reconcile passes by application and result",
+            passes.clone(),
+        );
+        registry.register(
+            "pass_duration_seconds",
+            "Duration of a reconcile pass in seconds",
+            pass_seconds.clone(),
+        );
+        registry.register(
+            "sync_status",
+            "Sync status per application (1 = current)",
+            sync_status.clone(),
+        );
+        registry.register(
+            "health_status",
+            "Health status per application (1 = current)",
+            health_status.clone(),
+        );
+        registry.register(
+            "webhook_deliveries",
+            "Webhook deliveries by provider, action and HTTP status",
+            deliveries.clone(),
+        );
+        Self {
+            registry,
+            passes,
+            pass_seconds,
+            sync_status,
+            health_status,
+            deliveries,
+        }
+    }
+}
+
+impl Metrics {
+    /// Text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Sets the one-hot sync and health gauges of `app`.
+    pub fn set_status(
+        &self,
+        app: &str,
+        sync: crate::compare::SyncStatus,
+        health: crate::health::HealthStatus,
+    ) {
+        use crate::{compare::SyncStatus as S, health::HealthStatus as H};
+        for s in [S::Synced, S::OutOfSync, S::Unknown] {
+            self.sync_status
+                .get_or_create(&StatusLabels {
+                    app: app.into(),
+                    status: s.to_string(),
+                })
+                .set(i64::from(s == sync));
+        }
+        for h in [
+            H::Healthy,
+            H::Suspended,
+            H::Progressing,
+            H::Missing,
+            H::Degraded,
+            H::Unknown,
+        ] {
+            self.health_status
+                .get_or_create(&StatusLabels {
+                    app: app.into(),
+                    status: h.to_string(),
+                })
+                .set(i64::from(h == health));
+        }
+    }
+}

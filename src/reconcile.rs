@@ -1,0 +1,883 @@
+//! One reconcile pass of one application — the only place that sequences IO and the
+//! pure core:
+//!
+//! 1. **source**: resolve the revision and read the application's files (git2);
+//! 2. **render** the manifests; stamp each with its tracking-id;
+//! 3. **compare**: for each object, read it live and, when it exists, server-side-apply
+//!    dry-run it; normalize both, strip ignored fields, diff; list the application's
+//!    owned objects that Git no longer declares ("requires pruning");
+//! 4. **health** of every object; roll-ups;
+//! 5. **sync** when the policy (or a person) says so: apply in order, then prune — only
+//!    if the render succeeded, every compare and every apply succeeded, and the guards
+//!    agree;
+//! 6. **record** status and history in the cluster.
+//!
+//! A failed fetch or render stops the pass before anything is compared or written: the
+//! application becomes Unknown with the error, and the last synced revision stays
+//! recorded as what runs.
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use futures::{FutureExt, StreamExt, stream};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::RwLock;
+
+use crate::{
+    cluster::{Cluster, Kind},
+    compare::{self, Difference, IgnoreRules, SyncStatus, normalize},
+    config::{Application, Config, Environment, Repository, read_secret},
+    health::{self, Health, HealthStatus},
+    metrics::{Metrics, PassLabels, StatusLabels},
+    plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
+    render,
+    source::{self, Credentials, Mirror},
+    status::{self, AppStatus, Condition, ResourceStatus, SyncRecord, SyncResult},
+    tracking::{self, ObjectKey},
+};
+
+/// How many objects are compared or applied at once.
+const CONCURRENCY: usize = 16;
+
+/// What a pass may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Follow the environment's sync policy (the server's passes).
+    Policy,
+    /// Sync now whatever the policy (`plumb sync`); `prune` as given.
+    Manual {
+        /// Prune objects Git no longer declares.
+        prune: bool,
+    },
+    /// Compare only; write nothing (`plumb diff`, `plumb sync --dry-run`).
+    CompareOnly,
+}
+
+/// Everything a pass needs, shared by all applications of one process.
+pub struct Context {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// Status store.
+    pub store: status::Store,
+    /// The policy.
+    pub config: Arc<Config>,
+    /// Where repository mirrors live.
+    pub cache_dir: PathBuf,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
+    statuses: RwLock<HashMap<String, AppStatus>>,
+}
+
+/// Why a pass could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No application of that name in the policy.
+    #[error("no application `{0}` in the policy")]
+    UnknownApp(String),
+    /// The status store failed.
+    #[error(transparent)]
+    Status(#[from] status::Error),
+}
+
+/// One object's comparison, for `plumb diff`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectDiff {
+    /// The object.
+    pub object: String,
+    /// Git's side (dry-run result, normalized, ignored fields removed).
+    pub desired: Value,
+    /// The live side (normalized, ignored fields removed); `None` when missing.
+    pub live: Option<Value>,
+    /// Differing fields; empty when Synced.
+    pub differences: Vec<Difference>,
+    /// `missing`, `requires pruning`, `differs at …`, an error, or empty.
+    pub reason: String,
+}
+
+/// The outcome of one pass.
+#[derive(Debug, Clone)]
+pub struct PassReport {
+    /// The application's status after the pass.
+    pub status: AppStatus,
+    /// Per-object comparisons (before any sync of this pass).
+    pub diffs: Vec<ObjectDiff>,
+    /// The sync made in this pass, if any.
+    pub sync: Option<SyncRecord>,
+}
+
+struct Compared {
+    key: ObjectKey,
+    kind: Option<Kind>,
+    /// What is sent when applying (tracking-stamped; ignored fields removed when live exists).
+    apply: Value,
+    live: Option<Value>,
+    sync: SyncStatus,
+    reason: String,
+    diff: ObjectDiff,
+}
+
+impl Context {
+    /// A context over `cluster` for `config`.
+    pub fn new(
+        cluster: Cluster,
+        config: Arc<Config>,
+        cache_dir: PathBuf,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+        Self {
+            cluster,
+            store,
+            config,
+            cache_dir,
+            metrics,
+            mirrors: Mutex::default(),
+            statuses: RwLock::default(),
+        }
+    }
+
+    /// The latest status of every application (in memory; loaded from the cluster on
+    /// the first pass of each).
+    pub async fn statuses(&self) -> Vec<AppStatus> {
+        let mut v: Vec<AppStatus> = self.statuses.read().await.values().cloned().collect();
+        v.sort_by(|a, b| a.app.cmp(&b.app));
+        v
+    }
+
+    fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, String> {
+        let mut mirrors = self
+            .mirrors
+            .lock()
+            .map_err(|_| "mirror cache poisoned".to_string())?;
+        if let Some(m) = mirrors.get(&repo.name.value) {
+            return Ok(m.clone());
+        }
+        let mut creds = Credentials::default();
+        if let Some(f) = &repo.token_file {
+            let token = read_secret(&f.value)
+                .map_err(|e| format!("tokenFile {}: {e}", f.value.display()))?;
+            creds.token = Some((repo.username.clone().unwrap_or_else(|| "git".into()), token));
+        }
+        creds.ssh_key = repo.ssh_key_file.as_ref().map(|f| f.value.clone());
+        creds.known_hosts = repo.known_hosts_file.as_ref().map(|f| f.value.clone());
+        let m = Mirror::open(&self.cache_dir, &repo.url.value, creds).map_err(|e| e.to_string())?;
+        let m = Arc::new(Mutex::new(m));
+        mirrors.insert(repo.name.value.clone(), m.clone());
+        Ok(m)
+    }
+
+    fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
+        let c = &self.config;
+        let app = c
+            .applications
+            .iter()
+            .find(|a| a.name.value == name)
+            .ok_or_else(|| Error::UnknownApp(name.into()))?;
+        let env = c
+            .environments
+            .iter()
+            .find(|e| e.name.value == app.environment.value)
+            .ok_or_else(|| Error::UnknownApp(name.into()))?;
+        let repo = c
+            .repositories
+            .iter()
+            .find(|r| r.name.value == app.repository.value)
+            .ok_or_else(|| Error::UnknownApp(name.into()))?;
+        Ok((app, env, repo))
+    }
+
+    /// Runs one pass of application `name`. `revision` overrides the configured
+    /// revision (only with [`Mode::CompareOnly`], for previews).
+    ///
+    /// # Errors
+    /// [`Error::UnknownApp`]; [`Error::Status`] when status cannot be read or written.
+    /// Fetch, render, compare and apply failures are not errors of the pass: they are
+    /// reported in the returned status (and stored).
+    pub async fn run_pass(
+        &self,
+        name: &str,
+        mode: Mode,
+        revision: Option<&str>,
+    ) -> Result<PassReport, Error> {
+        let started = Instant::now();
+        let started_at = status::now();
+        let (app, env, repo) = self.app(name)?;
+        let (previous, mut history) = match self.statuses.read().await.get(name) {
+            Some(s) => (s.clone(), None),
+            None => {
+                let (s, h) = self.store.load(name).await?;
+                (s, Some(h))
+            }
+        };
+        let mut st = AppStatus {
+            app: name.into(),
+            environment: env.name.value.clone(),
+            synced_revision: previous.synced_revision.clone(),
+            kinds: previous.kinds.clone(),
+            last_sync: previous.last_sync.clone(),
+            ..AppStatus::default()
+        };
+
+        // 1–2. source and render (blocking git2 off the async threads)
+        let wanted = revision.unwrap_or(&app.revision.value).to_string();
+        let path = app.path.value.clone();
+        let fetched = match self.mirror(repo) {
+            Err(e) => Err(e),
+            Ok(m) => tokio::task::spawn_blocking(move || -> Result<source::Snapshot, String> {
+                let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+                let resolved = m.resolve(&wanted).map_err(|e| e.to_string())?;
+                m.snapshot(&resolved.revision, &path)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("source task: {e}"))),
+        };
+        let snapshot = match fetched {
+            Ok(s) => s,
+            Err(e) => {
+                return self
+                    .finish_early(
+                        st,
+                        previous,
+                        history,
+                        "ComparisonError",
+                        format!("fetch {}: {e}", repo.url.value),
+                        started,
+                        mode,
+                    )
+                    .await;
+            }
+        };
+        st.revision = snapshot.revision.clone();
+        st.subject = snapshot.subject.clone();
+        let manifests = match render::render(&snapshot.files) {
+            Ok(m) => m,
+            Err(e) => {
+                return self
+                    .finish_early(
+                        st,
+                        previous,
+                        history,
+                        "ComparisonError",
+                        format!(
+                            "render {}: {e}",
+                            &snapshot.revision[..7.min(snapshot.revision.len())]
+                        ),
+                        started,
+                        mode,
+                    )
+                    .await;
+            }
+        };
+
+        // 3. compare
+        let rules = IgnoreRules::new(&env.ignore_differences);
+        let namespace = app.namespace.value.clone();
+        let mut jobs = Vec::with_capacity(manifests.len());
+        for m in manifests {
+            jobs.push(
+                self.compare_one(name, &namespace, &rules, m.object, m.source)
+                    .boxed(),
+            );
+        }
+        let compared: Vec<Compared> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
+        let mut compare_errors: Vec<String> = compared
+            .iter()
+            .filter(|c| c.sync == SyncStatus::Unknown)
+            .map(|c| format!("{}: {}", c.key, c.reason))
+            .collect();
+
+        // owned objects no longer in Git
+        let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
+        for c in &compared {
+            if let Some(av) = c.apply.get("apiVersion").and_then(Value::as_str) {
+                if c.kind.is_some() {
+                    kinds.insert((av.to_string(), c.key.kind.clone()));
+                }
+            }
+        }
+        let mut orphans: Vec<(PruneCandidate, Kind)> = Vec::new();
+        for (api_version, kind_name) in &kinds {
+            let kind = match self.cluster.kind(api_version, kind_name).await {
+                Ok(k) => k,
+                Err(crate::cluster::Error::UnknownKind { .. }) => continue, // kind gone from the cluster: nothing to prune
+                Err(e) => {
+                    compare_errors.push(e.to_string());
+                    continue;
+                }
+            };
+            match self.cluster.list_app(&kind, name).await {
+                Ok(objs) => {
+                    for o in objs.iter().filter(|o| tracking::is_owned_by(o, name)) {
+                        let Some(key) = ObjectKey::of(o) else {
+                            continue;
+                        };
+                        if desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key)
+                        {
+                            continue;
+                        }
+                        let uid = o
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        orphans.push((
+                            PruneCandidate {
+                                key,
+                                uid,
+                                options: SyncOptions::of_object(o),
+                            },
+                            kind.clone(),
+                        ));
+                    }
+                }
+                Err(e) => compare_errors.push(e.to_string()),
+            }
+        }
+
+        // 4. status and health
+        let mut resources = Vec::new();
+        for c in &compared {
+            let h = match (&c.kind, c.sync) {
+                (_, SyncStatus::Unknown) => Health {
+                    status: HealthStatus::Unknown,
+                    message: String::new(),
+                },
+                _ => health::assess(c.live.as_ref()),
+            };
+            resources.push(ResourceStatus {
+                object: c.key.to_string(),
+                sync: c.sync,
+                reason: c.reason.clone(),
+                health: h.status,
+                health_message: h.message,
+            });
+        }
+        for (o, _) in &orphans {
+            resources.push(ResourceStatus {
+                object: o.key.to_string(),
+                sync: SyncStatus::OutOfSync,
+                reason: "requires pruning".into(),
+                health: HealthStatus::Healthy,
+                health_message: String::new(),
+            });
+        }
+        let mut diffs: Vec<ObjectDiff> = compared.iter().map(|c| c.diff.clone()).collect();
+        diffs.extend(orphans.iter().map(|(o, _)| ObjectDiff {
+            object: o.key.to_string(),
+            desired: Value::Null,
+            live: None,
+            differences: vec![],
+            reason: "requires pruning".into(),
+        }));
+        st.resources = resources;
+        st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
+        if !compare_errors.is_empty() {
+            st.sync = SyncStatus::Unknown;
+            st.conditions.push(Condition {
+                type_: "ComparisonError".into(),
+                message: compare_errors.join("; "),
+            });
+        }
+        st.health = health::roll_up(
+            st.resources
+                .iter()
+                .filter(|r| r.reason != "requires pruning")
+                .map(|r| &r.health),
+        );
+        if st.sync == SyncStatus::Synced {
+            st.synced_revision = st.revision.clone();
+        }
+
+        // 5. sync
+        let out_of_sync = st.sync != SyncStatus::Synced;
+        let revision_changed = st.revision != previous.synced_revision;
+        let reason = match mode {
+            Mode::CompareOnly => None,
+            Mode::Manual { .. } => {
+                plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true)
+            }
+            Mode::Policy => {
+                plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, false)
+            }
+        };
+        let prune = match mode {
+            Mode::Manual { prune } => prune,
+            _ => env.sync_policy.prune,
+        };
+        let mut record = None;
+        if let Some(reason) = reason {
+            if SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str))
+                .create_namespace
+            {
+                self.ensure_namespace(&namespace).await;
+            }
+            let items: Vec<DesiredItem> = compared
+                .iter()
+                .map(|c| DesiredItem {
+                    key: c.key.clone(),
+                    out_of_sync: c.sync != SyncStatus::Synced,
+                })
+                .collect();
+            let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
+            let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty);
+            let rec = self
+                .execute(
+                    &mut st,
+                    &snapshot,
+                    reason,
+                    &p,
+                    &compared,
+                    &orphans,
+                    &compare_errors,
+                    &started_at,
+                )
+                .await;
+            for k in &compared {
+                if let (Some(_), Some(av)) =
+                    (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str))
+                {
+                    kinds.insert((av.to_string(), k.key.kind.clone()));
+                }
+            }
+            record = Some(rec);
+        } else if out_of_sync
+            && env.sync_policy.automated
+            && !env.sync_policy.self_heal
+            && !revision_changed
+            && mode == Mode::Policy
+        {
+            st.conditions.push(Condition { type_: "OutOfSync".into(), message: "live state drifted from Git; selfHeal is off, so plumb waits for the next commit or `plumb sync`".into() });
+        }
+        st.kinds = kinds.into_iter().collect();
+        if let Some(r) = &record {
+            st.last_sync = Some(r.clone());
+        }
+
+        // 6. record
+        let result_word = match (&record, st.sync) {
+            (Some(r), _) if r.result == SyncResult::Succeeded => "applied",
+            (Some(r), _) if r.result == SyncResult::Refused => "refused",
+            (Some(_), _) => "failed",
+            (None, SyncStatus::Unknown) => "error",
+            (None, _) => "compared",
+        };
+        if mode != Mode::CompareOnly {
+            self.save(&st, &previous, history.as_mut(), record.clone())
+                .await?;
+        }
+        self.observe(name, result_word, &st, started);
+        Ok(PassReport {
+            status: st,
+            diffs,
+            sync: record,
+        })
+    }
+
+    async fn compare_one(
+        &self,
+        app: &str,
+        namespace: &str,
+        rules: &IgnoreRules,
+        mut obj: Value,
+        source: String,
+    ) -> Compared {
+        let api_version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let kind_name = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let unknown = |key: ObjectKey, obj: Value, kind: Option<Kind>, reason: String| Compared {
+            diff: ObjectDiff {
+                object: key.to_string(),
+                desired: obj.clone(),
+                live: None,
+                differences: vec![],
+                reason: reason.clone(),
+            },
+            key,
+            kind,
+            apply: obj,
+            live: None,
+            sync: SyncStatus::Unknown,
+            reason,
+        };
+        let kind = match self.cluster.kind(&api_version, &kind_name).await {
+            Ok(k) => k,
+            Err(e) => {
+                let key = ObjectKey::of(&obj).unwrap_or_default_key();
+                return unknown(key, obj, None, format!("{e} ({source})"));
+            }
+        };
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            if kind.namespaced {
+                if meta
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    meta.insert("namespace".into(), Value::String(namespace.into()));
+                }
+            } else {
+                meta.remove("namespace");
+            }
+        }
+        let Some(key) = ObjectKey::of(&obj) else {
+            return unknown(
+                ObjectKey::default_key(),
+                obj,
+                Some(kind),
+                format!("{source}: no identity"),
+            );
+        };
+        tracking::stamp(&mut obj, app, &key);
+        let live = match self.cluster.get(&kind, &key).await {
+            Ok(l) => l,
+            Err(e) => return unknown(key, obj, Some(kind), e.to_string()),
+        };
+        let Some(live_obj) = live else {
+            let desired = normalize(&obj);
+            return Compared {
+                diff: ObjectDiff {
+                    object: key.to_string(),
+                    desired,
+                    live: None,
+                    differences: vec![],
+                    reason: "missing".into(),
+                },
+                key,
+                kind: Some(kind),
+                apply: obj,
+                live: None,
+                sync: SyncStatus::OutOfSync,
+                reason: "missing".into(),
+            };
+        };
+        // Ignored fields are not sent for an existing object, so plumb never owns them.
+        let mut apply = obj;
+        rules.strip(&key, &mut apply);
+        let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
+            Ok(d) => d,
+            Err(e) => return unknown(key, apply, Some(kind), e.to_string()),
+        };
+        let mut desired = normalize(&dry);
+        let mut live_n = normalize(&live_obj);
+        rules.strip(&key, &mut desired);
+        rules.strip(&key, &mut live_n);
+        let differences = compare::diff(&desired, &live_n);
+        let (sync, reason) = if differences.is_empty() {
+            (SyncStatus::Synced, String::new())
+        } else {
+            let paths: Vec<&str> = differences.iter().map(|d| d.path.as_str()).collect();
+            (
+                SyncStatus::OutOfSync,
+                format!("differs at {}", paths.join(", ")),
+            )
+        };
+        Compared {
+            diff: ObjectDiff {
+                object: key.to_string(),
+                desired,
+                live: Some(live_n),
+                differences,
+                reason: reason.clone(),
+            },
+            key,
+            kind: Some(kind),
+            apply,
+            live: Some(live_obj),
+            sync,
+            reason,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &self,
+        st: &mut AppStatus,
+        snapshot: &source::Snapshot,
+        reason: SyncReason,
+        p: &plan::Plan,
+        compared: &[Compared],
+        orphans: &[(PruneCandidate, Kind)],
+        compare_errors: &[String],
+        started_at: &str,
+    ) -> SyncRecord {
+        let mut rec = SyncRecord {
+            revision: snapshot.revision.clone(),
+            subject: snapshot.subject.clone(),
+            started_at: started_at.into(),
+            finished_at: String::new(),
+            reason: format!("{reason:?}"),
+            result: SyncResult::Succeeded,
+            message: String::new(),
+            applied: vec![],
+            pruned: vec![],
+        };
+        if let Some(refusal) = &p.refused {
+            rec.result = SyncResult::Refused;
+            rec.message = refusal.clone();
+            rec.finished_at = status::now();
+            st.conditions.push(Condition {
+                type_: "SyncError".into(),
+                message: refusal.clone(),
+            });
+            tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
+            return rec;
+        }
+        let mut failures = Vec::new();
+        // Apply rank by rank (Namespaces before what lives in them), concurrently within a rank.
+        let mut i = 0;
+        while i < p.apply.len() {
+            let rank = |j: usize| {
+                plan::kind_rank(
+                    &compared[p.apply[j]].key.group,
+                    &compared[p.apply[j]].key.kind,
+                )
+            };
+            let r = rank(i);
+            let mut end = i;
+            while end < p.apply.len() && rank(end) == r {
+                end += 1;
+            }
+            let mut jobs = Vec::with_capacity(end - i);
+            for &idx in &p.apply[i..end] {
+                jobs.push(self.apply_one(&compared[idx], idx).boxed());
+            }
+            let results: Vec<(usize, Result<Value, String>)> = stream::iter(jobs)
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            for (idx, res) in results {
+                let c = &compared[idx];
+                match res {
+                    Ok(obj) => {
+                        rec.applied.push(c.key.to_string());
+                        let what = if c.live.is_none() {
+                            "created".to_string()
+                        } else {
+                            format!(
+                                "reverted/updated {}",
+                                c.reason.trim_start_matches("differs at ")
+                            )
+                        };
+                        tracing::info!(app = %st.app, object = %c.key, revision = %rec.revision, subject = %rec.subject, reason = ?reason, "applied: {what}");
+                        if let Some(rs) = st
+                            .resources
+                            .iter_mut()
+                            .find(|r| r.object == c.key.to_string())
+                        {
+                            rs.sync = SyncStatus::Synced;
+                            rs.reason.clear();
+                            let h = health::assess(Some(&obj));
+                            rs.health = h.status;
+                            rs.health_message = h.message;
+                        }
+                    }
+                    Err(e) => failures.push(format!("{}: {e}", c.key)),
+                }
+            }
+            i = end;
+        }
+        rec.applied.sort();
+        if failures.is_empty() && compare_errors.is_empty() {
+            for cand in &p.prune {
+                let Some((_, kind)) = orphans.iter().find(|(o, _)| o.key == cand.key) else {
+                    continue;
+                };
+                match self.cluster.delete(kind, &cand.key, &cand.uid).await {
+                    Ok(()) => {
+                        tracing::info!(app = %st.app, object = %cand.key, revision = %rec.revision, "pruned: no longer in Git");
+                        rec.pruned.push(cand.key.to_string());
+                        st.resources.retain(|r| r.object != cand.key.to_string());
+                    }
+                    Err(e) => failures.push(format!("prune {}: {e}", cand.key)),
+                }
+            }
+        } else if !p.prune.is_empty() {
+            failures.push(format!(
+                "{} prune(s) held back because the sync was not clean",
+                p.prune.len()
+            ));
+        }
+        for (obj, why) in &p.skipped {
+            if let Some(rs) = st.resources.iter_mut().find(|r| &r.object == obj) {
+                rs.reason = why.clone();
+            }
+        }
+        let mut problems = failures;
+        problems.extend(compare_errors.iter().cloned());
+        if !problems.is_empty() {
+            rec.result = SyncResult::Failed;
+            rec.message = problems.join("; ");
+            st.conditions.push(Condition {
+                type_: "SyncError".into(),
+                message: rec.message.clone(),
+            });
+        }
+        st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
+        if !compare_errors.is_empty() {
+            st.sync = SyncStatus::Unknown;
+        }
+        st.health = health::roll_up(
+            st.resources
+                .iter()
+                .filter(|r| r.reason != "requires pruning")
+                .map(|r| &r.health),
+        );
+        if rec.result == SyncResult::Succeeded {
+            st.synced_revision = rec.revision.clone();
+        }
+        rec.finished_at = status::now();
+        rec
+    }
+
+    async fn apply_one(&self, c: &Compared, idx: usize) -> (usize, Result<Value, String>) {
+        let res = match &c.kind {
+            Some(kind) => self
+                .cluster
+                .apply(kind, &c.key, &c.apply, false)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err(c.reason.clone()),
+        };
+        (idx, res)
+    }
+
+    async fn ensure_namespace(&self, namespace: &str) {
+        match self.cluster.kind("v1", "Namespace").await {
+            Ok(kind) => {
+                let key = ObjectKey {
+                    group: String::new(),
+                    kind: "Namespace".into(),
+                    namespace: String::new(),
+                    name: namespace.into(),
+                };
+                let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+                if let Ok(None) = self.cluster.get(&kind, &key).await {
+                    if let Err(e) = self.cluster.apply(&kind, &key, &ns, false).await {
+                        tracing::warn!(namespace, "CreateNamespace: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(namespace, "CreateNamespace: {e}"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_early(
+        &self,
+        mut st: AppStatus,
+        previous: AppStatus,
+        mut history: Option<Vec<SyncRecord>>,
+        condition: &str,
+        message: String,
+        started: Instant,
+        mode: Mode,
+    ) -> Result<PassReport, Error> {
+        tracing::warn!(app = %st.app, "{message}");
+        st.sync = SyncStatus::Unknown;
+        st.health = previous.health;
+        st.resources = previous.resources.clone();
+        st.conditions.push(Condition {
+            type_: condition.into(),
+            message,
+        });
+        if st.revision.is_empty() {
+            st.revision = previous.revision.clone();
+            st.subject = previous.subject.clone();
+        }
+        if mode != Mode::CompareOnly {
+            self.save(&st, &previous, history.as_mut(), None).await?;
+        }
+        self.observe(&st.app.clone(), "error", &st, started);
+        Ok(PassReport {
+            status: st,
+            diffs: vec![],
+            sync: None,
+        })
+    }
+
+    async fn save(
+        &self,
+        st: &AppStatus,
+        previous: &AppStatus,
+        history: Option<&mut Vec<SyncRecord>>,
+        record: Option<SyncRecord>,
+    ) -> Result<(), Error> {
+        let changed = st != previous || record.is_some();
+        if changed {
+            let mut h = match history {
+                Some(h) => std::mem::take(h),
+                None => self.store.load(&st.app).await?.1,
+            };
+            if let Some(r) = record {
+                status::push_history(&mut h, r);
+            }
+            self.store.save(st, &h).await?;
+        }
+        self.statuses
+            .write()
+            .await
+            .insert(st.app.clone(), st.clone());
+        Ok(())
+    }
+
+    fn observe(&self, app: &str, result: &str, st: &AppStatus, started: Instant) {
+        self.metrics
+            .passes
+            .get_or_create(&PassLabels {
+                app: app.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.metrics
+            .pass_seconds
+            .get_or_create(&StatusLabels {
+                app: app.into(),
+                status: result.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics.set_status(app, st.sync, st.health);
+    }
+
+    /// The sync history of `app`, newest first.
+    ///
+    /// # Errors
+    /// [`Error::Status`].
+    pub async fn history(&self, app: &str) -> Result<Vec<SyncRecord>, Error> {
+        Ok(self.store.load(app).await?.1)
+    }
+}
+
+trait KeyDefault {
+    fn unwrap_or_default_key(self) -> ObjectKey;
+}
+impl KeyDefault for Option<ObjectKey> {
+    fn unwrap_or_default_key(self) -> ObjectKey {
+        self.unwrap_or_else(ObjectKey::default_key)
+    }
+}
+
+impl ObjectKey {
+    fn default_key() -> ObjectKey {
+        ObjectKey {
+            group: String::new(),
+            kind: "?".into(),
+            namespace: String::new(),
+            name: "?".into(),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from their
+# Go modules (through the Go module proxy) into a cache outside the git tree.
+#
+#   tools/testbins/build.sh [etcd|k8s|kwok|all]     (default: all)
+#
+# Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
+# Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
+# $PLUMB_TESTBINS/{etcd,k8s,kwok}/current/bin. A killed build never leaves a directory
+# that looks complete (build in a temp dir, then rename).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+ROOT=${PLUMB_TESTBINS:-$HOME/.cache/plumb-testbins}
+mkdir -p "$ROOT"
+export GOMODCACHE=$ROOT/go/mod GOCACHE=$ROOT/go/build GOFLAGS=-modcacherw GOTOOLCHAIN=local
+
+log() { printf '[testbins %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+build_etcd() { # $1 = output dir
+  local out=$1
+  mkdir -p "$out/src" "$out/bin"
+  (cd "$out/src" && go mod init testbins.local/etcd >/dev/null 2>&1 &&
+    go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" &&
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" \
+      -o "$out/bin/etcd" go.etcd.io/etcd/server/v3)
+  "$out/bin/etcd" --version >/dev/null
+}
+
+build_k8s() { # $1 = output dir
+  local out=$1 up_dir up_mod ld p minor
+  up_dir=$(cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | jq -r .Dir)
+  up_mod=$up_dir/go.mod
+  mkdir -p "$out/src" "$out/bin"
+  cd "$out/src"
+  go mod init testbins.local/k8s >/dev/null 2>&1
+  go mod edit -go="$(go mod edit -json "$up_mod" | jq -r .Go)"
+  go mod edit -json "$up_mod" | jq -r '.Godebug[]? | "\(.Key)=\(.Value)"' |
+    while read -r kv; do go mod edit -godebug="$kv"; done
+  go mod edit -json "$up_mod" | jq -r '.Replace[] | select(.New.Path|startswith("./staging/")) | .Old.Path' |
+    while read -r m; do go mod edit -replace="$m=$m@v$K8S_STAGING"; done
+  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@v$K8S_VERSION"
+  minor=$(cut -d. -f2 <<<"$K8S_VERSION")
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  CGO_ENABLED=0 go build -trimpath -tags=notest -ldflags="$ld" -o "$out/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler
+  "$out/bin/kube-apiserver" --version >/dev/null
+}
+
+build_kwok() { # $1 = output dir
+  local out=$1 kdir first f
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  kdir=$(cd "$(mktemp -d)" && go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | jq -r .Dir)
+  first=1
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [ $first = 1 ] || echo '---'
+    first=0
+    cat "$kdir/kustomize/stage/$f"
+  done >"$out/stages.yaml"
+  "$out/bin/kwok" --version >/dev/null 2>&1 || "$out/bin/kwok" --help >/dev/null
+}
+
+check_bin() { # component -> the binary that proves a build
+  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; esac
+}
+
+ensure() { # $1 = etcd | k8s | kwok
+  local c=$1 vers key dest tmp start secs bin
+  case $c in
+  etcd) vers="ETCD_VERSION=$ETCD_VERSION" ;;
+  k8s) vers="K8S_VERSION=$K8S_VERSION K8S_STAGING=$K8S_STAGING" ;;
+  kwok) vers="KWOK_VERSION=$KWOK_VERSION" ;;
+  esac
+  key=$( { echo "$vers"; declare -f "build_$c"; go version; } | sha256sum | cut -c1-12)
+  dest=$ROOT/$c/$key
+  bin=$dest/bin/$(check_bin "$c")
+  if [ -f "$dest/BUILD_INFO" ] && [ -x "$bin" ]; then
+    ln -sfn "$key" "$ROOT/$c/current"
+    log "$c: cached at $dest"
+    return 0
+  fi
+  local avail
+  avail=$(df -Pk "$ROOT" | awk 'NR==2{print $4}')
+  if [ "$avail" -lt 8000000 ]; then
+    log "$c: need ~8 GB free under $ROOT, have $((avail / 1024)) MB"
+    return 1
+  fi
+  mkdir -p "$ROOT/$c"
+  tmp=$(mktemp -d "$ROOT/$c/.tmp.XXXX")
+  log "$c: building ($vers) into $dest"
+  start=$(date +%s)
+  ("build_$c" "$tmp")
+  secs=$(($(date +%s) - start))
+  {
+    echo "$vers"
+    go version
+    echo "built: $(date -u +%FT%TZ) in ${secs}s"
+    du -sh "$tmp/bin"/*
+  } >"$tmp/BUILD_INFO"
+  rm -rf "$tmp/src/.cache" 2>/dev/null || true
+  rm -rf "$dest"
+  mv -T "$tmp" "$dest"
+  ln -sfn "$key" "$ROOT/$c/current"
+  log "$c: built in ${secs}s"
+  sed 's/^/    /' "$dest/BUILD_INFO" >&2
+}
+
+main() {
+  local what=${1:-all}
+  exec 9>"$ROOT/.lock"
+  flock 9
+  command -v go >/dev/null || { log "go is not installed"; exit 1; }
+  command -v jq >/dev/null || { log "jq is not installed"; exit 1; }
+  log "go: $(go version); GOPROXY=$(go env GOPROXY)"
+  case $what in
+  all) ensure etcd && ensure k8s && ensure kwok ;;
+  etcd | k8s | kwok) ensure "$what" ;;
+  *) log "usage: $0 [etcd|k8s|kwok|all]"; exit 2 ;;
+  esac
+  echo "$ROOT"
+}
+main "$@"
