@@ -105,10 +105,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: tokio runtime: {e}");
@@ -125,12 +122,9 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 /// Loads the policy and connects to the cluster.
@@ -141,17 +135,9 @@ pub async fn context(args: &ClusterArgs) -> anyhow::Result<Arc<Context>> {
     let config = config::load(&args.config)?;
     let client = crate::cluster::client(args.kubeconfig.as_deref()).await?;
     let cluster = Cluster::new(client).await?;
-    let cache = args
-        .cache_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
+    let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
     std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
-    let ctx = Context::new(
-        cluster,
-        Arc::new(config),
-        cache,
-        Arc::new(Metrics::default()),
-    );
+    let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
     ctx.store.ensure_namespace().await?;
     Ok(Arc::new(ctx))
 }
@@ -168,16 +154,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             handle.tracker.wait().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Diff {
-            app,
-            cluster,
-            revision,
-            output,
-        } => {
+        Command::Diff { app, cluster, revision, output } => {
             let ctx = context(&cluster).await?;
-            let report = ctx
-                .run_pass(&app, Mode::CompareOnly, revision.as_deref())
-                .await?;
+            let report = ctx.run_pass(&app, Mode::CompareOnly, revision.as_deref()).await?;
             let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
             if report.status.sync == crate::compare::SyncStatus::Unknown {
                 for c in &report.status.conditions {
@@ -200,10 +179,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                         unified(
                             &d.object,
                             &crate::compare::diff::mask_secret(&d.desired),
-                            d.live
-                                .as_ref()
-                                .map(crate::compare::diff::mask_secret)
-                                .as_ref(),
+                            d.live.as_ref().map(crate::compare::diff::mask_secret).as_ref(),
                         )
                     };
                     for line in text.lines() {
@@ -221,32 +197,16 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::from(u8::from(differs)))
         }
-        Command::Sync {
-            app,
-            cluster,
-            prune,
-            dry_run,
-        } => {
+        Command::Sync { app, cluster, prune, dry_run } => {
             let ctx = context(&cluster).await?;
             let policy_prune = ctx
                 .config
                 .applications
                 .iter()
                 .find(|a| a.name.value == app)
-                .and_then(|a| {
-                    ctx.config
-                        .environments
-                        .iter()
-                        .find(|e| e.name.value == a.environment.value)
-                })
+                .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
                 .is_some_and(|e| e.sync_policy.prune);
-            let mode = if dry_run {
-                Mode::CompareOnly
-            } else {
-                Mode::Manual {
-                    prune: prune.unwrap_or(policy_prune),
-                }
-            };
+            let mode = if dry_run { Mode::CompareOnly } else { Mode::Manual { prune: prune.unwrap_or(policy_prune) } };
             let report = ctx.run_pass(&app, mode, None).await?;
             if dry_run {
                 for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {
@@ -263,13 +223,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             }
             match &report.sync {
                 Some(r) => {
-                    println!(
-                        "{} {} \"{}\": {:?}",
-                        app,
-                        short(&r.revision),
-                        r.subject,
-                        r.result
-                    );
+                    println!("{} {} \"{}\": {:?}", app, short(&r.revision), r.subject, r.result);
                     for a in &r.applied {
                         println!("  applied {a}");
                     }
@@ -286,21 +240,15 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     })
                 }
                 None => {
-                    println!(
-                        "{app}: {} {}, nothing to sync",
-                        report.status.sync,
-                        short(&report.status.revision)
-                    );
+                    println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
                     for c in &report.status.conditions {
                         println!("  {}: {}", c.type_, c.message);
                     }
-                    Ok(
-                        if report.status.sync == crate::compare::SyncStatus::Unknown {
-                            ExitCode::from(1)
-                        } else {
-                            ExitCode::SUCCESS
-                        },
-                    )
+                    Ok(if report.status.sync == crate::compare::SyncStatus::Unknown {
+                        ExitCode::from(1)
+                    } else {
+                        ExitCode::SUCCESS
+                    })
                 }
             }
         }
@@ -348,11 +296,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Demo(args) => crate::lab::demo::run(args).await,
     }
@@ -372,52 +316,34 @@ pub struct ServeHandle {
 ///
 /// # Errors
 /// Secret files unreadable, address in use.
-pub async fn serve(
-    ctx: Arc<Context>,
-    listen: SocketAddr,
-    token: CancellationToken,
-) -> anyhow::Result<ServeHandle> {
+pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(ctx.clone(), &tracker, token.clone());
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listen on {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    let app = server::router(server::AppState {
-        ctx,
-        scheduler: scheduler.clone(),
-        receiver: Arc::new(receiver),
-    });
+    let app = server::router(server::AppState { ctx, scheduler: scheduler.clone(), receiver: Arc::new(receiver) });
     let t = token.clone();
     tracker.spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(t.cancelled_owned())
-            .await
-        {
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(t.cancelled_owned()).await {
             tracing::error!("http server: {e}");
         }
     });
     tracker.close();
-    Ok(ServeHandle {
-        addr,
-        tracker,
-        scheduler,
-    })
+    Ok(ServeHandle { addr, tracker, scheduler })
 }
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -446,18 +372,9 @@ pub fn status_table(config: &Config, statuses: &[crate::status::AppStatus]) -> S
                 s.sync.to_string(),
                 s.health.to_string(),
                 s.subject.chars().take(36).collect::<String>(),
-                s.last_sync.as_ref().map_or_else(
-                    || "-".to_string(),
-                    |r| format!("{:?} {}", r.result, r.finished_at),
-                ),
+                s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{:?} {}", r.result, r.finished_at)),
             ),
-            None => (
-                "-".into(),
-                "Unknown".into(),
-                "Unknown".into(),
-                "(no pass yet)".into(),
-                "-".into(),
-            ),
+            None => ("-".into(), "Unknown".into(), "Unknown".into(), "(no pass yet)".into(), "-".into()),
         };
         out.push_str(&format!(
             "{name:<16} {:<8} {rev:<9} {sync:<11} {health:<12} {subject:<36} {last}\n",

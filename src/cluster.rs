@@ -47,11 +47,7 @@ pub enum Error {
 
 impl Error {
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
-        Error::Request {
-            action,
-            object: object.to_string(),
-            source: Box::new(source),
-        }
+        Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }
 }
 
@@ -76,14 +72,9 @@ impl Cluster {
     /// # Errors
     /// [`Error::Discovery`] when the API server cannot be reached.
     pub async fn new(client: Client) -> Result<Self, Error> {
-        let discovery = Discovery::new(client.clone())
-            .run_aggregated()
-            .await
-            .map_err(|e| Error::Discovery(Box::new(e)))?;
-        Ok(Self {
-            client,
-            discovery: RwLock::new(discovery),
-        })
+        let discovery =
+            Discovery::new(client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
+        Ok(Self { client, discovery: RwLock::new(discovery) })
     }
 
     /// The client.
@@ -101,15 +92,10 @@ impl Cluster {
         if let Some(k) = self.lookup(&gvk).await {
             return Ok(k);
         }
-        let fresh = Discovery::new(self.client.clone())
-            .run_aggregated()
-            .await
-            .map_err(|e| Error::Discovery(Box::new(e)))?;
+        let fresh =
+            Discovery::new(self.client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
         *self.discovery.write().await = fresh;
-        self.lookup(&gvk).await.ok_or_else(|| Error::UnknownKind {
-            api_version: api_version.into(),
-            kind: kind.into(),
-        })
+        self.lookup(&gvk).await.ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })
     }
 
     async fn lookup(&self, gvk: &GroupVersionKind) -> Option<Kind> {
@@ -117,10 +103,7 @@ impl Cluster {
             .read()
             .await
             .resolve_gvk(gvk)
-            .map(|(resource, caps)| Kind {
-                resource,
-                namespaced: caps.scope == Scope::Namespaced,
-            })
+            .map(|(resource, caps)| Kind { resource, namespaced: caps.scope == Scope::Namespaced })
     }
 
     fn api(&self, kind: &Kind, namespace: &str) -> Api<DynamicObject> {
@@ -136,11 +119,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn get(&self, kind: &Kind, key: &ObjectKey) -> Result<Option<Value>, Error> {
-        let obj = self
-            .api(kind, &key.namespace)
-            .get_opt(&key.name)
-            .await
-            .map_err(|e| Error::request("get", key, e))?;
+        let obj = self.api(kind, &key.namespace).get_opt(&key.name).await.map_err(|e| Error::request("get", key, e))?;
         Ok(obj.map(to_value))
     }
 
@@ -150,13 +129,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`] carrying the API server's reason (validation, admission,
     /// immutable field, …).
-    pub async fn apply(
-        &self,
-        kind: &Kind,
-        key: &ObjectKey,
-        obj: &Value,
-        dry_run: bool,
-    ) -> Result<Value, Error> {
+    pub async fn apply(&self, kind: &Kind, key: &ObjectKey, obj: &Value, dry_run: bool) -> Result<Value, Error> {
         let mut pp = PatchParams::apply(FIELD_MANAGER).force();
         if dry_run {
             pp = pp.dry_run();
@@ -176,14 +149,22 @@ impl Cluster {
     pub async fn list_app(&self, kind: &Kind, app: &str) -> Result<Vec<Value>, Error> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
         let lp = ListParams::default().labels(&format!("{APP_LABEL}={app}"));
-        let list = api.list(&lp).await.map_err(|e| {
-            Error::request(
-                "list",
-                format!("{} -l {APP_LABEL}={app}", kind.resource.kind),
-                e,
-            )
-        })?;
-        Ok(list.items.into_iter().map(to_value).collect())
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| Error::request("list", format!("{} -l {APP_LABEL}={app}", kind.resource.kind), e))?;
+        // List items come without apiVersion/kind; put them back so objects are self-describing.
+        Ok(list
+            .items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(kube::core::TypeMeta {
+                    api_version: kind.resource.api_version.clone(),
+                    kind: kind.resource.kind.clone(),
+                });
+                to_value(o)
+            })
+            .collect())
     }
 
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
@@ -192,10 +173,8 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`] (a 409 means the UID precondition failed).
     pub async fn delete(&self, kind: &Kind, key: &ObjectKey, uid: &str) -> Result<(), Error> {
-        let dp = DeleteParams::foreground().preconditions(Preconditions {
-            uid: Some(uid.into()),
-            resource_version: None,
-        });
+        let dp =
+            DeleteParams::foreground().preconditions(Preconditions { uid: Some(uid.into()), resource_version: None });
         match self.api(kind, &key.namespace).delete(&key.name, &dp).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

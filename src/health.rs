@@ -55,10 +55,7 @@ pub struct Health {
 
 impl Health {
     fn new(status: HealthStatus, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
+        Self { status, message: message.into() }
     }
 }
 
@@ -67,22 +64,14 @@ pub fn assess(live: Option<&Value>) -> Health {
     let Some(obj) = live else {
         return Health::new(HealthStatus::Missing, "not found in the cluster");
     };
-    if obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-    {
+    if obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
         return Health::new(HealthStatus::Progressing, "being deleted");
     }
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = obj
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
+    let observed = obj.pointer("/status/observedGeneration").and_then(Value::as_i64);
     if let (Some(g), Some(o)) = (generation, observed) {
         if g > o {
-            return Health::new(
-                HealthStatus::Progressing,
-                format!("generation {g} not yet observed (at {o})"),
-            );
+            return Health::new(HealthStatus::Progressing, format!("generation {g} not yet observed (at {o})"));
         }
     }
     let group = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
@@ -94,10 +83,7 @@ pub fn assess(live: Option<&Value>) -> Health {
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }
 
 fn field<'a>(c: &'a Value, f: &str) -> &'a str {
@@ -110,44 +96,23 @@ fn deployment(obj: &Value) -> Health {
     }
     if let Some(c) = condition(obj, "Progressing") {
         if field(c, "reason") == "ProgressDeadlineExceeded" {
-            return Health::new(
-                HealthStatus::Degraded,
-                format!("ProgressDeadlineExceeded: {}", field(c, "message")),
-            );
+            return Health::new(HealthStatus::Degraded, format!("ProgressDeadlineExceeded: {}", field(c, "message")));
         }
     }
     let n = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-    let want = obj
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let (updated, available, total) = (
-        n("/status/updatedReplicas"),
-        n("/status/availableReplicas"),
-        n("/status/replicas"),
-    );
+    let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+    let (updated, available, total) =
+        (n("/status/updatedReplicas"), n("/status/availableReplicas"), n("/status/replicas"));
     if updated < want {
-        return Health::new(
-            HealthStatus::Progressing,
-            format!("{updated}/{want} replicas updated"),
-        );
+        return Health::new(HealthStatus::Progressing, format!("{updated}/{want} replicas updated"));
     }
     if total > updated {
-        return Health::new(
-            HealthStatus::Progressing,
-            format!("{} old replicas pending termination", total - updated),
-        );
+        return Health::new(HealthStatus::Progressing, format!("{} old replicas pending termination", total - updated));
     }
     if available < want {
-        return Health::new(
-            HealthStatus::Progressing,
-            format!("{available}/{want} replicas available"),
-        );
+        return Health::new(HealthStatus::Progressing, format!("{available}/{want} replicas available"));
     }
-    Health::new(
-        HealthStatus::Healthy,
-        format!("{available}/{want} replicas available"),
-    )
+    Health::new(HealthStatus::Healthy, format!("{available}/{want} replicas available"))
 }
 
 const DEGRADED_WAITING: &[&str] = &[
@@ -161,38 +126,21 @@ const DEGRADED_WAITING: &[&str] = &[
 ];
 
 fn pod(obj: &Value) -> Health {
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     match obj.pointer("/status/phase").and_then(Value::as_str) {
         Some("Succeeded") => return Health::new(HealthStatus::Healthy, "pod completed"),
         Some("Failed") => {
-            let why = obj
-                .pointer("/status/reason")
-                .and_then(Value::as_str)
-                .unwrap_or("Failed");
+            let why = obj.pointer("/status/reason").and_then(Value::as_str).unwrap_or("Failed");
             return Health::new(HealthStatus::Degraded, format!("pod {name} {why}"));
         }
         _ => {}
     }
     for list in ["/status/initContainerStatuses", "/status/containerStatuses"] {
-        for cs in obj
-            .pointer(list)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let reason = cs
-                .pointer("/state/waiting/reason")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+        for cs in obj.pointer(list).and_then(Value::as_array).into_iter().flatten() {
+            let reason = cs.pointer("/state/waiting/reason").and_then(Value::as_str).unwrap_or("");
             if DEGRADED_WAITING.contains(&reason) {
                 let restarts = cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-                return Health::new(
-                    HealthStatus::Degraded,
-                    format!("pod {name} {reason}, {restarts} restarts"),
-                );
+                return Health::new(HealthStatus::Degraded, format!("pod {name} {reason}, {restarts} restarts"));
             }
         }
     }
@@ -204,22 +152,13 @@ fn pod(obj: &Value) -> Health {
 
 fn generic(obj: &Value) -> Health {
     if let Some(c) = condition(obj, "Stalled").filter(|c| field(c, "status") == "True") {
-        return Health::new(
-            HealthStatus::Degraded,
-            format!("Stalled: {}", field(c, "message")),
-        );
+        return Health::new(HealthStatus::Degraded, format!("Stalled: {}", field(c, "message")));
     }
     if let Some(c) = condition(obj, "Reconciling").filter(|c| field(c, "status") == "True") {
-        return Health::new(
-            HealthStatus::Progressing,
-            format!("Reconciling: {}", field(c, "message")),
-        );
+        return Health::new(HealthStatus::Progressing, format!("Reconciling: {}", field(c, "message")));
     }
     if let Some(c) = condition(obj, "Ready").filter(|c| field(c, "status") == "False") {
-        return Health::new(
-            HealthStatus::Progressing,
-            format!("not Ready: {}", field(c, "message")),
-        );
+        return Health::new(HealthStatus::Progressing, format!("not Ready: {}", field(c, "message")));
     }
     Health::new(HealthStatus::Healthy, "")
 }
@@ -233,13 +172,7 @@ pub fn roll_up<'a>(healths: impl IntoIterator<Item = &'a HealthStatus>) -> Healt
         return HealthStatus::Missing;
     }
     all.into_iter()
-        .map(|h| {
-            if h == HealthStatus::Missing {
-                HealthStatus::Progressing
-            } else {
-                h
-            }
-        })
+        .map(|h| if h == HealthStatus::Missing { HealthStatus::Progressing } else { h })
         .max()
         .unwrap_or(HealthStatus::Healthy)
 }
@@ -285,13 +218,7 @@ mod tests {
                 ),
                 Progressing,
             ),
-            (
-                deploy(
-                    json!({"replicas": 3, "paused": true}),
-                    json!({"observedGeneration": 2}),
-                ),
-                Suspended,
-            ),
+            (deploy(json!({"replicas": 3, "paused": true}), json!({"observedGeneration": 2})), Suspended),
             (
                 deploy(
                     json!({"replicas": 3}),
@@ -299,61 +226,36 @@ mod tests {
                 ),
                 Degraded,
             ),
-            (
-                deploy(json!({"replicas": 0}), json!({"observedGeneration": 2})),
-                Healthy,
-            ),
+            (deploy(json!({"replicas": 0}), json!({"observedGeneration": 2})), Healthy),
         ];
         for (i, (obj, want)) in cases.iter().enumerate() {
-            assert_eq!(
-                assess(Some(obj)).status,
-                *want,
-                "case {i}: {}",
-                assess(Some(obj)).message
-            );
+            assert_eq!(assess(Some(obj)).status, *want, "case {i}: {}", assess(Some(obj)).message);
         }
         assert_eq!(assess(Some(&cases[2].0)).message, "2/3 replicas available");
     }
 
     #[test]
     fn pods() {
-        let p = |status: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1"}, "status": status});
+        let p =
+            |status: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1"}, "status": status});
         let crash = p(
             json!({"phase": "Running", "containerStatuses": [{"restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}),
         );
+        assert_eq!(assess(Some(&crash)), Health::new(Degraded, "pod web-1 CrashLoopBackOff, 4 restarts"));
         assert_eq!(
-            assess(Some(&crash)),
-            Health::new(Degraded, "pod web-1 CrashLoopBackOff, 4 restarts")
-        );
-        assert_eq!(
-            assess(Some(&p(
-                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
-            )))
-            .status,
+            assess(Some(&p(json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})))).status,
             Healthy
         );
-        assert_eq!(
-            assess(Some(&p(json!({"phase": "Pending"})))).status,
-            Progressing
-        );
-        assert_eq!(
-            assess(Some(&p(json!({"phase": "Succeeded"})))).status,
-            Healthy
-        );
-        assert_eq!(
-            assess(Some(&p(json!({"phase": "Failed"})))).status,
-            Degraded
-        );
+        assert_eq!(assess(Some(&p(json!({"phase": "Pending"})))).status, Progressing);
+        assert_eq!(assess(Some(&p(json!({"phase": "Succeeded"})))).status, Healthy);
+        assert_eq!(assess(Some(&p(json!({"phase": "Failed"})))).status, Degraded);
     }
 
     #[test]
     fn others_and_roll_up() {
         assert_eq!(assess(None).status, Missing);
         assert_eq!(
-            assess(Some(
-                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
-            ))
-            .status,
+            assess(Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}))).status,
             Healthy
         );
         assert_eq!(roll_up(&[Healthy, Missing]), Progressing);

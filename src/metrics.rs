@@ -63,39 +63,16 @@ impl Default for Metrics {
         let sync_status = Family::<StatusLabels, Gauge>::default();
         let health_status = Family::<StatusLabels, Gauge>::default();
         let deliveries = Family::<DeliveryLabels, Counter>::default();
-        registry.register(
-            "passes",
-            "Reconcile passes by application and result",
-            passes.clone(),
-        );
-        registry.register(
-            "pass_duration_seconds",
-            "Duration of a reconcile pass in seconds",
-            pass_seconds.clone(),
-        );
-        registry.register(
-            "sync_status",
-            "Sync status per application (1 = current)",
-            sync_status.clone(),
-        );
-        registry.register(
-            "health_status",
-            "Health status per application (1 = current)",
-            health_status.clone(),
-        );
+        registry.register("passes", "Reconcile passes by application and result", passes.clone());
+        registry.register("pass_duration_seconds", "Duration of a reconcile pass in seconds", pass_seconds.clone());
+        registry.register("sync_status", "Sync status per application (1 = current)", sync_status.clone());
+        registry.register("health_status", "Health status per application (1 = current)", health_status.clone());
         registry.register(
             "webhook_deliveries",
             "Webhook deliveries by provider, action and HTTP status",
             deliveries.clone(),
         );
-        Self {
-            registry,
-            passes,
-            pass_seconds,
-            sync_status,
-            health_status,
-            deliveries,
-        }
+        Self { registry, passes, pass_seconds, sync_status, health_status, deliveries }
     }
 }
 
@@ -110,34 +87,16 @@ impl Metrics {
     }
 
     /// Sets the one-hot sync and health gauges of `app`.
-    pub fn set_status(
-        &self,
-        app: &str,
-        sync: crate::compare::SyncStatus,
-        health: crate::health::HealthStatus,
-    ) {
+    pub fn set_status(&self, app: &str, sync: crate::compare::SyncStatus, health: crate::health::HealthStatus) {
         use crate::{compare::SyncStatus as S, health::HealthStatus as H};
         for s in [S::Synced, S::OutOfSync, S::Unknown] {
             self.sync_status
-                .get_or_create(&StatusLabels {
-                    app: app.into(),
-                    status: s.to_string(),
-                })
+                .get_or_create(&StatusLabels { app: app.into(), status: s.to_string() })
                 .set(i64::from(s == sync));
         }
-        for h in [
-            H::Healthy,
-            H::Suspended,
-            H::Progressing,
-            H::Missing,
-            H::Degraded,
-            H::Unknown,
-        ] {
+        for h in [H::Healthy, H::Suspended, H::Progressing, H::Missing, H::Degraded, H::Unknown] {
             self.health_status
-                .get_or_create(&StatusLabels {
-                    app: app.into(),
-                    status: h.to_string(),
-                })
+                .get_or_create(&StatusLabels { app: app.into(), status: h.to_string() })
                 .set(i64::from(h == health));
         }
     }

@@ -26,27 +26,17 @@ pub struct SyncOptions {
 
 impl SyncOptions {
     /// Names plumb knows (others are rejected when the policy is validated).
-    pub const KNOWN: &'static [&'static str] = &[
-        "Prune",
-        "CreateNamespace",
-        "PruneLast",
-        "ApplyOutOfSyncOnly",
-    ];
+    pub const KNOWN: &'static [&'static str] = &["Prune", "CreateNamespace", "PruneLast", "ApplyOutOfSyncOnly"];
 
     /// Checks one `Name=value` option.
     ///
     /// # Errors
     /// A message naming the option when the shape or the name is wrong.
     pub fn parse_one(opt: &str) -> Result<(&str, &str), String> {
-        let (name, value) = opt
-            .split_once('=')
-            .ok_or_else(|| format!("sync option `{opt}` must be Name=value"))?;
+        let (name, value) = opt.split_once('=').ok_or_else(|| format!("sync option `{opt}` must be Name=value"))?;
         let (name, value) = (name.trim(), value.trim());
         if !Self::KNOWN.contains(&name) {
-            return Err(format!(
-                "unknown sync option `{name}` (known: {})",
-                Self::KNOWN.join(", ")
-            ));
+            return Err(format!("unknown sync option `{name}` (known: {})", Self::KNOWN.join(", ")));
         }
         Ok((name, value))
     }
@@ -142,12 +132,7 @@ pub struct Plan {
 /// `out_of_sync` is the application's roll-up; `revision_changed` compares the
 /// fetched revision with the last one synced. Automated sync without selfHeal syncs
 /// only a new revision (Argo CD's rule), so a hand change stays until the next commit.
-pub fn sync_reason(
-    policy: &SyncPolicy,
-    out_of_sync: bool,
-    revision_changed: bool,
-    manual: bool,
-) -> Option<SyncReason> {
+pub fn sync_reason(policy: &SyncPolicy, out_of_sync: bool, revision_changed: bool, manual: bool) -> Option<SyncReason> {
     if manual {
         return Some(SyncReason::Manual);
     }
@@ -167,12 +152,7 @@ pub fn sync_reason(
 /// `orphans` (owned live objects not in `desired`).
 ///
 /// `prune` is the policy's switch (or the manual `--prune`); `allow_empty` the guard's.
-pub fn plan(
-    desired: &[DesiredItem],
-    orphans: &[PruneCandidate],
-    prune: bool,
-    allow_empty: bool,
-) -> Plan {
+pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], prune: bool, allow_empty: bool) -> Plan {
     let mut p = Plan::default();
     if desired.is_empty() && !allow_empty {
         p.refused = Some(format!(
@@ -181,24 +161,19 @@ pub fn plan(
         ));
         return p;
     }
-    let mut apply: Vec<usize> = (0..desired.len())
-        .filter(|&i| desired[i].out_of_sync)
-        .collect();
+    let mut apply: Vec<usize> = (0..desired.len()).filter(|&i| desired[i].out_of_sync).collect();
     apply.sort_by_key(|&i| (kind_rank(&desired[i].key.group, &desired[i].key.kind), i));
     p.apply = apply;
     for o in orphans {
         if !prune {
-            p.skipped
-                .push((o.key.to_string(), "requires pruning (prune is off)".into()));
+            p.skipped.push((o.key.to_string(), "requires pruning (prune is off)".into()));
         } else if o.options.prune_disabled {
-            p.skipped
-                .push((o.key.to_string(), "prune skipped: Prune=false".into()));
+            p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
         } else {
             p.prune.push(o.clone());
         }
     }
-    p.prune
-        .sort_by_key(|o| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind)));
+    p.prune.sort_by_key(|o| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind)));
     p
 }
 
@@ -207,27 +182,16 @@ mod tests {
     use super::*;
 
     fn key(group: &str, kind: &str, name: &str) -> ObjectKey {
-        ObjectKey {
-            group: group.into(),
-            kind: kind.into(),
-            namespace: "lab".into(),
-            name: name.into(),
-        }
+        ObjectKey { group: group.into(), kind: kind.into(), namespace: "lab".into(), name: name.into() }
     }
     fn item(group: &str, kind: &str, out: bool) -> DesiredItem {
-        DesiredItem {
-            key: key(group, kind, "x"),
-            out_of_sync: out,
-        }
+        DesiredItem { key: key(group, kind, "x"), out_of_sync: out }
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
         PruneCandidate {
             key: key("", kind, "old"),
             uid: "u".into(),
-            options: SyncOptions {
-                prune_disabled,
-                ..Default::default()
-            },
+            options: SyncOptions { prune_disabled, ..Default::default() },
         }
     }
 
@@ -248,11 +212,7 @@ mod tests {
     fn empty_render_is_refused_unless_allowed() {
         let orphans = [orphan("ConfigMap", false)];
         let p = plan(&[], &orphans, true, false);
-        assert!(
-            p.refused
-                .as_deref()
-                .is_some_and(|r| r.contains("allowEmpty"))
-        );
+        assert!(p.refused.as_deref().is_some_and(|r| r.contains("allowEmpty")));
         assert!(p.prune.is_empty() && p.apply.is_empty());
         let p = plan(&[], &orphans, true, true);
         assert!(p.refused.is_none());
@@ -261,59 +221,30 @@ mod tests {
 
     #[test]
     fn prune_switch_and_prune_false() {
-        let orphans = [
-            orphan("ConfigMap", false),
-            orphan("PersistentVolumeClaim", true),
-            orphan("Namespace", false),
-        ];
+        let orphans = [orphan("ConfigMap", false), orphan("PersistentVolumeClaim", true), orphan("Namespace", false)];
         let d = [item("", "ConfigMap", false)];
         let off = plan(&d, &orphans, false, false);
         assert!(off.prune.is_empty());
         assert_eq!(off.skipped.len(), 3);
         let on = plan(&d, &orphans, true, false);
-        assert_eq!(
-            on.prune
-                .iter()
-                .map(|o| o.key.kind.as_str())
-                .collect::<Vec<_>>(),
-            ["ConfigMap", "Namespace"]
-        );
+        assert_eq!(on.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(), ["ConfigMap", "Namespace"]);
         assert_eq!(
             on.skipped,
-            [(
-                "PersistentVolumeClaim/lab/old".to_string(),
-                "prune skipped: Prune=false".to_string()
-            )]
+            [("PersistentVolumeClaim/lab/old".to_string(), "prune skipped: Prune=false".to_string())]
         );
     }
 
     #[test]
     fn when_to_sync() {
-        let auto = SyncPolicy {
-            automated: true,
-            ..Default::default()
-        };
-        let heal = SyncPolicy {
-            automated: true,
-            self_heal: true,
-            ..Default::default()
-        };
+        let auto = SyncPolicy { automated: true, ..Default::default() };
+        let heal = SyncPolicy { automated: true, self_heal: true, ..Default::default() };
         let manual = SyncPolicy::default();
-        assert_eq!(
-            sync_reason(&auto, true, true, false),
-            Some(SyncReason::NewRevision)
-        );
+        assert_eq!(sync_reason(&auto, true, true, false), Some(SyncReason::NewRevision));
         assert_eq!(sync_reason(&auto, true, false, false), None);
-        assert_eq!(
-            sync_reason(&heal, true, false, false),
-            Some(SyncReason::SelfHeal)
-        );
+        assert_eq!(sync_reason(&heal, true, false, false), Some(SyncReason::SelfHeal));
         assert_eq!(sync_reason(&heal, false, true, false), None);
         assert_eq!(sync_reason(&manual, true, true, false), None);
-        assert_eq!(
-            sync_reason(&manual, false, false, true),
-            Some(SyncReason::Manual)
-        );
+        assert_eq!(sync_reason(&manual, false, false, true), Some(SyncReason::Manual));
     }
 
     #[test]
@@ -322,7 +253,8 @@ mod tests {
         assert!(SyncOptions::parse(["CreateNamespace=true"]).create_namespace);
         assert!(SyncOptions::parse_one("Bogus=1").is_err());
         assert!(SyncOptions::parse_one("Prune").is_err());
-        let obj = serde_json::json!({"metadata": {"annotations": {"plumb.dev/sync-options": "PruneLast=true, Prune=false"}}});
+        let obj =
+            serde_json::json!({"metadata": {"annotations": {"plumb.dev/sync-options": "PruneLast=true, Prune=false"}}});
         assert!(SyncOptions::of_object(&obj).prune_disabled);
     }
 }

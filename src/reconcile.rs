@@ -124,22 +124,9 @@ struct Compared {
 
 impl Context {
     /// A context over `cluster` for `config`.
-    pub fn new(
-        cluster: Cluster,
-        config: Arc<Config>,
-        cache_dir: PathBuf,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
-        Self {
-            cluster,
-            store,
-            config,
-            cache_dir,
-            metrics,
-            mirrors: Mutex::default(),
-            statuses: RwLock::default(),
-        }
+        Self { cluster, store, config, cache_dir, metrics, mirrors: Mutex::default(), statuses: RwLock::default() }
     }
 
     /// The latest status of every application (in memory; loaded from the cluster on
@@ -151,17 +138,13 @@ impl Context {
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, String> {
-        let mut mirrors = self
-            .mirrors
-            .lock()
-            .map_err(|_| "mirror cache poisoned".to_string())?;
+        let mut mirrors = self.mirrors.lock().map_err(|_| "mirror cache poisoned".to_string())?;
         if let Some(m) = mirrors.get(&repo.name.value) {
             return Ok(m.clone());
         }
         let mut creds = Credentials::default();
         if let Some(f) = &repo.token_file {
-            let token = read_secret(&f.value)
-                .map_err(|e| format!("tokenFile {}: {e}", f.value.display()))?;
+            let token = read_secret(&f.value).map_err(|e| format!("tokenFile {}: {e}", f.value.display()))?;
             creds.token = Some((repo.username.clone().unwrap_or_else(|| "git".into()), token));
         }
         creds.ssh_key = repo.ssh_key_file.as_ref().map(|f| f.value.clone());
@@ -174,11 +157,7 @@ impl Context {
 
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
         let c = &self.config;
-        let app = c
-            .applications
-            .iter()
-            .find(|a| a.name.value == name)
-            .ok_or_else(|| Error::UnknownApp(name.into()))?;
+        let app = c.applications.iter().find(|a| a.name.value == name).ok_or_else(|| Error::UnknownApp(name.into()))?;
         let env = c
             .environments
             .iter()
@@ -199,12 +178,7 @@ impl Context {
     /// [`Error::UnknownApp`]; [`Error::Status`] when status cannot be read or written.
     /// Fetch, render, compare and apply failures are not errors of the pass: they are
     /// reported in the returned status (and stored).
-    pub async fn run_pass(
-        &self,
-        name: &str,
-        mode: Mode,
-        revision: Option<&str>,
-    ) -> Result<PassReport, Error> {
+    pub async fn run_pass(&self, name: &str, mode: Mode, revision: Option<&str>) -> Result<PassReport, Error> {
         let started = Instant::now();
         let started_at = status::now();
         let (app, env, repo) = self.app(name)?;
@@ -232,8 +206,7 @@ impl Context {
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<source::Snapshot, String> {
                 let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
                 let resolved = m.resolve(&wanted).map_err(|e| e.to_string())?;
-                m.snapshot(&resolved.revision, &path)
-                    .map_err(|e| e.to_string())
+                m.snapshot(&resolved.revision, &path).map_err(|e| e.to_string())
             })
             .await
             .unwrap_or_else(|e| Err(format!("source task: {e}"))),
@@ -265,10 +238,7 @@ impl Context {
                         previous,
                         history,
                         "ComparisonError",
-                        format!(
-                            "render {}: {e}",
-                            &snapshot.revision[..7.min(snapshot.revision.len())]
-                        ),
+                        format!("render {}: {e}", &snapshot.revision[..7.min(snapshot.revision.len())]),
                         started,
                         mode,
                     )
@@ -281,10 +251,7 @@ impl Context {
         let namespace = app.namespace.value.clone();
         let mut jobs = Vec::with_capacity(manifests.len());
         for m in manifests {
-            jobs.push(
-                self.compare_one(name, &namespace, &rules, m.object, m.source)
-                    .boxed(),
-            );
+            jobs.push(self.compare_one(name, &namespace, &rules, m.object, m.source).boxed());
         }
         let compared: Vec<Compared> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
@@ -319,23 +286,11 @@ impl Context {
                         let Some(key) = ObjectKey::of(o) else {
                             continue;
                         };
-                        if desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key)
-                        {
+                        if desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key) {
                             continue;
                         }
-                        let uid = o
-                            .pointer("/metadata/uid")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        orphans.push((
-                            PruneCandidate {
-                                key,
-                                uid,
-                                options: SyncOptions::of_object(o),
-                            },
-                            kind.clone(),
-                        ));
+                        let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+                        orphans.push((PruneCandidate { key, uid, options: SyncOptions::of_object(o) }, kind.clone()));
                     }
                 }
                 Err(e) => compare_errors.push(e.to_string()),
@@ -346,10 +301,7 @@ impl Context {
         let mut resources = Vec::new();
         for c in &compared {
             let h = match (&c.kind, c.sync) {
-                (_, SyncStatus::Unknown) => Health {
-                    status: HealthStatus::Unknown,
-                    message: String::new(),
-                },
+                (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
                 _ => health::assess(c.live.as_ref()),
             };
             resources.push(ResourceStatus {
@@ -381,17 +333,9 @@ impl Context {
         st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
         if !compare_errors.is_empty() {
             st.sync = SyncStatus::Unknown;
-            st.conditions.push(Condition {
-                type_: "ComparisonError".into(),
-                message: compare_errors.join("; "),
-            });
+            st.conditions.push(Condition { type_: "ComparisonError".into(), message: compare_errors.join("; ") });
         }
-        st.health = health::roll_up(
-            st.resources
-                .iter()
-                .filter(|r| r.reason != "requires pruning")
-                .map(|r| &r.health),
-        );
+        st.health = health::roll_up(st.resources.iter().filter(|r| r.reason != "requires pruning").map(|r| &r.health));
         if st.sync == SyncStatus::Synced {
             st.synced_revision = st.revision.clone();
         }
@@ -401,12 +345,8 @@ impl Context {
         let revision_changed = st.revision != previous.synced_revision;
         let reason = match mode {
             Mode::CompareOnly => None,
-            Mode::Manual { .. } => {
-                plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true)
-            }
-            Mode::Policy => {
-                plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, false)
-            }
+            Mode::Manual { .. } => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true),
+            Mode::Policy => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, false),
         };
         let prune = match mode {
             Mode::Manual { prune } => prune,
@@ -414,36 +354,19 @@ impl Context {
         };
         let mut record = None;
         if let Some(reason) = reason {
-            if SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str))
-                .create_namespace
-            {
+            if SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str)).create_namespace {
                 self.ensure_namespace(&namespace).await;
             }
             let items: Vec<DesiredItem> = compared
                 .iter()
-                .map(|c| DesiredItem {
-                    key: c.key.clone(),
-                    out_of_sync: c.sync != SyncStatus::Synced,
-                })
+                .map(|c| DesiredItem { key: c.key.clone(), out_of_sync: c.sync != SyncStatus::Synced })
                 .collect();
             let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
             let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty);
-            let rec = self
-                .execute(
-                    &mut st,
-                    &snapshot,
-                    reason,
-                    &p,
-                    &compared,
-                    &orphans,
-                    &compare_errors,
-                    &started_at,
-                )
-                .await;
+            let rec =
+                self.execute(&mut st, &snapshot, reason, &p, &compared, &orphans, &compare_errors, &started_at).await;
             for k in &compared {
-                if let (Some(_), Some(av)) =
-                    (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str))
-                {
+                if let (Some(_), Some(av)) = (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str)) {
                     kinds.insert((av.to_string(), k.key.kind.clone()));
                 }
             }
@@ -454,7 +377,12 @@ impl Context {
             && !revision_changed
             && mode == Mode::Policy
         {
-            st.conditions.push(Condition { type_: "OutOfSync".into(), message: "live state drifted from Git; selfHeal is off, so plumb waits for the next commit or `plumb sync`".into() });
+            st.conditions.push(Condition {
+                type_: "OutOfSync".into(),
+                message:
+                    "live state drifted from Git; selfHeal is off, so plumb waits for the next commit or `plumb sync`"
+                        .into(),
+            });
         }
         st.kinds = kinds.into_iter().collect();
         if let Some(r) = &record {
@@ -470,15 +398,10 @@ impl Context {
             (None, _) => "compared",
         };
         if mode != Mode::CompareOnly {
-            self.save(&st, &previous, history.as_mut(), record.clone())
-                .await?;
+            self.save(&st, &previous, history.as_mut(), record.clone()).await?;
         }
         self.observe(name, result_word, &st, started);
-        Ok(PassReport {
-            status: st,
-            diffs,
-            sync: record,
-        })
+        Ok(PassReport { status: st, diffs, sync: record })
     }
 
     async fn compare_one(
@@ -489,16 +412,8 @@ impl Context {
         mut obj: Value,
         source: String,
     ) -> Compared {
-        let api_version = obj
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let kind_name = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let unknown = |key: ObjectKey, obj: Value, kind: Option<Kind>, reason: String| Compared {
             diff: ObjectDiff {
                 object: key.to_string(),
@@ -523,11 +438,7 @@ impl Context {
         };
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             if kind.namespaced {
-                if meta
-                    .get("namespace")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
+                if meta.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty) {
                     meta.insert("namespace".into(), Value::String(namespace.into()));
                 }
             } else {
@@ -535,12 +446,7 @@ impl Context {
             }
         }
         let Some(key) = ObjectKey::of(&obj) else {
-            return unknown(
-                ObjectKey::default_key(),
-                obj,
-                Some(kind),
-                format!("{source}: no identity"),
-            );
+            return unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity"));
         };
         tracking::stamp(&mut obj, app, &key);
         let live = match self.cluster.get(&kind, &key).await {
@@ -581,10 +487,7 @@ impl Context {
             (SyncStatus::Synced, String::new())
         } else {
             let paths: Vec<&str> = differences.iter().map(|d| d.path.as_str()).collect();
-            (
-                SyncStatus::OutOfSync,
-                format!("differs at {}", paths.join(", ")),
-            )
+            (SyncStatus::OutOfSync, format!("differs at {}", paths.join(", ")))
         };
         Compared {
             diff: ObjectDiff {
@@ -630,10 +533,7 @@ impl Context {
             rec.result = SyncResult::Refused;
             rec.message = refusal.clone();
             rec.finished_at = status::now();
-            st.conditions.push(Condition {
-                type_: "SyncError".into(),
-                message: refusal.clone(),
-            });
+            st.conditions.push(Condition { type_: "SyncError".into(), message: refusal.clone() });
             tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
             return rec;
         }
@@ -641,12 +541,7 @@ impl Context {
         // Apply rank by rank (Namespaces before what lives in them), concurrently within a rank.
         let mut i = 0;
         while i < p.apply.len() {
-            let rank = |j: usize| {
-                plan::kind_rank(
-                    &compared[p.apply[j]].key.group,
-                    &compared[p.apply[j]].key.kind,
-                )
-            };
+            let rank = |j: usize| plan::kind_rank(&compared[p.apply[j]].key.group, &compared[p.apply[j]].key.kind);
             let r = rank(i);
             let mut end = i;
             while end < p.apply.len() && rank(end) == r {
@@ -656,10 +551,8 @@ impl Context {
             for &idx in &p.apply[i..end] {
                 jobs.push(self.apply_one(&compared[idx], idx).boxed());
             }
-            let results: Vec<(usize, Result<Value, String>)> = stream::iter(jobs)
-                .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
+            let results: Vec<(usize, Result<Value, String>)> =
+                stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
             for (idx, res) in results {
                 let c = &compared[idx];
                 match res {
@@ -668,17 +561,10 @@ impl Context {
                         let what = if c.live.is_none() {
                             "created".to_string()
                         } else {
-                            format!(
-                                "reverted/updated {}",
-                                c.reason.trim_start_matches("differs at ")
-                            )
+                            format!("reverted/updated {}", c.reason.trim_start_matches("differs at "))
                         };
                         tracing::info!(app = %st.app, object = %c.key, revision = %rec.revision, subject = %rec.subject, reason = ?reason, "applied: {what}");
-                        if let Some(rs) = st
-                            .resources
-                            .iter_mut()
-                            .find(|r| r.object == c.key.to_string())
-                        {
+                        if let Some(rs) = st.resources.iter_mut().find(|r| r.object == c.key.to_string()) {
                             rs.sync = SyncStatus::Synced;
                             rs.reason.clear();
                             let h = health::assess(Some(&obj));
@@ -707,10 +593,7 @@ impl Context {
                 }
             }
         } else if !p.prune.is_empty() {
-            failures.push(format!(
-                "{} prune(s) held back because the sync was not clean",
-                p.prune.len()
-            ));
+            failures.push(format!("{} prune(s) held back because the sync was not clean", p.prune.len()));
         }
         for (obj, why) in &p.skipped {
             if let Some(rs) = st.resources.iter_mut().find(|r| &r.object == obj) {
@@ -722,21 +605,13 @@ impl Context {
         if !problems.is_empty() {
             rec.result = SyncResult::Failed;
             rec.message = problems.join("; ");
-            st.conditions.push(Condition {
-                type_: "SyncError".into(),
-                message: rec.message.clone(),
-            });
+            st.conditions.push(Condition { type_: "SyncError".into(), message: rec.message.clone() });
         }
         st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
         if !compare_errors.is_empty() {
             st.sync = SyncStatus::Unknown;
         }
-        st.health = health::roll_up(
-            st.resources
-                .iter()
-                .filter(|r| r.reason != "requires pruning")
-                .map(|r| &r.health),
-        );
+        st.health = health::roll_up(st.resources.iter().filter(|r| r.reason != "requires pruning").map(|r| &r.health));
         if rec.result == SyncResult::Succeeded {
             st.synced_revision = rec.revision.clone();
         }
@@ -746,11 +621,7 @@ impl Context {
 
     async fn apply_one(&self, c: &Compared, idx: usize) -> (usize, Result<Value, String>) {
         let res = match &c.kind {
-            Some(kind) => self
-                .cluster
-                .apply(kind, &c.key, &c.apply, false)
-                .await
-                .map_err(|e| e.to_string()),
+            Some(kind) => self.cluster.apply(kind, &c.key, &c.apply, false).await.map_err(|e| e.to_string()),
             None => Err(c.reason.clone()),
         };
         (idx, res)
@@ -791,10 +662,7 @@ impl Context {
         st.sync = SyncStatus::Unknown;
         st.health = previous.health;
         st.resources = previous.resources.clone();
-        st.conditions.push(Condition {
-            type_: condition.into(),
-            message,
-        });
+        st.conditions.push(Condition { type_: condition.into(), message });
         if st.revision.is_empty() {
             st.revision = previous.revision.clone();
             st.subject = previous.subject.clone();
@@ -803,11 +671,7 @@ impl Context {
             self.save(&st, &previous, history.as_mut(), None).await?;
         }
         self.observe(&st.app.clone(), "error", &st, started);
-        Ok(PassReport {
-            status: st,
-            diffs: vec![],
-            sync: None,
-        })
+        Ok(PassReport { status: st, diffs: vec![], sync: None })
     }
 
     async fn save(
@@ -828,27 +692,15 @@ impl Context {
             }
             self.store.save(st, &h).await?;
         }
-        self.statuses
-            .write()
-            .await
-            .insert(st.app.clone(), st.clone());
+        self.statuses.write().await.insert(st.app.clone(), st.clone());
         Ok(())
     }
 
     fn observe(&self, app: &str, result: &str, st: &AppStatus, started: Instant) {
-        self.metrics
-            .passes
-            .get_or_create(&PassLabels {
-                app: app.into(),
-                result: result.into(),
-            })
-            .inc();
+        self.metrics.passes.get_or_create(&PassLabels { app: app.into(), result: result.into() }).inc();
         self.metrics
             .pass_seconds
-            .get_or_create(&StatusLabels {
-                app: app.into(),
-                status: result.into(),
-            })
+            .get_or_create(&StatusLabels { app: app.into(), status: result.into() })
             .observe(started.elapsed().as_secs_f64());
         self.metrics.set_status(app, st.sync, st.health);
     }
@@ -873,11 +725,6 @@ impl KeyDefault for Option<ObjectKey> {
 
 impl ObjectKey {
     fn default_key() -> ObjectKey {
-        ObjectKey {
-            group: String::new(),
-            kind: "?".into(),
-            namespace: String::new(),
-            name: "?".into(),
-        }
+        ObjectKey { group: String::new(), kind: "?".into(), namespace: String::new(), name: "?".into() }
     }
 }

@@ -69,8 +69,7 @@ pub fn is_manifest_file(path: &str) -> bool {
 /// [`Error`] for the first file that cannot be used; nothing is returned in that case
 /// (a partial render must never reach prune).
 pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
-    let mut sorted: Vec<&(String, Vec<u8>)> =
-        files.iter().filter(|(p, _)| is_manifest_file(p)).collect();
+    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().filter(|(p, _)| is_manifest_file(p)).collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = Vec::new();
     for (path, bytes) in sorted {
@@ -78,11 +77,9 @@ pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
             let document = i + 1;
             let items = match doc {
                 Value::Null => continue,
-                Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => m
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
+                Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                    m.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
+                }
                 other => vec![other],
             };
             for object in items {
@@ -91,10 +88,7 @@ pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
                     document,
                     message,
                 })?;
-                out.push(Manifest {
-                    source: format!("{path}#{document}"),
-                    object,
-                });
+                out.push(Manifest { source: format!("{path}#{document}"), object });
             }
         }
     }
@@ -102,11 +96,7 @@ pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
     for m in &out {
         if let Some(key) = ObjectKey::of(&m.object) {
             if let Some(first) = seen.insert(key.clone(), m.source.clone()) {
-                return Err(Error::Duplicate {
-                    key: key.to_string(),
-                    first,
-                    second: m.source.clone(),
-                });
+                return Err(Error::Duplicate { key: key.to_string(), first, second: m.source.clone() });
             }
         }
     }
@@ -121,32 +111,27 @@ fn parse_documents(path: &str, bytes: &[u8]) -> Result<Vec<Value>, Error> {
         message: format!("not UTF-8: {e}"),
     })?;
     if path.ends_with(".json") {
-        return serde_json::from_str::<Value>(text)
-            .map(|v| vec![v])
-            .map_err(|e| Error::Parse {
-                file: path.into(),
-                line: e.line() as u32,
-                document: 1,
-                message: e.to_string(),
-            });
+        return serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| Error::Parse {
+            file: path.into(),
+            line: e.line() as u32,
+            document: 1,
+            message: e.to_string(),
+        });
     }
     let mut out = Vec::new();
     for (i, (offset, chunk)) in split_documents(text).into_iter().enumerate() {
-        let is_empty = chunk.lines().all(|l| {
-            l.trim().is_empty() || l.trim_start().starts_with('#') || l.starts_with("---")
-        });
+        let is_empty =
+            chunk.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.starts_with("---"));
         if is_empty {
             out.push(Value::Null);
             continue;
         }
         let options = serde_saphyr::options! { legacy_octal_numbers: true };
-        let doc = serde_saphyr::from_str_with_options::<Value>(&chunk, options).map_err(|e| {
-            Error::Parse {
-                file: path.into(),
-                line: offset + e.location().map_or(0, |l| l.line() as u32),
-                document: i + 1,
-                message: e.to_string().lines().next().unwrap_or_default().to_string(),
-            }
+        let doc = serde_saphyr::from_str_with_options::<Value>(&chunk, options).map_err(|e| Error::Parse {
+            file: path.into(),
+            line: offset + e.location().map_or(0, |l| l.line() as u32),
+            document: i + 1,
+            message: e.to_string().lines().next().unwrap_or_default().to_string(),
         })?;
         out.push(doc);
     }
@@ -193,23 +178,12 @@ fn check_object(v: &Value) -> Result<(), String> {
         return Err("not a mapping".into());
     };
     for (field, what) in [("apiVersion", "apiVersion"), ("kind", "kind")] {
-        if !m
-            .get(field)
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-        {
+        if !m.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
             return Err(format!("missing {what}"));
         }
     }
-    if !v
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty())
-    {
-        return Err(
-            "missing metadata.name (generateName is not supported: objects need a stable identity)"
-                .into(),
-        );
+    if !v.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        return Err("missing metadata.name (generateName is not supported: objects need a stable identity)".into());
     }
     Ok(())
 }
@@ -240,20 +214,13 @@ mod tests {
         let out = render(&files).expect("renders");
         let names: Vec<_> = out.iter().map(|m| m.source.as_str()).collect();
         assert_eq!(names, ["a.yaml#2", "a.yaml#3", "b.yaml#1"]);
-        assert_eq!(
-            out[1]
-                .object
-                .pointer("/spec/template/spec/volumes/0/secret/defaultMode"),
-            Some(&json!(420))
-        );
+        assert_eq!(out[1].object.pointer("/spec/template/spec/volumes/0/secret/defaultMode"), Some(&json!(420)));
     }
 
     #[test]
     fn bad_yaml_names_file_document_and_line() {
-        let files = vec![f(
-            "apps/web/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [unclosed\n",
-        )];
+        let files =
+            vec![f("apps/web/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [unclosed\n")];
         let err = render(&files).expect_err("must fail");
         let msg = err.to_string();
         assert!(msg.starts_with("apps/web/cm.yaml:"), "{msg}");
@@ -263,21 +230,10 @@ mod tests {
     #[test]
     fn non_objects_and_duplicates_are_errors() {
         let missing_kind = vec![f("x.yaml", "apiVersion: v1\nmetadata: {name: a}\n")];
-        assert!(
-            render(&missing_kind)
-                .expect_err("no kind")
-                .to_string()
-                .contains("missing kind")
-        );
+        assert!(render(&missing_kind).expect_err("no kind").to_string().contains("missing kind"));
         let dup = vec![
-            f(
-                "x.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
-            ),
-            f(
-                "y.json",
-                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#,
-            ),
+            f("x.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+            f("y.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#),
         ];
         assert!(matches!(render(&dup), Err(Error::Duplicate { .. })));
     }

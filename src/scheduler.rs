@@ -22,6 +22,9 @@ pub enum Trigger {
     Manual,
 }
 
+/// How soon a pass follows one that synced or found the application Progressing.
+pub const SETTLE_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Handles to the per-application actors.
 #[derive(Clone, Default)]
 pub struct Scheduler {
@@ -39,23 +42,12 @@ impl Scheduler {
                 .environments
                 .iter()
                 .find(|e| e.name.value == app.environment.value)
-                .map_or(
-                    crate::config::DEFAULT_RECONCILE_INTERVAL,
-                    crate::config::Environment::interval,
-                );
+                .map_or(crate::config::DEFAULT_RECONCILE_INTERVAL, crate::config::Environment::interval);
             let (tx, rx) = mpsc::channel(1);
             senders.insert(app.name.value.clone(), tx);
-            tracker.spawn(actor(
-                ctx.clone(),
-                app.name.value.clone(),
-                interval,
-                rx,
-                token.clone(),
-            ));
+            tracker.spawn(actor(ctx.clone(), app.name.value.clone(), interval, rx, token.clone()));
         }
-        Self {
-            senders: Arc::new(senders),
-        }
+        Self { senders: Arc::new(senders) }
     }
 
     /// Asks for a pass of `app`. Returns false when no such application exists. When a
@@ -75,12 +67,7 @@ impl Scheduler {
 /// The wait before the next poll: `interval` plus up to 10 % jitter.
 pub fn jittered(interval: Duration) -> Duration {
     let max = interval.as_millis() as u64 / 10;
-    interval
-        + Duration::from_millis(if max == 0 {
-            0
-        } else {
-            rand::rng().random_range(0..=max)
-        })
+    interval + Duration::from_millis(if max == 0 { 0 } else { rand::rng().random_range(0..=max) })
 }
 
 async fn actor(
@@ -92,19 +79,29 @@ async fn actor(
 ) {
     let mut why = "start".to_string();
     loop {
-        match ctx.run_pass(&app, Mode::Policy, None).await {
+        // While something is on its way (just applied, or still Progressing), look again
+        // soon so that sync and health are reported as they settle.
+        let wait = match ctx.run_pass(&app, Mode::Policy, None).await {
             Ok(r) => {
-                tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, revision = %r.status.revision, "pass done")
+                tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, "pass done");
+                if r.sync.is_some() || r.status.health == crate::health::HealthStatus::Progressing {
+                    interval.min(SETTLE_INTERVAL)
+                } else {
+                    jittered(interval)
+                }
             }
-            Err(e) => tracing::warn!(app = %app, "pass failed: {e}"),
-        }
+            Err(e) => {
+                tracing::warn!(app = %app, "pass failed: {e}");
+                jittered(interval)
+            }
+        };
         tokio::select! {
             () = token.cancelled() => return,
             t = rx.recv() => match t {
                 Some(t) => why = format!("{t:?}"),
                 None => return,
             },
-            () = tokio::time::sleep(jittered(interval)) => why = "poll".into(),
+            () = tokio::time::sleep(wait) => why = "poll".into(),
         }
     }
 }
@@ -117,10 +114,7 @@ mod tests {
     fn jitter_is_bounded() {
         for _ in 0..100 {
             let d = jittered(Duration::from_secs(180));
-            assert!(
-                d >= Duration::from_secs(180) && d <= Duration::from_secs(198),
-                "{d:?}"
-            );
+            assert!(d >= Duration::from_secs(180) && d <= Duration::from_secs(198), "{d:?}");
         }
         assert_eq!(jittered(Duration::from_millis(5)), Duration::from_millis(5));
     }

@@ -50,36 +50,21 @@ pub struct AppState {
 pub fn receiver(config: &Config) -> Result<Receiver, String> {
     let mut repositories = Vec::new();
     for r in &config.repositories {
-        let key = RepoKey::from_url(&r.url.value).ok_or_else(|| {
-            format!(
-                "repository `{}`: cannot normalize url {}",
-                r.name.value, r.url.value
-            )
-        })?;
+        let key = RepoKey::from_url(&r.url.value)
+            .ok_or_else(|| format!("repository `{}`: cannot normalize url {}", r.name.value, r.url.value))?;
         let secret = match &r.webhook_secret_file {
             Some(f) => Some(Secret::new(read_secret(&f.value).map_err(|e| {
-                format!(
-                    "repository `{}`: webhookSecretFile {}: {e}",
-                    r.name.value,
-                    f.value.display()
-                )
+                format!("repository `{}`: webhookSecretFile {}: {e}", r.name.value, f.value.display())
             })?)),
             None => None,
         };
-        repositories.push(WatchedRepository {
-            key,
-            secret,
-            allow_sha1: false,
-        });
+        repositories.push(WatchedRepository { key, secret, allow_sha1: false });
     }
     let watches = config
         .applications
         .iter()
         .filter_map(|a| {
-            let repo = config
-                .repositories
-                .iter()
-                .find(|r| r.name.value == a.repository.value)?;
+            let repo = config.repositories.iter().find(|r| r.name.value == a.repository.value)?;
             Some(Watch {
                 app: a.name.value.clone(),
                 repo: RepoKey::from_url(&repo.url.value)?,
@@ -87,11 +72,7 @@ pub fn receiver(config: &Config) -> Result<Receiver, String> {
             })
         })
         .collect();
-    Ok(Receiver {
-        repositories,
-        watches,
-        max_body_bytes: config.settings.webhook_max_body_bytes,
-    })
+    Ok(Receiver { repositories, watches, max_body_bytes: config.settings.webhook_max_body_bytes })
 }
 
 /// The router.
@@ -107,19 +88,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn webhook(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> impl IntoResponse {
+async fn webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
     let pairs: Vec<(String, String)> = headers
         .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let decision = state.receiver.decide(&pairs, &body);
     for app in &decision.apps {
@@ -127,35 +99,19 @@ async fn webhook(
     }
     let provider = decision.provider.map_or_else(
         || "unknown".to_string(),
-        |p| {
-            serde_json::to_value(p)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        },
+        |p| serde_json::to_value(p).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
     );
-    let action = serde_json::to_value(decision.action)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
+    let action =
+        serde_json::to_value(decision.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
     state
         .ctx
         .metrics
         .deliveries
-        .get_or_create(&DeliveryLabels {
-            provider,
-            action: action.clone(),
-            code: decision.http_status,
-        })
+        .get_or_create(&DeliveryLabels { provider, action: action.clone(), code: decision.http_status })
         .inc();
     tracing::info!(status = decision.http_status, action = %action, apps = ?decision.apps, delivery = ?decision.delivery_id, "webhook: {}", decision.reason);
     let code = StatusCode::from_u16(decision.http_status).unwrap_or(StatusCode::BAD_REQUEST);
-    (
-        code,
-        Json(
-            serde_json::json!({"action": action, "reason": decision.reason, "queued": decision.apps.len()}),
-        ),
-    )
+    (code, Json(serde_json::json!({"action": action, "reason": decision.reason, "queued": decision.apps.len()})))
 }
 
 async fn applications(State(state): State<AppState>) -> impl IntoResponse {
@@ -163,11 +119,5 @@ async fn applications(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(
-            "content-type",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.ctx.metrics.encode(),
-    )
+    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.ctx.metrics.encode())
 }

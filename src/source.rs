@@ -13,8 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use base64::Engine;
 use git2::{
-    AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid,
-    RemoteCallbacks, Repository,
+    AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository,
 };
 use sha2::Digest;
 
@@ -32,10 +31,7 @@ pub struct Credentials {
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credentials")
-            .field(
-                "token",
-                &self.token.as_ref().map(|(u, _)| format!("{u}:***")),
-            )
+            .field("token", &self.token.as_ref().map(|(u, _)| format!("{u}:***")))
             .field("ssh_key", &self.ssh_key)
             .field("known_hosts", &self.known_hosts)
             .finish()
@@ -126,16 +122,9 @@ impl Mirror {
         let dir = cache_dir.join(hex::encode(&digest[..8]));
         let repo = match Repository::open_bare(&dir) {
             Ok(r) => r,
-            Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local {
-                dir: dir.clone(),
-                source,
-            })?,
+            Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local { dir: dir.clone(), source })?,
         };
-        Ok(Self {
-            repo,
-            url: url.to_string(),
-            credentials,
-        })
+        Ok(Self { repo, url: url.to_string(), credentials })
     }
 
     fn callbacks(&self) -> RemoteCallbacks<'_> {
@@ -152,9 +141,7 @@ impl Mirror {
                     return Cred::userpass_plaintext(user, &String::from_utf8_lossy(token));
                 }
             }
-            Err(git2::Error::from_str(
-                "no credentials configured for this repository",
-            ))
+            Err(git2::Error::from_str("no credentials configured for this repository"))
         });
         let known_hosts = self.credentials.known_hosts.clone();
         cb.certificate_check(move |cert, host| {
@@ -163,9 +150,7 @@ impl Mirror {
                 return Ok(CertificateCheckStatus::CertificatePassthrough);
             };
             let Some(file) = &known_hosts else {
-                return Err(git2::Error::from_str(
-                    "SSH host key cannot be checked: no knownHostsFile configured",
-                ));
+                return Err(git2::Error::from_str("SSH host key cannot be checked: no knownHostsFile configured"));
             };
             let Some(key) = hostkey.hostkey() else {
                 return Err(git2::Error::from_str("server sent no host key"));
@@ -173,10 +158,7 @@ impl Mirror {
             if known_host_matches(file, host, key) {
                 Ok(CertificateCheckStatus::CertificateOk)
             } else {
-                Err(git2::Error::from_str(&format!(
-                    "host key of {host} is not in {}",
-                    file.display()
-                )))
+                Err(git2::Error::from_str(&format!("host key of {host} is not in {}", file.display())))
             }
         });
         cb
@@ -188,67 +170,36 @@ impl Mirror {
     /// # Errors
     /// [`Error::Fetch`] on network/auth failures, [`Error::RevisionNotFound`].
     pub fn resolve(&self, revision: &str) -> Result<Resolved, Error> {
-        let fetch_err = |source| Error::Fetch {
-            url: self.url.clone(),
-            source,
-        };
+        let fetch_err = |source| Error::Fetch { url: self.url.clone(), source };
         if is_sha(revision) {
             if let Ok(oid) = Oid::from_str(revision) {
                 if self.repo.find_commit(oid).is_ok() {
-                    return Ok(Resolved {
-                        revision: revision.to_string(),
-                        downloaded: false,
-                    });
+                    return Ok(Resolved { revision: revision.to_string(), downloaded: false });
                 }
             }
-            self.fetch(&[
-                "+refs/heads/*:refs/plumb/heads/*",
-                "+refs/tags/*:refs/plumb/tags/*",
-            ])
-            .map_err(fetch_err)?;
-            return match Oid::from_str(revision)
-                .ok()
-                .and_then(|o| self.repo.find_commit(o).ok())
-            {
-                Some(c) => Ok(Resolved {
-                    revision: c.id().to_string(),
-                    downloaded: true,
-                }),
-                None => Err(Error::RevisionNotFound {
-                    url: self.url.clone(),
-                    revision: revision.into(),
-                }),
+            self.fetch(&["+refs/heads/*:refs/plumb/heads/*", "+refs/tags/*:refs/plumb/tags/*"]).map_err(fetch_err)?;
+            return match Oid::from_str(revision).ok().and_then(|o| self.repo.find_commit(o).ok()) {
+                Some(c) => Ok(Resolved { revision: c.id().to_string(), downloaded: true }),
+                None => Err(Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() }),
             };
         }
         // ls-remote: one round trip, no objects.
         let mut remote = self.repo.remote_anonymous(&self.url).map_err(fetch_err)?;
         let advertised: Vec<(String, Oid)> = {
-            let conn = remote
-                .connect_auth(Direction::Fetch, Some(self.callbacks()), None)
-                .map_err(fetch_err)?;
-            conn.list()
-                .map_err(fetch_err)?
-                .iter()
-                .map(|h| (h.name().to_string(), h.oid()))
-                .collect()
+            let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None).map_err(fetch_err)?;
+            conn.list().map_err(fetch_err)?.iter().map(|h| (h.name().to_string(), h.oid())).collect()
         };
         let candidates: Vec<String> = if revision.starts_with("refs/") {
             vec![revision.to_string()]
         } else {
-            vec![
-                format!("refs/heads/{revision}"),
-                format!("refs/tags/{revision}"),
-            ]
+            vec![format!("refs/heads/{revision}"), format!("refs/tags/{revision}")]
         };
         let Some((name, oid)) = candidates.iter().find_map(|c| {
             let peeled = format!("{c}^{{}}");
             let find = |n: &str| advertised.iter().find(|(a, _)| a == n).map(|(_, o)| *o);
             find(c).map(|o| (c.clone(), find(&peeled).unwrap_or(o)))
         }) else {
-            return Err(Error::RevisionNotFound {
-                url: self.url.clone(),
-                revision: revision.into(),
-            });
+            return Err(Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() });
         };
         let mut downloaded = false;
         if self.repo.find_commit(oid).is_err() {
@@ -260,21 +211,14 @@ impl Mirror {
             .repo
             .find_object(oid, None)
             .and_then(|o| o.peel_to_commit())
-            .map_err(|source| Error::Local {
-                dir: self.repo.path().into(),
-                source,
-            })?;
-        Ok(Resolved {
-            revision: commit.id().to_string(),
-            downloaded,
-        })
+            .map_err(|source| Error::Local { dir: self.repo.path().into(), source })?;
+        Ok(Resolved { revision: commit.id().to_string(), downloaded })
     }
 
     fn fetch(&self, refspecs: &[&str]) -> Result<(), git2::Error> {
         let mut remote = self.repo.remote_anonymous(&self.url)?;
         let mut fo = FetchOptions::new();
-        fo.remote_callbacks(self.callbacks())
-            .download_tags(AutotagOption::None);
+        fo.remote_callbacks(self.callbacks()).download_tags(AutotagOption::None);
         remote.fetch(refspecs, Some(&mut fo), None)
     }
 
@@ -283,13 +227,8 @@ impl Mirror {
     /// # Errors
     /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`].
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
-        let local = |source| Error::Local {
-            dir: self.repo.path().into(),
-            source,
-        };
-        let commit = Oid::from_str(revision)
-            .and_then(|o| self.repo.find_commit(o))
-            .map_err(local)?;
+        let local = |source| Error::Local { dir: self.repo.path().into(), source };
+        let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
         let subject = commit.summary().ok().flatten().unwrap_or("").to_string();
         let root = commit.tree().map_err(local)?;
         let path = path.trim_matches('/');
@@ -298,15 +237,9 @@ impl Mirror {
         } else {
             let entry = root
                 .get_path(Path::new(path))
-                .map_err(|_| Error::PathNotFound {
-                    path: path.into(),
-                    revision: revision.into(),
-                })?;
+                .map_err(|_| Error::PathNotFound { path: path.into(), revision: revision.into() })?;
             if entry.kind() != Some(ObjectType::Tree) {
-                return Err(Error::PathNotFound {
-                    path: path.into(),
-                    revision: revision.into(),
-                });
+                return Err(Error::PathNotFound { path: path.into(), revision: revision.into() });
             }
             self.repo.find_tree(entry.id()).map_err(local)?
         };
@@ -335,31 +268,15 @@ impl Mirror {
             };
             files.push((rel, content));
         }
-        Ok(Snapshot {
-            revision: revision.into(),
-            subject,
-            files,
-        })
+        Ok(Snapshot { revision: revision.into(), subject, files })
     }
 
-    fn follow_symlink(
-        &self,
-        root: &git2::Tree<'_>,
-        path: &str,
-        mut id: Oid,
-    ) -> Result<Vec<u8>, Error> {
-        let local = |source| Error::Local {
-            dir: self.repo.path().into(),
-            source,
-        };
+    fn follow_symlink(&self, root: &git2::Tree<'_>, path: &str, mut id: Oid) -> Result<Vec<u8>, Error> {
+        let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let mut current = PathBuf::from(path);
         for _ in 0..8 {
-            let target = String::from_utf8_lossy(self.repo.find_blob(id).map_err(local)?.content())
-                .to_string();
-            let bad = || Error::Symlink {
-                path: path.into(),
-                target: target.clone(),
-            };
+            let target = String::from_utf8_lossy(self.repo.find_blob(id).map_err(local)?.content()).to_string();
+            let bad = || Error::Symlink { path: path.into(), target: target.clone() };
             let joined = current.parent().unwrap_or(Path::new("")).join(&target);
             let mut norm = PathBuf::new();
             for c in joined.components() {
@@ -381,20 +298,12 @@ impl Mirror {
                     current = norm;
                 }
                 (Some(ObjectType::Blob), _) => {
-                    return Ok(self
-                        .repo
-                        .find_blob(entry.id())
-                        .map_err(local)?
-                        .content()
-                        .to_vec());
+                    return Ok(self.repo.find_blob(entry.id()).map_err(local)?.content().to_vec());
                 }
                 _ => return Err(bad()),
             }
         }
-        Err(Error::Symlink {
-            path: path.into(),
-            target: "(too many levels)".into(),
-        })
+        Err(Error::Symlink { path: path.into(), target: "(too many levels)".into() })
     }
 }
 
@@ -408,23 +317,17 @@ fn known_host_matches(file: &Path, host: &str, key: &[u8]) -> bool {
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .any(|line| {
-            let mut parts = line.split_whitespace();
-            let (Some(hosts), Some(_kind), Some(b64)) = (parts.next(), parts.next(), parts.next())
-            else {
-                return false;
-            };
-            let host_ok = hosts.split(',').any(|h| {
-                let h = h.trim_start_matches('[');
-                h == host || h.split(']').next() == Some(host)
-            });
-            host_ok
-                && base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .is_ok_and(|k| k == key)
-        })
+    text.lines().filter(|l| !l.trim_start().starts_with('#')).any(|line| {
+        let mut parts = line.split_whitespace();
+        let (Some(hosts), Some(_kind), Some(b64)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        let host_ok = hosts.split(',').any(|h| {
+            let h = h.trim_start_matches('[');
+            h == host || h.split(']').next() == Some(host)
+        });
+        host_ok && base64::engine::general_purpose::STANDARD.decode(b64).is_ok_and(|k| k == key)
+    })
 }
 
 #[cfg(test)]
@@ -454,71 +357,36 @@ mod tests {
         let work = tmp.path().join("work");
         std::fs::create_dir_all(work.join("apps/web/sub")).expect("mkdir");
         git(&work, &["init", "-q", "-b", "main"]);
-        std::fs::write(
-            work.join("apps/web/cm.yaml"),
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
-        )
-        .expect("write");
+        std::fs::write(work.join("apps/web/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+            .expect("write");
         std::fs::write(work.join("apps/web/sub/README.md"), "x").expect("write");
         std::fs::write(work.join("secret.yaml"), "outside").expect("write");
-        std::os::unix::fs::symlink("../../secret.yaml", work.join("apps/web/link.yaml"))
-            .expect("symlink");
-        std::os::unix::fs::symlink(
-            "../../../../etc/passwd.yaml",
-            work.join("apps/web/escape.yaml"),
-        )
-        .expect("symlink");
+        std::os::unix::fs::symlink("../../secret.yaml", work.join("apps/web/link.yaml")).expect("symlink");
+        std::os::unix::fs::symlink("../../../../etc/passwd.yaml", work.join("apps/web/escape.yaml")).expect("symlink");
         git(&work, &["add", "-A"]);
         git(&work, &["commit", "-qm", "first commit\n\nbody"]);
         git(&work, &["tag", "-a", "v1", "-m", "annotated"]);
 
-        let mirror = Mirror::open(
-            &tmp.path().join("cache"),
-            work.to_str().expect("utf8"),
-            Credentials::default(),
-        )
-        .expect("open");
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
         let first = mirror.resolve("main").expect("resolve");
         assert!(first.downloaded);
         let again = mirror.resolve("main").expect("resolve");
-        assert_eq!(
-            again,
-            Resolved {
-                revision: first.revision.clone(),
-                downloaded: false
-            }
-        );
-        assert_eq!(
-            mirror.resolve("v1").expect("tag").revision,
-            first.revision,
-            "annotated tag peels to the commit"
-        );
-        assert_eq!(
-            mirror.resolve(&first.revision).expect("sha").revision,
-            first.revision
-        );
-        assert!(matches!(
-            mirror.resolve("nope"),
-            Err(Error::RevisionNotFound { .. })
-        ));
+        assert_eq!(again, Resolved { revision: first.revision.clone(), downloaded: false });
+        assert_eq!(mirror.resolve("v1").expect("tag").revision, first.revision, "annotated tag peels to the commit");
+        assert_eq!(mirror.resolve(&first.revision).expect("sha").revision, first.revision);
+        assert!(matches!(mirror.resolve("nope"), Err(Error::RevisionNotFound { .. })));
 
-        let err = mirror
-            .snapshot(&first.revision, "apps/web")
-            .expect_err("escaping symlink");
+        let err = mirror.snapshot(&first.revision, "apps/web").expect_err("escaping symlink");
         assert!(err.to_string().contains("apps/web/escape.yaml"), "{err}");
         std::fs::remove_file(work.join("apps/web/escape.yaml")).expect("rm");
         git(&work, &["commit", "-qam", "drop escape"]);
         let second = mirror.resolve("main").expect("resolve");
-        let snap = mirror
-            .snapshot(&second.revision, "apps/web")
-            .expect("snapshot");
+        let snap = mirror.snapshot(&second.revision, "apps/web").expect("snapshot");
         assert_eq!(snap.subject, "drop escape");
         let names: Vec<_> = snap.files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
-        assert!(matches!(
-            mirror.snapshot(&second.revision, "apps/none"),
-            Err(Error::PathNotFound { .. })
-        ));
+        assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
     }
 }

@@ -158,11 +158,7 @@ pub fn configmap_name(app: &str) -> String {
 impl Store {
     /// A store in `namespace`.
     pub fn new(client: Client, namespace: &str) -> Self {
-        Self {
-            api: Api::namespaced(client.clone(), namespace),
-            namespace: namespace.into(),
-            client,
-        }
+        Self { api: Api::namespaced(client.clone(), namespace), namespace: namespace.into(), client }
     }
 
     /// Creates the status namespace when missing.
@@ -172,16 +168,9 @@ impl Store {
     pub async fn ensure_namespace(&self) -> Result<(), Error> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
-        api.patch(
-            &self.namespace,
-            &PatchParams::apply(MANAGER),
-            &Patch::Apply(&ns),
-        )
-        .await
-        .map_err(|e| Error::Kube {
-            name: self.namespace.clone(),
-            source: Box::new(e),
-        })?;
+        api.patch(&self.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
+            .await
+            .map_err(|e| Error::Kube { name: self.namespace.clone(), source: Box::new(e) })?;
         Ok(())
     }
 
@@ -191,19 +180,10 @@ impl Store {
     /// [`Error::Kube`].
     pub async fn load(&self, app: &str) -> Result<(AppStatus, Vec<SyncRecord>), Error> {
         let name = configmap_name(app);
-        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube {
-            name: name.clone(),
-            source: Box::new(e),
-        })?;
+        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
         let data = cm.and_then(|c| c.data).unwrap_or_default();
-        let status = data
-            .get("status.json")
-            .and_then(|s| serde_json::from_str(s).ok())
-            .unwrap_or_default();
-        let history = data
-            .get("history.json")
-            .and_then(|s| serde_json::from_str(s).ok())
-            .unwrap_or_default();
+        let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+        let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         Ok((status, history))
     }
 
@@ -213,18 +193,11 @@ impl Store {
     /// [`Error::Kube`].
     pub async fn list(&self) -> Result<Vec<AppStatus>, Error> {
         let lp = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=plumb");
-        let list = self.api.list(&lp).await.map_err(|e| Error::Kube {
-            name: "(list)".into(),
-            source: Box::new(e),
-        })?;
+        let list = self.api.list(&lp).await.map_err(|e| Error::Kube { name: "(list)".into(), source: Box::new(e) })?;
         let mut out: Vec<AppStatus> = list
             .items
             .into_iter()
-            .filter_map(|c| {
-                c.data?
-                    .get("status.json")
-                    .and_then(|s| serde_json::from_str(s).ok())
-            })
+            .filter_map(|c| c.data?.get("status.json").and_then(|s| serde_json::from_str(s).ok()))
             .collect();
         out.sort_by(|a, b| a.app.cmp(&b.app));
         Ok(out)
@@ -237,14 +210,8 @@ impl Store {
     pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
         let name = configmap_name(&status.app);
         let mut data = BTreeMap::new();
-        data.insert(
-            "status.json".to_string(),
-            serde_json::to_string_pretty(status).unwrap_or_default(),
-        );
-        data.insert(
-            "history.json".to_string(),
-            serde_json::to_string_pretty(history).unwrap_or_default(),
-        );
+        data.insert("status.json".to_string(), serde_json::to_string_pretty(status).unwrap_or_default());
+        data.insert("history.json".to_string(), serde_json::to_string_pretty(history).unwrap_or_default());
         let cm = serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": self.namespace,
@@ -252,26 +219,16 @@ impl Store {
             "data": data,
         });
         self.api
-            .patch(
-                &name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
+            .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
             .await
-            .map_err(|e| Error::Kube {
-                name,
-                source: Box::new(e),
-            })?;
+            .map_err(|e| Error::Kube { name, source: Box::new(e) })?;
         Ok(())
     }
 }
 
 /// Now, RFC 3339 (UTC).
 pub fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Millisecond)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    jiff::Timestamp::now().round(jiff::Unit::Millisecond).map(|t| t.to_string()).unwrap_or_default()
 }
 
 /// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`].

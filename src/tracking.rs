@@ -21,9 +21,7 @@ pub const SYNC_OPTIONS_ANNOTATION: &str = "plumb.dev/sync-options";
 
 /// The identity of a Kubernetes object: group, kind, namespace and name
 /// (the version is left out: one object is served under several versions).
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct ObjectKey {
     /// API group; empty for the core group.
     pub group: String,
@@ -44,21 +42,14 @@ impl ObjectKey {
         Some(ObjectKey {
             group: group.to_string(),
             kind: obj.get("kind")?.as_str()?.to_string(),
-            namespace: obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            namespace: obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string(),
             name: obj.pointer("/metadata/name")?.as_str()?.to_string(),
         })
     }
 
     /// The tracking-id of this object in application `app`.
     pub fn tracking_id(&self, app: &str) -> String {
-        format!(
-            "{app}:{}/{}:{}/{}",
-            self.group, self.kind, self.namespace, self.name
-        )
+        format!("{app}:{}/{}:{}/{}", self.group, self.kind, self.namespace, self.name)
     }
 }
 
@@ -93,11 +84,7 @@ pub fn is_owned_by(obj: &Value, app: &str) -> bool {
 /// The application named by an object's tracking-id, if any (whether or not the id
 /// refers to the object itself).
 pub fn tracked_app(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/annotations")?
-        .get(TRACKING_ANNOTATION)?
-        .as_str()?
-        .split_once(':')
-        .map(|(a, _)| a)
+    obj.pointer("/metadata/annotations")?.get(TRACKING_ANNOTATION)?.as_str()?.split_once(':').map(|(a, _)| a)
 }
 
 /// Sets the tracking annotation and the app label on a desired object.
@@ -105,18 +92,11 @@ pub fn stamp(obj: &mut Value, app: &str, key: &ObjectKey) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let ann = meta
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Default::default()));
+    let ann = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
     if let Some(a) = ann.as_object_mut() {
-        a.insert(
-            TRACKING_ANNOTATION.into(),
-            Value::String(key.tracking_id(app)),
-        );
+        a.insert(TRACKING_ANNOTATION.into(), Value::String(key.tracking_id(app)));
     }
-    let labels = meta
-        .entry("labels")
-        .or_insert_with(|| Value::Object(Default::default()));
+    let labels = meta.entry("labels").or_insert_with(|| Value::Object(Default::default()));
     if let Some(l) = labels.as_object_mut() {
         l.insert(APP_LABEL.into(), Value::String(app.into()));
     }
@@ -138,46 +118,26 @@ mod tests {
 
     #[test]
     fn ownership_needs_app_and_self_reference() {
-        assert!(is_owned_by(
-            &cm("lab", "cfg", Some("web:/ConfigMap:lab/cfg")),
-            "web"
-        ));
-        assert!(
-            !is_owned_by(&cm("lab", "cfg", Some("api:/ConfigMap:lab/cfg")), "web"),
-            "other app"
-        );
-        assert!(
-            !is_owned_by(&cm("lab", "copy", Some("web:/ConfigMap:lab/cfg")), "web"),
-            "copied id"
-        );
-        assert!(
-            !is_owned_by(&cm("other", "cfg", Some("web:/ConfigMap:lab/cfg")), "web"),
-            "other namespace"
-        );
+        assert!(is_owned_by(&cm("lab", "cfg", Some("web:/ConfigMap:lab/cfg")), "web"));
+        assert!(!is_owned_by(&cm("lab", "cfg", Some("api:/ConfigMap:lab/cfg")), "web"), "other app");
+        assert!(!is_owned_by(&cm("lab", "copy", Some("web:/ConfigMap:lab/cfg")), "web"), "copied id");
+        assert!(!is_owned_by(&cm("other", "cfg", Some("web:/ConfigMap:lab/cfg")), "web"), "other namespace");
         assert!(!is_owned_by(&cm("lab", "cfg", None), "web"), "untracked");
     }
 
     #[test]
     fn tracking_id_shapes() {
         let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "lab"}});
-        assert_eq!(
-            ObjectKey::of(&d).map(|k| k.tracking_id("web")).as_deref(),
-            Some("web:apps/Deployment:lab/web")
-        );
+        assert_eq!(ObjectKey::of(&d).map(|k| k.tracking_id("web")).as_deref(), Some("web:apps/Deployment:lab/web"));
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}});
-        assert_eq!(
-            ObjectKey::of(&ns).map(|k| k.tracking_id("web")).as_deref(),
-            Some("web:/Namespace:/lab")
-        );
-        assert_eq!(
-            ObjectKey::of(&d).map(|k| k.to_string()).as_deref(),
-            Some("Deployment.apps/lab/web")
-        );
+        assert_eq!(ObjectKey::of(&ns).map(|k| k.tracking_id("web")).as_deref(), Some("web:/Namespace:/lab"));
+        assert_eq!(ObjectKey::of(&d).map(|k| k.to_string()).as_deref(), Some("Deployment.apps/lab/web"));
     }
 
     #[test]
     fn stamp_then_owned() {
-        let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "lab"}});
+        let mut d =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "lab"}});
         let key = ObjectKey::of(&d).expect("key");
         stamp(&mut d, "web", &key);
         assert!(is_owned_by(&d, "web"));

@@ -32,11 +32,7 @@ pub fn diff(desired: &Value, live: &Value) -> Vec<Difference> {
                 json_patch::PatchOperation::Copy(o) => o.path.to_string(),
                 json_patch::PatchOperation::Test(o) => o.path.to_string(),
             };
-            Difference {
-                desired: desired.pointer(&path).cloned(),
-                live: live.pointer(&path).cloned(),
-                path,
-            }
+            Difference { desired: desired.pointer(&path).cloned(), live: live.pointer(&path).cloned(), path }
         })
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -47,9 +43,7 @@ pub fn diff(desired: &Value, live: &Value) -> Vec<Difference> {
 /// A unified diff of the YAML forms of `live` (`-`) and `desired` (`+`), with `label`
 /// in the headers; empty when both are equal.
 pub fn unified(label: &str, desired: &Value, live: Option<&Value>) -> String {
-    let to_yaml = |v: &Value| {
-        serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
-    };
+    let to_yaml = |v: &Value| serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
     let old = live.map(to_yaml).unwrap_or_default();
     let new = to_yaml(desired);
     if old == new {
@@ -94,10 +88,7 @@ mod tests {
     #[test]
     fn secrets_are_masked() {
         let s = json!({"kind": "Secret", "data": {"password": "aHVudGVyMg=="}});
-        assert_eq!(
-            mask_secret(&s),
-            json!({"kind": "Secret", "data": {"password": "***"}})
-        );
+        assert_eq!(mask_secret(&s), json!({"kind": "Secret", "data": {"password": "***"}}));
         let c = json!({"kind": "ConfigMap", "data": {"k": "v"}});
         assert_eq!(mask_secret(&c), c);
     }
@@ -107,16 +98,10 @@ mod tests {
         let git = json!({"spec": {"replicas": 3, "x": 1}});
         let live = json!({"spec": {"replicas": 5, "x": 1, "extra": true}});
         let d = diff(&git, &live);
-        assert_eq!(
-            d.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
-            ["/spec/extra", "/spec/replicas"]
-        );
+        assert_eq!(d.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["/spec/extra", "/spec/replicas"]);
         assert_eq!(d[1].desired, Some(json!(3)));
         assert_eq!(d[1].live, Some(json!(5)));
         let u = unified("Deployment/web", &git, Some(&live));
-        assert!(
-            u.contains("-  replicas: 5") && u.contains("+  replicas: 3"),
-            "{u}"
-        );
+        assert!(u.contains("-  replicas: 5") && u.contains("+  replicas: 3"), "{u}");
     }
 }

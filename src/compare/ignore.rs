@@ -37,21 +37,14 @@ impl IgnoreRules {
                     kind: r.kind.clone(),
                     name: r.name.clone(),
                     namespace: r.namespace.clone(),
-                    pointers: r
-                        .json_pointers
-                        .iter()
-                        .map(|p| parse_pointer(&p.value))
-                        .collect(),
+                    pointers: r.json_pointers.iter().map(|p| parse_pointer(&p.value)).collect(),
                 })
                 .collect(),
         }
     }
 
     /// JSON pointers (as token lists) ignored for object `key`.
-    fn pointers_for<'a>(
-        &'a self,
-        key: &'a ObjectKey,
-    ) -> impl Iterator<Item = &'a Vec<String>> + 'a {
+    fn pointers_for<'a>(&'a self, key: &'a ObjectKey) -> impl Iterator<Item = &'a Vec<String>> + 'a {
         self.rules
             .iter()
             .filter(move |r| {
@@ -81,10 +74,7 @@ pub fn parse_pointer(p: &str) -> Vec<String> {
     if p.is_empty() {
         return vec![];
     }
-    p.trim_start_matches('/')
-        .split('/')
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect()
+    p.trim_start_matches('/').split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
 }
 
 fn remove_path(v: &mut Value, tokens: &[String]) {
@@ -127,12 +117,7 @@ mod tests {
 
     use super::*;
 
-    fn rule(
-        group: Option<&str>,
-        kind: &str,
-        name: Option<&str>,
-        ptrs: &[&str],
-    ) -> IgnoreDifference {
+    fn rule(group: Option<&str>, kind: &str, name: Option<&str>, ptrs: &[&str]) -> IgnoreDifference {
         IgnoreDifference {
             group: group.map(Into::into),
             kind: kind.into(),
@@ -146,12 +131,7 @@ mod tests {
     }
 
     fn key(group: &str, kind: &str, name: &str) -> ObjectKey {
-        ObjectKey {
-            group: group.into(),
-            kind: kind.into(),
-            namespace: "lab".into(),
-            name: name.into(),
-        }
+        ObjectKey { group: group.into(), kind: kind.into(), namespace: "lab".into(), name: name.into() }
     }
 
     #[test]
@@ -164,33 +144,19 @@ mod tests {
                 json!({"spec": {"template": {"metadata": {"annotations": {"a/b": "x"}}}}}),
             ),
             (
-                rule(
-                    None,
-                    "Deployment",
-                    None,
-                    &["/spec/template/metadata/annotations/a~1b"],
-                ),
+                rule(None, "Deployment", None, &["/spec/template/metadata/annotations/a~1b"]),
                 key("apps", "Deployment", "web"),
                 json!({"spec": {"replicas": 5, "template": {"metadata": {"annotations": {}}}}}),
             ),
             // group mismatch, name mismatch, missing path: nothing removed
-            (
-                rule(Some(""), "Deployment", None, &["/spec/replicas"]),
-                key("apps", "Deployment", "web"),
-                obj.clone(),
-            ),
+            (rule(Some(""), "Deployment", None, &["/spec/replicas"]), key("apps", "Deployment", "web"), obj.clone()),
             (
                 rule(Some("apps"), "Deployment", Some("api"), &["/spec/replicas"]),
                 key("apps", "Deployment", "web"),
                 obj.clone(),
             ),
             (
-                rule(
-                    Some("apps"),
-                    "Deployment",
-                    None,
-                    &["/spec/nope/deeper", "/spec/template/9"],
-                ),
+                rule(Some("apps"), "Deployment", None, &["/spec/nope/deeper", "/spec/template/9"]),
                 key("apps", "Deployment", "web"),
                 obj.clone(),
             ),

@@ -22,10 +22,8 @@ const METADATA_SERVER_FIELDS: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-const SERVER_ANNOTATIONS: &[&str] = &[
-    "kubectl.kubernetes.io/last-applied-configuration",
-    "deployment.kubernetes.io/revision",
-];
+const SERVER_ANNOTATIONS: &[&str] =
+    &["kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision"];
 
 /// Returns `obj` without server-populated fields. Idempotent.
 pub fn normalize(obj: &Value) -> Value {
@@ -42,10 +40,7 @@ pub fn normalize(obj: &Value) -> Value {
                 }
             }
             for f in ["annotations", "labels"] {
-                if meta
-                    .get(f)
-                    .is_some_and(|x| x.as_object().is_some_and(|o| o.is_empty()) || x.is_null())
-                {
+                if meta.get(f).is_some_and(|x| x.as_object().is_some_and(|o| o.is_empty()) || x.is_null()) {
                     meta.remove(f);
                 }
             }

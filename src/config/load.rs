@@ -42,10 +42,7 @@ pub enum Error {
 /// [`Error::Read`], [`Error::Parse`] (with line and column) or [`Error::Invalid`] listing
 /// every problem found, each as `file:line: message`.
 pub fn load(file: &Path) -> Result<Config, Error> {
-    let text = std::fs::read_to_string(file).map_err(|source| Error::Read {
-        file: file.into(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Read { file: file.into(), source })?;
     let base = file.parent().unwrap_or(Path::new("."));
     load_str(&text, file, base)
 }
@@ -67,14 +64,10 @@ pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
     })?;
     config.file = file.into();
     for repo in &mut config.repositories {
-        for p in [
-            &mut repo.webhook_secret_file,
-            &mut repo.token_file,
-            &mut repo.ssh_key_file,
-            &mut repo.known_hosts_file,
-        ]
-        .into_iter()
-        .flatten()
+        for p in
+            [&mut repo.webhook_secret_file, &mut repo.token_file, &mut repo.ssh_key_file, &mut repo.known_hosts_file]
+                .into_iter()
+                .flatten()
         {
             if p.value.is_relative() {
                 p.value = base.join(&p.value);
@@ -82,11 +75,7 @@ pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
         }
     }
     let problems = validate(&config);
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(Error::Invalid { problems })
-    }
+    if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
 }
 
 fn first_line(s: &str) -> String {

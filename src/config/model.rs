@@ -48,10 +48,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self {
-            status_namespace: default_status_namespace(),
-            webhook_max_body_bytes: default_max_body(),
-        }
+        Self { status_namespace: default_status_namespace(), webhook_max_body_bytes: default_max_body() }
     }
 }
 
@@ -110,8 +107,7 @@ pub struct Environment {
 impl Environment {
     /// The reconcile interval, defaulted to [`DEFAULT_RECONCILE_INTERVAL`].
     pub fn interval(&self) -> Duration {
-        self.reconcile_interval
-            .unwrap_or(DEFAULT_RECONCILE_INTERVAL)
+        self.reconcile_interval.unwrap_or(DEFAULT_RECONCILE_INTERVAL)
     }
 }
 
@@ -177,19 +173,11 @@ pub struct Application {
 }
 
 fn default_revision() -> Spanned<String> {
-    Spanned::new(
-        "main".to_string(),
-        serde_saphyr::Location::UNKNOWN,
-        serde_saphyr::Location::UNKNOWN,
-    )
+    Spanned::new("main".to_string(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
 }
 
 fn default_path() -> Spanned<String> {
-    Spanned::new(
-        String::new(),
-        serde_saphyr::Location::UNKNOWN,
-        serde_saphyr::Location::UNKNOWN,
-    )
+    Spanned::new(String::new(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
 }
 
 fn de_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -202,9 +190,7 @@ fn de_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::E
     match Option::<Raw>::deserialize(d)? {
         None => Ok(None),
         Some(Raw::Secs(s)) => Ok(Some(Duration::from_secs(s))),
-        Some(Raw::Text(t)) => parse_duration(&t)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
+        Some(Raw::Text(t)) => parse_duration(&t).map(Some).map_err(serde::de::Error::custom),
     }
 }
 
@@ -216,11 +202,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("`{text}` is not a duration (use e.g. 180, 90s, 3m, 1h)");
     let t = text.trim();
     if let Ok(secs) = t.parse::<u64>() {
-        return if secs == 0 {
-            Err(bad())
-        } else {
-            Ok(Duration::from_secs(secs))
-        };
+        return if secs == 0 { Err(bad()) } else { Ok(Duration::from_secs(secs)) };
     }
     let mut total = Duration::ZERO;
     let mut rest = t;
@@ -231,9 +213,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
         let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         total += match unit {
@@ -244,11 +224,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             _ => return Err(bad()),
         };
     }
-    if total.is_zero() {
-        Err(bad())
-    } else {
-        Ok(total)
-    }
+    if total.is_zero() { Err(bad()) } else { Ok(total) }
 }
 
 #[cfg(test)]
@@ -257,18 +233,8 @@ mod tests {
 
     #[test]
     fn durations() {
-        for (text, secs) in [
-            ("180", 180.0),
-            ("90s", 90.0),
-            ("3m", 180.0),
-            ("1h30m", 5400.0),
-            ("500ms", 0.5),
-        ] {
-            assert_eq!(
-                parse_duration(text).map(|d| d.as_secs_f64()),
-                Ok(secs),
-                "{text}"
-            );
+        for (text, secs) in [("180", 180.0), ("90s", 90.0), ("3m", 180.0), ("1h30m", 5400.0), ("500ms", 0.5)] {
+            assert_eq!(parse_duration(text).map(|d| d.as_secs_f64()), Ok(secs), "{text}");
         }
         for bad in ["", "0", "m", "3x", "-3s", "1.5m"] {
             assert!(parse_duration(bad).is_err(), "{bad} must be rejected");

@@ -39,63 +39,32 @@ impl fmt::Display for Problem {
 pub fn validate(config: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut problem = |line: u32, message: String| {
-        out.push(Problem {
-            file: config.file.clone(),
-            line,
-            message,
-        });
+        out.push(Problem { file: config.file.clone(), line, message });
     };
     let line = |s: &Spanned<String>| s.referenced.line() as u32;
 
     let mut repos = HashSet::new();
     for r in &config.repositories {
         if !is_dns_label(&r.name.value) {
-            problem(
-                line(&r.name),
-                format!(
-                    "repository name `{}` must be a DNS-1123 label",
-                    r.name.value
-                ),
-            );
+            problem(line(&r.name), format!("repository name `{}` must be a DNS-1123 label", r.name.value));
         }
         if !repos.insert(r.name.value.as_str()) {
-            problem(
-                line(&r.name),
-                format!("repository `{}` is declared twice", r.name.value),
-            );
+            problem(line(&r.name), format!("repository `{}` is declared twice", r.name.value));
         }
         if r.url.value.trim().is_empty() {
-            problem(
-                line(&r.url),
-                format!("repository `{}` has an empty url", r.name.value),
-            );
+            problem(line(&r.url), format!("repository `{}` has an empty url", r.name.value));
         }
         if r.ssh_key_file.is_some() && r.known_hosts_file.is_none() {
             problem(
                 line(&r.name),
-                format!(
-                    "repository `{}`: sshKeyFile needs knownHostsFile (host keys are pinned)",
-                    r.name.value
-                ),
+                format!("repository `{}`: sshKeyFile needs knownHostsFile (host keys are pinned)", r.name.value),
             );
         }
-        for f in [
-            &r.webhook_secret_file,
-            &r.token_file,
-            &r.ssh_key_file,
-            &r.known_hosts_file,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for f in [&r.webhook_secret_file, &r.token_file, &r.ssh_key_file, &r.known_hosts_file].into_iter().flatten() {
             if !f.value.is_file() {
                 problem(
                     f.referenced.line() as u32,
-                    format!(
-                        "repository `{}`: file {} does not exist",
-                        r.name.value,
-                        f.value.display()
-                    ),
+                    format!("repository `{}`: file {} does not exist", r.name.value, f.value.display()),
                 );
             }
         }
@@ -104,44 +73,23 @@ pub fn validate(config: &Config) -> Vec<Problem> {
     let mut envs = HashSet::new();
     for e in &config.environments {
         if !is_dns_label(&e.name.value) {
-            problem(
-                line(&e.name),
-                format!(
-                    "environment name `{}` must be a DNS-1123 label",
-                    e.name.value
-                ),
-            );
+            problem(line(&e.name), format!("environment name `{}` must be a DNS-1123 label", e.name.value));
         }
         if !envs.insert(e.name.value.as_str()) {
-            problem(
-                line(&e.name),
-                format!("environment `{}` is declared twice", e.name.value),
-            );
+            problem(line(&e.name), format!("environment `{}` is declared twice", e.name.value));
         }
         if e.reconcile_interval.is_some_and(|d| d.is_zero()) {
-            problem(
-                line(&e.name),
-                format!(
-                    "environment `{}`: reconcileInterval must be positive",
-                    e.name.value
-                ),
-            );
+            problem(line(&e.name), format!("environment `{}`: reconcileInterval must be positive", e.name.value));
         }
         for opt in &e.sync_policy.sync_options {
             if let Err(m) = crate::plan::SyncOptions::parse_one(opt) {
-                problem(
-                    line(&e.name),
-                    format!("environment `{}`: {m}", e.name.value),
-                );
+                problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
             }
         }
         for rule in &e.ignore_differences {
             for p in &rule.json_pointers {
                 if !(p.value.is_empty() || p.value.starts_with('/')) {
-                    problem(
-                        line(p),
-                        format!("jsonPointer `{}` must start with `/` (RFC 6901)", p.value),
-                    );
+                    problem(line(p), format!("jsonPointer `{}` must start with `/` (RFC 6901)", p.value));
                 }
             }
         }
@@ -150,43 +98,25 @@ pub fn validate(config: &Config) -> Vec<Problem> {
     let mut apps = HashSet::new();
     for a in &config.applications {
         if !is_dns_label(&a.name.value) {
-            problem(
-                line(&a.name),
-                format!(
-                    "application name `{}` must be a DNS-1123 label",
-                    a.name.value
-                ),
-            );
+            problem(line(&a.name), format!("application name `{}` must be a DNS-1123 label", a.name.value));
         }
         if !apps.insert(a.name.value.as_str()) {
-            problem(
-                line(&a.name),
-                format!("application `{}` is declared twice", a.name.value),
-            );
+            problem(line(&a.name), format!("application `{}` is declared twice", a.name.value));
         }
         if !repos.contains(a.repository.value.as_str()) {
             problem(
                 line(&a.repository),
-                format!(
-                    "application `{}`: unknown repository `{}`",
-                    a.name.value, a.repository.value
-                ),
+                format!("application `{}`: unknown repository `{}`", a.name.value, a.repository.value),
             );
         }
         if !envs.contains(a.environment.value.as_str()) {
             problem(
                 line(&a.environment),
-                format!(
-                    "application `{}`: unknown environment `{}`",
-                    a.name.value, a.environment.value
-                ),
+                format!("application `{}`: unknown environment `{}`", a.name.value, a.environment.value),
             );
         }
         if a.revision.value.trim().is_empty() {
-            problem(
-                line(&a.revision),
-                format!("application `{}`: empty revision", a.name.value),
-            );
+            problem(line(&a.revision), format!("application `{}`: empty revision", a.name.value));
         }
         if a.path.value.split('/').any(|seg| seg == "..") || a.path.value.starts_with('/') {
             problem(
@@ -200,21 +130,12 @@ pub fn validate(config: &Config) -> Vec<Problem> {
         if !is_dns_label(&a.namespace.value) {
             problem(
                 line(&a.namespace),
-                format!(
-                    "application `{}`: namespace `{}` must be a DNS-1123 label",
-                    a.name.value, a.namespace.value
-                ),
+                format!("application `{}`: namespace `{}` must be a DNS-1123 label", a.name.value, a.namespace.value),
             );
         }
     }
     if !is_dns_label(&config.settings.status_namespace) {
-        problem(
-            0,
-            format!(
-                "settings.statusNamespace `{}` must be a DNS-1123 label",
-                config.settings.status_namespace
-            ),
-        );
+        problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
     out
 }
@@ -223,8 +144,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
 pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }

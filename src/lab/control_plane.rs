@@ -22,11 +22,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            controller_manager: true,
-            scheduler: true,
-            kwok: true,
-        }
+        Self { controller_manager: true, scheduler: true, kwok: true }
     }
 }
 
@@ -44,24 +40,15 @@ pub struct ControlPlane {
 /// `~/.cache/plumb-testbins`.
 pub fn testbins_dir() -> PathBuf {
     std::env::var_os("PLUMB_TESTBINS").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/plumb-testbins")
-        },
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cache/plumb-testbins"),
         PathBuf::from,
     )
 }
 
 fn bin(component: &str, name: &str) -> anyhow::Result<PathBuf> {
-    let p = testbins_dir()
-        .join(component)
-        .join("current/bin")
-        .join(name);
+    let p = testbins_dir().join(component).join("current/bin").join(name);
     if !p.is_file() {
-        bail!(
-            "{} not found: build the control plane first with tools/testbins/build.sh",
-            p.display()
-        );
+        bail!("{} not found: build the control plane first with tools/testbins/build.sh", p.display());
     }
     Ok(p)
 }
@@ -92,10 +79,7 @@ impl ControlPlane {
         std::fs::create_dir_all(&pki)?;
         write_pki(&pki)?;
         let token = hex::encode(rand::random::<[u8; 24]>());
-        std::fs::write(
-            pki.join("tokens.csv"),
-            format!("{token},plumb-admin,plumb-admin,\"system:masters\"\n"),
-        )?;
+        std::fs::write(pki.join("tokens.csv"), format!("{token},plumb-admin,plumb-admin,\"system:masters\"\n"))?;
 
         let etcd_port = free_port()?;
         let etcd_peer = free_port()?;
@@ -109,19 +93,11 @@ impl ControlPlane {
                 ca = pki.join("ca.crt").display()
             ),
         )?;
-        let mut cp = ControlPlane {
-            dir,
-            children: Vec::new(),
-            kubeconfig: kubeconfig.clone(),
-            server: server.clone(),
-        };
+        let mut cp = ControlPlane { dir, children: Vec::new(), kubeconfig: kubeconfig.clone(), server: server.clone() };
 
         let etcd_dir = run_dir.join("etcd");
         std::fs::create_dir_all(&etcd_dir)?;
-        std::fs::set_permissions(
-            &etcd_dir,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )?;
+        std::fs::set_permissions(&etcd_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer}");
         cp.spawn(
@@ -228,18 +204,10 @@ impl ControlPlane {
     /// # Errors
     /// kubectl's stderr when it fails.
     pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .context("kubectl")?;
+        let out =
+            Command::new("kubectl").arg("--kubeconfig").arg(&self.kubeconfig).args(args).output().context("kubectl")?;
         if !out.status.success() {
-            bail!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            bail!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -259,8 +227,7 @@ impl ControlPlane {
 
     /// The log of one component (`etcd`, `kube-apiserver`, …).
     pub fn logs(&self, component: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{component}.log")))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join(format!("{component}.log"))).unwrap_or_default()
     }
 
     fn spawn(&mut self, name: &str, bin: &Path, args: &[String]) -> anyhow::Result<()> {
@@ -287,13 +254,9 @@ impl ControlPlane {
     fn check_alive(&mut self) -> anyhow::Result<()> {
         for (name, child) in &mut self.children {
             if let Ok(Some(status)) = child.try_wait() {
-                let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
-                    .unwrap_or_default();
+                let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                bail!(
-                    "{name} exited ({status}):\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
+                bail!("{name} exited ({status}):\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
             }
         }
         Ok(())
@@ -317,12 +280,7 @@ impl ControlPlane {
             if start.elapsed() > timeout {
                 bail!(
                     "kube-apiserver not ready after {timeout:?}:\n{}",
-                    self.logs("kube-apiserver")
-                        .lines()
-                        .rev()
-                        .take(20)
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    self.logs("kube-apiserver").lines().rev().take(20).collect::<Vec<_>>().join("\n")
                 );
             }
             std::thread::sleep(Duration::from_millis(250));
@@ -356,10 +314,7 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         for (_, child) in self.children.iter_mut().rev() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
         }
         for (_, child) in &mut self.children {
             let _ = child.wait();

@@ -40,8 +40,7 @@ pub struct DemoArgs {
 /// Control plane, Git or policy failures, with their cause.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if args.dir.exists() {
-        std::fs::remove_dir_all(&args.dir)
-            .with_context(|| format!("clean {}", args.dir.display()))?;
+        std::fs::remove_dir_all(&args.dir).with_context(|| format!("clean {}", args.dir.display()))?;
     }
     std::fs::create_dir_all(&args.dir)?;
     let dir = std::fs::canonicalize(&args.dir)?;
@@ -49,12 +48,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let (control_plane, kubeconfig) = match &args.kubeconfig {
         Some(k) => (None, k.clone()),
         None => {
-            println!(
-                "starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)…"
-            );
-            let cp =
-                tokio::task::spawn_blocking(|| ControlPlane::start(ControlPlaneOptions::default()))
-                    .await??;
+            println!("starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)…");
+            let cp = tokio::task::spawn_blocking(|| ControlPlane::start(ControlPlaneOptions::default())).await??;
             let k = cp.kubeconfig.clone();
             (Some(cp), k)
         }
@@ -82,26 +77,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let config = config::load(&policy)?;
     let client = crate::cluster::client(Some(&kubeconfig)).await?;
     let cluster = Cluster::new(client).await?;
-    let ctx = Arc::new(Context::new(
-        cluster,
-        Arc::new(config),
-        dir.join("mirrors"),
-        Arc::new(Metrics::default()),
-    ));
+    let ctx = Arc::new(Context::new(cluster, Arc::new(config), dir.join("mirrors"), Arc::new(Metrics::default())));
     ctx.store.ensure_namespace().await?;
     let token = CancellationToken::new();
     let handle = crate::cli::serve(ctx.clone(), args.listen, token.clone()).await?;
 
     println!();
-    println!(
-        "plumb is serving on http://{}  (GET /api/v1/applications, /metrics)",
-        handle.addr
-    );
+    println!("plumb is serving on http://{}  (GET /api/v1/applications, /metrics)", handle.addr);
     println!("  Git repository : {url}  (first commit {})", &first[..7]);
-    println!(
-        "  webhook        : POST {webhook}  (Gitea/GitHub signature, secret in {})",
-        secret_file.display()
-    );
+    println!("  webhook        : POST {webhook}  (Gitea/GitHub signature, secret in {})", secret_file.display());
     println!("  kubeconfig     : {}", kubeconfig.display());
     println!("  policy         : {}", policy.display());
     println!();
@@ -139,10 +123,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 s.subject,
                 s.sync,
                 s.health,
-                s.conditions
-                    .first()
-                    .map(|c| format!("  [{}: {}]", c.type_, c.message))
-                    .unwrap_or_default()
+                s.conditions.first().map(|c| format!("  [{}: {}]", c.type_, c.message)).unwrap_or_default()
             );
             if line != last {
                 println!("{}  {line}", crate::status::now());
@@ -173,12 +154,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> anyhow::Result<()> 
 
 /// A `post-receive` hook that POSTs a Gitea-format push, signed with the secret, to
 /// plumb — what a forge does, with `curl` and `openssl`.
-fn install_hook(
-    repo: &Repo,
-    url: &str,
-    secret_file: &std::path::Path,
-    webhook: &str,
-) -> anyhow::Result<()> {
+fn install_hook(repo: &Repo, url: &str, secret_file: &std::path::Path, webhook: &str) -> anyhow::Result<()> {
     let hook = repo.bare.join("hooks/post-receive");
     std::fs::write(
         &hook,

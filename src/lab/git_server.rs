@@ -29,9 +29,7 @@ pub struct GitServer {
 }
 
 fn backend() -> PathBuf {
-    let out = std::process::Command::new("git")
-        .arg("--exec-path")
-        .output();
+    let out = std::process::Command::new("git").arg("--exec-path").output();
     let dir = out
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -54,10 +52,7 @@ impl GitServer {
         let thread = std::thread::Builder::new()
             .name("git-http".into())
             .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                     return;
                 };
                 rt.block_on(async move {
@@ -73,11 +68,7 @@ impl GitServer {
                 });
             })
             .context("git server thread")?;
-        Ok(Self {
-            base: format!("http://{addr}"),
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+        Ok(Self { base: format!("http://{addr}"), shutdown: Some(tx), thread: Some(thread) })
     }
 }
 
@@ -92,24 +83,12 @@ impl Drop for GitServer {
     }
 }
 
-async fn cgi(
-    State(root): State<PathBuf>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    req: Request,
-) -> Response {
+async fn cgi(State(root): State<PathBuf>, method: Method, uri: Uri, headers: HeaderMap, req: Request) -> Response {
     let body: Bytes = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE),
     };
-    let header = |n: &str| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string()
-    };
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let mut cmd = tokio::process::Command::new(backend());
     cmd.env_clear()
         .env("GIT_PROJECT_ROOT", &root)
@@ -162,9 +141,7 @@ async fn cgi(
             resp = resp.header(k.trim(), v);
         }
     }
-    resp.status(code)
-        .body(Body::from(raw[end + sep..].to_vec()))
-        .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
+    resp.status(code).body(Body::from(raw[end + sep..].to_vec())).unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
 }
 
 fn status(code: StatusCode) -> Response {

@@ -24,22 +24,9 @@ impl Repo {
         let bare = root.join(format!("{name}.git"));
         let work = root.join(format!("{name}-work"));
         std::fs::create_dir_all(&work)?;
-        git(
-            root,
-            &[
-                "init",
-                "-q",
-                "--bare",
-                "-b",
-                "main",
-                &bare.display().to_string(),
-            ],
-        )?;
+        git(root, &["init", "-q", "--bare", "-b", "main", &bare.display().to_string()])?;
         git(&work, &["init", "-q", "-b", "main"])?;
-        git(
-            &work,
-            &["remote", "add", "origin", &bare.display().to_string()],
-        )?;
+        git(&work, &["remote", "add", "origin", &bare.display().to_string()])?;
         Ok(Self { bare, work })
     }
 
@@ -75,15 +62,9 @@ impl Repo {
     /// When git fails.
     pub fn commit(&self, message: &str) -> anyhow::Result<String> {
         git(&self.work, &["add", "-A"])?;
-        git(
-            &self.work,
-            &["commit", "-q", "--allow-empty", "-m", message],
-        )?;
+        git(&self.work, &["commit", "-q", "--allow-empty", "-m", message])?;
         git(&self.work, &["push", "-q", "origin", "main"])?;
-        let out = Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(&self.work)
-            .output()?;
+        let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(&self.work).output()?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 }
@@ -99,11 +80,7 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
         .output()
         .context("git")?;
     if !out.status.success() {
-        bail!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
     }
     Ok(())
 }

@@ -83,12 +83,7 @@ impl Decision {
         }
     }
 
-    pub(crate) fn finish(
-        mut self,
-        action: Action,
-        http_status: u16,
-        reason: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn finish(mut self, action: Action, http_status: u16, reason: impl Into<String>) -> Self {
         self.action = action;
         self.http_status = http_status;
         self.reason = reason.into();
@@ -113,14 +108,8 @@ mod tests {
     fn dedupe_key_needs_provider_and_id() {
         let d = Decision::new(Some(Provider::GitHub), Some("push"), None, Some("abc"));
         assert_eq!(d.dedupe_key().as_deref(), Some("github:abc"));
-        assert_eq!(
-            Decision::new(None, None, None, Some("abc")).dedupe_key(),
-            None
-        );
-        assert_eq!(
-            Decision::new(Some(Provider::Gitea), None, None, Some("")).dedupe_key(),
-            None
-        );
+        assert_eq!(Decision::new(None, None, None, Some("abc")).dedupe_key(), None);
+        assert_eq!(Decision::new(Some(Provider::Gitea), None, None, Some("")).dedupe_key(), None);
     }
 
     #[test]

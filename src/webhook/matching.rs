@@ -36,11 +36,7 @@ impl RefKind {
 pub fn split_ref(full: &str) -> Option<(RefKind, &str)> {
     [RefKind::Branch, RefKind::Tag]
         .into_iter()
-        .find_map(|kind| {
-            full.strip_prefix(kind.prefix())
-                .filter(|name| !name.is_empty())
-                .map(|name| (kind, name))
-        })
+        .find_map(|kind| full.strip_prefix(kind.prefix()).filter(|name| !name.is_empty()).map(|name| (kind, name)))
 }
 
 /// Does a watch's `revision` select the pushed ref `kind`/`name`?
@@ -120,10 +116,7 @@ mod tests {
     #[test]
     fn split_ref_table() {
         assert_eq!(split_ref("refs/heads/main"), Some((Branch, "main")));
-        assert_eq!(
-            split_ref("refs/heads/environment/cluster"),
-            Some((Branch, "environment/cluster"))
-        );
+        assert_eq!(split_ref("refs/heads/environment/cluster"), Some((Branch, "environment/cluster")));
         assert_eq!(split_ref("refs/tags/v1.4.0"), Some((Tag, "v1.4.0")));
         assert_eq!(split_ref("refs/heads/"), None);
         assert_eq!(split_ref("refs/pull/1/head"), None);
@@ -179,11 +172,7 @@ mod tests {
             ("*", Branch, "anything/at/all", true),
         ];
         for (revision, kind, name, want) in cases {
-            assert_eq!(
-                revision_matches(revision, *kind, name),
-                *want,
-                "{revision:?} vs {kind:?} {name:?}"
-            );
+            assert_eq!(revision_matches(revision, *kind, name), *want, "{revision:?} vs {kind:?} {name:?}");
         }
     }
 

@@ -65,10 +65,7 @@ pub struct RepoIdentity {
 
 impl RepoIdentity {
     fn from_urls<'a>(urls: impl IntoIterator<Item = &'a str>) -> Option<Self> {
-        let mut identity = RepoIdentity {
-            urls: Vec::new(),
-            keys: Vec::new(),
-        };
+        let mut identity = RepoIdentity { urls: Vec::new(), keys: Vec::new() };
         for url in urls.into_iter().filter(|u| !u.trim().is_empty()) {
             if identity.urls.iter().any(|u| u == url) {
                 continue;
@@ -190,39 +187,27 @@ pub(crate) struct Parsed {
 /// Parses an authenticated JSON payload and routes it on the **event header**, not on
 /// the body's shape (a body that looks like a push under an unknown event is ignored).
 pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Parsed, PayloadError> {
-    let root: Value = serde_json::from_slice(json).map_err(|e| PayloadError::Json {
-        line: e.line(),
-        column: e.column(),
-    })?;
+    let root: Value =
+        serde_json::from_slice(json).map_err(|e| PayloadError::Json { line: e.line(), column: e.column() })?;
     if !root.is_object() {
         return Err(PayloadError::NotObject);
     }
     let repository = repository(provider, &root);
     let object_kind = str_at(&root, &["object_kind"]);
-    let event_type = (provider == Provider::GitLab)
-        .then(|| object_kind.map(str::to_owned))
-        .flatten();
+    let event_type = (provider == Provider::GitLab).then(|| object_kind.map(str::to_owned)).flatten();
 
     let push_event = match provider {
         Provider::Gitea | Provider::Forgejo | Provider::Gogs => match event {
             "push" => true,
             "delete" => {
-                return Ok(Parsed {
-                    event_type,
-                    repository,
-                    event: gitea_delete(&root)?,
-                });
+                return Ok(Parsed { event_type, repository, event: gitea_delete(&root)? });
             }
             _ => false,
         },
         Provider::GitHub => match event {
             "push" => true,
             "ping" => {
-                return Ok(Parsed {
-                    event_type,
-                    repository,
-                    event: Event::Ignored(Ignored::Ping),
-                });
+                return Ok(Parsed { event_type, repository, event: Event::Ignored(Ignored::Ping) });
             }
             _ => false,
         },
@@ -236,27 +221,16 @@ pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Pars
         Provider::BitbucketServer => match event {
             "repo:refs_changed" => true,
             "diagnostics:ping" => {
-                return Ok(Parsed {
-                    event_type,
-                    repository,
-                    event: Event::Ignored(Ignored::Ping),
-                });
+                return Ok(Parsed { event_type, repository, event: Event::Ignored(Ignored::Ping) });
             }
             _ => false,
         },
     };
     if !push_event {
-        return Ok(Parsed {
-            event_type,
-            repository,
-            event: Event::Ignored(Ignored::NotAPush),
-        });
+        return Ok(Parsed { event_type, repository, event: Event::Ignored(Ignored::NotAPush) });
     }
 
-    let identity = repository
-        .as_ref()
-        .filter(|r| !r.keys.is_empty())
-        .ok_or(PayloadError::NoRepository)?;
+    let identity = repository.as_ref().filter(|r| !r.keys.is_empty()).ok_or(PayloadError::NoRepository)?;
     let changes = match provider {
         Provider::Gitea | Provider::Forgejo | Provider::Gogs => vec![gitea_change(&root)?],
         Provider::GitHub => vec![github_change(&root)?],
@@ -265,10 +239,7 @@ pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Pars
         Provider::BitbucketServer => bitbucket_server_changes(&root),
     };
     let single = changes.len() == 1;
-    let pushes: Vec<Push> = changes
-        .into_iter()
-        .filter_map(|c| c.into_push(identity))
-        .collect();
+    let pushes: Vec<Push> = changes.into_iter().filter_map(|c| c.into_push(identity)).collect();
     let event = if !pushes.is_empty() {
         Event::Push(pushes)
     } else if single {
@@ -276,11 +247,7 @@ pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Pars
     } else {
         Event::Ignored(Ignored::NoRefChanges)
     };
-    Ok(Parsed {
-        event_type,
-        repository,
-        event,
-    })
+    Ok(Parsed { event_type, repository, event })
 }
 
 /// A ref change in provider-neutral form, before the ref is split.
@@ -336,10 +303,8 @@ fn gitea_change(root: &Value) -> Result<Change<'_>, PayloadError> {
     let after = required(root, "after")?;
     let head = str_at(root, &["head_commit", "id"]).map(str::to_owned);
     // Gogs sends no head_commit: on a branch, `after` is the commit.
-    let target = head.or_else(|| {
-        (!is_zero_sha(&after) && full_ref.starts_with(RefKind::Branch.prefix()))
-            .then(|| after.clone())
-    });
+    let target = head
+        .or_else(|| (!is_zero_sha(&after) && full_ref.starts_with(RefKind::Branch.prefix())).then(|| after.clone()));
     Ok(Change {
         created: is_zero_sha(&before) && !is_zero_sha(&after),
         deleted: is_zero_sha(&after) && !is_zero_sha(&before),
@@ -366,11 +331,9 @@ fn gitea_delete(root: &Value) -> Result<Event, PayloadError> {
         format!("{}{raw}", RefKind::Branch.prefix())
     };
     Ok(match split_ref(&full_ref) {
-        Some((ref_kind, name)) => Event::Deletion(RefDeletion {
-            ref_name: name.to_owned(),
-            ref_kind,
-            r#ref: full_ref.clone(),
-        }),
+        Some((ref_kind, name)) => {
+            Event::Deletion(RefDeletion { ref_name: name.to_owned(), ref_kind, r#ref: full_ref.clone() })
+        }
         None => Event::Ignored(Ignored::NotBranchOrTag),
     })
 }
@@ -428,11 +391,8 @@ fn bitbucket_cloud_changes(root: &Value) -> Vec<Change<'_>> {
                 _ => return None,
             };
             let name = str_at(side, &["name"])?;
-            let hash = |v: Option<&Value>| {
-                v.and_then(|v| str_at(v, &["target", "hash"]))
-                    .unwrap_or(ZERO_SHA)
-                    .to_owned()
-            };
+            let hash =
+                |v: Option<&Value>| v.and_then(|v| str_at(v, &["target", "hash"])).unwrap_or(ZERO_SHA).to_owned();
             let after = hash(new);
             Some(Change {
                 full_ref: format!("{prefix}{name}"),
@@ -480,13 +440,9 @@ fn repository(provider: Provider, root: &Value) -> Option<RepoIdentity> {
     let at = |path: &[&str]| str_at(root, path);
     match provider {
         Provider::Gitea | Provider::Forgejo | Provider::Gogs => RepoIdentity::from_urls(
-            [
-                at(&["repository", "clone_url"]),
-                at(&["repository", "ssh_url"]),
-                at(&["repository", "html_url"]),
-            ]
-            .into_iter()
-            .flatten(),
+            [at(&["repository", "clone_url"]), at(&["repository", "ssh_url"]), at(&["repository", "html_url"])]
+                .into_iter()
+                .flatten(),
         ),
         Provider::GitHub => RepoIdentity::from_urls(
             [
@@ -499,32 +455,19 @@ fn repository(provider: Provider, root: &Value) -> Option<RepoIdentity> {
             .flatten(),
         ),
         Provider::GitLab => RepoIdentity::from_urls(
-            [
-                at(&["project", "git_http_url"]),
-                at(&["project", "git_ssh_url"]),
-                at(&["project", "web_url"]),
-            ]
-            .into_iter()
-            .flatten(),
+            [at(&["project", "git_http_url"]), at(&["project", "git_ssh_url"]), at(&["project", "web_url"])]
+                .into_iter()
+                .flatten(),
         )
         // Older GitLab: only the deprecated `repository` object.
         .or_else(|| {
             RepoIdentity::from_urls(
-                [
-                    at(&["repository", "git_http_url"]),
-                    at(&["repository", "git_ssh_url"]),
-                ]
-                .into_iter()
-                .flatten(),
+                [at(&["repository", "git_http_url"]), at(&["repository", "git_ssh_url"])].into_iter().flatten(),
             )
         }),
-        Provider::BitbucketCloud => {
-            RepoIdentity::from_urls(at(&["repository", "links", "html", "href"]))
-        }
+        Provider::BitbucketCloud => RepoIdentity::from_urls(at(&["repository", "links", "html", "href"])),
         Provider::BitbucketServer => RepoIdentity::from_urls(
-            array_at(root, &["repository", "links", "clone"])
-                .iter()
-                .filter_map(|link| str_at(link, &["href"])),
+            array_at(root, &["repository", "links", "clone"]).iter().filter_map(|link| str_at(link, &["href"])),
         ),
     }
 }
@@ -533,12 +476,7 @@ fn changed_paths(commits: &[Value]) -> Vec<String> {
     let mut paths = BTreeSet::new();
     for commit in commits {
         for field in ["added", "removed", "modified"] {
-            paths.extend(
-                array_at(commit, &[field])
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned),
-            );
+            paths.extend(array_at(commit, &[field]).iter().filter_map(Value::as_str).map(str::to_owned));
         }
     }
     paths.into_iter().collect()
@@ -563,9 +501,7 @@ fn bool_at(root: &Value, path: &[&str]) -> Option<bool> {
 }
 
 fn array_at<'v>(root: &'v Value, path: &[&str]) -> &'v [Value] {
-    value_at(root, path)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+    value_at(root, path).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 /// A count sent as a number or a numeric string.
@@ -578,9 +514,7 @@ fn count_at(root: &Value, path: &[&str]) -> Option<usize> {
 }
 
 fn required(root: &Value, field: &'static str) -> Result<String, PayloadError> {
-    str_at(root, &[field])
-        .map(str::to_owned)
-        .ok_or(PayloadError::MissingField(field))
+    str_at(root, &[field]).map(str::to_owned).ok_or(PayloadError::MissingField(field))
 }
 
 #[cfg(test)]
@@ -617,26 +551,15 @@ mod tests {
             parse(Provider::GitHub, "push", b"{\"ref\": ").err(),
             Some(PayloadError::Json { line: 1, column: 8 })
         );
+        assert_eq!(parse(Provider::GitHub, "push", b"[1]").err(), Some(PayloadError::NotObject));
         assert_eq!(
-            parse(Provider::GitHub, "push", b"[1]").err(),
-            Some(PayloadError::NotObject)
-        );
-        assert_eq!(
-            parse(Provider::GitHub, "push", b"\xff")
-                .err()
-                .map(|e| matches!(e, PayloadError::Json { .. })),
+            parse(Provider::GitHub, "push", b"\xff").err().map(|e| matches!(e, PayloadError::Json { .. })),
             Some(true)
         );
         let no_ref = json!({"before": "a", "after": "b", "repository": gitea_repo()});
-        assert_eq!(
-            parse_value(Provider::Gitea, "push", &no_ref).err(),
-            Some(PayloadError::MissingField("ref"))
-        );
+        assert_eq!(parse_value(Provider::Gitea, "push", &no_ref).err(), Some(PayloadError::MissingField("ref")));
         let no_repo = json!({"ref": "refs/heads/main", "before": "a", "after": "b"});
-        assert_eq!(
-            parse_value(Provider::Gitea, "push", &no_repo).err(),
-            Some(PayloadError::NoRepository)
-        );
+        assert_eq!(parse_value(Provider::Gitea, "push", &no_repo).err(), Some(PayloadError::NoRepository));
         // Same shapes under a non-push event are fine: nothing is required.
         assert!(parse_value(Provider::Gitea, "issues", &no_repo).is_ok());
     }
@@ -649,15 +572,9 @@ mod tests {
         let keys: Vec<&str> = push.repo_keys.iter().map(RepoKey::as_str).collect();
         assert_eq!(
             keys,
-            [
-                "gitea.example.invalid/acme/platform-config",
-                "ssh.gitea.example.invalid/acme/platform-config"
-            ]
+            ["gitea.example.invalid/acme/platform-config", "ssh.gitea.example.invalid/acme/platform-config"]
         );
-        assert_eq!(
-            push.repo_key.as_str(),
-            "gitea.example.invalid/acme/platform-config"
-        );
+        assert_eq!(push.repo_key.as_str(), "gitea.example.invalid/acme/platform-config");
     }
 
     #[test]
@@ -670,18 +587,8 @@ mod tests {
             "repository": gitea_repo()
         });
         let push = pushes(parse_value(Provider::Gogs, "push", &body).unwrap()).remove(0);
-        assert_eq!(
-            push.target_commit.as_deref(),
-            Some("2222222222222222222222222222222222222222")
-        );
-        assert_eq!(
-            (
-                push.commits_listed,
-                push.commits_total,
-                push.commits_truncated
-            ),
-            (1, None, false)
-        );
+        assert_eq!(push.target_commit.as_deref(), Some("2222222222222222222222222222222222222222"));
+        assert_eq!((push.commits_listed, push.commits_total, push.commits_truncated), (1, None, false));
         assert_eq!(push.changed_paths, ["a", "b"]);
     }
 
@@ -693,14 +600,7 @@ mod tests {
             "head_commit": {"id": "2"}, "repository": gitea_repo()
         });
         let push = pushes(parse_value(Provider::Gitea, "push", &body).unwrap()).remove(0);
-        assert_eq!(
-            (
-                push.commits_listed,
-                push.commits_total,
-                push.commits_truncated
-            ),
-            (5, Some(12), true)
-        );
+        assert_eq!((push.commits_listed, push.commits_total, push.commits_truncated), (5, Some(12), true));
     }
 
     #[test]
@@ -717,15 +617,9 @@ mod tests {
         let Event::Deletion(d) = parse_value(Provider::Gitea, "delete", &tag).unwrap().event else {
             panic!("not a deletion")
         };
-        assert_eq!(
-            (d.r#ref.as_str(), d.ref_kind, d.ref_name.as_str()),
-            ("refs/tags/v1", RefKind::Tag, "v1")
-        );
+        assert_eq!((d.r#ref.as_str(), d.ref_kind, d.ref_name.as_str()), ("refs/tags/v1", RefKind::Tag, "v1"));
         let full = json!({"ref": "refs/heads/a/b", "ref_type": "branch"});
-        let Event::Deletion(d) = parse_value(Provider::Forgejo, "delete", &full)
-            .unwrap()
-            .event
-        else {
+        let Event::Deletion(d) = parse_value(Provider::Forgejo, "delete", &full).unwrap().event else {
             panic!("not a deletion")
         };
         assert_eq!(d.ref_name, "a/b");
@@ -735,10 +629,7 @@ mod tests {
     fn other_refs_are_ignored() {
         let body = json!({"ref": "refs/notes/commits", "before": "1", "after": "2", "repository": gitea_repo()});
         let parsed = parse_value(Provider::Gitea, "push", &body).unwrap();
-        assert!(matches!(
-            parsed.event,
-            Event::Ignored(Ignored::NotBranchOrTag)
-        ));
+        assert!(matches!(parsed.event, Event::Ignored(Ignored::NotBranchOrTag)));
     }
 
     #[test]
@@ -754,21 +645,13 @@ mod tests {
             let parsed = parse_value(Provider::GitLab, event, &body).unwrap();
             assert_eq!(parsed.event_type.as_deref(), Some("tag_push"));
             let push = pushes(parsed).remove(0);
-            assert_eq!(
-                push.repo_key.as_str(),
-                "gitlab.example.invalid/acme/infra/platform-config"
-            );
-            assert_eq!(
-                push.target_commit.as_deref(),
-                Some("4444444444444444444444444444444444444444")
-            );
+            assert_eq!(push.repo_key.as_str(), "gitlab.example.invalid/acme/infra/platform-config");
+            assert_eq!(push.target_commit.as_deref(), Some("4444444444444444444444444444444444444444"));
             assert!(push.created);
         }
         let mr = json!({"object_kind": "merge_request"});
         assert!(matches!(
-            parse_value(Provider::GitLab, "System Hook", &mr)
-                .unwrap()
-                .event,
+            parse_value(Provider::GitLab, "System Hook", &mr).unwrap().event,
             Event::Ignored(Ignored::NotAPush)
         ));
     }
@@ -792,22 +675,11 @@ mod tests {
         let list = pushes(parse_value(Provider::BitbucketCloud, "repo:push", &body).unwrap());
         assert_eq!(list.len(), 2);
         assert_eq!(
-            (
-                list[0].r#ref.as_str(),
-                list[0].forced,
-                list[0].commits_truncated
-            ),
+            (list[0].r#ref.as_str(), list[0].forced, list[0].commits_truncated),
             ("refs/heads/main", Some(true), true)
         );
         assert_eq!(list[0].target_commit.as_deref(), Some("aaaa"));
-        assert_eq!(
-            (
-                list[1].r#ref.as_str(),
-                list[1].deleted,
-                list[1].after.as_str()
-            ),
-            ("refs/tags/v1", true, ZERO_SHA)
-        );
+        assert_eq!((list[1].r#ref.as_str(), list[1].deleted, list[1].after.as_str()), ("refs/tags/v1", true, ZERO_SHA));
         assert_eq!(list[1].target_commit, None);
     }
 
@@ -821,16 +693,12 @@ mod tests {
                                {"href": "https://bitbucket.example.invalid/scm/acme/platform-config.git", "name": "http"},
                                {"href": "ssh://git@bitbucket.example.invalid:7999/acme/platform-config.git", "name": "ssh"}]}}
         });
-        let push =
-            pushes(parse_value(Provider::BitbucketServer, "repo:refs_changed", &body).unwrap())
-                .remove(0);
+        let push = pushes(parse_value(Provider::BitbucketServer, "repo:refs_changed", &body).unwrap()).remove(0);
         assert_eq!(push.target_commit.as_deref(), Some("2222"));
         assert!(push.commits_truncated);
         assert_eq!(push.repo_keys.len(), 2);
         assert!(matches!(
-            parse_value(Provider::BitbucketServer, "diagnostics:ping", &json!({}))
-                .unwrap()
-                .event,
+            parse_value(Provider::BitbucketServer, "diagnostics:ping", &json!({})).unwrap().event,
             Event::Ignored(Ignored::Ping)
         ));
     }

@@ -19,11 +19,7 @@ fn receiver() -> Receiver {
             secret: Some(Secret::from(SECRET)),
             allow_sha1: true,
         }],
-        watches: vec![Watch {
-            app: "app".into(),
-            repo: key,
-            revision: "*".into(),
-        }],
+        watches: vec![Watch { app: "app".into(), repo: key, revision: "*".into() }],
         max_body_bytes: 4096,
     }
 }
@@ -112,8 +108,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
         prop_oneof![
             Just("refs/heads/main".to_owned()),
             Just("refs/tags/v1".to_owned()),
@@ -129,16 +124,9 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((proptest::sample::select(KEYS), inner), 0..8).prop_map(
-                |pairs| {
-                    Value::Object(
-                        pairs
-                            .into_iter()
-                            .map(|(k, v)| (k.to_owned(), v))
-                            .collect::<Map<_, _>>(),
-                    )
-                }
-            ),
+            prop::collection::vec((proptest::sample::select(KEYS), inner), 0..8).prop_map(|pairs| {
+                Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Map<_, _>>())
+            }),
         ]
     })
 }
@@ -153,9 +141,7 @@ fn form_encode(bytes: &[u8]) -> String {
     let mut out = String::from("payload=");
     for &b in bytes {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(char::from(b))
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -164,22 +150,9 @@ fn form_encode(bytes: &[u8]) -> String {
 }
 
 /// Headers and body of a correctly authenticated delivery from `provider`.
-fn signed(
-    provider: usize,
-    event: &str,
-    json: &[u8],
-    form: bool,
-) -> (Vec<(String, String)>, Vec<u8>) {
-    let body = if form {
-        form_encode(json).into_bytes()
-    } else {
-        json.to_vec()
-    };
-    let ct = if form {
-        "application/x-www-form-urlencoded"
-    } else {
-        "application/json"
-    };
+fn signed(provider: usize, event: &str, json: &[u8], form: bool) -> (Vec<(String, String)>, Vec<u8>) {
+    let body = if form { form_encode(json).into_bytes() } else { json.to_vec() };
+    let ct = if form { "application/x-www-form-urlencoded" } else { "application/json" };
     let mut h = vec![("Content-Type".to_owned(), ct.to_owned())];
     let mut add = |n: &str, v: String| h.push((n.to_owned(), v));
     match provider {

@@ -18,10 +18,7 @@ impl<'a> Headers<'a> {
 
     /// First value of `name` (ASCII case-insensitive), trimmed.
     pub(crate) fn get(&self, name: &str) -> Option<&'a str> {
-        self.pairs
-            .iter()
-            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim_matches([' ', '\t']))
+        self.pairs.iter().find(|(n, _)| n.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim_matches([' ', '\t']))
     }
 
     pub(crate) fn contains(&self, name: &str) -> bool {
@@ -145,10 +142,9 @@ impl Provider {
             Provider::Forgejo => h.get("x-forgejo-delivery"),
             Provider::Gogs => h.get("x-gogs-delivery"),
             Provider::GitHub => h.get("x-github-delivery"),
-            Provider::GitLab => h
-                .get("idempotency-key")
-                .filter(|v| !v.is_empty())
-                .or_else(|| h.get("x-gitlab-event-uuid")),
+            Provider::GitLab => {
+                h.get("idempotency-key").filter(|v| !v.is_empty()).or_else(|| h.get("x-gitlab-event-uuid"))
+            }
             Provider::BitbucketCloud => h.get("x-request-uuid"),
             Provider::BitbucketServer => h.get("x-request-id"),
         }
@@ -160,26 +156,13 @@ mod tests {
     use super::*;
 
     fn headers(names: &[&str]) -> Vec<(String, String)> {
-        names
-            .iter()
-            .map(|n| ((*n).to_owned(), "push".to_owned()))
-            .collect()
+        names.iter().map(|n| ((*n).to_owned(), "push".to_owned())).collect()
     }
 
     #[test]
     fn detection_handles_compatibility_headers() {
-        let gitea = [
-            "X-GitHub-Event",
-            "X-Gitea-Event",
-            "X-Gogs-Event",
-            "X-Hub-Signature",
-        ];
-        let forgejo = [
-            "X-Forgejo-Event",
-            "X-GitHub-Event",
-            "X-Gitea-Event",
-            "X-Gogs-Event",
-        ];
+        let gitea = ["X-GitHub-Event", "X-Gitea-Event", "X-Gogs-Event", "X-Hub-Signature"];
+        let forgejo = ["X-Forgejo-Event", "X-GitHub-Event", "X-Gitea-Event", "X-Gogs-Event"];
         let cases: &[(&[&str], Option<Provider>)] = &[
             (&gitea, Some(Provider::Gitea)),
             (&forgejo, Some(Provider::Forgejo)),
@@ -187,18 +170,9 @@ mod tests {
             (&["X-GitHub-Event"], Some(Provider::GitHub)),
             (&["x-github-event"], Some(Provider::GitHub)),
             (&["X-Gitlab-Event"], Some(Provider::GitLab)),
-            (
-                &["X-Event-Key", "X-Hook-UUID"],
-                Some(Provider::BitbucketCloud),
-            ),
-            (
-                &["X-Event-Key", "X-Request-UUID"],
-                Some(Provider::BitbucketCloud),
-            ),
-            (
-                &["X-Event-Key", "X-Request-Id"],
-                Some(Provider::BitbucketServer),
-            ),
+            (&["X-Event-Key", "X-Hook-UUID"], Some(Provider::BitbucketCloud)),
+            (&["X-Event-Key", "X-Request-UUID"], Some(Provider::BitbucketCloud)),
+            (&["X-Event-Key", "X-Request-Id"], Some(Provider::BitbucketServer)),
             (&["Content-Type", "User-Agent"], None),
             (&[], None),
         ];
@@ -209,10 +183,7 @@ mod tests {
 
     #[test]
     fn header_lookup_is_case_insensitive_and_trims() {
-        let pairs = vec![
-            ("X-Thing".to_owned(), "  first\t".to_owned()),
-            ("x-thing".to_owned(), "second".to_owned()),
-        ];
+        let pairs = vec![("X-Thing".to_owned(), "  first\t".to_owned()), ("x-thing".to_owned(), "second".to_owned())];
         let h = Headers::new(&pairs);
         assert_eq!(h.get("X-THING"), Some("first"));
         assert_eq!(h.get("x-other"), None);
@@ -229,10 +200,7 @@ mod tests {
             Provider::BitbucketCloud,
             Provider::BitbucketServer,
         ] {
-            assert_eq!(
-                serde_json::to_value(p).ok(),
-                Some(serde_json::Value::from(p.as_str()))
-            );
+            assert_eq!(serde_json::to_value(p).ok(), Some(serde_json::Value::from(p.as_str())));
         }
     }
 }

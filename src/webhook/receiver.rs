@@ -91,13 +91,9 @@ impl Receiver {
             );
         };
         // 4. Authentication against every configured secret.
-        let (verification, verified) =
-            signature::verify(provider, &h, content, body, &self.repositories);
+        let (verification, verified) = signature::verify(provider, &h, content, body, &self.repositories);
         let failure = verification.failure;
-        let mut decision = Decision {
-            verification,
-            ..decision
-        };
+        let mut decision = Decision { verification, ..decision };
         if !decision.verification.valid {
             return decision.finish(Action::Reject, 401, unauthenticated_reason(failure));
         }
@@ -107,11 +103,7 @@ impl Receiver {
             ContentType::Form => match form_field(body, "payload") {
                 Some(json) => Cow::Owned(json),
                 None => {
-                    return decision.finish(
-                        Action::Reject,
-                        400,
-                        PayloadError::NoFormPayload.to_string(),
-                    );
+                    return decision.finish(Action::Reject, 400, PayloadError::NoFormPayload.to_string());
                 }
             },
         };
@@ -150,12 +142,7 @@ impl Receiver {
                 test = true;
             } else if !push.is_deletion() {
                 live = true;
-                apps.extend(matching_apps(
-                    &self.repositories,
-                    verified,
-                    &self.watches,
-                    push,
-                ));
+                apps.extend(matching_apps(&self.repositories, verified, &self.watches, push));
             }
         }
         let mut pushes = pushes.into_iter();
@@ -163,21 +150,13 @@ impl Receiver {
         decision.extra_pushes = pushes.collect();
         decision.apps = apps.into_iter().collect();
         if !decision.apps.is_empty() {
-            decision.finish(
-                Action::Reconcile,
-                202,
-                "push to a watched ref; reconcile requested",
-            )
+            decision.finish(Action::Reconcile, 202, "push to a watched ref; reconcile requested")
         } else if live {
             // Same words for an unknown repository, a repository whose secret did not sign
             // this delivery, and an unwatched ref: the answer reveals no configuration.
             decision.finish(Action::Ignore, 200, NOTHING_WATCHED)
         } else if test {
-            decision.finish(
-                Action::Ignore,
-                200,
-                "test delivery (before == after); nothing to deploy",
-            )
+            decision.finish(Action::Ignore, 200, "test delivery (before == after); nothing to deploy")
         } else {
             decision.finish(Action::Ignore, 200, DELETED)
         }
@@ -223,11 +202,7 @@ mod tests {
     fn receiver() -> Receiver {
         Receiver {
             repositories: vec![
-                WatchedRepository {
-                    key: key(URL),
-                    secret: Some(Secret::from(SECRET)),
-                    allow_sha1: false,
-                },
+                WatchedRepository { key: key(URL), secret: Some(Secret::from(SECRET)), allow_sha1: false },
                 WatchedRepository {
                     key: key("https://github.example.invalid/acme/other"),
                     secret: Some(Secret::from("other-secret")),
@@ -240,21 +215,9 @@ mod tests {
                 },
             ],
             watches: vec![
-                Watch {
-                    app: "web".into(),
-                    repo: key(URL),
-                    revision: "main".into(),
-                },
-                Watch {
-                    app: "api".into(),
-                    repo: key(URL),
-                    revision: "refs/heads/main".into(),
-                },
-                Watch {
-                    app: "web".into(),
-                    repo: key(URL),
-                    revision: "release/*".into(),
-                },
+                Watch { app: "web".into(), repo: key(URL), revision: "main".into() },
+                Watch { app: "api".into(), repo: key(URL), revision: "refs/heads/main".into() },
+                Watch { app: "web".into(), repo: key(URL), revision: "release/*".into() },
                 Watch {
                     app: "pinned".into(),
                     repo: key(URL),
@@ -301,27 +264,14 @@ mod tests {
 
     #[test]
     fn reconcile_collects_apps_sorted_and_deduped() {
-        let d = github(
-            "push",
-            &push_body(URL, "refs/heads/main"),
-            SECRET,
-            "application/json",
-        );
+        let d = github("push", &push_body(URL, "refs/heads/main"), SECRET, "application/json");
         assert_eq!((d.action, d.http_status), (Action::Reconcile, 202));
         assert_eq!(d.apps, ["api", "web"]);
         let push = d.push.clone().unwrap();
-        assert_eq!(
-            (push.ref_kind, push.ref_name.as_str()),
-            (RefKind::Branch, "main")
-        );
+        assert_eq!((push.ref_kind, push.ref_name.as_str()), (RefKind::Branch, "main"));
         assert_eq!(d.dedupe_key().as_deref(), Some("github:d-1"));
 
-        let d = github(
-            "push",
-            &push_body(URL, "refs/heads/release/1.2"),
-            SECRET,
-            "application/json; charset=utf-8",
-        );
+        let d = github("push", &push_body(URL, "refs/heads/release/1.2"), SECRET, "application/json; charset=utf-8");
         assert_eq!(d.apps, ["web"]);
     }
 
@@ -329,26 +279,13 @@ mod tests {
     fn unknown_repo_unwatched_ref_and_foreign_secret_read_the_same() {
         let unknown = github(
             "push",
-            &push_body(
-                "https://github.example.invalid/acme/unknown",
-                "refs/heads/main",
-            ),
+            &push_body("https://github.example.invalid/acme/unknown", "refs/heads/main"),
             SECRET,
             "application/json",
         );
-        let unwatched = github(
-            "push",
-            &push_body(URL, "refs/heads/dev"),
-            SECRET,
-            "application/json",
-        );
+        let unwatched = github("push", &push_body(URL, "refs/heads/dev"), SECRET, "application/json");
         // Signed with the secret of acme/other but naming acme/platform-config.
-        let foreign = github(
-            "push",
-            &push_body(URL, "refs/heads/main"),
-            "other-secret",
-            "application/json",
-        );
+        let foreign = github("push", &push_body(URL, "refs/heads/main"), "other-secret", "application/json");
         for d in [&unknown, &unwatched, &foreign] {
             assert_eq!((d.action, d.http_status), (Action::Ignore, 200));
             assert!(d.apps.is_empty());
@@ -359,19 +296,13 @@ mod tests {
 
     #[test]
     fn repository_without_secret_is_never_reconciled() {
-        let body = push_body(
-            "https://github.example.invalid/acme/nosecret",
-            "refs/heads/main",
-        );
+        let body = push_body("https://github.example.invalid/acme/nosecret", "refs/heads/main");
         // Signed with some other configured secret: authenticated, but not for this repo.
         let d = github("push", &body, SECRET, "application/json");
         assert_eq!(d.action, Action::Ignore);
         // Signed with anything else: rejected.
         let d = github("push", &body, "guess", "application/json");
-        assert_eq!(
-            (d.http_status, d.verification.failure),
-            (401, Some(Failure::Mismatch))
-        );
+        assert_eq!((d.http_status, d.verification.failure), (401, Some(Failure::Mismatch)));
     }
 
     #[test]
@@ -398,10 +329,7 @@ mod tests {
         let d = github("push", &body, "wrong", "text/plain");
         assert_eq!((d.action, d.http_status), (Action::Reject, 415));
         // no provider
-        let d = receiver().decide(
-            &[("Content-Type".to_owned(), "application/json".to_owned())],
-            &body,
-        );
+        let d = receiver().decide(&[("Content-Type".to_owned(), "application/json".to_owned())], &body);
         assert_eq!((d.http_status, d.provider), (400, None));
         // 413 first, even unsigned
         let mut small = receiver();
@@ -413,14 +341,8 @@ mod tests {
         small.max_body_bytes = body.len();
         assert_ne!(small.decide(&[], &body).http_status, 413);
         // ping, other events, malformed
-        assert_eq!(
-            github("ping", b"{\"zen\":\"x\"}", SECRET, "application/json").http_status,
-            200
-        );
-        assert_eq!(
-            github("issues", b"{}", SECRET, "application/json").http_status,
-            200
-        );
+        assert_eq!(github("ping", b"{\"zen\":\"x\"}", SECRET, "application/json").http_status, 200);
+        assert_eq!(github("issues", b"{}", SECRET, "application/json").http_status, 200);
         let d = github("push", b"{\"ref\":", SECRET, "application/json");
         assert_eq!((d.http_status, d.verification.valid), (400, true));
         // GitHub's published example authenticates but is not JSON.
@@ -432,8 +354,7 @@ mod tests {
                 ("X-GitHub-Event".to_owned(), "push".to_owned()),
                 (
                     "X-Hub-Signature-256".to_owned(),
-                    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
-                        .to_owned(),
+                    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17".to_owned(),
                 ),
             ];
             r.decide(&headers, b"Hello, World!")
@@ -443,23 +364,13 @@ mod tests {
 
     #[test]
     fn form_without_payload_field_is_400_after_auth() {
-        let d = github(
-            "push",
-            b"other=1",
-            SECRET,
-            "application/x-www-form-urlencoded",
-        );
+        let d = github("push", b"other=1", SECRET, "application/x-www-form-urlencoded");
         assert_eq!((d.verification.valid, d.http_status), (true, 400));
     }
 
     #[test]
     fn reason_never_echoes_payload() {
-        let d = github(
-            "push",
-            b"{\"ref\": \"SECRET-LOOKING-TEXT\", \"x\": ",
-            SECRET,
-            "application/json",
-        );
+        let d = github("push", b"{\"ref\": \"SECRET-LOOKING-TEXT\", \"x\": ", SECRET, "application/json");
         assert_eq!(d.http_status, 400);
         assert!(!d.reason.contains("SECRET-LOOKING-TEXT"));
     }

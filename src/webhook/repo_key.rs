@@ -36,11 +36,7 @@ impl RepoKey {
         if url.is_empty() {
             return None;
         }
-        let (host, path) = if url.contains("://") {
-            scheme_url(url)?
-        } else {
-            scp_like(url)?
-        };
+        let (host, path) = if url.contains("://") { scheme_url(url)? } else { scp_like(url)? };
         build(&host, &path)
     }
 
@@ -101,71 +97,26 @@ mod tests {
     fn normalization_table() {
         let cases: &[(&str, Option<&str>)] = &[
             // scheme, .git, trailing slash
-            (
-                "https://gitea.example.invalid/acme/platform-config.git",
-                Some(KEY),
-            ),
-            (
-                "https://gitea.example.invalid/acme/platform-config",
-                Some(KEY),
-            ),
-            (
-                "https://gitea.example.invalid/acme/platform-config/",
-                Some(KEY),
-            ),
-            (
-                "https://gitea.example.invalid/acme/platform-config.git/",
-                Some(KEY),
-            ),
-            (
-                "http://gitea.example.invalid/acme/platform-config",
-                Some(KEY),
-            ),
-            (
-                "git://gitea.example.invalid/acme/platform-config.git",
-                Some(KEY),
-            ),
+            ("https://gitea.example.invalid/acme/platform-config.git", Some(KEY)),
+            ("https://gitea.example.invalid/acme/platform-config", Some(KEY)),
+            ("https://gitea.example.invalid/acme/platform-config/", Some(KEY)),
+            ("https://gitea.example.invalid/acme/platform-config.git/", Some(KEY)),
+            ("http://gitea.example.invalid/acme/platform-config", Some(KEY)),
+            ("git://gitea.example.invalid/acme/platform-config.git", Some(KEY)),
             // user and port
-            (
-                "ssh://git@gitea.example.invalid:2222/acme/platform-config.git",
-                Some(KEY),
-            ),
-            (
-                "https://dev1:token@gitea.example.invalid:8443/acme/platform-config",
-                Some(KEY),
-            ),
+            ("ssh://git@gitea.example.invalid:2222/acme/platform-config.git", Some(KEY)),
+            ("https://dev1:token@gitea.example.invalid:8443/acme/platform-config", Some(KEY)),
             // scp-style
-            (
-                "git@gitea.example.invalid:acme/platform-config.git",
-                Some(KEY),
-            ),
+            ("git@gitea.example.invalid:acme/platform-config.git", Some(KEY)),
             ("gitea.example.invalid:acme/platform-config", Some(KEY)),
-            (
-                "git@gitea.example.invalid:/acme/platform-config.git",
-                Some(KEY),
-            ),
+            ("git@gitea.example.invalid:/acme/platform-config.git", Some(KEY)),
             // case, whitespace, duplicate slashes, trailing dot of the host
-            (
-                "https://Gitea.Example.INVALID/Acme/Platform-Config",
-                Some(KEY),
-            ),
-            (
-                "ssh://GIT@GITEA.EXAMPLE.INVALID/ACME/PLATFORM-CONFIG.GIT",
-                Some(KEY),
-            ),
-            (
-                "  https://gitea.example.invalid//acme//platform-config  ",
-                Some(KEY),
-            ),
-            (
-                "https://gitea.example.invalid./acme/platform-config",
-                Some(KEY),
-            ),
+            ("https://Gitea.Example.INVALID/Acme/Platform-Config", Some(KEY)),
+            ("ssh://GIT@GITEA.EXAMPLE.INVALID/ACME/PLATFORM-CONFIG.GIT", Some(KEY)),
+            ("  https://gitea.example.invalid//acme//platform-config  ", Some(KEY)),
+            ("https://gitea.example.invalid./acme/platform-config", Some(KEY)),
             // percent-escapes
-            (
-                "https://gitea.example.invalid/acme/platform%2Dconfig",
-                Some(KEY),
-            ),
+            ("https://gitea.example.invalid/acme/platform%2Dconfig", Some(KEY)),
             // GitLab nested groups keep every segment
             (
                 "https://gitlab.example.invalid/acme/infra/team/platform-config.git",
@@ -196,24 +147,15 @@ mod tests {
     #[test]
     fn the_watch_list_shapes_of_the_vectors_normalize() {
         let cases = [
-            (
-                "https://forgejo.example.invalid/acme/Platform-Config",
-                "forgejo.example.invalid/acme/platform-config",
-            ),
+            ("https://forgejo.example.invalid/acme/Platform-Config", "forgejo.example.invalid/acme/platform-config"),
             (
                 "ssh://git@gogs.example.invalid:2222/acme/platform-config.git",
                 "gogs.example.invalid/acme/platform-config",
             ),
-            (
-                "https://gitlab.example.invalid/acme/platform-config/",
-                "gitlab.example.invalid/acme/platform-config",
-            ),
+            ("https://gitlab.example.invalid/acme/platform-config/", "gitlab.example.invalid/acme/platform-config"),
         ];
         for (url, want) in cases {
-            assert_eq!(
-                RepoKey::from_url(url).map(|k| k.to_string()).as_deref(),
-                Some(want)
-            );
+            assert_eq!(RepoKey::from_url(url).map(|k| k.to_string()).as_deref(), Some(want));
         }
     }
 
@@ -229,9 +171,6 @@ mod tests {
     #[test]
     fn serializes_as_plain_string() {
         let key = RepoKey::from_url("https://h.example/a/b");
-        assert_eq!(
-            serde_json::to_string(&key).ok().as_deref(),
-            Some("\"h.example/a/b\"")
-        );
+        assert_eq!(serde_json::to_string(&key).ok().as_deref(), Some("\"h.example/a/b\""));
     }
 }

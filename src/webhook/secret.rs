@@ -90,12 +90,7 @@ mod tests {
         struct Holder {
             secret: Option<Secret>,
         }
-        let shown = format!(
-            "{:?}",
-            Holder {
-                secret: Some(Secret::new(b"hunter2".to_vec()))
-            }
-        );
+        let shown = format!("{:?}", Holder { secret: Some(Secret::new(b"hunter2".to_vec())) });
         assert_eq!(shown, "Holder { secret: Some(Secret(***)) }");
     }
 

@@ -22,10 +22,7 @@ mod tests {
     /// RFC 2202, test cases 1 and 2.
     #[test]
     fn rfc2202() {
-        assert_eq!(
-            hex::encode(hmac_sha1(&[0x0b; 20], b"Hi There")),
-            "b617318655057264e28bc0b6fb378c8ef146be00"
-        );
+        assert_eq!(hex::encode(hmac_sha1(&[0x0b; 20], b"Hi There")), "b617318655057264e28bc0b6fb378c8ef146be00");
         assert_eq!(
             hex::encode(hmac_sha1(b"Jefe", b"what do ya want for nothing?")),
             "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"

@@ -155,15 +155,11 @@ pub(crate) fn verify(
             Scheme::PlainToken => check_each(repos, |_| true, |key| token_matches(key, value)),
             _ => {
                 let data = match selection.signed_bytes {
-                    Some(SignedBytes::FormFieldPayload) => {
-                        form_field(body, "payload").map(Cow::Owned)
-                    }
+                    Some(SignedBytes::FormFieldPayload) => form_field(body, "payload").map(Cow::Owned),
                     _ => Some(Cow::Borrowed(body)),
                 };
                 match (data, decode_tag(value, 32)) {
-                    (Some(data), Some(tag)) => {
-                        check_each(repos, |_| true, |key| hmac_sha256_matches(key, &data, &tag))
-                    }
+                    (Some(data), Some(tag)) => check_each(repos, |_| true, |key| hmac_sha256_matches(key, &data, &tag)),
                     _ => vec![false; repos.len()],
                 }
             }
@@ -190,12 +186,7 @@ fn select<'h>(provider: Provider, h: &Headers<'h>, content_type: ContentType) ->
             None => Err(Failure::Missing),
             Some(v) => strip_prefix(v, prefix),
         };
-        Selection {
-            scheme,
-            header,
-            signed_bytes: Some(body_kind),
-            value,
-        }
+        Selection { scheme, header, signed_bytes: Some(body_kind), value }
     };
     match provider {
         Provider::Gitea | Provider::Forgejo | Provider::Gogs => {
@@ -207,21 +198,13 @@ fn select<'h>(provider: Provider, h: &Headers<'h>, content_type: ContentType) ->
             if let Some(&name) = native.iter().find(|n| h.contains(n)) {
                 hmac(Scheme::HmacSha256Hex, name, "")
             } else if h.contains("X-Hub-Signature-256") {
-                hmac(
-                    Scheme::HmacSha256HexPrefixed,
-                    "X-Hub-Signature-256",
-                    "sha256=",
-                )
+                hmac(Scheme::HmacSha256HexPrefixed, "X-Hub-Signature-256", "sha256=")
             } else {
                 let first = native.first().copied().unwrap_or("X-Gitea-Signature");
                 hmac(Scheme::HmacSha256Hex, first, "")
             }
         }
-        Provider::GitHub => hmac(
-            Scheme::HmacSha256HexPrefixed,
-            "X-Hub-Signature-256",
-            "sha256=",
-        ),
+        Provider::GitHub => hmac(Scheme::HmacSha256HexPrefixed, "X-Hub-Signature-256", "sha256="),
         Provider::BitbucketCloud | Provider::BitbucketServer => {
             hmac(Scheme::HmacSha256HexPrefixed, "X-Hub-Signature", "sha256=")
         }
@@ -256,16 +239,10 @@ fn decode_tag(hex_digest: &str, len: usize) -> Option<Vec<u8>> {
 }
 
 fn legacy_sha1(h: &Headers<'_>, body: &[u8], repos: &[WatchedRepository]) -> Vec<bool> {
-    let tag = h
-        .get("X-Hub-Signature")
-        .and_then(|v| strip_prefix(v, "sha1=").ok())
-        .and_then(|digest| decode_tag(digest, 20));
+    let tag =
+        h.get("X-Hub-Signature").and_then(|v| strip_prefix(v, "sha1=").ok()).and_then(|digest| decode_tag(digest, 20));
     match tag {
-        Some(tag) => check_each(
-            repos,
-            |repo| repo.allow_sha1,
-            |key| constant_time_eq(&hmac_sha1(key, body), &tag),
-        ),
+        Some(tag) => check_each(repos, |repo| repo.allow_sha1, |key| constant_time_eq(&hmac_sha1(key, body), &tag)),
         None => vec![false; repos.len()],
     }
 }
@@ -359,10 +336,7 @@ mod tests {
         body: &[u8],
         repos: &[WatchedRepository],
     ) -> (Verification, Vec<bool>) {
-        let pairs: Vec<(String, String)> = headers
-            .iter()
-            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-            .collect();
+        let pairs: Vec<(String, String)> = headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
         verify(provider, &Headers::new(&pairs), ct, body, repos)
     }
 
@@ -370,10 +344,7 @@ mod tests {
     fn github_published_example() {
         // docs.github.com "Validating webhook deliveries", testing section.
         let want = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-        assert_eq!(
-            hmac_hex(b"It's a Secret to Everybody", b"Hello, World!"),
-            want
-        );
+        assert_eq!(hmac_hex(b"It's a Secret to Everybody", b"Hello, World!"), want);
         let header = format!("sha256={want}");
         let (v, verified) = run(
             Provider::GitHub,
@@ -450,49 +421,19 @@ mod tests {
         let json_sig = hmac_hex(b"k", json);
         let form_sig = hmac_hex(b"k", form);
         let repos = [repo("k", false)];
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &json_sig)],
-            ContentType::Form,
-            form,
-            &repos,
-        );
+        let (v, _) = run(Provider::Gitea, &[("X-Gitea-Signature", &json_sig)], ContentType::Form, form, &repos);
         assert!(v.valid);
         assert_eq!(v.signed_bytes, Some(SignedBytes::FormFieldPayload));
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &form_sig)],
-            ContentType::Form,
-            form,
-            &repos,
-        );
+        let (v, _) = run(Provider::Gitea, &[("X-Gitea-Signature", &form_sig)], ContentType::Form, form, &repos);
         assert_eq!(v.failure, Some(Failure::Mismatch));
         let gh = |sig: &str| format!("sha256={sig}");
-        let (v, _) = run(
-            Provider::GitHub,
-            &[("X-Hub-Signature-256", &gh(&form_sig))],
-            ContentType::Form,
-            form,
-            &repos,
-        );
+        let (v, _) = run(Provider::GitHub, &[("X-Hub-Signature-256", &gh(&form_sig))], ContentType::Form, form, &repos);
         assert!(v.valid);
         assert_eq!(v.signed_bytes, Some(SignedBytes::RawBody));
-        let (v, _) = run(
-            Provider::GitHub,
-            &[("X-Hub-Signature-256", &gh(&json_sig))],
-            ContentType::Form,
-            form,
-            &repos,
-        );
+        let (v, _) = run(Provider::GitHub, &[("X-Hub-Signature-256", &gh(&json_sig))], ContentType::Form, form, &repos);
         assert_eq!(v.failure, Some(Failure::Mismatch));
         // Form body without a payload field cannot be verified.
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &json_sig)],
-            ContentType::Form,
-            b"x=1",
-            &repos,
-        );
+        let (v, _) = run(Provider::Gitea, &[("X-Gitea-Signature", &json_sig)], ContentType::Form, b"x=1", &repos);
         assert_eq!(v.failure, Some(Failure::Mismatch));
     }
 
@@ -503,13 +444,7 @@ mod tests {
         let prefixed = format!("sha256={sig}");
         let repos = [repo("k", false)];
         // Forgejo prefers its own header, then Gitea's.
-        let (v, _) = run(
-            Provider::Forgejo,
-            &[("X-Gitea-Signature", &sig)],
-            ContentType::Json,
-            body,
-            &repos,
-        );
+        let (v, _) = run(Provider::Forgejo, &[("X-Gitea-Signature", &sig)], ContentType::Json, body, &repos);
         assert_eq!((v.valid, v.header), (true, Some("X-Gitea-Signature")));
         let (v, _) = run(
             Provider::Forgejo,
@@ -520,56 +455,31 @@ mod tests {
         );
         assert_eq!((v.valid, v.header), (true, Some("X-Forgejo-Signature")));
         // Native header absent: the GitHub-compatible sha256 header stands in.
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Hub-Signature-256", &prefixed)],
-            ContentType::Json,
-            body,
-            &repos,
-        );
-        assert_eq!(
-            (v.valid, v.scheme),
-            (true, Some(Scheme::HmacSha256HexPrefixed))
-        );
+        let (v, _) = run(Provider::Gitea, &[("X-Hub-Signature-256", &prefixed)], ContentType::Json, body, &repos);
+        assert_eq!((v.valid, v.scheme), (true, Some(Scheme::HmacSha256HexPrefixed)));
         // Native header present but empty: not rescued by the compatible header.
         let (v, _) = run(
             Provider::Gitea,
-            &[
-                ("X-Gitea-Signature", ""),
-                ("X-Hub-Signature-256", &prefixed),
-            ],
+            &[("X-Gitea-Signature", ""), ("X-Hub-Signature-256", &prefixed)],
             ContentType::Json,
             body,
             &repos,
         );
         assert_eq!(v.failure, Some(Failure::Empty));
         let (v, _) = run(Provider::Gogs, &[], ContentType::Json, body, &repos);
-        assert_eq!(
-            (v.failure, v.header),
-            (Some(Failure::Missing), Some("X-Gogs-Signature"))
-        );
+        assert_eq!((v.failure, v.header), (Some(Failure::Missing), Some("X-Gogs-Signature")));
     }
 
     #[test]
     fn bitbucket_x_hub_signature_is_sha256() {
         let body = b"{}";
         let sig = format!("sha256={}", hmac_hex(b"k", body));
-        let (v, _) = run(
-            Provider::BitbucketCloud,
-            &[("X-Hub-Signature", &sig)],
-            ContentType::Json,
-            body,
-            &[repo("k", false)],
-        );
+        let (v, _) =
+            run(Provider::BitbucketCloud, &[("X-Hub-Signature", &sig)], ContentType::Json, body, &[repo("k", false)]);
         assert!(v.valid);
         let sha1 = format!("sha1={}", hex::encode(hmac_sha1(b"k", body)));
-        let (v, _) = run(
-            Provider::BitbucketServer,
-            &[("X-Hub-Signature", &sha1)],
-            ContentType::Json,
-            body,
-            &[repo("k", true)],
-        );
+        let (v, _) =
+            run(Provider::BitbucketServer, &[("X-Hub-Signature", &sha1)], ContentType::Json, body, &[repo("k", true)]);
         assert_eq!(v.failure, Some(Failure::Mismatch));
     }
 
@@ -578,54 +488,21 @@ mod tests {
         let body = b"{}";
         let sha1 = format!("sha1={}", hex::encode(hmac_sha1(b"k", body)));
         let headers = [("X-Hub-Signature", sha1.as_str())];
-        let (v, verified) = run(
-            Provider::GitHub,
-            &headers,
-            ContentType::Json,
-            body,
-            &[repo("k", false)],
-        );
+        let (v, verified) = run(Provider::GitHub, &headers, ContentType::Json, body, &[repo("k", false)]);
         assert_eq!((v.valid, v.failure), (false, Some(Failure::Missing)));
         assert_eq!(verified, vec![false]);
-        let (v, verified) = run(
-            Provider::GitHub,
-            &headers,
-            ContentType::Json,
-            body,
-            &[repo("k", false), repo("k", true)],
-        );
+        let (v, verified) =
+            run(Provider::GitHub, &headers, ContentType::Json, body, &[repo("k", false), repo("k", true)]);
         assert!(v.valid);
         assert_eq!(v.scheme, Some(Scheme::HmacSha1HexPrefixed));
-        assert_eq!(
-            verified,
-            vec![false, true],
-            "only the opted-in repository verifies"
-        );
+        assert_eq!(verified, vec![false, true], "only the opted-in repository verifies");
         // A wrong SHA-1 still reads as "missing", whatever the configuration.
-        let wrong = [(
-            "X-Hub-Signature",
-            "sha1=0000000000000000000000000000000000000000",
-        )];
-        let (v, _) = run(
-            Provider::GitHub,
-            &wrong,
-            ContentType::Json,
-            body,
-            &[repo("k", true)],
-        );
+        let wrong = [("X-Hub-Signature", "sha1=0000000000000000000000000000000000000000")];
+        let (v, _) = run(Provider::GitHub, &wrong, ContentType::Json, body, &[repo("k", true)]);
         assert_eq!(v.failure, Some(Failure::Missing));
         // A present sha256 header is never bypassed by a valid sha1 one.
-        let both = [
-            ("X-Hub-Signature", sha1.as_str()),
-            ("X-Hub-Signature-256", "sha256=00"),
-        ];
-        let (v, _) = run(
-            Provider::GitHub,
-            &both,
-            ContentType::Json,
-            body,
-            &[repo("k", true)],
-        );
+        let both = [("X-Hub-Signature", sha1.as_str()), ("X-Hub-Signature-256", "sha256=00")];
+        let (v, _) = run(Provider::GitHub, &both, ContentType::Json, body, &[repo("k", true)]);
         assert_eq!(v.failure, Some(Failure::Mismatch));
     }
 
@@ -635,18 +512,9 @@ mod tests {
         type Headers<'a> = &'a [(&'a str, &'a str)];
         let cases: &[(Headers, Option<Failure>)] = &[
             (&[("X-Gitlab-Token", "s3cr3t-for-tests")], None),
-            (
-                &[("X-Gitlab-Token", "s3cr3t-for-test")],
-                Some(Failure::Mismatch),
-            ),
-            (
-                &[("X-Gitlab-Token", "s3cr3t-for-tests-and-more")],
-                Some(Failure::Mismatch),
-            ),
-            (
-                &[("X-Gitlab-Token", "S3CR3T-FOR-TESTS")],
-                Some(Failure::Mismatch),
-            ),
+            (&[("X-Gitlab-Token", "s3cr3t-for-test")], Some(Failure::Mismatch)),
+            (&[("X-Gitlab-Token", "s3cr3t-for-tests-and-more")], Some(Failure::Mismatch)),
+            (&[("X-Gitlab-Token", "S3CR3T-FOR-TESTS")], Some(Failure::Mismatch)),
             (&[("X-Gitlab-Token", "")], Some(Failure::Empty)),
             (&[], Some(Failure::Missing)),
         ];
@@ -663,38 +531,16 @@ mod tests {
         let sig = hmac_hex(b"two", body);
         let mut no_secret = repo("x", false);
         no_secret.secret = None;
-        let repos = [
-            repo("one", false),
-            repo("two", false),
-            no_secret,
-            repo("two", false),
-            repo("", false),
-        ];
-        let (v, verified) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &sig)],
-            ContentType::Json,
-            body,
-            &repos,
-        );
+        let repos = [repo("one", false), repo("two", false), no_secret, repo("two", false), repo("", false)];
+        let (v, verified) = run(Provider::Gitea, &[("X-Gitea-Signature", &sig)], ContentType::Json, body, &repos);
         assert!(v.valid);
         assert_eq!(verified, vec![false, true, false, true, false]);
         // No usable secret at all: every delivery fails.
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &hmac_hex(b"", body))],
-            ContentType::Json,
-            body,
-            &repos[2..3],
-        );
+        let (v, _) =
+            run(Provider::Gitea, &[("X-Gitea-Signature", &hmac_hex(b"", body))], ContentType::Json, body, &repos[2..3]);
         assert_eq!(v.failure, Some(Failure::Mismatch));
-        let (v, _) = run(
-            Provider::Gitea,
-            &[("X-Gitea-Signature", &hmac_hex(b"", body))],
-            ContentType::Json,
-            body,
-            &repos[4..],
-        );
+        let (v, _) =
+            run(Provider::Gitea, &[("X-Gitea-Signature", &hmac_hex(b"", body))], ContentType::Json, body, &repos[4..]);
         assert_eq!(v.failure, Some(Failure::Mismatch));
     }
 

@@ -30,8 +30,7 @@ fn receiver(dir: &Path, overrides: Option<&Value>) -> Receiver {
     let mut watches = Vec::new();
     for entry in config["watch"].as_array().unwrap() {
         let url = entry["repo_url"].as_str().unwrap();
-        let key =
-            RepoKey::from_url(url).unwrap_or_else(|| panic!("watch url {url} does not normalize"));
+        let key = RepoKey::from_url(url).unwrap_or_else(|| panic!("watch url {url} does not normalize"));
         repositories.push(WatchedRepository {
             key: key.clone(),
             secret: Some(Secret::new(secret.clone())),
@@ -39,11 +38,7 @@ fn receiver(dir: &Path, overrides: Option<&Value>) -> Receiver {
         });
         for r in entry["refs"].as_array().unwrap() {
             let r = r.as_str().unwrap();
-            watches.push(Watch {
-                app: format!("{url}+{r}"),
-                repo: key.clone(),
-                revision: r.to_owned(),
-            });
+            watches.push(Watch { app: format!("{url}+{r}"), repo: key.clone(), revision: r.to_owned() });
         }
     }
     Receiver {
@@ -60,9 +55,7 @@ fn read_headers(path: &Path) -> Vec<(String, String)> {
         .lines()
         .filter(|line| !line.is_empty())
         .map(|line| {
-            let (name, value) = line
-                .split_once(':')
-                .unwrap_or_else(|| panic!("bad header line {line:?}"));
+            let (name, value) = line.split_once(':').unwrap_or_else(|| panic!("bad header line {line:?}"));
             (name.to_owned(), value.trim_start().to_owned())
         })
         .collect()
@@ -132,8 +125,7 @@ const FIELDS: &[&str] = &[
 /// Every mismatch between the decision and `expected.json` for one vector folder.
 fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
     let mut errors = Vec::new();
-    let expected: Value =
-        serde_json::from_slice(&fs::read(dir.join("expected.json")).unwrap()).unwrap();
+    let expected: Value = serde_json::from_slice(&fs::read(dir.join("expected.json")).unwrap()).unwrap();
     let body_file = expected["request"]["body_file"].as_str().unwrap();
     let body = fs::read(dir.join(body_file)).unwrap();
     assert_eq!(
@@ -172,18 +164,12 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
 
     if let Some(repo) = expected.get("repo") {
         let want_key = repo["normalized_key"].as_str().unwrap();
-        let want_urls: Vec<&str> = repo["url_candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let want_urls: Vec<&str> =
+            repo["url_candidates"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
         for url in &want_urls {
             let key = RepoKey::from_url(url);
             if key.as_ref().map(RepoKey::as_str) != Some(want_key) {
-                errors.push(format!(
-                    "url candidate {url} normalizes to {key:?}, expected {want_key}"
-                ));
+                errors.push(format!("url candidate {url} normalizes to {key:?}, expected {want_key}"));
             }
         }
         match &d.repository {
@@ -198,9 +184,7 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
                 }
                 let keys: Vec<&str> = identity.keys.iter().map(RepoKey::as_str).collect();
                 if keys != [want_key] {
-                    errors.push(format!(
-                        "repository keys: got {keys:?}, expected [{want_key}]"
-                    ));
+                    errors.push(format!("repository keys: got {keys:?}, expected [{want_key}]"));
                 }
             }
         }
@@ -214,10 +198,7 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
     if let Some(key) = expected.pointer("/dedupe/key").and_then(Value::as_str)
         && d.dedupe_key().as_deref() != Some(key)
     {
-        errors.push(format!(
-            "dedupe key: got {:?}, expected {key}",
-            d.dedupe_key()
-        ));
+        errors.push(format!("dedupe key: got {:?}, expected {key}", d.dedupe_key()));
     }
 
     // Consistency of the verdict itself.
@@ -237,23 +218,15 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
 #[test]
 fn every_vector_matches_expected() {
     let root = PathBuf::from(VECTORS);
-    let entries = fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("vector folder {} unreadable: {e}", root.display()));
-    let mut dirs: Vec<PathBuf> = entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let entries = fs::read_dir(&root).unwrap_or_else(|e| panic!("vector folder {} unreadable: {e}", root.display()));
+    let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
     assert!(!dirs.is_empty(), "no vector folders in {}", root.display());
 
     let mut processed = 0;
     let mut failures = Vec::new();
     for dir in &dirs {
-        assert!(
-            dir.join("expected.json").is_file(),
-            "{} has no expected.json",
-            dir.display()
-        );
+        assert!(dir.join("expected.json").is_file(), "{} has no expected.json", dir.display());
         let errors = check_vector(&root, dir);
         processed += 1;
         if !errors.is_empty() {
@@ -262,12 +235,7 @@ fn every_vector_matches_expected() {
         }
     }
     assert_eq!(processed, dirs.len());
-    assert!(
-        failures.is_empty(),
-        "{} vector(s) disagree:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} vector(s) disagree:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The GitHub `sha1=` headers in the vectors are real HMAC-SHA1 values: with `allow_sha1`
@@ -281,10 +249,7 @@ fn sha1_only_vector_passes_when_allowed() {
     for repo in &mut receiver.repositories {
         repo.allow_sha1 = true;
     }
-    let d = receiver.decide(
-        &read_headers(&dir.join("headers.txt")),
-        &fs::read(dir.join("body.json")).unwrap(),
-    );
+    let d = receiver.decide(&read_headers(&dir.join("headers.txt")), &fs::read(dir.join("body.json")).unwrap());
     assert!(d.verification.valid);
     assert_eq!(d.verification.scheme, Some(Scheme::HmacSha1HexPrefixed));
     assert_eq!((d.action, d.http_status), (Action::Reconcile, 202));
@@ -296,16 +261,10 @@ fn vectors_survive_header_case_and_order_changes() {
     let root = PathBuf::from(VECTORS);
     for name in ["gitea-push-main", "github-push-form", "gitlab-push"] {
         let dir = root.join(name);
-        let body_file = if dir.join("body.form").exists() {
-            "body.form"
-        } else {
-            "body.json"
-        };
+        let body_file = if dir.join("body.form").exists() { "body.form" } else { "body.json" };
         let body = fs::read(dir.join(body_file)).unwrap();
-        let mut headers: Vec<(String, String)> = read_headers(&dir.join("headers.txt"))
-            .into_iter()
-            .map(|(n, v)| (n.to_uppercase(), v))
-            .collect();
+        let mut headers: Vec<(String, String)> =
+            read_headers(&dir.join("headers.txt")).into_iter().map(|(n, v)| (n.to_uppercase(), v)).collect();
         headers.reverse();
         let d = receiver(&root, None).decide(&headers, &body);
         assert_eq!((name, d.http_status), (name, 202));

@@ -1,0 +1,192 @@
+//! Test support: one real control plane per test binary, Git repositories served over
+//! HTTP, a running plumb, and small HTTP/wait helpers.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::{
+    future::Future,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant},
+};
+
+use hmac::{Hmac, KeyInit, Mac};
+use plumb::{
+    cluster::Cluster,
+    lab::{ControlPlane, ControlPlaneOptions, GitServer, Repo},
+    metrics::Metrics,
+    reconcile::Context,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// The control plane shared by every test of this binary (started on first use; its
+/// components die with the test process).
+pub fn control_plane() -> &'static ControlPlane {
+    let _ = tracing_subscriber::fmt().with_env_filter("plumb=info").with_test_writer().try_init();
+    static CP: OnceLock<ControlPlane> = OnceLock::new();
+    CP.get_or_init(|| match ControlPlane::start(ControlPlaneOptions::default()) {
+        Ok(cp) => cp,
+        Err(e) => panic!("control plane: {e:#}"),
+    })
+}
+
+/// A Git repository served over HTTP, with a webhook secret.
+pub struct Lab {
+    pub tmp: tempfile::TempDir,
+    pub repo: Repo,
+    pub git: GitServer,
+    pub url: String,
+    pub secret: Vec<u8>,
+}
+
+impl Lab {
+    pub fn new(name: &str) -> Lab {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repo::init(tmp.path(), name).unwrap();
+        let git = GitServer::start(tmp.path()).unwrap();
+        let url = format!("{}/{name}.git", git.base);
+        let secret = b"lab-secret-\xc3\xab".to_vec();
+        std::fs::write(tmp.path().join("webhook-secret"), [&secret[..], b"\n"].concat()).unwrap();
+        Lab { tmp, repo, git, url, secret }
+    }
+
+    /// Writes a policy file and returns its path.
+    pub fn policy(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// A Gitea-format push delivery for `after` on main, signed with `secret`.
+    pub fn gitea_push(&self, url: &str, before: &str, after: &str, secret: &[u8]) -> (Vec<(String, String)>, Vec<u8>) {
+        let body = serde_json::json!({
+            "ref": "refs/heads/main", "before": before, "after": after,
+            "repository": {"full_name": "lab/fleet", "clone_url": url, "html_url": url.trim_end_matches(".git")},
+            "head_commit": {"id": after, "message": "x"},
+            "commits": [{"id": after, "added": [], "removed": [], "modified": []}],
+            "total_commits": 1
+        })
+        .to_string()
+        .into_bytes();
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+        mac.update(&body);
+        let sig = hex::encode(mac.finalize().into_bytes());
+        let headers = vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("X-Gitea-Event".to_string(), "push".to_string()),
+            ("X-Gitea-Delivery".to_string(), format!("{after}-delivery")),
+            ("X-Gitea-Signature".to_string(), sig),
+        ];
+        (headers, body)
+    }
+}
+
+/// A plumb server running in this process.
+pub struct Plumb {
+    pub ctx: Arc<Context>,
+    pub addr: SocketAddr,
+    token: CancellationToken,
+    tracker: tokio_util::task::TaskTracker,
+}
+
+impl Plumb {
+    pub async fn start(policy: &Path, cache: &Path) -> Plumb {
+        let cp = control_plane();
+        let config = plumb::config::load(policy).unwrap_or_else(|e| panic!("{e}"));
+        let cluster = Cluster::new(cp.client().await.unwrap()).await.unwrap();
+        let ctx = Arc::new(Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default())));
+        ctx.store.ensure_namespace().await.unwrap();
+        let token = CancellationToken::new();
+        let h = plumb::cli::serve(ctx.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).await.unwrap();
+        Plumb { ctx, addr: h.addr, token, tracker: h.tracker }
+    }
+
+    pub async fn stop(self) {
+        self.token.cancel();
+        self.tracker.wait().await;
+    }
+
+    pub async fn status(&self, app: &str) -> Option<plumb::status::AppStatus> {
+        self.ctx.statuses().await.into_iter().find(|s| s.app == app)
+    }
+
+    /// POSTs to the webhook route; returns the HTTP status.
+    pub async fn post_webhook(&self, headers: &[(String, String)], body: &[u8]) -> u16 {
+        http_request(self.addr, "POST", "/api/webhook", headers, body).await.0
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        http_request(self.addr, "GET", path, &[], b"").await
+    }
+
+    /// Sum of `plumb_passes_total` for `app`.
+    pub async fn passes(&self, app: &str) -> u64 {
+        let (_, text) = self.get("/metrics").await;
+        text.lines()
+            .filter(|l| l.starts_with("plumb_passes_total{") && l.contains(&format!("app=\"{app}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+/// A minimal HTTP/1.1 request over loopback; returns (status, body).
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `kubectl` against the shared control plane.
+pub fn kubectl(args: &[&str]) -> String {
+    control_plane().kubectl(args).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// Runs the `plumb` binary with the shared control plane's kubeconfig.
+pub fn plumb_cli(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plumb"))
+        .args(args)
+        .env("KUBECONFIG", &control_plane().kubeconfig)
+        .env("PLUMB_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
