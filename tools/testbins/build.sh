@@ -106,7 +106,7 @@ ensure() { # $1 = etcd | k8s | kwok
     echo "$vers"
     go version
     echo "built: $(date -u +%FT%TZ) in ${secs}s"
-    du -sh "$tmp/bin"/*
+    (cd "$tmp/bin" && du -sh ./*)
   } >"$tmp/BUILD_INFO"
   rm -rf "$tmp/src/.cache" 2>/dev/null || true
   rm -rf "$dest"
