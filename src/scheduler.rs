@@ -74,27 +74,41 @@ async fn actor(
     ctx: Arc<Context>,
     app: String,
     interval: Duration,
-    mut rx: mpsc::Receiver<Trigger>,
+    rx: mpsc::Receiver<Trigger>,
     token: CancellationToken,
 ) {
-    let mut why = "start".to_string();
-    loop {
-        // While something is on its way (just applied, or still Progressing), look again
-        // soon so that sync and health are reported as they settle.
-        let wait = match ctx.run_pass(&app, Mode::Policy, None).await {
-            Ok(r) => {
-                tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, "pass done");
-                if r.sync.is_some() || r.status.health == crate::health::HealthStatus::Progressing {
-                    interval.min(SETTLE_INTERVAL)
-                } else {
-                    jittered(interval)
+    let pass = |why: String| {
+        let ctx = ctx.clone();
+        let app = app.clone();
+        async move {
+            match ctx.run_pass(&app, Mode::Policy, None).await {
+                Ok(r) => {
+                    tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, "pass done");
+                    r.sync.is_some() || r.status.health == crate::health::HealthStatus::Progressing
+                }
+                Err(e) => {
+                    tracing::warn!(app = %app, "pass failed: {e}");
+                    false
                 }
             }
-            Err(e) => {
-                tracing::warn!(app = %app, "pass failed: {e}");
-                jittered(interval)
-            }
-        };
+        }
+    };
+    run_loop(pass, interval, rx, token).await;
+}
+
+/// The actor's loop: run `pass`, then wait for a trigger, the interval (jittered), or
+/// cancellation. `pass` returns true when things are still settling (it synced, or
+/// something is Progressing): the next look then comes after at most
+/// [`SETTLE_INTERVAL`].
+async fn run_loop<F, Fut>(mut pass: F, interval: Duration, mut rx: mpsc::Receiver<Trigger>, token: CancellationToken)
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut why = "start".to_string();
+    loop {
+        let settling = pass(why).await;
+        let wait = if settling { interval.min(SETTLE_INTERVAL) } else { jittered(interval) };
         tokio::select! {
             () = token.cancelled() => return,
             t = rx.recv() => match t {
@@ -109,6 +123,42 @@ async fn actor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A burst of triggers while a pass runs leads to exactly one more pass; polls
+    /// follow the interval (paused tokio time: no real waiting).
+    #[tokio::test(start_paused = true)]
+    async fn triggers_coalesce_and_the_poller_keeps_time() {
+        let passes = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel(1);
+        let token = CancellationToken::new();
+        let p = passes.clone();
+        let pass = move |_why: String| {
+            let p = p.clone();
+            async move {
+                p.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await; // a pass takes 1 s
+                false
+            }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone()));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), tx)])) };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(passes.load(Ordering::SeqCst), 1, "the start pass");
+        for _ in 0..100_000 {
+            assert!(sched.trigger("web", Trigger::Webhook));
+        }
+        assert!(!sched.trigger("nope", Trigger::Webhook));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(passes.load(Ordering::SeqCst), 2, "100,000 triggers during a pass: one more pass");
+        tokio::time::sleep(Duration::from_secs(170)).await;
+        assert_eq!(passes.load(Ordering::SeqCst), 2, "no poll before the interval");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(passes.load(Ordering::SeqCst), 3, "one poll after 180 s + jitter (≤ 18 s)");
+        token.cancel();
+        task.await.expect("actor ends on cancel");
+    }
 
     #[test]
     fn jitter_is_bounded() {
