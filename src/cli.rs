@@ -131,13 +131,16 @@ fn init_tracing(filter: &str) {
 ///
 /// # Errors
 /// Invalid policy, unreachable cluster.
-pub async fn context(args: &ClusterArgs) -> anyhow::Result<Arc<Context>> {
+pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Context>> {
     let config = config::load(&args.config)?;
     let client = crate::cluster::client(args.kubeconfig.as_deref()).await?;
     let cluster = Cluster::new(client).await?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
     std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
-    let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
+    let mut ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
+    if watches {
+        ctx = ctx.with_watches();
+    }
     ctx.store.ensure_namespace().await?;
     Ok(Arc::new(ctx))
 }
@@ -145,7 +148,7 @@ pub async fn context(args: &ClusterArgs) -> anyhow::Result<Arc<Context>> {
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Serve { cluster, listen } => {
-            let ctx = context(&cluster).await?;
+            let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
             let handle = serve(ctx, listen, token.clone()).await?;
             tracing::info!("plumb serving on http://{}", handle.addr);
@@ -155,7 +158,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Diff { app, cluster, revision, output } => {
-            let ctx = context(&cluster).await?;
+            let ctx = context(&cluster, false).await?;
             let report = ctx.run_pass(&app, Mode::CompareOnly, revision.as_deref()).await?;
             let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
             if report.status.sync == crate::compare::SyncStatus::Unknown {
@@ -198,7 +201,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(u8::from(differs)))
         }
         Command::Sync { app, cluster, prune, dry_run } => {
-            let ctx = context(&cluster).await?;
+            let ctx = context(&cluster, false).await?;
             let policy_prune = ctx
                 .config
                 .applications

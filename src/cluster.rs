@@ -64,6 +64,8 @@ pub struct Kind {
 pub struct Cluster {
     client: Client,
     discovery: RwLock<Discovery>,
+    requests: std::sync::atomic::AtomicU64,
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -74,12 +76,27 @@ impl Cluster {
     pub async fn new(client: Client) -> Result<Self, Error> {
         let discovery =
             Discovery::new(client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
-        Ok(Self { client, discovery: RwLock::new(discovery) })
+        Ok(Self { client, discovery: RwLock::new(discovery), requests: 1.into(), writes: 0.into() })
     }
 
     /// The client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Requests sent through this adapter so far (gets, lists, dry-runs, applies,
+    /// deletes, discovery), and how many of them were writes (applies and deletes).
+    pub fn requests(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.requests.load(Relaxed), self.writes.load(Relaxed))
+    }
+
+    fn count(&self, write: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.requests.fetch_add(1, Relaxed);
+        if write {
+            self.writes.fetch_add(1, Relaxed);
+        }
     }
 
     /// Maps `apiVersion` + `kind` to a served resource, refreshing discovery once on a miss.
@@ -119,6 +136,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn get(&self, kind: &Kind, key: &ObjectKey) -> Result<Option<Value>, Error> {
+        self.count(false);
         let obj = self.api(kind, &key.namespace).get_opt(&key.name).await.map_err(|e| Error::request("get", key, e))?;
         Ok(obj.map(to_value))
     }
@@ -130,6 +148,7 @@ impl Cluster {
     /// [`Error::Request`] carrying the API server's reason (validation, admission,
     /// immutable field, …).
     pub async fn apply(&self, kind: &Kind, key: &ObjectKey, obj: &Value, dry_run: bool) -> Result<Value, Error> {
+        self.count(!dry_run);
         let mut pp = PatchParams::apply(FIELD_MANAGER).force();
         if dry_run {
             pp = pp.dry_run();
@@ -147,6 +166,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn list_app(&self, kind: &Kind, app: &str) -> Result<Vec<Value>, Error> {
+        self.count(false);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
         let lp = ListParams::default().labels(&format!("{APP_LABEL}={app}"));
         let list = api

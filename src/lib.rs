@@ -29,6 +29,7 @@ pub mod server;
 pub mod source;
 pub mod status;
 pub mod tracking;
+pub mod watch;
 pub mod webhook;
 
 /// Field manager of every server-side apply plumb makes to application objects.

@@ -39,6 +39,7 @@ use crate::{
     source::{self, Credentials, Mirror},
     status::{self, AppStatus, Condition, ResourceStatus, SyncRecord, SyncResult},
     tracking::{self, ObjectKey},
+    watch::LiveCache,
 };
 
 /// How many objects are compared or applied at once.
@@ -72,6 +73,24 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
     statuses: RwLock<HashMap<String, AppStatus>>,
+    live: Option<LiveCache>,
+    drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    watch_token: tokio_util::sync::CancellationToken,
+    dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
+}
+
+/// A remembered dry-run: valid while neither the applied configuration nor the live
+/// object (resourceVersion) changed.
+struct DryRun {
+    apply_hash: u64,
+    live_version: String,
+    desired: Value,
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.watch_token.cancel();
+    }
 }
 
 /// Why a pass could not run at all.
@@ -126,7 +145,35 @@ impl Context {
     /// A context over `cluster` for `config`.
     pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
-        Self { cluster, store, config, cache_dir, metrics, mirrors: Mutex::default(), statuses: RwLock::default() }
+        Self {
+            cluster,
+            store,
+            config,
+            cache_dir,
+            metrics,
+            mirrors: Mutex::default(),
+            statuses: RwLock::default(),
+            live: None,
+            drift_rx: Mutex::default(),
+            watch_token: tokio_util::sync::CancellationToken::new(),
+            dry_runs: Mutex::default(),
+        }
+    }
+
+    /// Reads live objects from watches (see [`crate::watch`]) instead of per-pass GETs
+    /// and LISTs, and lets the scheduler trigger a pass when an object drifts. Used by
+    /// `plumb serve`; one-shot commands don't need it.
+    #[must_use]
+    pub fn with_watches(mut self) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone()));
+        self.drift_rx = Mutex::new(Some(rx));
+        self
+    }
+
+    /// The drift notifications of [`Context::with_watches`] (taken once, by the scheduler).
+    pub fn take_drift_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+        self.drift_rx.lock().ok()?.take()
     }
 
     /// The latest status of every application (in memory; loaded from the cluster on
@@ -280,7 +327,11 @@ impl Context {
                     continue;
                 }
             };
-            match self.cluster.list_app(&kind, name).await {
+            let listed = match self.live.as_ref().and_then(|c| c.list_app(&kind, name)) {
+                Some(objs) => Ok(objs),
+                None => self.cluster.list_app(&kind, name).await,
+            };
+            match listed {
                 Ok(objs) => {
                     for o in objs.iter().filter(|o| tracking::is_owned_by(o, name)) {
                         let Some(key) = ObjectKey::of(o) else {
@@ -449,9 +500,14 @@ impl Context {
             return unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity"));
         };
         tracking::stamp(&mut obj, app, &key);
-        let live = match self.cluster.get(&kind, &key).await {
-            Ok(l) => l,
-            Err(e) => return unknown(key, obj, Some(kind), e.to_string()),
+        let cached = self.live.as_ref().and_then(|c| c.get(&kind, &key)).flatten();
+        let live = match cached {
+            Some(l) => Some(l),
+            // not watched yet, or absent from the cache (it may exist without our label)
+            None => match self.cluster.get(&kind, &key).await {
+                Ok(l) => l,
+                Err(e) => return unknown(key, obj, Some(kind), e.to_string()),
+            },
         };
         let Some(live_obj) = live else {
             let desired = normalize(&obj);
@@ -474,13 +530,30 @@ impl Context {
         // Ignored fields are not sent for an existing object, so plumb never owns them.
         let mut apply = obj;
         rules.strip(&key, &mut apply);
-        let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
-            Ok(d) => d,
-            Err(e) => return unknown(key, apply, Some(kind), e.to_string()),
+        let apply_hash = crate::watch::value_hash(&apply);
+        let live_version =
+            live_obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let remembered = self.dry_runs.lock().ok().and_then(|m| {
+            m.get(&key)
+                .filter(|d| d.apply_hash == apply_hash && d.live_version == live_version)
+                .map(|d| d.desired.clone())
+        });
+        let desired = match remembered {
+            Some(d) => d,
+            None => {
+                let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
+                    Ok(d) => d,
+                    Err(e) => return unknown(key, apply, Some(kind), e.to_string()),
+                };
+                let mut desired = normalize(&dry);
+                rules.strip(&key, &mut desired);
+                if let Ok(mut m) = self.dry_runs.lock() {
+                    m.insert(key.clone(), DryRun { apply_hash, live_version, desired: desired.clone() });
+                }
+                desired
+            }
         };
-        let mut desired = normalize(&dry);
         let mut live_n = normalize(&live_obj);
-        rules.strip(&key, &mut desired);
         rules.strip(&key, &mut live_n);
         let differences = compare::diff(&desired, &live_n);
         let (sync, reason) = if differences.is_empty() {

@@ -20,6 +20,8 @@ pub enum Trigger {
     Webhook,
     /// Someone asked (API).
     Manual,
+    /// The watch saw an application object change.
+    Drift,
 }
 
 /// How soon a pass follows one that synced or found the application Progressing.
@@ -47,7 +49,11 @@ impl Scheduler {
             senders.insert(app.name.value.clone(), tx);
             tracker.spawn(actor(ctx.clone(), app.name.value.clone(), interval, rx, token.clone()));
         }
-        Self { senders: Arc::new(senders) }
+        let sched = Self { senders: Arc::new(senders) };
+        if let Some(rx) = ctx.take_drift_receiver() {
+            tracker.spawn(crate::watch::forward(rx, sched.clone(), token));
+        }
+        sched
     }
 
     /// Asks for a pass of `app`. Returns false when no such application exists. When a

@@ -112,15 +112,6 @@ async fn the_lab_scenario() {
             .contains(&c1)
     );
 
-    // 2. Hand drift through the scale subresource (field manager kubectl-scale).
-    kubectl(&["-n", NAMESPACE, "scale", "deployment", "web", "--replicas=5"]);
-    let (code, out, err) = plumb_cli(&["diff", "web", "--config", slow.to_str().unwrap()]);
-    assert_eq!(code, 1, "plumb diff must exit 1 on drift\n{out}\n{err}");
-    assert!(out.contains("/spec/replicas"), "{out}");
-    assert!(out.contains("-  replicas: 5") && out.contains("+  replicas: 3"), "{out}");
-    let (code, out, _) = plumb_cli(&["diff", "web-prod", "--config", slow.to_str().unwrap()]);
-    assert_eq!(code, 0, "no drift in web-prod:\n{out}");
-
     // 3. A new commit, announced by a signed Gitea webhook, is live shortly after.
     for (f, text) in manifests(NAMESPACE, "nginx:1.27.4") {
         lab.repo.write(&format!("apps/web/{f}"), &text).unwrap();
@@ -132,8 +123,6 @@ async fn the_lab_scenario() {
         (image_of(NAMESPACE) == "nginx:1.27.4").then_some(())
     })
     .await;
-    // that pass also reverted the hand scale (selfHeal on a new revision)
-    assert_eq!(replicas_of(NAMESPACE), "3");
     let st = wait_for("web Synced at c2", Duration::from_secs(15), || async {
         plumb.status("web").await.filter(|s| s.sync == SyncStatus::Synced && s.revision == c2)
     })
@@ -172,8 +161,19 @@ async fn the_lab_scenario() {
     let history = plumb.ctx.history("web").await.unwrap();
     assert_eq!(history.iter().map(|r| r.revision.as_str()).collect::<Vec<_>>(), [c2.as_str(), c1.as_str()]);
 
-    // 2 (selfHeal by the poller): a hand scale is reverted.
+    plumb.stop().await;
+
+    // 2. Hand drift through the scale subresource (field manager kubectl-scale).
     kubectl(&["-n", NAMESPACE, "scale", "deployment", "web", "--replicas=5"]);
+    let (code, out, err) = plumb_cli(&["diff", "web", "--config", fast.to_str().unwrap()]);
+    assert_eq!(code, 1, "plumb diff must exit 1 on drift\n{out}\n{err}");
+    assert!(out.contains("/spec/replicas"), "{out}");
+    assert!(out.contains("-  replicas: 5") && out.contains("+  replicas: 3"), "{out}");
+    let (code, out, _) = plumb_cli(&["diff", "web-prod", "--config", fast.to_str().unwrap()]);
+    assert_eq!(code, 0, "no drift in web-prod:\n{out}");
+
+    // … and with plumb running again, selfHeal reverts it.
+    let plumb = Plumb::start(&fast, &cache).await;
     wait_for("replicas back to 3", Duration::from_secs(20), || async { (replicas_of(NAMESPACE) == "3").then_some(()) })
         .await;
     let history = plumb.ctx.history("web").await.unwrap();

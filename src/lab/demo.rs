@@ -77,7 +77,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let config = config::load(&policy)?;
     let client = crate::cluster::client(Some(&kubeconfig)).await?;
     let cluster = Cluster::new(client).await?;
-    let ctx = Arc::new(Context::new(cluster, Arc::new(config), dir.join("mirrors"), Arc::new(Metrics::default())));
+    let ctx = Arc::new(
+        Context::new(cluster, Arc::new(config), dir.join("mirrors"), Arc::new(Metrics::default())).with_watches(),
+    );
     ctx.store.ensure_namespace().await?;
     let token = CancellationToken::new();
     let handle = crate::cli::serve(ctx.clone(), args.listen, token.clone()).await?;

@@ -95,7 +95,9 @@ impl Plumb {
         let cp = control_plane();
         let config = plumb::config::load(policy).unwrap_or_else(|e| panic!("{e}"));
         let cluster = Cluster::new(cp.client().await.unwrap()).await.unwrap();
-        let ctx = Arc::new(Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default())));
+        let ctx = Arc::new(
+            Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default())).with_watches(),
+        );
         ctx.store.ensure_namespace().await.unwrap();
         let token = CancellationToken::new();
         let h = plumb::cli::serve(ctx.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).await.unwrap();

@@ -1,0 +1,176 @@
+//! Watches: a cache of the live objects plumb manages, and drift triggers.
+//!
+//! One kube-runtime watcher per kind an application uses, cluster-wide, filtered by the
+//! label `plumb.dev/app` (present on everything plumb applies), feeding a reflector store.
+//! Passes read live objects from the store instead of GETting each one, and list an
+//! application's owned objects from it instead of LISTing. When an object's spec-like
+//! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
+//! other server-populated fields of [`crate::compare::normalize`]), the application
+//! named by its label gets a pass within seconds instead of at the next poll.
+//! Status-only changes (a controller updating `status`) trigger nothing.
+
+use std::{
+    collections::HashMap,
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Mutex,
+    time::Duration,
+};
+
+use futures::StreamExt;
+use kube::{
+    Api, Client,
+    api::DynamicObject,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    cluster::Kind,
+    compare::normalize,
+    tracking::{APP_LABEL, ObjectKey},
+};
+
+type KindId = (String, String);
+
+/// The watch cache of one process.
+pub struct LiveCache {
+    client: Client,
+    stores: Mutex<HashMap<KindId, Store<DynamicObject>>>,
+    drift: mpsc::UnboundedSender<String>,
+    token: CancellationToken,
+}
+
+impl LiveCache {
+    /// A cache whose watchers stop when `token` is cancelled; applications whose objects
+    /// drift are sent on `drift`.
+    pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken) -> Self {
+        Self { client, stores: Mutex::default(), drift, token }
+    }
+
+    /// The store of `kind` once its initial list has arrived; starts the watcher on first
+    /// use (and returns `None` until it is ready).
+    fn store(&self, kind: &Kind) -> Option<Store<DynamicObject>> {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone());
+        let mut stores = self.stores.lock().ok()?;
+        let store = stores.entry(id).or_insert_with(|| self.start(kind)).clone();
+        drop(stores);
+        // `wait_until_ready` resolves once the first full list is in.
+        futures::FutureExt::now_or_never(store.wait_until_ready()).and_then(Result::ok).map(|()| store)
+    }
+
+    fn start(&self, kind: &Kind) -> Store<DynamicObject> {
+        let writer = reflector::store::Writer::new(kind.resource.clone());
+        let store = writer.as_reader();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+        let stream =
+            reflector::reflector(writer, watcher(api, watcher::Config::default().labels(APP_LABEL)).default_backoff());
+        let drift = self.drift.clone();
+        let token = self.token.clone();
+        let name = kind.resource.kind.clone();
+        tokio::spawn(async move {
+            let mut seen: HashMap<String, u64> = HashMap::new();
+            let mut events = stream.touched_objects().boxed();
+            loop {
+                let next = tokio::select! {
+                    () = token.cancelled() => return,
+                    n = events.next() => n,
+                };
+                match next {
+                    Some(Ok(obj)) => {
+                        let uid = obj.metadata.uid.clone().unwrap_or_default();
+                        let app = obj.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).cloned();
+                        let deleted = obj.metadata.deletion_timestamp.is_some();
+                        let h = content_hash(&obj);
+                        let changed = seen.insert(uid, h) != Some(h);
+                        if let (true, Some(app)) = (changed || deleted, app) {
+                            let _ = drift.send(app);
+                        }
+                    }
+                    Some(Err(e)) => tracing::debug!(kind = %name, "watch: {e}"),
+                    None => return,
+                }
+            }
+        });
+        store
+    }
+
+    /// The live object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent from a
+    /// ready cache (it may still exist without plumb's label: the caller decides), `None`
+    /// when the cache of that kind is not ready yet.
+    pub fn get(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<Value>> {
+        let store = self.store(kind)?;
+        let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
+        if kind.namespaced {
+            r = r.within(&key.namespace);
+        }
+        Some(store.get(&r).map(|o| with_types(&o, kind)))
+    }
+
+    /// Every cached object of `kind` labelled for `app`; `None` when not ready.
+    pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<Value>> {
+        let store = self.store(kind)?;
+        Some(
+            store
+                .state()
+                .into_iter()
+                .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).is_some_and(|a| a == app))
+                .map(|o| with_types(&o, kind))
+                .collect(),
+        )
+    }
+
+    /// Starts the watch of `kind` now and waits up to `timeout` for its first list.
+    pub async fn warm(&self, kind: &Kind, timeout: Duration) {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone());
+        let store = match self.stores.lock() {
+            Ok(mut s) => s.entry(id).or_insert_with(|| self.start(kind)).clone(),
+            Err(_) => return,
+        };
+        let _ = tokio::time::timeout(timeout, store.wait_until_ready()).await;
+    }
+}
+
+fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
+    let mut o = obj.clone();
+    o.types =
+        Some(kube::core::TypeMeta { api_version: kind.resource.api_version.clone(), kind: kind.resource.kind.clone() });
+    serde_json::to_value(o).unwrap_or(Value::Null)
+}
+
+/// Hash of everything but server-populated fields and status.
+fn content_hash(obj: &DynamicObject) -> u64 {
+    let v = normalize(&serde_json::to_value(obj).unwrap_or(Value::Null));
+    let mut h = DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Stable hash of a JSON value (for caches keyed by desired content).
+pub fn value_hash(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Forwards drift notifications to the scheduler until `token` is cancelled.
+pub async fn forward(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    scheduler: crate::scheduler::Scheduler,
+    token: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = token.cancelled() => return,
+            m = rx.recv() => match m {
+                Some(app) => { scheduler.trigger(&app, crate::scheduler::Trigger::Drift); }
+                None => return,
+            },
+        }
+    }
+}
