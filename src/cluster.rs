@@ -63,6 +63,7 @@ pub struct Kind {
 /// The cluster connection plus a discovery cache.
 pub struct Cluster {
     client: Client,
+    recorder: kube::runtime::events::Recorder,
     discovery: RwLock<Discovery>,
     requests: std::sync::atomic::AtomicU64,
     writes: std::sync::atomic::AtomicU64,
@@ -76,7 +77,10 @@ impl Cluster {
     pub async fn new(client: Client) -> Result<Self, Error> {
         let discovery =
             Discovery::new(client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
-        Ok(Self { client, discovery: RwLock::new(discovery), requests: 1.into(), writes: 0.into() })
+        let reporter =
+            kube::runtime::events::Reporter { controller: "plumb".into(), instance: std::env::var("HOSTNAME").ok() };
+        let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
+        Ok(Self { client, recorder, discovery: RwLock::new(discovery), requests: 1.into(), writes: 0.into() })
     }
 
     /// The client.
@@ -199,6 +203,38 @@ impl Cluster {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::request("delete", key, e)),
+        }
+    }
+}
+
+impl Cluster {
+    /// Publishes a Kubernetes Event about live object `obj` (`kubectl describe` shows
+    /// it). `warning` selects type Warning over Normal. Failures are logged, not
+    /// returned: an Event is a courtesy, never a reason to fail a sync.
+    pub async fn event(&self, obj: &Value, warning: bool, reason: &str, action: &str, note: String) {
+        let s = |p: &str| obj.pointer(p).and_then(Value::as_str).map(String::from);
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: s("/apiVersion"),
+            kind: s("/kind"),
+            name: s("/metadata/name"),
+            namespace: s("/metadata/namespace"),
+            uid: s("/metadata/uid"),
+            ..Default::default()
+        };
+        let ev = kube::runtime::events::Event {
+            type_: if warning {
+                kube::runtime::events::EventType::Warning
+            } else {
+                kube::runtime::events::EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        self.count(true);
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!("event {reason} on {:?}: {e}", reference.name);
         }
     }
 }

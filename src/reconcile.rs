@@ -555,12 +555,15 @@ impl Context {
         };
         let mut live_n = normalize(&live_obj);
         rules.strip(&key, &mut live_n);
-        let differences = compare::diff(&desired, &live_n);
+        let mut differences = compare::diff(&desired, &live_n);
+        for d in &mut differences {
+            d.manager = compare::managers::owner_of(&live_obj, &d.path, crate::FIELD_MANAGER);
+        }
         let (sync, reason) = if differences.is_empty() {
             (SyncStatus::Synced, String::new())
         } else {
-            let paths: Vec<&str> = differences.iter().map(|d| d.path.as_str()).collect();
-            (SyncStatus::OutOfSync, format!("differs at {}", paths.join(", ")))
+            let what: Vec<String> = differences.iter().map(compare::Difference::describe).collect();
+            (SyncStatus::OutOfSync, format!("differs at {}", what.join("; ")))
         };
         Compared {
             diff: ObjectDiff {
@@ -631,12 +634,23 @@ impl Context {
                 match res {
                     Ok(obj) => {
                         rec.applied.push(c.key.to_string());
-                        let what = if c.live.is_none() {
-                            "created".to_string()
-                        } else {
-                            format!("reverted/updated {}", c.reason.trim_start_matches("differs at "))
+                        let git = format!("Git {} \"{}\"", &rec.revision[..rec.revision.len().min(7)], rec.subject);
+                        let fields = || {
+                            c.diff.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ")
                         };
-                        tracing::info!(app = %st.app, object = %c.key, revision = %rec.revision, subject = %rec.subject, reason = ?reason, "applied: {what}");
+                        match (&c.live, reason) {
+                            (None, _) => tracing::info!(app = %st.app, object = %c.key, "created ({git})"),
+                            (Some(live), SyncReason::SelfHeal) => {
+                                let line = format!("reverted {} ({git})", fields());
+                                tracing::info!(app = %st.app, object = %c.key, "{line}");
+                                self.cluster.event(live, true, "SelfHealed", "Revert", line).await;
+                            }
+                            (Some(live), _) => {
+                                let line = format!("updated {} ({git})", fields());
+                                tracing::info!(app = %st.app, object = %c.key, "{line}");
+                                self.cluster.event(live, false, "Synced", "Apply", line).await;
+                            }
+                        }
                         if let Some(rs) = st.resources.iter_mut().find(|r| r.object == c.key.to_string()) {
                             rs.sync = SyncStatus::Synced;
                             rs.reason.clear();

@@ -169,6 +169,19 @@ async fn the_lab_scenario() {
     assert_eq!(code, 1, "plumb diff must exit 1 on drift\n{out}\n{err}");
     assert!(out.contains("/spec/replicas"), "{out}");
     assert!(out.contains("-  replicas: 5") && out.contains("+  replicas: 3"), "{out}");
+    // why: the field manager that made the hand change is named
+    assert!(out.contains("/spec/replicas 5→3 (set by kubectl"), "{out}");
+    let (code, json, _) = plumb_cli(&["diff", "web", "--config", fast.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 1);
+    let diffs: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let d = &diffs.as_array().unwrap().iter().find(|d| d["object"] == "Deployment.apps/gitops-lab/web").unwrap()["differences"]
+        [0];
+    assert_eq!(
+        (d["path"].as_str(), d["live"].as_i64(), d["desired"].as_i64()),
+        (Some("/spec/replicas"), Some(5), Some(3)),
+        "{d}"
+    );
+    assert!(d["manager"]["manager"].as_str().is_some_and(|m| m.starts_with("kubectl")), "{d}");
     let (code, out, _) = plumb_cli(&["diff", "web-prod", "--config", fast.to_str().unwrap()]);
     assert_eq!(code, 0, "no drift in web-prod:\n{out}");
 
@@ -179,6 +192,20 @@ async fn the_lab_scenario() {
     let history = plumb.ctx.history("web").await.unwrap();
     assert_eq!(history[0].reason, "SelfHeal");
     assert_eq!(history[0].applied, ["Deployment.apps/gitops-lab/web"]);
+    let events = kubectl(&[
+        "-n",
+        NAMESPACE,
+        "get",
+        "events",
+        "--field-selector",
+        "reason=SelfHealed",
+        "-o",
+        "jsonpath={.items[*].note}{.items[*].message}",
+    ]);
+    assert!(
+        events.contains("reverted /spec/replicas 5→3 (set by kubectl") && events.contains(&c2[..7]),
+        "event: {events}"
+    );
 
     // 4 + 7. A commit deletes the ConfigMap, with no webhook: the poller finds it; dev prunes, prod keeps it.
     lab.repo.remove("apps/web/configmap.yaml").unwrap();

@@ -13,6 +13,32 @@ pub struct Difference {
     pub desired: Option<Value>,
     /// The live value (absent when the field is missing live).
     pub live: Option<Value>,
+    /// The field manager that set the live value, when it is not plumb.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manager: Option<super::managers::Owner>,
+}
+
+impl Difference {
+    /// One line: `/spec/replicas 5→3 (set by kubectl-scale at 2026-11-29T14:02:11Z)`.
+    pub fn describe(&self) -> String {
+        let show = |v: &Option<Value>| match v {
+            None => "(absent)".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => {
+                let t = v.to_string();
+                if t.len() > 60 { format!("{}…", &t[..t.floor_char_boundary(60)]) } else { t }
+            }
+        };
+        let mut s = format!("{} {}→{}", self.path, show(&self.live), show(&self.desired));
+        if let Some(o) = &self.manager {
+            s.push_str(&format!(" (set by {}", o.manager));
+            if let Some(t) = &o.time {
+                s.push_str(&format!(" at {t}"));
+            }
+            s.push(')');
+        }
+        s
+    }
 }
 
 /// Fields that differ between `desired` and `live` (both already normalized), in
@@ -32,7 +58,12 @@ pub fn diff(desired: &Value, live: &Value) -> Vec<Difference> {
                 json_patch::PatchOperation::Copy(o) => o.path.to_string(),
                 json_patch::PatchOperation::Test(o) => o.path.to_string(),
             };
-            Difference { desired: desired.pointer(&path).cloned(), live: live.pointer(&path).cloned(), path }
+            Difference {
+                desired: desired.pointer(&path).cloned(),
+                live: live.pointer(&path).cloned(),
+                path,
+                manager: None,
+            }
         })
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));

@@ -10,6 +10,7 @@
 
 pub mod diff;
 pub mod ignore;
+pub mod managers;
 pub mod normalize;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,139 @@
+//! Who set a field: the field manager that owns a path in the live object's
+//! `metadata.managedFields` (server-side apply's ownership records; format `FieldsV1`,
+//! Kubernetes API reference "ManagedFieldsEntry": keys `f:<field>`, `k:<json key of an
+//! associative-list element>`, `v:<json value of a set element>`, `i:<index>`).
+//!
+//! Used to say *why* something drifted: `spec.replicas 5→3 (set by kubectl-scale at
+//! 14:02:11)`.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::ignore::parse_pointer;
+
+/// The manager owning a field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    /// Field manager name, e.g. `kubectl-scale`, `kubectl-edit`, `kube-controller-manager`.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// Subresource written through (`scale`, `status`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// When the manager last wrote (RFC 3339), if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
+/// The manager other than `ignore` that owns `pointer` (an RFC 6901 path) or something
+/// below it in `live`; when several do, the one that wrote last.
+pub fn owner_of(live: &Value, pointer: &str, ignore: &str) -> Option<Owner> {
+    let tokens = parse_pointer(pointer);
+    let entries = live.pointer("/metadata/managedFields")?.as_array()?;
+    entries
+        .iter()
+        .filter(|e| e.get("manager").and_then(Value::as_str).is_some_and(|m| m != ignore))
+        .filter(|e| e.get("fieldsV1").is_some_and(|f| owns(f, live, &tokens)))
+        .max_by(|a, b| {
+            let t = |e: &Value| e.get("time").and_then(Value::as_str).unwrap_or("").to_string();
+            t(a).cmp(&t(b))
+        })
+        .map(|e| Owner {
+            manager: e.get("manager").and_then(Value::as_str).unwrap_or("").to_string(),
+            operation: e.get("operation").and_then(Value::as_str).unwrap_or("").to_string(),
+            subresource: e.get("subresource").and_then(Value::as_str).map(String::from),
+            time: e.get("time").and_then(Value::as_str).map(String::from),
+        })
+}
+
+/// Whether field set `set` (FieldsV1) contains the path `tokens` of `obj` or anything
+/// below it.
+fn owns(set: &Value, obj: &Value, tokens: &[String]) -> bool {
+    let Some(map) = set.as_object() else { return false };
+    if map.is_empty() {
+        // a leaf of the set: the whole value (and everything inside it) is owned
+        return true;
+    }
+    let Some((first, rest)) = tokens.split_first() else {
+        // reached the path: owned if the set marks it (any entry, or "." itself)
+        return true;
+    };
+    match obj {
+        Value::Object(o) => {
+            let Some(child) = map.get(&format!("f:{first}")) else { return false };
+            owns(child, o.get(first).unwrap_or(&Value::Null), rest)
+        }
+        Value::Array(a) => {
+            let Some(elem) = first.parse::<usize>().ok().and_then(|i| a.get(i)) else { return false };
+            map.iter().any(|(k, child)| element_matches(k, elem, first) && owns(child, elem, rest))
+        }
+        _ => false,
+    }
+}
+
+fn element_matches(key: &str, elem: &Value, index: &str) -> bool {
+    if let Some(json) = key.strip_prefix("k:") {
+        let Ok(Value::Object(want)) = serde_json::from_str::<Value>(json) else { return false };
+        let Some(have) = elem.as_object() else { return false };
+        return subset(&want, have);
+    }
+    if let Some(json) = key.strip_prefix("v:") {
+        return serde_json::from_str::<Value>(json).is_ok_and(|v| &v == elem);
+    }
+    key.strip_prefix("i:").is_some_and(|i| i == index)
+}
+
+fn subset(want: &Map<String, Value>, have: &Map<String, Value>) -> bool {
+    want.iter().all(|(k, v)| {
+        have.get(k) == Some(v) || (v.is_number() && have.get(k).is_some_and(|h| h.as_f64() == v.as_f64()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn live() -> Value {
+        json!({
+            "metadata": {"managedFields": [
+                {"manager": "plumb", "operation": "Apply", "time": "2026-11-29T14:00:00Z",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}},
+                {"manager": "kubectl-scale", "operation": "Update", "subresource": "scale", "time": "2026-11-29T14:02:11Z",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+                {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-29T14:03:00Z",
+                 "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:env": {}}}}}}}}
+            ]},
+            "spec": {"replicas": 5, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1", "env": [{"name": "A", "value": "1"}]}]}}}
+        })
+    }
+
+    #[test]
+    fn finds_the_foreign_manager_of_a_path() {
+        let l = live();
+        let o = owner_of(&l, "/spec/replicas", "plumb").expect("owned");
+        assert_eq!(
+            (o.manager.as_str(), o.subresource.as_deref(), o.time.as_deref()),
+            ("kubectl-scale", Some("scale"), Some("2026-11-29T14:02:11Z"))
+        );
+        assert_eq!(
+            owner_of(&l, "/spec/template/spec/containers/0/env", "plumb").map(|o| o.manager),
+            Some("kubectl-edit".into())
+        );
+        assert_eq!(
+            owner_of(&l, "/spec/template/spec/containers/0/env/0", "plumb").map(|o| o.manager),
+            Some("kubectl-edit".into()),
+            "below an owned list"
+        );
+        assert_eq!(owner_of(&l, "/spec/template/spec/containers/0/image", "plumb"), None, "only plumb owns the image");
+        assert_eq!(
+            owner_of(&l, "/spec/template", "plumb").map(|o| o.manager),
+            Some("kubectl-edit".into()),
+            "a subtree: the latest writer below it"
+        );
+        assert_eq!(owner_of(&l, "/spec/paused", "plumb"), None);
+        assert_eq!(owner_of(&json!({"spec": {}}), "/spec", "plumb"), None, "no managedFields");
+    }
+}
