@@ -294,7 +294,7 @@ impl Context {
         };
 
         // 3. compare
-        let rules = IgnoreRules::new(&env.ignore_differences);
+        let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
         let namespace = app.namespace.value.clone();
         let mut jobs = Vec::with_capacity(manifests.len());
         for m in manifests {
@@ -529,7 +529,9 @@ impl Context {
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
         let mut apply = obj;
-        rules.strip(&key, &mut apply);
+        if let Err(e) = rules.prepare_apply(&key, &mut apply, &live_obj) {
+            return unknown(key, apply, Some(kind), e);
+        }
         let apply_hash = crate::watch::value_hash(&apply);
         let live_version =
             live_obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
@@ -546,7 +548,9 @@ impl Context {
                     Err(e) => return unknown(key, apply, Some(kind), e.to_string()),
                 };
                 let mut desired = normalize(&dry);
-                rules.strip(&key, &mut desired);
+                if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
+                    return unknown(key, apply, Some(kind), e);
+                }
                 if let Ok(mut m) = self.dry_runs.lock() {
                     m.insert(key.clone(), DryRun { apply_hash, live_version, desired: desired.clone() });
                 }
@@ -554,7 +558,9 @@ impl Context {
             }
         };
         let mut live_n = normalize(&live_obj);
-        rules.strip(&key, &mut live_n);
+        if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
+            return unknown(key, apply, Some(kind), e);
+        }
         let mut differences = compare::diff(&desired, &live_n);
         for d in &mut differences {
             d.manager = compare::managers::owner_of(&live_obj, &d.path, crate::FIELD_MANAGER);

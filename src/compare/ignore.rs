@@ -1,17 +1,22 @@
 //! `ignoreDifferences`: fields that differ on purpose because another controller owns
 //! them (an HPA owns `/spec/replicas`, an injector owns a `caBundle`).
 //!
-//! A rule selects objects by group (omitted = any group), kind, and optionally name and
-//! namespace, and names fields by RFC 6901 JSON pointers (`~1` is `/`, `~0` is `~`).
-//! Ignored fields are removed from both sides before diffing (a missing path is not an
-//! error), and from the applied configuration of an existing object so that plumb's
-//! field manager never claims them (the creation of a new object keeps Git's value).
+//! A rule selects objects by group and kind (globs; an omitted group means any group),
+//! and optionally name and namespace, and names fields three ways (Argo CD's format):
+//! RFC 6901 `jsonPointers` (`~1` is `/`, `~0` is `~`), `jqPathExpressions` (see
+//! [`super::jq`]), and `managedFieldsManagers` (every field the live object's
+//! `managedFields` attribute to those managers). Ignored fields are removed from both
+//! sides before diffing (a missing path is not an error), and from the applied
+//! configuration of an existing object so that plumb's field manager never claims them
+//! (the creation of a new object keeps Git's value).
 
+use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
+use super::jq::JqPath;
 use crate::{config::IgnoreDifference, tracking::ObjectKey};
 
-/// Compiled ignore rules of one application.
+/// Compiled ignore rules of one application (environment rules, then application rules).
 #[derive(Debug, Clone, Default)]
 pub struct IgnoreRules {
     rules: Vec<Rule>,
@@ -19,54 +24,149 @@ pub struct IgnoreRules {
 
 #[derive(Debug, Clone)]
 struct Rule {
-    group: Option<String>,
-    kind: String,
+    group: Option<Pattern>,
+    kind: Pattern,
     name: Option<String>,
     namespace: Option<String>,
     pointers: Vec<Vec<String>>,
+    jq: Vec<JqPath>,
+    managers: Vec<String>,
+}
+
+/// A glob, or the literal text when it is not a valid glob (rejected at validation).
+#[derive(Debug, Clone)]
+enum Pattern {
+    Glob(GlobMatcher),
+    Exact(String),
+}
+
+impl Pattern {
+    fn is_match(&self, s: &str) -> bool {
+        match self {
+            Pattern::Glob(g) => g.is_match(s),
+            Pattern::Exact(e) => e == s,
+        }
+    }
+}
+
+fn glob(s: &str) -> Pattern {
+    Glob::new(s).map_or_else(|_| Pattern::Exact(s.to_string()), |g| Pattern::Glob(g.compile_matcher()))
 }
 
 impl IgnoreRules {
-    /// Compiles policy rules.
-    pub fn new(rules: &[IgnoreDifference]) -> Self {
+    /// Compiles policy rules. Rules that do not compile were rejected when the policy was
+    /// validated; here an invalid jq expression is skipped.
+    pub fn new<'a>(rules: impl IntoIterator<Item = &'a IgnoreDifference>) -> Self {
         Self {
             rules: rules
-                .iter()
+                .into_iter()
                 .map(|r| Rule {
-                    group: r.group.clone(),
-                    kind: r.kind.clone(),
+                    group: r.group.as_deref().map(glob),
+                    kind: glob(&r.kind),
                     name: r.name.clone(),
                     namespace: r.namespace.clone(),
                     pointers: r.json_pointers.iter().map(|p| parse_pointer(&p.value)).collect(),
+                    jq: r.jq_path_expressions.iter().filter_map(|q| JqPath::compile(&q.value).ok()).collect(),
+                    managers: r.managed_fields_managers.clone(),
                 })
                 .collect(),
         }
     }
 
-    /// JSON pointers (as token lists) ignored for object `key`.
-    fn pointers_for<'a>(&'a self, key: &'a ObjectKey) -> impl Iterator<Item = &'a Vec<String>> + 'a {
-        self.rules
-            .iter()
-            .filter(move |r| {
-                r.group.as_ref().is_none_or(|g| *g == key.group)
-                    && (r.kind == key.kind || r.kind == "*")
-                    && r.name.as_ref().is_none_or(|n| *n == key.name)
-                    && r.namespace.as_ref().is_none_or(|n| *n == key.namespace)
-            })
-            .flat_map(|r| r.pointers.iter())
+    fn matching<'a>(&'a self, key: &'a ObjectKey) -> impl Iterator<Item = &'a Rule> + 'a {
+        self.rules.iter().filter(move |r| {
+            r.group.as_ref().is_none_or(|g| g.is_match(&key.group))
+                && r.kind.is_match(&key.kind)
+                && r.name.as_ref().is_none_or(|n| *n == key.name)
+                && r.namespace.as_ref().is_none_or(|n| *n == key.namespace)
+        })
     }
 
-    /// Removes the ignored fields of `key` from `obj`, in place.
-    pub fn strip(&self, key: &ObjectKey, obj: &mut Value) {
-        for p in self.pointers_for(key) {
+    /// The ignored paths of object `key`: pointers, jq selections on `obj`, and fields of
+    /// `live` owned by the listed managers.
+    ///
+    /// # Errors
+    /// A jq expression that fails on this object.
+    pub fn paths(&self, key: &ObjectKey, obj: &Value, live: Option<&Value>) -> Result<Vec<Vec<String>>, String> {
+        let mut out = Vec::new();
+        for r in self.matching(key) {
+            out.extend(r.pointers.iter().cloned());
+            for q in &r.jq {
+                out.extend(q.paths(obj)?);
+                if let Some(l) = live {
+                    out.extend(q.paths(l)?);
+                }
+            }
+            if let Some(l) = live {
+                for m in &r.managers {
+                    out.extend(super::managers::owned_paths(l, m));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the ignored fields of `key` from `obj`, in place. `live` is the live
+    /// object (for `managedFieldsManagers`).
+    ///
+    /// # Errors
+    /// A jq expression that fails on this object.
+    pub fn strip(&self, key: &ObjectKey, obj: &mut Value, live: Option<&Value>) -> Result<(), String> {
+        let mut paths = self.paths(key, obj, live)?;
+        // deepest and highest index first, so removing array elements keeps the others valid
+        paths.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| cmp_tokens(b, a)));
+        paths.dedup();
+        for p in &paths {
             remove_path(obj, p);
         }
+        Ok(())
     }
+}
 
-    /// Whether any rule ignores something of `key`.
-    pub fn applies_to(&self, key: &ObjectKey) -> bool {
-        self.pointers_for(key).next().is_some()
+impl IgnoreRules {
+    /// Prepares the applied configuration of an **existing** object (Flux's
+    /// strip-or-adopt rule): an ignored field that another manager also owns in `live` is
+    /// left out, so plumb never claims it and SSA keeps the other owner's value; an
+    /// ignored field that only plumb owns gets the live value instead (leaving it out
+    /// would make SSA delete it, resetting e.g. `replicas` to its default).
+    ///
+    /// # Errors
+    /// A jq expression that fails on this object.
+    pub fn prepare_apply(&self, key: &ObjectKey, apply: &mut Value, live: &Value) -> Result<(), String> {
+        let mut paths = self.paths(key, apply, Some(live))?;
+        paths.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| cmp_tokens(b, a)));
+        paths.dedup();
+        for p in &paths {
+            let pointer: String = p.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+            if apply.pointer(&pointer).is_none() {
+                continue;
+            }
+            let foreign = super::managers::owner_of(live, &pointer, crate::FIELD_MANAGER).is_some();
+            match (foreign, live.pointer(&pointer)) {
+                (false, Some(v)) => {
+                    let v = v.clone();
+                    if let Some(slot) = apply.pointer_mut(&pointer) {
+                        *slot = v;
+                    }
+                }
+                _ => remove_path(apply, p),
+            }
+        }
+        Ok(())
     }
+}
+
+fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x.parse::<usize>(), y.parse::<usize>()) {
+            (Ok(i), Ok(j)) => i.cmp(&j),
+            _ => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 /// Splits an RFC 6901 pointer into unescaped tokens (`""` → root, no tokens).
@@ -78,9 +178,7 @@ pub fn parse_pointer(p: &str) -> Vec<String> {
 }
 
 fn remove_path(v: &mut Value, tokens: &[String]) {
-    let Some((last, parents)) = tokens.split_last() else {
-        return;
-    };
+    let Some((last, parents)) = tokens.split_last() else { return };
     let mut cur = v;
     for t in parents {
         cur = match cur {
@@ -117,16 +215,19 @@ mod tests {
 
     use super::*;
 
+    fn sp(s: &str) -> Spanned<String> {
+        Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN)
+    }
+
     fn rule(group: Option<&str>, kind: &str, name: Option<&str>, ptrs: &[&str]) -> IgnoreDifference {
         IgnoreDifference {
             group: group.map(Into::into),
             kind: kind.into(),
             name: name.map(Into::into),
             namespace: None,
-            json_pointers: ptrs
-                .iter()
-                .map(|p| Spanned::new(p.to_string(), Location::UNKNOWN, Location::UNKNOWN))
-                .collect(),
+            json_pointers: ptrs.iter().map(|p| sp(p)).collect(),
+            jq_path_expressions: vec![],
+            managed_fields_managers: vec![],
         }
     }
 
@@ -148,8 +249,18 @@ mod tests {
                 key("apps", "Deployment", "web"),
                 json!({"spec": {"replicas": 5, "template": {"metadata": {"annotations": {}}}}}),
             ),
+            (
+                rule(Some("*"), "Deploy*", None, &["/spec/replicas"]),
+                key("apps", "Deployment", "web"),
+                json!({"spec": {"template": {"metadata": {"annotations": {"a/b": "x"}}}}}),
+            ),
             // group mismatch, name mismatch, missing path: nothing removed
             (rule(Some(""), "Deployment", None, &["/spec/replicas"]), key("apps", "Deployment", "web"), obj.clone()),
+            (
+                rule(Some("*.k8s.io"), "Deployment", None, &["/spec/replicas"]),
+                key("apps", "Deployment", "web"),
+                obj.clone(),
+            ),
             (
                 rule(Some("apps"), "Deployment", Some("api"), &["/spec/replicas"]),
                 key("apps", "Deployment", "web"),
@@ -164,7 +275,7 @@ mod tests {
         for (i, (r, k, want)) in cases.iter().enumerate() {
             let rules = IgnoreRules::new(std::slice::from_ref(r));
             let mut got = obj.clone();
-            rules.strip(k, &mut got);
+            rules.strip(k, &mut got, None).expect("strip");
             assert_eq!(&got, want, "case {i}");
         }
     }
@@ -173,7 +284,48 @@ mod tests {
     fn array_index_pointer() {
         let rules = IgnoreRules::new(&[rule(None, "Pod", None, &["/spec/containers/1"])]);
         let mut v = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
-        rules.strip(&key("", "Pod", "p"), &mut v);
+        rules.strip(&key("", "Pod", "p"), &mut v, None).expect("strip");
         assert_eq!(v, json!({"spec": {"containers": [{"name": "a"}]}}));
+    }
+
+    #[test]
+    fn apply_strips_what_others_own_and_adopts_what_only_plumb_owns() {
+        let rules = IgnoreRules::new(&[rule(Some("apps"), "Deployment", None, &["/spec/replicas"])]);
+        let k = key("apps", "Deployment", "web");
+        let shared = json!({"metadata": {"managedFields": [
+            {"manager": "plumb", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]}, "spec": {"replicas": 6}});
+        let mut apply = json!({"spec": {"replicas": 2, "paused": false}});
+        rules.prepare_apply(&k, &mut apply, &shared).expect("prepare");
+        assert_eq!(apply, json!({"spec": {"paused": false}}), "HPA co-owns: leave it out");
+        let alone = json!({"metadata": {"managedFields": [
+            {"manager": "plumb", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]}, "spec": {"replicas": 6}});
+        let mut apply = json!({"spec": {"replicas": 2}});
+        rules.prepare_apply(&k, &mut apply, &alone).expect("prepare");
+        assert_eq!(apply, json!({"spec": {"replicas": 6}}), "only plumb owns it: keep the live value");
+    }
+
+    #[test]
+    fn jq_and_managers() {
+        let mut r = rule(Some("admissionregistration.k8s.io"), "MutatingWebhookConfiguration", None, &[]);
+        r.jq_path_expressions = vec![sp(".webhooks[]?.clientConfig.caBundle")];
+        let mut m = rule(Some("apps"), "Deployment", None, &[]);
+        m.managed_fields_managers = vec!["kube-controller-manager".into()];
+        let rules = IgnoreRules::new([&r, &m]);
+        let mut hook = json!({"webhooks": [{"clientConfig": {"caBundle": "Zm9v", "url": "u"}}, {"clientConfig": {"caBundle": "YmFy"}}]});
+        rules
+            .strip(&key("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "h"), &mut hook, None)
+            .expect("strip");
+        assert_eq!(hook, json!({"webhooks": [{"clientConfig": {"url": "u"}}, {"clientConfig": {}}]}));
+
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "plumb", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}}
+        ]}, "spec": {"replicas": 8, "paused": false}});
+        let mut desired = json!({"spec": {"replicas": 3, "paused": false}});
+        rules.strip(&key("apps", "Deployment", "web"), &mut desired, Some(&live)).expect("strip");
+        assert_eq!(desired, json!({"spec": {"paused": false}}));
     }
 }

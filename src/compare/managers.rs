@@ -72,6 +72,47 @@ fn owns(set: &Value, obj: &Value, tokens: &[String]) -> bool {
     }
 }
 
+/// Every path of `live` that field manager `manager` owns (leaves of its field set,
+/// resolved against the live object: `k:`/`v:` list keys become indexes).
+pub fn owned_paths(live: &Value, manager: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let Some(entries) = live.pointer("/metadata/managedFields").and_then(Value::as_array) else { return out };
+    for e in entries.iter().filter(|e| e.get("manager").and_then(Value::as_str) == Some(manager)) {
+        if let Some(set) = e.get("fieldsV1") {
+            collect(set, live, &mut Vec::new(), &mut out);
+        }
+    }
+    out
+}
+
+fn collect(set: &Value, obj: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(map) = set.as_object() else { return };
+    if map.is_empty() {
+        out.push(path.clone());
+        return;
+    }
+    for (k, child) in map {
+        if k == "." {
+            continue;
+        }
+        if let Some(field) = k.strip_prefix("f:") {
+            if let Some(v) = obj.get(field) {
+                path.push(field.to_string());
+                collect(child, v, path, out);
+                path.pop();
+            }
+        } else if let Some(a) = obj.as_array() {
+            for (i, elem) in a.iter().enumerate() {
+                if element_matches(k, elem, &i.to_string()) {
+                    path.push(i.to_string());
+                    collect(child, elem, path, out);
+                    path.pop();
+                }
+            }
+        }
+    }
+}
+
 fn element_matches(key: &str, elem: &Value, index: &str) -> bool {
     if let Some(json) = key.strip_prefix("k:") {
         let Ok(Value::Object(want)) = serde_json::from_str::<Value>(json) else { return false };

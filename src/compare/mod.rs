@@ -10,6 +10,7 @@
 
 pub mod diff;
 pub mod ignore;
+pub mod jq;
 pub mod managers;
 pub mod normalize;
 

@@ -136,10 +136,11 @@ pub struct SyncPolicy {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IgnoreDifference {
-    /// API group; omitted means any group, `""` is the core group.
+    /// API group, a glob (`apps`, `*.k8s.io`, `*`); omitted means any group, `""` is the
+    /// core group.
     #[serde(default)]
     pub group: Option<String>,
-    /// Kind, e.g. `Deployment`.
+    /// Kind, a glob (`Deployment`, `*`).
     pub kind: String,
     /// Only objects of this name.
     #[serde(default)]
@@ -150,6 +151,14 @@ pub struct IgnoreDifference {
     /// RFC 6901 JSON pointers of ignored fields (`/spec/replicas`; `~1` escapes `/`).
     #[serde(default)]
     pub json_pointers: Vec<Spanned<String>>,
+    /// jq expressions selecting ignored fields
+    /// (`.spec.template.spec.containers[] | select(.name == "istio-proxy")`).
+    #[serde(default)]
+    pub jq_path_expressions: Vec<Spanned<String>>,
+    /// Field managers whose fields (per the live object's `managedFields`) are ignored,
+    /// e.g. `kube-controller-manager` for replicas an HPA sets.
+    #[serde(default)]
+    pub managed_fields_managers: Vec<String>,
 }
 
 /// An application: `path` of `repository` at `revision`, reconciled into `namespace`.
@@ -170,6 +179,9 @@ pub struct Application {
     pub namespace: Spanned<String>,
     /// Name of an [`Environment`].
     pub environment: Spanned<String>,
+    /// Ignore rules of this application, added to its environment's.
+    #[serde(default)]
+    pub ignore_differences: Vec<IgnoreDifference>,
 }
 
 fn default_revision() -> Spanned<String> {

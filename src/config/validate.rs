@@ -86,13 +86,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
             }
         }
-        for rule in &e.ignore_differences {
-            for p in &rule.json_pointers {
-                if !(p.value.is_empty() || p.value.starts_with('/')) {
-                    problem(line(p), format!("jsonPointer `{}` must start with `/` (RFC 6901)", p.value));
-                }
-            }
-        }
+        check_ignore_rules(&e.ignore_differences, &mut problem);
     }
 
     let mut apps = HashSet::new();
@@ -127,6 +121,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 ),
             );
         }
+        check_ignore_rules(&a.ignore_differences, &mut problem);
         if !is_dns_label(&a.namespace.value) {
             problem(
                 line(&a.namespace),
@@ -138,6 +133,27 @@ pub fn validate(config: &Config) -> Vec<Problem> {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
     out
+}
+
+fn check_ignore_rules(rules: &[super::IgnoreDifference], problem: &mut impl FnMut(u32, String)) {
+    let line = |s: &Spanned<String>| s.referenced.line() as u32;
+    for rule in rules {
+        for g in rule.group.iter().chain(std::iter::once(&rule.kind)) {
+            if let Err(e) = globset::Glob::new(g) {
+                problem(0, format!("ignoreDifferences: `{g}` is not a valid glob: {e}"));
+            }
+        }
+        for p in &rule.json_pointers {
+            if !(p.value.is_empty() || p.value.starts_with('/')) {
+                problem(line(p), format!("jsonPointer `{}` must start with `/` (RFC 6901)", p.value));
+            }
+        }
+        for q in &rule.jq_path_expressions {
+            if let Err(e) = crate::compare::jq::JqPath::compile(&q.value) {
+                problem(line(q), e);
+            }
+        }
+    }
 }
 
 /// RFC 1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
