@@ -333,7 +333,10 @@ impl Context {
             };
             match listed {
                 Ok(objs) => {
-                    for o in objs.iter().filter(|o| tracking::is_owned_by(o, name)) {
+                    for o in objs
+                        .iter()
+                        .filter(|o| tracking::is_owned_by(o, name, self.config.settings.installation_id.as_deref()))
+                    {
                         let Some(key) = ObjectKey::of(o) else {
                             continue;
                         };
@@ -499,7 +502,7 @@ impl Context {
         let Some(key) = ObjectKey::of(&obj) else {
             return unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity"));
         };
-        tracking::stamp(&mut obj, app, &key);
+        tracking::stamp(&mut obj, app, &key, self.config.settings.installation_id.as_deref());
         let cached = self.live.as_ref().and_then(|c| c.get(&kind, &key)).flatten();
         let live = match cached {
             Some(l) => Some(l),

@@ -69,16 +69,30 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// Whether live object `obj` is owned by application `app`: its tracking-id names `app`
-/// and the object's own group, kind, namespace and name.
-pub fn is_owned_by(obj: &Value, app: &str) -> bool {
-    let Some(key) = ObjectKey::of(obj) else {
+/// Annotation naming the plumb installation that applied an object (set only when
+/// `settings.installationId` is configured).
+pub const INSTALLATION_ANNOTATION: &str = "plumb.dev/installation-id";
+
+/// Whether live object `obj` is owned by application `app` of installation
+/// `installation`: its tracking-id names `app` and the object's own group, kind,
+/// namespace and name, and its installation id (if any) is ours. A cluster-scoped
+/// object whose id carries a namespace is still recognised (ids written by tools that
+/// put the application's namespace there).
+pub fn is_owned_by(obj: &Value, app: &str, installation: Option<&str>) -> bool {
+    let Some(key) = ObjectKey::of(obj) else { return false };
+    let ann = obj.pointer("/metadata/annotations");
+    let theirs = ann.and_then(|a| a.get(INSTALLATION_ANNOTATION)).and_then(Value::as_str);
+    if theirs.is_some() && theirs != installation {
         return false;
-    };
-    obj.pointer("/metadata/annotations")
-        .and_then(|a| a.get(TRACKING_ANNOTATION))
-        .and_then(Value::as_str)
-        .is_some_and(|id| id == key.tracking_id(app))
+    }
+    let Some(id) = ann.and_then(|a| a.get(TRACKING_ANNOTATION)).and_then(Value::as_str) else { return false };
+    if id == key.tracking_id(app) {
+        return true;
+    }
+    key.namespace.is_empty()
+        && id.rsplit_once('/').is_some_and(|(head, name)| {
+            name == key.name && head.starts_with(&format!("{app}:{}/{}:", key.group, key.kind))
+        })
 }
 
 /// The application named by an object's tracking-id, if any (whether or not the id
@@ -87,14 +101,18 @@ pub fn tracked_app(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/annotations")?.get(TRACKING_ANNOTATION)?.as_str()?.split_once(':').map(|(a, _)| a)
 }
 
-/// Sets the tracking annotation and the app label on a desired object.
-pub fn stamp(obj: &mut Value, app: &str, key: &ObjectKey) {
+/// Sets the tracking annotation, the app label and (when configured) the installation
+/// id on a desired object.
+pub fn stamp(obj: &mut Value, app: &str, key: &ObjectKey, installation: Option<&str>) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
     let ann = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
     if let Some(a) = ann.as_object_mut() {
         a.insert(TRACKING_ANNOTATION.into(), Value::String(key.tracking_id(app)));
+        if let Some(i) = installation {
+            a.insert(INSTALLATION_ANNOTATION.into(), Value::String(i.into()));
+        }
     }
     let labels = meta.entry("labels").or_insert_with(|| Value::Object(Default::default()));
     if let Some(l) = labels.as_object_mut() {
@@ -118,11 +136,19 @@ mod tests {
 
     #[test]
     fn ownership_needs_app_and_self_reference() {
-        assert!(is_owned_by(&cm("lab", "cfg", Some("web:/ConfigMap:lab/cfg")), "web"));
-        assert!(!is_owned_by(&cm("lab", "cfg", Some("api:/ConfigMap:lab/cfg")), "web"), "other app");
-        assert!(!is_owned_by(&cm("lab", "copy", Some("web:/ConfigMap:lab/cfg")), "web"), "copied id");
-        assert!(!is_owned_by(&cm("other", "cfg", Some("web:/ConfigMap:lab/cfg")), "web"), "other namespace");
-        assert!(!is_owned_by(&cm("lab", "cfg", None), "web"), "untracked");
+        assert!(is_owned_by(&cm("lab", "cfg", Some("web:/ConfigMap:lab/cfg")), "web", None));
+        assert!(!is_owned_by(&cm("lab", "cfg", Some("api:/ConfigMap:lab/cfg")), "web", None), "other app");
+        assert!(!is_owned_by(&cm("lab", "copy", Some("web:/ConfigMap:lab/cfg")), "web", None), "copied id");
+        assert!(!is_owned_by(&cm("other", "cfg", Some("web:/ConfigMap:lab/cfg")), "web", None), "other namespace");
+        assert!(!is_owned_by(&cm("lab", "cfg", None), "web", None), "untracked");
+        let mut other = cm("lab", "cfg", Some("web:/ConfigMap:lab/cfg"));
+        other["metadata"]["annotations"][INSTALLATION_ANNOTATION] = "east".into();
+        assert!(!is_owned_by(&other, "web", None), "another installation");
+        assert!(!is_owned_by(&other, "web", Some("west")), "another installation");
+        assert!(is_owned_by(&other, "web", Some("east")));
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "reader", "annotations": {TRACKING_ANNOTATION: "web:rbac.authorization.k8s.io/ClusterRole:shop/reader"}}});
+        assert!(is_owned_by(&role, "web", None), "cluster-scoped with a namespace in the id");
     }
 
     #[test]
@@ -139,8 +165,8 @@ mod tests {
         let mut d =
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "lab"}});
         let key = ObjectKey::of(&d).expect("key");
-        stamp(&mut d, "web", &key);
-        assert!(is_owned_by(&d, "web"));
+        stamp(&mut d, "web", &key, None);
+        assert!(is_owned_by(&d, "web", None));
         assert_eq!(d["metadata"]["labels"][APP_LABEL], "web");
         assert_eq!(tracked_app(&d), Some("web"));
     }

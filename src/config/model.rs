@@ -44,11 +44,19 @@ pub struct Settings {
     /// Largest webhook body accepted, in bytes (default 25 MiB, GitHub's own cap).
     #[serde(default = "default_max_body")]
     pub webhook_max_body_bytes: usize,
+    /// Distinguishes plumb instances sharing a cluster: stamped on every applied object
+    /// (`plumb.dev/installation-id`); objects carrying another id are never touched.
+    #[serde(default)]
+    pub installation_id: Option<String>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { status_namespace: default_status_namespace(), webhook_max_body_bytes: default_max_body() }
+        Self {
+            status_namespace: default_status_namespace(),
+            webhook_max_body_bytes: default_max_body(),
+            installation_id: None,
+        }
     }
 }
 
