@@ -145,7 +145,8 @@ impl Cluster {
         Ok(obj.map(to_value))
     }
 
-    /// Server-side apply of `obj` as field manager `plumb`, forcing conflicts; with
+    /// Server-side apply of `obj` as field manager `plumb`, forcing conflicts, with strict
+    /// field validation (an unknown field is an error naming it, never silently dropped); with
     /// `dry_run` nothing is persisted and the answer is what the object would become.
     ///
     /// # Errors
@@ -153,7 +154,7 @@ impl Cluster {
     /// immutable field, …).
     pub async fn apply(&self, kind: &Kind, key: &ObjectKey, obj: &Value, dry_run: bool) -> Result<Value, Error> {
         self.count(!dry_run);
-        let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+        let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
         if dry_run {
             pp = pp.dry_run();
         }

@@ -77,10 +77,35 @@ pub struct Context {
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     watch_token: tokio_util::sync::CancellationToken,
     dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
+    heal: Mutex<HashMap<String, HealState>>,
 }
 
 /// A remembered dry-run: valid while neither the applied configuration nor the live
 /// object (resourceVersion) changed.
+/// selfHeal bookkeeping of one application at one revision.
+struct HealState {
+    revision: String,
+    /// Hash of the drift the last attempt reverted.
+    drift: u64,
+    attempts: u32,
+    next: tokio::time::Instant,
+    /// Set when the same drift came back right after a successful revert.
+    stuck: Option<String>,
+    /// Whether the last attempt's sync failed (then the same drift is retried with
+    /// backoff instead of being called non-converging).
+    failed: bool,
+}
+
+/// Wait before selfHeal attempt `n` (1-based): none, then 2 s ×3 each time, capped at
+/// 300 s (Argo CD's defaults: 2, 6, 18, 54, 162, 300 s).
+pub fn heal_backoff(attempt: u32) -> std::time::Duration {
+    if attempt <= 1 {
+        return std::time::Duration::ZERO;
+    }
+    let secs = 2u64.saturating_mul(3u64.saturating_pow(attempt - 2));
+    std::time::Duration::from_secs(secs.min(300))
+}
+
 struct DryRun {
     apply_hash: u64,
     live_version: String,
@@ -157,7 +182,102 @@ impl Context {
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
             dry_runs: Mutex::default(),
+            heal: Mutex::default(),
         }
+    }
+
+    fn forget_heal(&self, app: &str) {
+        if let Ok(mut h) = self.heal.lock() {
+            h.remove(app);
+        }
+    }
+
+    fn heal_condition(&self, app: &str) -> Option<Condition> {
+        let h = self.heal.lock().ok()?;
+        let state = h.get(app)?;
+        if let Some(stuck) = &state.stuck {
+            return Some(Condition { type_: "NonConverging".into(), message: stuck.clone() });
+        }
+        let now = tokio::time::Instant::now();
+        (state.next > now).then(|| Condition {
+            type_: "SelfHealBackoff".into(),
+            message: format!(
+                "selfHeal attempt {} in {}s (backoff 2 s ×3, capped at 300 s)",
+                state.attempts + 1,
+                (state.next - now).as_secs()
+            ),
+        })
+    }
+
+    /// Whether a selfHeal sync may run now. Holds it back during the backoff, and for
+    /// good when the very drift the last attempt reverted came straight back at the same
+    /// revision (a mutating webhook, another controller, or a field the server drops):
+    /// re-applying would fight forever, so the application gets a NonConverging
+    /// condition naming the fields, their manager, and the ignore rule that would end it.
+    fn self_heal_gate(&self, app: &str, st: &AppStatus, compared: &[Compared]) -> Option<SyncReason> {
+        let drifted: Vec<&Compared> = compared.iter().filter(|c| c.sync == SyncStatus::OutOfSync).collect();
+        let mut hasher = std::hash::DefaultHasher::new();
+        for c in &drifted {
+            std::hash::Hash::hash(&c.key, &mut hasher);
+            for d in &c.diff.differences {
+                std::hash::Hash::hash(&d.path, &mut hasher);
+                std::hash::Hash::hash(&d.desired.as_ref().map(ToString::to_string), &mut hasher);
+            }
+        }
+        let drift = std::hash::Hasher::finish(&hasher);
+        let now = tokio::time::Instant::now();
+        let mut heal = self.heal.lock().ok()?;
+        let state = heal.entry(app.to_string()).or_insert_with(|| HealState {
+            revision: st.revision.clone(),
+            drift: 0,
+            attempts: 0,
+            next: now,
+            stuck: None,
+            failed: false,
+        });
+        if state.revision != st.revision {
+            *state = HealState {
+                revision: st.revision.clone(),
+                drift: 0,
+                attempts: 0,
+                next: now,
+                stuck: None,
+                failed: false,
+            };
+        }
+        if state.stuck.is_some() && state.drift == drift {
+            return None;
+        }
+        if state.attempts > 0 && state.drift == drift && !state.failed {
+            let mut what = Vec::new();
+            for c in &drifted {
+                for d in &c.diff.differences {
+                    let by = d.manager.as_ref().map_or_else(
+                        || "an unknown writer (the server or a mutating webhook)".to_string(),
+                        |m| m.manager.clone(),
+                    );
+                    what.push(format!(
+                        "{} {} keeps changing (by {by}); to leave it to its owner add ignoreDifferences {{group: \"{}\", kind: {}, name: {}, jsonPointers: [\"{}\"]}}",
+                        c.key, d.path, c.key.group, c.key.kind, c.key.name, d.path
+                    ));
+                }
+            }
+            state.stuck = Some(format!(
+                "selfHeal stopped: the same drift came back right after it was reverted at {}: {}",
+                &st.revision[..st.revision.len().min(7)],
+                what.join("; ")
+            ));
+            tracing::warn!(app, "{}", state.stuck.as_deref().unwrap_or(""));
+            return None;
+        }
+        if now < state.next {
+            return None;
+        }
+        state.attempts += 1;
+        state.drift = drift;
+        state.stuck = None;
+        state.next = now + heal_backoff(state.attempts + 1);
+        Some(SyncReason::SelfHeal)
     }
 
     /// Reads live objects from watches (see [`crate::watch`]) instead of per-pass GETs
@@ -402,6 +522,22 @@ impl Context {
             Mode::Manual { .. } => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true),
             Mode::Policy => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, false),
         };
+        let reason = match reason {
+            Some(SyncReason::SelfHeal) => self.self_heal_gate(name, &st, &compared),
+            Some(r) => {
+                self.forget_heal(name);
+                Some(r)
+            }
+            None => {
+                if st.sync == SyncStatus::Synced {
+                    self.forget_heal(name);
+                }
+                None
+            }
+        };
+        if let Some(c) = self.heal_condition(name) {
+            st.conditions.push(c);
+        }
         let prune = match mode {
             Mode::Manual { prune } => prune,
             _ => env.sync_policy.prune,
@@ -417,11 +553,19 @@ impl Context {
                 .collect();
             let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
             let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty);
+            let heal = reason == SyncReason::SelfHeal;
             let rec =
                 self.execute(&mut st, &snapshot, reason, &p, &compared, &orphans, &compare_errors, &started_at).await;
             for k in &compared {
                 if let (Some(_), Some(av)) = (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str)) {
                     kinds.insert((av.to_string(), k.key.kind.clone()));
+                }
+            }
+            if heal {
+                if let Ok(mut h) = self.heal.lock() {
+                    if let Some(state) = h.get_mut(name) {
+                        state.failed = rec.result != SyncResult::Succeeded;
+                    }
                 }
             }
             record = Some(rec);
@@ -807,6 +951,17 @@ impl Context {
     /// [`Error::Status`].
     pub async fn history(&self, app: &str) -> Result<Vec<SyncRecord>, Error> {
         Ok(self.store.load(app).await?.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heal_backoff;
+
+    #[test]
+    fn self_heal_backoff_is_2s_times_3_capped_at_300s() {
+        let secs: Vec<u64> = (1..=8).map(|n| heal_backoff(n).as_secs()).collect();
+        assert_eq!(secs, [0, 2, 6, 18, 54, 162, 300, 300]);
     }
 }
 

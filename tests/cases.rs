@@ -79,13 +79,16 @@ async fn argocd_01_and_flux_10_equivalent_quantities_and_defaults_are_not_drift(
         let (_lab, ctx) = setup(app, ns, &[("desired.yaml", desired)], AUTO).await;
         let first = pass(&ctx, app).await;
         assert!(first.sync.as_ref().is_some_and(|r| r.applied.len() == 1), "{case}: created: {:?}", first.status);
-        let rv = resource_version(ns, &format!("deployment/{deploy}"));
+        // (the Deployment controller keeps writing status, so resourceVersion moves; the
+        // spec's generation and plumb's own write count must not)
+        let generation = || kubectl(&["-n", ns, "get", "deployment", deploy, "-o", "jsonpath={.metadata.generation}"]);
+        let (g, writes) = (generation(), ctx.cluster.requests().1);
         for i in 0..3 {
             let r = pass(&ctx, app).await;
             assert_eq!(r.status.sync, SyncStatus::Synced, "{case} pass {i}: {:?}", r.status.resources);
             assert!(r.sync.is_none(), "{case}: no second apply for the same revision");
         }
-        assert_eq!(resource_version(ns, &format!("deployment/{deploy}")), rv, "{case}: no write after the first sync");
+        assert_eq!((generation(), ctx.cluster.requests().1), (g, writes), "{case}: no write after the first sync");
     }
 }
 
@@ -307,4 +310,122 @@ async fn argocd_10_tracking_ids_must_name_the_object_itself() {
     let r = pass(&ctx, app).await;
     assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status.resources);
     assert_eq!(r.status.resources.len(), 2, "Service and ClusterRole: {:?}", r.status.resources);
+}
+
+/// argocd-06: a field the server does not know. Strict field validation turns it into a
+/// failed sync naming the field (never "succeeded but still OutOfSync", never a loop);
+/// the next commit without it syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_06_unknown_field_fails_the_sync_naming_the_field() {
+    let ns = "case-a06";
+    let desired = case_file("argocd-06", "desired.yaml").replace("namespace: demo-f", &format!("namespace: {ns}"));
+    assert!(desired.contains("randomField"));
+    let (lab, ctx) = setup("case-argocd-06", ns, &[("desired.yaml", desired.clone())], AUTO).await;
+    let r = pass(&ctx, "case-argocd-06").await;
+    let rec = r.sync.expect("a sync was attempted");
+    assert_eq!(rec.result, plumb::status::SyncResult::Failed);
+    assert!(rec.message.contains("randomField"), "{}", rec.message);
+    assert!(r.status.conditions.iter().any(|c| c.type_ == "SyncError" && c.message.contains("randomField")));
+    assert_eq!(r.status.synced_revision, "", "nothing runs from R1");
+    lab.repo.write("app/desired.yaml", &desired.replace("          randomField: randomValue\n", "")).unwrap();
+    let r2 = lab.repo.commit("drop randomField").unwrap();
+    let r = pass(&ctx, "case-argocd-06").await;
+    assert!(r.sync.is_some_and(|s| s.result == plumb::status::SyncResult::Succeeded));
+    let r = pass(&ctx, "case-argocd-06").await;
+    assert_eq!((r.status.sync, r.status.synced_revision.as_str()), (SyncStatus::Synced, r2.as_str()));
+}
+
+fn flux_02_desired(ns: &str) -> String {
+    // The case's HorizontalPodAutoscaler is left out: the test plays the HPA itself
+    // (kube-controller-manager writing replicas through the scale subresource), so the
+    // outcome does not depend on metrics the lab cannot serve.
+    let text = case_file("flux-02", "desired.yaml").replace("namespace: shop", &format!("namespace: {ns}"));
+    text.split("\n---").next().unwrap().to_string()
+}
+
+/// Sets replicas to 5 through the scale subresource as kube-controller-manager, whenever
+/// they are not 5, until `stop` (like an HPA that disagrees with Git).
+async fn hpa(ns: &'static str, stop: tokio_util::sync::CancellationToken) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let client = control_plane().client().await.unwrap();
+    let api: kube::Api<Deployment> = kube::Api::namespaced(client, ns);
+    let pp = kube::api::PatchParams { field_manager: Some("kube-controller-manager".into()), ..Default::default() };
+    while !stop.is_cancelled() {
+        if let Ok(d) = api.get("cart-api").await {
+            if d.spec.and_then(|s| s.replicas) != Some(5) {
+                let _ = api
+                    .patch_scale(
+                        "cart-api",
+                        &pp,
+                        &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 5}})),
+                    )
+                    .await;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// flux-02 variant A: no ignore rule, an HPA keeps setting replicas. selfHeal reverts
+/// once, sees the same drift come straight back, stops, and says which field, which
+/// manager, and which ignore rule would end the fight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_02_a_self_heal_stops_fighting_another_controller() {
+    let ns = "case-f02a";
+    let (_lab, ctx) = setup("case-flux-02a", ns, &[("desired.yaml", flux_02_desired(ns))], AUTO).await;
+    pass(&ctx, "case-flux-02a").await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let fighter = tokio::spawn(hpa(ns, stop.clone()));
+    wait_for("the HPA scaled to 5", std::time::Duration::from_secs(20), || async {
+        (kubectl(&["-n", ns, "get", "deployment", "cart-api", "-o", "jsonpath={.spec.replicas}"]) == "5").then_some(())
+    })
+    .await;
+    let mut heals = 0;
+    let mut stuck = None;
+    for _ in 0..10 {
+        let r = pass(&ctx, "case-flux-02a").await;
+        heals += usize::from(r.sync.is_some());
+        if let Some(c) = r.status.conditions.iter().find(|c| c.type_ == "NonConverging") {
+            stuck = Some(c.message.clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    stop.cancel();
+    fighter.await.unwrap();
+    let stuck = stuck.expect("a NonConverging condition");
+    assert!(
+        stuck.contains("/spec/replicas")
+            && stuck.contains("kube-controller-manager")
+            && stuck.contains("ignoreDifferences"),
+        "{stuck}"
+    );
+    assert_eq!(heals, 1, "one revert, then plumb stops fighting");
+}
+
+/// flux-02 variants B and C: with `/spec/replicas` ignored (B) or removed from Git (C),
+/// the other manager's 5 stays, the app is Synced, and no apply conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_02_b_and_c_replicas_left_to_the_hpa() {
+    let ns = "case-f02b";
+    let env = format!(
+        "{AUTO}\n    ignoreDifferences:\n      - {{group: apps, kind: Deployment, name: cart-api, jsonPointers: [/spec/replicas]}}"
+    );
+    let (lab, ctx) = setup("case-flux-02b", ns, &[("desired.yaml", flux_02_desired(ns))], &env).await;
+    pass(&ctx, "case-flux-02b").await;
+    kubectl(&["-n", ns, "scale", "deployment", "cart-api", "--replicas=5"]);
+    let rv = resource_version(ns, "deployment/cart-api");
+    let r = pass(&ctx, "case-flux-02b").await;
+    assert_eq!(r.status.sync, SyncStatus::Synced, "B: {:?}", r.status.resources);
+    assert_eq!(resource_version(ns, "deployment/cart-api"), rv, "B: no PATCH");
+    // C: Git drops replicas (and the rule stays harmless)
+    lab.repo.write("app/desired.yaml", &flux_02_desired(ns).replace("  replicas: 2\n", "")).unwrap();
+    lab.repo.commit("replicas belong to the HPA").unwrap();
+    let r = pass(&ctx, "case-flux-02b").await;
+    assert!(r.sync.as_ref().is_none_or(|s| s.result == plumb::status::SyncResult::Succeeded), "C: {:?}", r.sync);
+    assert_eq!(
+        kubectl(&["-n", ns, "get", "deployment", "cart-api", "-o", "jsonpath={.spec.replicas}"]),
+        "5",
+        "C: value stays"
+    );
+    assert_eq!(pass(&ctx, "case-flux-02b").await.status.sync, SyncStatus::Synced);
 }
