@@ -67,6 +67,7 @@ pub struct Cluster {
     discovery: RwLock<Discovery>,
     requests: std::sync::atomic::AtomicU64,
     writes: std::sync::atomic::AtomicU64,
+    dry_runs: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -80,7 +81,14 @@ impl Cluster {
         let reporter =
             kube::runtime::events::Reporter { controller: "plumb".into(), instance: std::env::var("HOSTNAME").ok() };
         let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
-        Ok(Self { client, recorder, discovery: RwLock::new(discovery), requests: 1.into(), writes: 0.into() })
+        Ok(Self {
+            client,
+            recorder,
+            discovery: RwLock::new(discovery),
+            requests: 1.into(),
+            writes: 0.into(),
+            dry_runs: 0.into(),
+        })
     }
 
     /// The client.
@@ -89,10 +97,16 @@ impl Cluster {
     }
 
     /// Requests sent through this adapter so far (gets, lists, dry-runs, applies,
-    /// deletes, discovery), and how many of them were writes (applies and deletes).
+    /// deletes, events, discovery), and how many of them were writes (applies, deletes,
+    /// events).
     pub fn requests(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.requests.load(Relaxed), self.writes.load(Relaxed))
+    }
+
+    /// Server-side-apply dry-runs sent so far.
+    pub fn dry_runs(&self) -> u64 {
+        self.dry_runs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn count(&self, write: bool) {
@@ -157,6 +171,7 @@ impl Cluster {
         let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
         if dry_run {
             pp = pp.dry_run();
+            self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let out = self
             .api(kind, &key.namespace)

@@ -78,6 +78,10 @@ pub struct Context {
     watch_token: tokio_util::sync::CancellationToken,
     dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
     heal: Mutex<HashMap<String, HealState>>,
+    /// Comparison results by object: (manifest hash, live resourceVersion, result).
+    compared: Mutex<HashMap<ObjectKey, (u64, String, Arc<Compared>)>>,
+    /// Rendered manifests by application: (revision, path, manifests).
+    rendered: Mutex<HashMap<String, (String, String, Vec<render::Manifest>)>>,
 }
 
 /// A remembered dry-run: valid while neither the applied configuration nor the live
@@ -183,6 +187,8 @@ impl Context {
             watch_token: tokio_util::sync::CancellationToken::new(),
             dry_runs: Mutex::default(),
             heal: Mutex::default(),
+            compared: Mutex::default(),
+            rendered: Mutex::default(),
         }
     }
 
@@ -214,8 +220,8 @@ impl Context {
     /// revision (a mutating webhook, another controller, or a field the server drops):
     /// re-applying would fight forever, so the application gets a NonConverging
     /// condition naming the fields, their manager, and the ignore rule that would end it.
-    fn self_heal_gate(&self, app: &str, st: &AppStatus, compared: &[Compared]) -> Option<SyncReason> {
-        let drifted: Vec<&Compared> = compared.iter().filter(|c| c.sync == SyncStatus::OutOfSync).collect();
+    fn self_heal_gate(&self, app: &str, st: &AppStatus, compared: &[Arc<Compared>]) -> Option<SyncReason> {
+        let drifted: Vec<&Arc<Compared>> = compared.iter().filter(|c| c.sync == SyncStatus::OutOfSync).collect();
         let mut hasher = std::hash::DefaultHasher::new();
         for c in &drifted {
             std::hash::Hash::hash(&c.key, &mut hasher);
@@ -396,8 +402,19 @@ impl Context {
         };
         st.revision = snapshot.revision.clone();
         st.subject = snapshot.subject.clone();
-        let manifests = match render::render(&snapshot.files) {
-            Ok(m) => m,
+        let t_source = started.elapsed();
+        let memo = self.rendered.lock().ok().and_then(|m| {
+            m.get(name)
+                .filter(|(rev, p, _)| *rev == snapshot.revision && *p == app.path.value)
+                .map(|(_, _, v)| v.clone())
+        });
+        let manifests = match memo.map_or_else(|| render::render(&snapshot.files), Ok) {
+            Ok(m) => {
+                if let Ok(mut r) = self.rendered.lock() {
+                    r.insert(name.to_string(), (snapshot.revision.clone(), app.path.value.clone(), m.clone()));
+                }
+                m
+            }
             Err(e) => {
                 return self
                     .finish_early(
@@ -420,7 +437,8 @@ impl Context {
         for m in manifests {
             jobs.push(self.compare_one(name, &namespace, &rules, m.object, m.source).boxed());
         }
-        let compared: Vec<Compared> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        let compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        let t_compare = started.elapsed();
         let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut compare_errors: Vec<String> = compared
             .iter()
@@ -448,7 +466,19 @@ impl Context {
                 }
             };
             let listed = match self.live.as_ref().and_then(|c| c.list_app(&kind, name)) {
-                Some(objs) => Ok(objs),
+                Some(objs) => Ok(objs
+                    .iter()
+                    .filter(|o| {
+                        let key = ObjectKey {
+                            group: kind.resource.group.clone(),
+                            kind: kind.resource.kind.clone(),
+                            namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                            name: o.metadata.name.clone().unwrap_or_default(),
+                        };
+                        !desired_keys.contains(&key)
+                    })
+                    .map(|o| crate::watch::with_types(o, &kind))
+                    .collect()),
                 None => self.cluster.list_app(&kind, name).await,
             };
             match listed {
@@ -457,9 +487,7 @@ impl Context {
                         .iter()
                         .filter(|o| tracking::is_owned_by(o, name, self.config.settings.installation_id.as_deref()))
                     {
-                        let Some(key) = ObjectKey::of(o) else {
-                            continue;
-                        };
+                        let Some(key) = ObjectKey::of(o) else { continue };
                         if desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key) {
                             continue;
                         }
@@ -471,6 +499,8 @@ impl Context {
             }
         }
 
+        let t_orphans = started.elapsed();
+        tracing::debug!(app = name, ?t_source, ?t_compare, ?t_orphans, objects = compared.len(), "pass stages");
         // 4. status and health
         let mut resources = Vec::new();
         for c in &compared {
@@ -609,7 +639,7 @@ impl Context {
         rules: &IgnoreRules,
         mut obj: Value,
         source: String,
-    ) -> Compared {
+    ) -> Arc<Compared> {
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let unknown = |key: ObjectKey, obj: Value, kind: Option<Kind>, reason: String| Compared {
@@ -631,7 +661,7 @@ impl Context {
             Ok(k) => k,
             Err(e) => {
                 let key = ObjectKey::of(&obj).unwrap_or_default_key();
-                return unknown(key, obj, None, format!("{e} ({source})"));
+                return Arc::new(unknown(key, obj, None, format!("{e} ({source})")));
             }
         };
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -644,21 +674,33 @@ impl Context {
             }
         }
         let Some(key) = ObjectKey::of(&obj) else {
-            return unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity"));
+            return Arc::new(unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity")));
         };
         tracking::stamp(&mut obj, app, &key, self.config.settings.installation_id.as_deref());
-        let cached = self.live.as_ref().and_then(|c| c.get(&kind, &key)).flatten();
+        // Same manifest and same live resourceVersion as last time: same answer.
+        let manifest_hash = crate::watch::value_hash(&obj);
+        let cached = self.live.as_ref().and_then(|c| c.get_arc(&kind, &key)).flatten();
+        let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
+        if let Some(rv) = &live_rv {
+            let memo = self.compared.lock().ok().and_then(|m| {
+                m.get(&key).filter(|(h, r, _)| *h == manifest_hash && r == rv).map(|(_, _, c)| c.clone())
+            });
+            if let Some(c) = memo {
+                return c;
+            }
+        }
+        let cached = cached.map(|o| crate::watch::with_types(&o, &kind));
         let live = match cached {
             Some(l) => Some(l),
             // not watched yet, or absent from the cache (it may exist without our label)
             None => match self.cluster.get(&kind, &key).await {
                 Ok(l) => l,
-                Err(e) => return unknown(key, obj, Some(kind), e.to_string()),
+                Err(e) => return Arc::new(unknown(key, obj, Some(kind), e.to_string())),
             },
         };
         let Some(live_obj) = live else {
             let desired = normalize(&obj);
-            return Compared {
+            return Arc::new(Compared {
                 diff: ObjectDiff {
                     object: key.to_string(),
                     desired,
@@ -672,16 +714,18 @@ impl Context {
                 live: None,
                 sync: SyncStatus::OutOfSync,
                 reason: "missing".into(),
-            };
+            });
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
         let mut apply = obj;
         if let Err(e) = rules.prepare_apply(&key, &mut apply, &live_obj) {
-            return unknown(key, apply, Some(kind), e);
+            return Arc::new(unknown(key, apply, Some(kind), e));
         }
         let apply_hash = crate::watch::value_hash(&apply);
-        let live_version =
-            live_obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        // keyed by the live content without status: a controller writing status does not
+        // invalidate the dry-run
+        let normalized_live = normalize(&live_obj);
+        let live_version = crate::watch::value_hash(&normalized_live).to_string();
         let remembered = self.dry_runs.lock().ok().and_then(|m| {
             m.get(&key)
                 .filter(|d| d.apply_hash == apply_hash && d.live_version == live_version)
@@ -692,11 +736,11 @@ impl Context {
             None => {
                 let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
                     Ok(d) => d,
-                    Err(e) => return unknown(key, apply, Some(kind), e.to_string()),
+                    Err(e) => return Arc::new(unknown(key, apply, Some(kind), e.to_string())),
                 };
                 let mut desired = normalize(&dry);
                 if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
-                    return unknown(key, apply, Some(kind), e);
+                    return Arc::new(unknown(key, apply, Some(kind), e));
                 }
                 if let Ok(mut m) = self.dry_runs.lock() {
                     m.insert(key.clone(), DryRun { apply_hash, live_version, desired: desired.clone() });
@@ -704,9 +748,9 @@ impl Context {
                 desired
             }
         };
-        let mut live_n = normalize(&live_obj);
+        let mut live_n = normalized_live;
         if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
-            return unknown(key, apply, Some(kind), e);
+            return Arc::new(unknown(key, apply, Some(kind), e));
         }
         let mut differences = compare::diff(&desired, &live_n);
         for d in &mut differences {
@@ -718,7 +762,7 @@ impl Context {
             let what: Vec<String> = differences.iter().map(compare::Difference::describe).collect();
             (SyncStatus::OutOfSync, format!("differs at {}", what.join("; ")))
         };
-        Compared {
+        let result = Arc::new(Compared {
             diff: ObjectDiff {
                 object: key.to_string(),
                 desired,
@@ -732,7 +776,11 @@ impl Context {
             live: Some(live_obj),
             sync,
             reason,
+        });
+        if let (Some(rv), Ok(mut m)) = (live_rv, self.compared.lock()) {
+            m.insert(result.key.clone(), (manifest_hash, rv, result.clone()));
         }
+        result
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -742,7 +790,7 @@ impl Context {
         snapshot: &source::Snapshot,
         reason: SyncReason,
         p: &plan::Plan,
-        compared: &[Compared],
+        compared: &[Arc<Compared>],
         orphans: &[(PruneCandidate, Kind)],
         compare_errors: &[String],
         started_at: &str,

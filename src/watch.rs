@@ -112,15 +112,24 @@ impl LiveCache {
         Some(store.get(&r).map(|o| with_types(&o, kind)))
     }
 
+    /// Like [`LiveCache::get`], without converting: the cached object itself.
+    pub fn get_arc(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<std::sync::Arc<DynamicObject>>> {
+        let store = self.store(kind)?;
+        let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
+        if kind.namespaced {
+            r = r.within(&key.namespace);
+        }
+        Some(store.get(&r))
+    }
+
     /// Every cached object of `kind` labelled for `app`; `None` when not ready.
-    pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<Value>> {
+    pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<std::sync::Arc<DynamicObject>>> {
         let store = self.store(kind)?;
         Some(
             store
                 .state()
                 .into_iter()
                 .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).is_some_and(|a| a == app))
-                .map(|o| with_types(&o, kind))
                 .collect(),
         )
     }
@@ -136,7 +145,8 @@ impl LiveCache {
     }
 }
 
-fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
+/// A cached object as JSON, with its apiVersion and kind.
+pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
     let mut o = obj.clone();
     o.types =
         Some(kube::core::TypeMeta { api_version: kind.resource.api_version.clone(), kind: kind.resource.kind.clone() });

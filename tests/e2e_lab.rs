@@ -158,6 +158,7 @@ async fn the_lab_scenario() {
     })
     .await;
     assert_eq!(resource_versions(NAMESPACE), rv_before, "a pass with nothing to do must not write");
+    assert_eq!(plumb.ctx.cluster.requests().1, 0, "no write request at all after the restart");
     let history = plumb.ctx.history("web").await.unwrap();
     assert_eq!(history.iter().map(|r| r.revision.as_str()).collect::<Vec<_>>(), [c2.as_str(), c1.as_str()]);
 

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 /// The control plane shared by every test of this binary (started on first use; its
 /// components die with the test process).
 pub fn control_plane() -> &'static ControlPlane {
-    let _ = tracing_subscriber::fmt().with_env_filter("plumb=info").with_test_writer().try_init();
+    let filter = std::env::var("PLUMB_TEST_LOG").unwrap_or_else(|_| "plumb=info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
     static CP: OnceLock<ControlPlane> = OnceLock::new();
     CP.get_or_init(|| match ControlPlane::start(ControlPlaneOptions::default()) {
         Ok(cp) => cp,
