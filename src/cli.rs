@@ -77,6 +77,10 @@ enum Command {
         /// Print the plan; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Approve deleting objects that need it: `Prune=confirm`, PersistentVolumeClaims,
+        /// Namespaces, CustomResourceDefinitions.
+        #[arg(long)]
+        approve: bool,
     },
     /// Table of every application: environment, revision, sync, health, last sync.
     Status {
@@ -200,7 +204,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::from(u8::from(differs)))
         }
-        Command::Sync { app, cluster, prune, dry_run } => {
+        Command::Sync { app, cluster, prune, dry_run, approve } => {
             let ctx = context(&cluster, false).await?;
             let policy_prune = ctx
                 .config
@@ -209,7 +213,11 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 .find(|a| a.name.value == app)
                 .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
                 .is_some_and(|e| e.sync_policy.prune);
-            let mode = if dry_run { Mode::CompareOnly } else { Mode::Manual { prune: prune.unwrap_or(policy_prune) } };
+            let mode = if dry_run {
+                Mode::CompareOnly
+            } else {
+                Mode::Manual { prune: prune.unwrap_or(policy_prune), approve }
+            };
             let report = ctx.run_pass(&app, mode, None).await?;
             if dry_run {
                 for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {

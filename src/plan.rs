@@ -20,6 +20,8 @@ use crate::{config::SyncPolicy, tracking::ObjectKey};
 pub struct SyncOptions {
     /// `Prune=false`: never delete this object.
     pub prune_disabled: bool,
+    /// `Prune=confirm`: delete only with an explicit approval (`plumb sync APP --approve`).
+    pub prune_confirm: bool,
     /// `CreateNamespace=true`: create the destination namespace when missing.
     pub create_namespace: bool,
 }
@@ -47,7 +49,10 @@ impl SyncOptions {
         let mut out = Self::default();
         for opt in opts {
             match Self::parse_one(opt) {
-                Ok(("Prune", v)) => out.prune_disabled = v.eq_ignore_ascii_case("false"),
+                Ok(("Prune", v)) => {
+                    out.prune_disabled = v.eq_ignore_ascii_case("false");
+                    out.prune_confirm = v.eq_ignore_ascii_case("confirm");
+                }
                 Ok(("CreateNamespace", v)) => out.create_namespace = v.eq_ignore_ascii_case("true"),
                 _ => {}
             }
@@ -63,6 +68,21 @@ impl SyncOptions {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
         Self::parse(text.split(',').map(str::trim).filter(|s| !s.is_empty()))
+    }
+}
+
+/// The data-loss class of a kind, if deleting it can lose data that Git cannot bring
+/// back: PersistentVolumeClaims (volumes), Namespaces (everything inside) and
+/// CustomResourceDefinitions (every custom resource of that type). Objects of these
+/// classes are pruned only with an approval, as if annotated `Prune=confirm`.
+pub fn data_loss_class(group: &str, kind: &str) -> Option<&'static str> {
+    match (group, kind) {
+        ("", "PersistentVolumeClaim") => Some("PersistentVolumeClaim (its volume's data)"),
+        ("", "Namespace") => Some("Namespace (every object inside it)"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            Some("CustomResourceDefinition (every resource of that type)")
+        }
+        _ => None,
     }
 }
 
@@ -151,8 +171,16 @@ pub fn sync_reason(policy: &SyncPolicy, out_of_sync: bool, revision_changed: boo
 /// Plans a sync of `desired` (render output, compared) against the application's
 /// `orphans` (owned live objects not in `desired`).
 ///
-/// `prune` is the policy's switch (or the manual `--prune`); `allow_empty` the guard's.
-pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], prune: bool, allow_empty: bool) -> Plan {
+/// `prune` is the policy's switch (or the manual `--prune`); `allow_empty` the guard's;
+/// `approved` lets objects marked `Prune=confirm`, and the data-loss classes of
+/// [`data_loss_class`], be deleted.
+pub fn plan(
+    desired: &[DesiredItem],
+    orphans: &[PruneCandidate],
+    prune: bool,
+    allow_empty: bool,
+    approved: bool,
+) -> Plan {
     let mut p = Plan::default();
     if desired.is_empty() && !allow_empty {
         p.refused = Some(format!(
@@ -169,6 +197,13 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], prune: bool, al
             p.skipped.push((o.key.to_string(), "requires pruning (prune is off)".into()));
         } else if o.options.prune_disabled {
             p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
+        } else if !approved && (o.options.prune_confirm || data_loss_class(&o.key.group, &o.key.kind).is_some()) {
+            let why = data_loss_class(&o.key.group, &o.key.kind)
+                .map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+            p.skipped.push((
+                o.key.to_string(),
+                format!("prune needs approval ({why}): plumb sync APP --prune true --approve"),
+            ));
         } else {
             p.prune.push(o.clone());
         }
@@ -203,7 +238,7 @@ mod tests {
             item("", "Namespace", true),
             item("", "Service", true),
         ];
-        let p = plan(&d, &[], true, false);
+        let p = plan(&d, &[], true, false, false);
         assert_eq!(p.apply, [2, 3, 0]);
         assert!(p.refused.is_none());
     }
@@ -211,10 +246,10 @@ mod tests {
     #[test]
     fn empty_render_is_refused_unless_allowed() {
         let orphans = [orphan("ConfigMap", false)];
-        let p = plan(&[], &orphans, true, false);
+        let p = plan(&[], &orphans, true, false, false);
         assert!(p.refused.as_deref().is_some_and(|r| r.contains("allowEmpty")));
         assert!(p.prune.is_empty() && p.apply.is_empty());
-        let p = plan(&[], &orphans, true, true);
+        let p = plan(&[], &orphans, true, true, false);
         assert!(p.refused.is_none());
         assert_eq!(p.prune.len(), 1);
     }
@@ -223,15 +258,30 @@ mod tests {
     fn prune_switch_and_prune_false() {
         let orphans = [orphan("ConfigMap", false), orphan("PersistentVolumeClaim", true), orphan("Namespace", false)];
         let d = [item("", "ConfigMap", false)];
-        let off = plan(&d, &orphans, false, false);
+        let off = plan(&d, &orphans, false, false, false);
         assert!(off.prune.is_empty());
         assert_eq!(off.skipped.len(), 3);
-        let on = plan(&d, &orphans, true, false);
-        assert_eq!(on.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(), ["ConfigMap", "Namespace"]);
+        let on = plan(&d, &orphans, true, false, false);
+        assert_eq!(on.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(), ["ConfigMap"]);
         assert_eq!(
-            on.skipped,
-            [("PersistentVolumeClaim/lab/old".to_string(), "prune skipped: Prune=false".to_string())]
+            on.skipped[0],
+            ("PersistentVolumeClaim/lab/old".to_string(), "prune skipped: Prune=false".to_string())
         );
+        assert!(
+            on.skipped[1].0 == "Namespace/lab/old" && on.skipped[1].1.contains("data-loss class Namespace"),
+            "{:?}",
+            on.skipped
+        );
+        let approved = plan(&d, &orphans, true, false, true);
+        assert_eq!(
+            approved.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(),
+            ["ConfigMap", "Namespace"],
+            "Prune=false still wins"
+        );
+        let mut confirm = orphan("ConfigMap", false);
+        confirm.options.prune_confirm = true;
+        assert!(plan(&d, std::slice::from_ref(&confirm), true, false, false).prune.is_empty());
+        assert_eq!(plan(&d, &[confirm], true, false, true).prune.len(), 1);
     }
 
     #[test]
@@ -250,6 +300,7 @@ mod tests {
     #[test]
     fn options_parse() {
         assert!(SyncOptions::parse(["Prune=false"]).prune_disabled);
+        assert!(SyncOptions::parse(["Prune=confirm"]).prune_confirm);
         assert!(SyncOptions::parse(["CreateNamespace=true"]).create_namespace);
         assert!(SyncOptions::parse_one("Bogus=1").is_err());
         assert!(SyncOptions::parse_one("Prune").is_err());

@@ -54,6 +54,8 @@ pub enum Mode {
     Manual {
         /// Prune objects Git no longer declares.
         prune: bool,
+        /// Also prune objects that need approval (`Prune=confirm`, data-loss classes).
+        approve: bool,
     },
     /// Compare only; write nothing (`plumb diff`, `plumb sync --dry-run`).
     CompareOnly,
@@ -568,9 +570,9 @@ impl Context {
         if let Some(c) = self.heal_condition(name) {
             st.conditions.push(c);
         }
-        let prune = match mode {
-            Mode::Manual { prune } => prune,
-            _ => env.sync_policy.prune,
+        let (prune, approved) = match mode {
+            Mode::Manual { prune, approve } => (prune, approve),
+            _ => (env.sync_policy.prune, false),
         };
         let mut record = None;
         if let Some(reason) = reason {
@@ -582,7 +584,7 @@ impl Context {
                 .map(|c| DesiredItem { key: c.key.clone(), out_of_sync: c.sync != SyncStatus::Synced })
                 .collect();
             let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
-            let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty);
+            let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty, approved);
             let heal = reason == SyncReason::SelfHeal;
             let rec =
                 self.execute(&mut st, &snapshot, reason, &p, &compared, &orphans, &compare_errors, &started_at).await;

@@ -100,7 +100,7 @@ async fn flux_10_negative_controls_are_drift() {
     let desired = flux_10_desired(ns);
     let (lab, ctx) =
         setup("case-flux-10n", ns, &[("desired.yaml", desired.clone())], "    syncPolicy: {automated: false}").await;
-    let _ = ctx.run_pass("case-flux-10n", Mode::Manual { prune: false }, None).await.unwrap();
+    let _ = ctx.run_pass("case-flux-10n", Mode::Manual { prune: false, approve: false }, None).await.unwrap();
     kubectl(&[
         "-n",
         ns,
@@ -122,7 +122,7 @@ async fn flux_10_negative_controls_are_drift() {
     assert_eq!(d.differences[0].manager.as_ref().map(|m| m.manager.as_str()), Some("kubectl-edit"));
 
     // Git now sets terminationGracePeriodSeconds: 30 while live has the default.
-    let _ = ctx.run_pass("case-flux-10n", Mode::Manual { prune: false }, None).await.unwrap();
+    let _ = ctx.run_pass("case-flux-10n", Mode::Manual { prune: false, approve: false }, None).await.unwrap();
     kubectl(&[
         "-n",
         ns,
