@@ -181,6 +181,24 @@ impl Cluster {
         Ok(to_value(out))
     }
 
+    /// Replaces `metadata.managedFields` of an object (a JSON patch), e.g. to take over
+    /// the fields of client-side tools before a server-side apply.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn replace_managed_fields(&self, kind: &Kind, key: &ObjectKey, fields: &Value) -> Result<(), Error> {
+        self.count(true);
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            {"op": "replace", "path": "/metadata/managedFields", "value": fields}
+        ]))
+        .map_err(|e| Error::request("take over fields of", key, kube::Error::SerdeError(e)))?;
+        self.api(kind, &key.namespace)
+            .patch(&key.name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+            .map_err(|e| Error::request("take over fields of", key, e))?;
+        Ok(())
+    }
+
     /// Every object of `kind` labelled `plumb.dev/app=<app>`, in all namespaces.
     ///
     /// # Errors

@@ -170,6 +170,9 @@ struct Compared {
     sync: SyncStatus,
     reason: String,
     diff: ObjectDiff,
+    /// `managedFields` to install before applying: the takeover of fields held by
+    /// client-side tools (see [`compare::managers::takeover`]).
+    takeover: Option<Value>,
 }
 
 impl Context {
@@ -658,6 +661,7 @@ impl Context {
             live: None,
             sync: SyncStatus::Unknown,
             reason,
+            takeover: None,
         };
         let kind = match self.cluster.kind(&api_version, &kind_name).await {
             Ok(k) => k,
@@ -716,6 +720,7 @@ impl Context {
                 live: None,
                 sync: SyncStatus::OutOfSync,
                 reason: "missing".into(),
+                takeover: None,
             });
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
@@ -758,11 +763,36 @@ impl Context {
         for d in &mut differences {
             d.manager = compare::managers::owner_of(&live_obj, &d.path, crate::FIELD_MANAGER);
         }
-        let (sync, reason) = if differences.is_empty() {
-            (SyncStatus::Synced, String::new())
-        } else {
+        // Fields held by client-side tools: Git no longer declaring them would not remove
+        // them (SSA keeps another manager's fields), so plumb takes them over first.
+        let takeover = compare::managers::takeover(&live_obj, crate::FIELD_MANAGER);
+        let mut legacy_owner = None;
+        if takeover.is_some() {
+            for (tokens, owner) in compare::managers::legacy_paths(&live_obj, crate::FIELD_MANAGER) {
+                let pointer: String =
+                    tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+                legacy_owner.get_or_insert_with(|| owner.manager.clone());
+                if apply.pointer(&pointer).is_some()
+                    || pointer.ends_with("last-applied-configuration")
+                    || differences.iter().any(|d| d.path == pointer)
+                {
+                    continue;
+                }
+                differences.push(compare::Difference {
+                    desired: None,
+                    live: live_obj.pointer(&pointer).cloned(),
+                    path: pointer,
+                    manager: Some(owner),
+                });
+            }
+        }
+        let (sync, reason) = if !differences.is_empty() {
             let what: Vec<String> = differences.iter().map(compare::Difference::describe).collect();
             (SyncStatus::OutOfSync, format!("differs at {}", what.join("; ")))
+        } else if let Some(m) = legacy_owner {
+            (SyncStatus::OutOfSync, format!("fields held by {m} to be taken over by plumb"))
+        } else {
+            (SyncStatus::Synced, String::new())
         };
         let result = Arc::new(Compared {
             diff: ObjectDiff {
@@ -778,6 +808,7 @@ impl Context {
             live: Some(live_obj),
             sync,
             reason,
+            takeover,
         });
         if let (Some(rv), Ok(mut m)) = (live_rv, self.compared.lock()) {
             m.insert(result.key.clone(), (manifest_hash, rv, result.clone()));
@@ -911,7 +942,14 @@ impl Context {
 
     async fn apply_one(&self, c: &Compared, idx: usize) -> (usize, Result<Value, String>) {
         let res = match &c.kind {
-            Some(kind) => self.cluster.apply(kind, &c.key, &c.apply, false).await.map_err(|e| e.to_string()),
+            Some(kind) => {
+                if let Some(fields) = &c.takeover {
+                    if let Err(e) = self.cluster.replace_managed_fields(kind, &c.key, fields).await {
+                        return (idx, Err(e.to_string()));
+                    }
+                }
+                self.cluster.apply(kind, &c.key, &c.apply, false).await.map_err(|e| e.to_string())
+            }
             None => Err(c.reason.clone()),
         };
         (idx, res)

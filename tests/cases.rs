@@ -413,10 +413,11 @@ async fn flux_02_b_and_c_replicas_left_to_the_hpa() {
     let (lab, ctx) = setup("case-flux-02b", ns, &[("desired.yaml", flux_02_desired(ns))], &env).await;
     pass(&ctx, "case-flux-02b").await;
     kubectl(&["-n", ns, "scale", "deployment", "cart-api", "--replicas=5"]);
-    let rv = resource_version(ns, "deployment/cart-api");
+    // (the Deployment controller writes status, so compare plumb's writes, not resourceVersion)
+    let writes = ctx.cluster.requests().1;
     let r = pass(&ctx, "case-flux-02b").await;
     assert_eq!(r.status.sync, SyncStatus::Synced, "B: {:?}", r.status.resources);
-    assert_eq!(resource_version(ns, "deployment/cart-api"), rv, "B: no PATCH");
+    assert_eq!(ctx.cluster.requests().1, writes, "B: no PATCH");
     // C: Git drops replicas (and the rule stays harmless)
     lab.repo.write("app/desired.yaml", &flux_02_desired(ns).replace("  replicas: 2\n", "")).unwrap();
     lab.repo.commit("replicas belong to the HPA").unwrap();
@@ -428,4 +429,60 @@ async fn flux_02_b_and_c_replicas_left_to_the_hpa() {
         "C: value stays"
     );
     assert_eq!(pass(&ctx, "case-flux-02b").await.status.sync, SyncStatus::Synced);
+}
+
+/// flux-01: an object made with `kubectl apply` (client-side) and touched by
+/// `kubectl edit`: plumb takes the client-side managers' fields over, so the field and
+/// label Git does not declare are really removed; the next pass writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_01_fields_of_client_side_apply_are_taken_over() {
+    let ns = "case-f01";
+    let desired = case_file("flux-01", "desired.yaml").replace("namespace: shop", &format!("namespace: {ns}"));
+    let (lab, ctx) = setup("case-flux-01", ns, &[("desired.yaml", desired)], AUTO).await;
+    let old = lab.tmp.path().join("old.yaml");
+    std::fs::write(&old, format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cart-settings\n  namespace: {ns}\ndata:\n  mode: fast\n  legacy-flag: \"on\"\n")).unwrap();
+    kubectl(&["apply", "-f", old.to_str().unwrap()]);
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "configmap",
+        "cart-settings",
+        "--field-manager=kubectl-edit",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"hotfix":"true"}}}"#,
+    ]);
+
+    let r = ctx.run_pass("case-flux-01", Mode::CompareOnly, None).await.unwrap();
+    let d = r.diffs.iter().find(|d| d.object.starts_with("ConfigMap")).unwrap();
+    let paths: Vec<&str> = d.differences.iter().map(|d| d.path.as_str()).collect();
+    assert!(paths.contains(&"/data/legacy-flag") && paths.contains(&"/metadata/labels/hotfix"), "{paths:?}");
+    let r = pass(&ctx, "case-flux-01").await;
+    assert!(r.sync.is_some_and(|s| s.result == plumb::status::SyncResult::Succeeded));
+    let live: serde_json::Value = serde_json::from_str(&kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "configmap",
+        "cart-settings",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]))
+    .unwrap();
+    assert_eq!(live["data"], serde_json::json!({"mode": "fast"}));
+    assert!(live["metadata"]["labels"].get("hotfix").is_none(), "{}", live["metadata"]);
+    assert!(
+        live["metadata"]["annotations"].get("kubectl.kubernetes.io/last-applied-configuration").is_none(),
+        "{}",
+        live["metadata"]
+    );
+    let managers: Vec<&str> =
+        live["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|e| e["manager"].as_str()).collect();
+    assert_eq!(managers, ["plumb"], "only plumb's entry remains");
+    let writes = ctx.cluster.requests().1;
+    let r = pass(&ctx, "case-flux-01").await;
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status.resources);
+    assert_eq!(ctx.cluster.requests().1, writes, "the second pass sends no mutating request");
 }

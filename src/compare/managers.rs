@@ -113,6 +113,98 @@ fn collect(set: &Value, obj: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<S
     }
 }
 
+/// Field managers of imperative or client-side tools whose fields plumb takes over
+/// before its first server-side apply (Flux's list): without the takeover, a field Git
+/// removed would stay forever, owned by `kubectl-client-side-apply`.
+pub const LEGACY_MANAGERS: &[&str] = &["kubectl-client-side-apply", "kubectl-edit", "kubectl", "before-first-apply"];
+
+/// Annotation value that opts an object out of the takeover: `plumb.dev/ssa: Merge`.
+pub const SSA_ANNOTATION: &str = "plumb.dev/ssa";
+
+fn is_legacy(entry: &Value, ours: &str) -> bool {
+    let manager = entry.get("manager").and_then(Value::as_str).unwrap_or("");
+    let op = entry.get("operation").and_then(Value::as_str).unwrap_or("");
+    entry.get("subresource").and_then(Value::as_str).is_none_or(str::is_empty)
+        && op == "Update"
+        && (LEGACY_MANAGERS.contains(&manager) || manager == ours)
+}
+
+/// The `managedFields` of `live` after a takeover by manager `ours`: every entry of a
+/// [`LEGACY_MANAGERS`] manager (or of `ours` written with Update) without a
+/// subresource is merged into `ours`'s Apply entry of the same apiVersion. `None` when
+/// there is nothing to take over, or the object opts out with `plumb.dev/ssa: Merge`.
+/// Entries of other controllers and any subresource entry are kept as they are.
+pub fn takeover(live: &Value, ours: &str) -> Option<Value> {
+    if live.pointer("/metadata/annotations").and_then(|a| a.get(SSA_ANNOTATION)).and_then(Value::as_str)
+        == Some("Merge")
+    {
+        return None;
+    }
+    let entries = live.pointer("/metadata/managedFields")?.as_array()?;
+    if !entries.iter().any(|e| is_legacy(e, ours)) {
+        return None;
+    }
+    let mut out: Vec<Value> = Vec::new();
+    let mut moved: Vec<&Value> = Vec::new();
+    for e in entries {
+        if is_legacy(e, ours) { moved.push(e) } else { out.push(e.clone()) }
+    }
+    for e in moved {
+        let api = e.get("apiVersion").cloned().unwrap_or(Value::Null);
+        let fields = e.get("fieldsV1").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+        let target = out.iter_mut().find(|o| {
+            o.get("manager").and_then(Value::as_str) == Some(ours)
+                && o.get("operation").and_then(Value::as_str) == Some("Apply")
+                && o.get("apiVersion") == Some(&api)
+        });
+        match target {
+            Some(t) => {
+                let mut merged = t.get("fieldsV1").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+                merge(&mut merged, &fields);
+                t["fieldsV1"] = merged;
+            }
+            None => out.push(serde_json::json!({
+                "manager": ours, "operation": "Apply", "apiVersion": api, "fieldsType": "FieldsV1", "fieldsV1": fields,
+                "time": e.get("time").cloned().unwrap_or(Value::Null),
+            })),
+        }
+    }
+    Some(Value::Array(out))
+}
+
+fn merge(into: &mut Value, from: &Value) {
+    if let (Some(a), Some(b)) = (into.as_object_mut(), from.as_object()) {
+        for (k, v) in b {
+            match a.get_mut(k) {
+                Some(existing) => merge(existing, v),
+                None => {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Paths of `live` held by legacy managers (see [`takeover`]), with their owner.
+pub fn legacy_paths(live: &Value, ours: &str) -> Vec<(Vec<String>, Owner)> {
+    let Some(entries) = live.pointer("/metadata/managedFields").and_then(Value::as_array) else { return vec![] };
+    let mut out = Vec::new();
+    for e in entries.iter().filter(|e| is_legacy(e, ours)) {
+        let owner = Owner {
+            manager: e.get("manager").and_then(Value::as_str).unwrap_or("").to_string(),
+            operation: "Update".into(),
+            subresource: None,
+            time: e.get("time").and_then(Value::as_str).map(String::from),
+        };
+        let mut paths = Vec::new();
+        if let Some(set) = e.get("fieldsV1") {
+            collect(set, live, &mut Vec::new(), &mut paths);
+        }
+        out.extend(paths.into_iter().map(|p| (p, owner.clone())));
+    }
+    out
+}
+
 fn element_matches(key: &str, elem: &Value, index: &str) -> bool {
     if let Some(json) = key.strip_prefix("k:") {
         let Ok(Value::Object(want)) = serde_json::from_str::<Value>(json) else { return false };
@@ -149,6 +241,37 @@ mod tests {
             ]},
             "spec": {"replicas": 5, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1", "env": [{"name": "A", "value": "1"}]}]}}}
         })
+    }
+
+    /// flux-01: client-side-apply and kubectl-edit entries are merged into plumb's Apply
+    /// entry; other controllers and subresource entries are kept; `Merge` opts out.
+    #[test]
+    fn takeover_of_legacy_managers() {
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1", "fieldsV1": {"f:data": {".": {}, "f:legacy-flag": {}, "f:mode": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1", "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:hotfix": {}}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "fieldsV1": {"f:metadata": {"f:finalizers": {}}}},
+            {"manager": "kubectl", "operation": "Update", "subresource": "scale", "apiVersion": "v1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]}, "metadata_": {}, "data": {"mode": "fast", "legacy-flag": "on"}});
+        let fields = takeover(&live, "plumb").expect("something to take over");
+        let managers: Vec<(&str, &str)> = fields
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|e| (e["manager"].as_str().unwrap_or(""), e["operation"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(managers, [("kube-controller-manager", "Update"), ("kubectl", "Update"), ("plumb", "Apply")]);
+        let ours = &fields[2]["fieldsV1"];
+        assert_eq!(
+            ours,
+            &json!({"f:data": {".": {}, "f:legacy-flag": {}, "f:mode": {}}, "f:metadata": {"f:labels": {".": {}, "f:hotfix": {}}}})
+        );
+        let paths: Vec<String> =
+            legacy_paths(&live, "plumb").into_iter().map(|(p, o)| format!("{}:{}", o.manager, p.join("/"))).collect();
+        assert_eq!(paths, ["kubectl-client-side-apply:data/legacy-flag", "kubectl-client-side-apply:data/mode"]);
+        let mut opted_out = live.clone();
+        opted_out["metadata"]["annotations"] = json!({SSA_ANNOTATION: "Merge"});
+        assert_eq!(takeover(&opted_out, "plumb"), None);
     }
 
     #[test]
