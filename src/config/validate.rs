@@ -34,7 +34,8 @@ impl fmt::Display for Problem {
 /// tracking-ids; rule from the Kubernetes object-names documentation) and unique;
 /// applications refer to existing repositories and environments; paths stay inside
 /// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
-/// `knownHostsFile`; secret files exist; JSON pointers are RFC 6901; sync options
+/// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
+/// an API URL (see [`crate::forge::Target::new`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names.
 pub fn validate(config: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -66,6 +67,21 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                     f.referenced.line() as u32,
                     format!("repository `{}`: file {} does not exist", r.name.value, f.value.display()),
                 );
+            }
+        }
+        if let Some(cs) = &r.commit_status {
+            if !cs.token_file.value.is_file() {
+                problem(
+                    cs.token_file.referenced.line() as u32,
+                    format!(
+                        "repository `{}`: commitStatus.tokenFile {} does not exist",
+                        r.name.value,
+                        cs.token_file.value.display()
+                    ),
+                );
+            }
+            if let Err(e) = crate::forge::Target::new(cs, &r.url.value) {
+                problem(cs.provider.referenced.line() as u32, format!("repository `{}`: commitStatus: {e}", r.name.value));
             }
         }
     }
