@@ -24,7 +24,9 @@ fn manifests(image: &str) -> Vec<(&'static str, String)> {
         ("namespace.yaml", format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n")),
         (
             "configmap.yaml",
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: site\n  namespace: {NAMESPACE}\ndata:\n  image: {image}\n"),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: site\n  namespace: {NAMESPACE}\ndata:\n  image: {image}\n"
+            ),
         ),
         (
             "deployment.yaml",
@@ -65,7 +67,7 @@ async fn a_push_to_gitea_is_applied_and_reported_back() {
     // A user, its token, a private repository — all through Gitea's API.
     let password = "Fleet-owner-Passw0rd";
     gitea.create_user(USER, password).await.unwrap();
-    let token = gitea.create_token(USER, password, "plumb", &["write:repository", "read:user"]).await.unwrap();
+    let token = gitea.create_token(USER, password, "plumb", &["write:repository", "write:user"]).await.unwrap();
     let repo = gitea.create_repo(&token, "fleet", true).await.unwrap();
     assert_eq!(repo.clone_url, format!("{}/{USER}/fleet.git", gitea.base));
 
@@ -109,11 +111,12 @@ applications:
     )
     .unwrap();
     let plumb = Plumb::start(&policy, &tmp.path().join("cache")).await;
-    // the start pass fetched c0 from Gitea (no apps/web yet: nothing applied)
-    wait_for("start pass saw c0", Duration::from_secs(60), || async {
-        plumb.status("web").await.filter(|s| s.revision == c0)
+    // the start pass fetched c0 from Gitea with the token (no apps/web yet: nothing applied)
+    let st = wait_for("start pass saw c0", Duration::from_secs(60), || async {
+        plumb.status("web").await.filter(|s| s.conditions.iter().any(|c| c.message.contains(&c0)))
     })
     .await;
+    assert!(st.conditions.iter().any(|c| c.message.contains("apps/web")), "{st:?}");
     assert!(
         kubectl(&["get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name"]).trim().is_empty(),
         "nothing applied before the push"
@@ -168,11 +171,12 @@ applications:
     let c2 = work.commit("web: bump nginx").unwrap();
     let done2 = wait_for_status(&gitea, &token, &repo, &c2, "success").await;
     assert!(done2["description"].as_str().unwrap().starts_with("Synced, Healthy"), "{done2}");
-    assert_eq!(
-        kubectl(&["-n", NAMESPACE, "get", "configmap", "site", "-o", "jsonpath={.data.image}"]),
-        "nginx:1.27.4"
-    );
+    assert_eq!(kubectl(&["-n", NAMESPACE, "get", "configmap", "site", "-o", "jsonpath={.data.image}"]), "nginx:1.27.4");
+    // Gitea keeps every status posted: c1 went pending (sync done, pods starting) → success.
     let first = gitea.commit_statuses(&token, &repo, &c1).await.unwrap();
     assert!(first.iter().all(|s| s["context"] == "plumb/web"), "{first:?}");
+    let mut states: Vec<&str> = first.iter().filter_map(|s| s["status"].as_str()).collect();
+    states.sort_unstable();
+    assert_eq!(states, ["pending", "success"], "{first:?}");
     plumb.stop().await;
 }

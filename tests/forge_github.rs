@@ -169,7 +169,12 @@ async fn an_unreadable_token_file_is_named_and_nothing_is_sent() {
     let (api, log) = recorder((StatusCode::CREATED, "{}")).await;
     let n = notifier(&api, &dir.path().join("missing-token"));
     let err = n
-        .post(&CommitStatus { sha: SHA.into(), state: CsState::Success, context: "plumb/web".into(), description: "x".into() })
+        .post(&CommitStatus {
+            sha: SHA.into(),
+            state: CsState::Success,
+            context: "plumb/web".into(),
+            description: "x".into(),
+        })
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Token { .. }) && err.to_string().contains("missing-token"), "{err}");

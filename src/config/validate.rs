@@ -81,7 +81,10 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 );
             }
             if let Err(e) = crate::forge::Target::new(cs, &r.url.value) {
-                problem(cs.provider.referenced.line() as u32, format!("repository `{}`: commitStatus: {e}", r.name.value));
+                problem(
+                    cs.provider.referenced.line() as u32,
+                    format!("repository `{}`: commitStatus: {e}", r.name.value),
+                );
             }
         }
     }

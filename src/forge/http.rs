@@ -97,10 +97,11 @@ impl HttpClient {
         let (parts, body) = req.into_parts();
         let req = Request::from_parts(parts, Full::new(body));
         let exchange = async {
-            let resp = self.inner.request(req).await.map_err(|e| HttpError::Transport {
-                url: url.clone(),
-                message: chain(&e),
-            })?;
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| HttpError::Transport { url: url.clone(), message: chain(&e) })?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await.map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {

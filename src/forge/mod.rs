@@ -211,10 +211,13 @@ impl Target {
     pub fn url(&self, sha: &str) -> Result<url::Url, Error> {
         let bad = |why: &str| Error::ApiUrl { url: self.api_url.clone(), why: why.into() };
         let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
-        u.path_segments_mut()
-            .map_err(|()| bad("cannot be a base URL"))?
-            .pop_if_empty()
-            .extend(["repos", &self.owner, &self.repo, "statuses", sha]);
+        u.path_segments_mut().map_err(|()| bad("cannot be a base URL"))?.pop_if_empty().extend([
+            "repos",
+            &self.owner,
+            &self.repo,
+            "statuses",
+            sha,
+        ]);
         Ok(u)
     }
 
@@ -251,7 +254,8 @@ impl Target {
                 .header(::http::header::ACCEPT, "application/vnd.github+json")
                 .header("X-GitHub-Api-Version", "2022-11-28"),
         };
-        b.body(Bytes::from(body.to_string())).map_err(|e| Error::ApiUrl { url: self.api_url.clone(), why: e.to_string() })
+        b.body(Bytes::from(body.to_string()))
+            .map_err(|e| Error::ApiUrl { url: self.api_url.clone(), why: e.to_string() })
     }
 }
 

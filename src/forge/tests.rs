@@ -23,7 +23,10 @@ fn owner_and_repo_come_from_every_url_shape() {
         "https://user@github.com:443/acme/fleet/",
     ] {
         let t = target("github", url);
-        assert_eq!((t.owner.as_str(), t.repo.as_str(), t.api_url.as_str()), ("acme", "fleet", "https://api.github.com"));
+        assert_eq!(
+            (t.owner.as_str(), t.repo.as_str(), t.api_url.as_str()),
+            ("acme", "fleet", "https://api.github.com")
+        );
     }
     // Gitea under a sub-path: owner/repo are the last two segments
     let t = target("gitea", "http://127.0.0.1:3000/git/plumb/fleet.git");
@@ -37,7 +40,8 @@ fn bad_targets_are_explained() {
     assert!(matches!(e, Error::NoOwnerRepo { .. }), "{e}");
     let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\n"), "git@gitea.example:acme/fleet.git").unwrap_err();
     assert!(e.to_string().contains("set commitStatus.apiUrl"), "{e}");
-    let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\napiUrl: ftp://x/api\n"), "https://g.example/a/b").unwrap_err();
+    let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\napiUrl: ftp://x/api\n"), "https://g.example/a/b")
+        .unwrap_err();
     assert!(matches!(e, Error::ApiUrl { .. }), "{e}");
     let t = Target::new(
         &cfg("provider: gitea\ntokenFile: /t\napiUrl: https://g.example/gitea/api/v1/\n"),

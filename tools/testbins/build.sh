@@ -2,7 +2,10 @@
 # Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and Gitea from
 # their Go modules (through the Go module proxy) into a cache outside the git tree.
 #
-#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|all]     (default: all)
+#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|control-plane|all]     (default: all)
+#
+# control-plane = etcd, k8s and kwok (what the demo needs); all = those and gitea (what the
+# tests need).
 #
 # Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
@@ -171,8 +174,9 @@ main() {
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
   all) ensure etcd && ensure k8s && ensure kwok && ensure gitea ;;
+  control-plane) ensure etcd && ensure k8s && ensure kwok ;;
   etcd | k8s | kwok | gitea) ensure "$what" ;;
-  *) log "usage: $0 [etcd|k8s|kwok|gitea|all]"; exit 2 ;;
+  *) log "usage: $0 [etcd|k8s|kwok|gitea|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
 }
