@@ -220,6 +220,29 @@ applications:
     }
 
     #[test]
+    fn commit_status_needs_a_token_file_and_a_target() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("forge-token"), "t\n").expect("write");
+        let policy = |url: &str, token: &str| {
+            format!(
+                "repositories:\n  - name: fleet\n    url: {url}\n    commitStatus:\n      provider: gitea\n      tokenFile: {token}\n"
+            )
+        };
+        // relative tokenFile resolved against the policy's directory; apiUrl derived
+        let ok =
+            load_str(&policy("https://git.example/acme/fleet.git", "forge-token"), Path::new("p.yaml"), dir.path())
+                .expect("valid");
+        let cs = ok.repositories[0].commit_status.as_ref().expect("commitStatus");
+        assert_eq!(cs.token_file.value, dir.path().join("forge-token"));
+        let msg = load_str(&policy("git@git.example:acme/fleet.git", "missing"), Path::new("p.yaml"), dir.path())
+            .expect_err("invalid")
+            .to_string();
+        assert!(msg.contains("p.yaml:6: repository `fleet`: commitStatus.tokenFile"), "{msg}");
+        assert!(msg.contains("p.yaml:5: repository `fleet`: commitStatus: API URL"), "{msg}");
+        assert!(msg.contains("set commitStatus.apiUrl"), "{msg}");
+    }
+
+    #[test]
     fn the_shipped_examples_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
         let mut n = 0;
