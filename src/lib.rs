@@ -11,13 +11,15 @@
 //!
 //! The pure core — [`config`], [`render`], [`compare`], [`health`], [`plan`],
 //! [`webhook`], [`tracking`] — takes values and returns values. The IO adapters —
-//! [`source`] (git2), [`cluster`] (kube), [`status`], [`server`] — are thin; [`reconcile`]
+//! [`source`] (git2), [`cluster`] (kube), [`status`], [`server`], [`forge`] (commit
+//! statuses) — are thin; [`reconcile`]
 //! is the one place that sequences them, and [`scheduler`] decides when it runs.
 
 pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod config;
+pub mod forge;
 pub mod health;
 pub mod lab;
 pub mod metrics;

@@ -83,13 +83,25 @@ async fn actor(
     rx: mpsc::Receiver<Trigger>,
     token: CancellationToken,
 ) {
+    // Commit statuses go out after each pass, in order, before the next pass starts.
+    let notifier = match crate::forge::Notifier::for_app(&ctx.config, &app) {
+        Ok(n) => n.map(Arc::new),
+        Err(e) => {
+            tracing::warn!(app = %app, "commit statuses off: {e}");
+            None
+        }
+    };
     let pass = |why: String| {
         let ctx = ctx.clone();
         let app = app.clone();
+        let notifier = notifier.clone();
         async move {
             match ctx.run_pass(&app, Mode::Policy, None).await {
                 Ok(r) => {
                     tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, "pass done");
+                    if let Some(n) = &notifier {
+                        n.after_pass(&app, &r).await;
+                    }
                     r.sync.is_some() || r.status.health == crate::health::HealthStatus::Progressing
                 }
                 Err(e) => {

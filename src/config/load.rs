@@ -73,6 +73,11 @@ pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
                 p.value = base.join(&p.value);
             }
         }
+        if let Some(cs) = &mut repo.commit_status
+            && cs.token_file.value.is_relative()
+        {
+            cs.token_file.value = base.join(&cs.token_file.value);
+        }
     }
     let problems = validate(&config);
     if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }

@@ -91,6 +91,51 @@ pub struct Repository {
     /// OpenSSH `known_hosts` file; required with `sshKeyFile` (host keys are pinned).
     #[serde(default)]
     pub known_hosts_file: Option<Spanned<PathBuf>>,
+    /// Report each sync of this repository's applications to the forge as a commit
+    /// status (see [`crate::forge`]). Off when absent.
+    #[serde(default)]
+    pub commit_status: Option<CommitStatusConfig>,
+}
+
+/// Where and how to post commit statuses (`commitStatus` of a repository).
+///
+/// ```yaml
+/// commitStatus:
+///   provider: gitea                     # or github
+///   tokenFile: /etc/plumb/forge-token   # API token; one trailing newline stripped
+///   apiUrl: https://git.example.com/api/v1          # optional, see below
+///   targetUrl: https://plumb.example.com/api/v1/applications   # optional link
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommitStatusConfig {
+    /// Which forge API to call.
+    pub provider: Spanned<ForgeProvider>,
+    /// API base URL. Default for `github`: `https://api.github.com` (GitHub Enterprise
+    /// Server: `https://HOST/api/v3`); for `gitea`: the repository URL's
+    /// `scheme://host[:port]` followed by `/api/v1` (set it when Gitea is served under a
+    /// sub-path).
+    #[serde(default)]
+    pub api_url: Option<Spanned<String>>,
+    /// File holding the API token (needs write access to commit statuses: Gitea scope
+    /// `write:repository`; GitHub fine-grained "Commit statuses: write" or classic
+    /// `repo:status`). Read at every post, so it can be rotated in place.
+    pub token_file: Spanned<PathBuf>,
+    /// Link shown with each status (e.g. plumb's `/api/v1/applications`). Omitted when
+    /// absent.
+    #[serde(default)]
+    pub target_url: Option<String>,
+}
+
+/// A forge whose commit-status API plumb can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeProvider {
+    /// Gitea (and Forgejo): `POST /repos/{owner}/{repo}/statuses/{sha}` under `/api/v1`.
+    Gitea,
+    /// GitHub and GitHub Enterprise Server: `POST /repos/{owner}/{repo}/statuses/{sha}`.
+    #[serde(rename = "github")]
+    GitHub,
 }
 
 /// The sync policy of one environment.

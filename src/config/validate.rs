@@ -34,7 +34,8 @@ impl fmt::Display for Problem {
 /// tracking-ids; rule from the Kubernetes object-names documentation) and unique;
 /// applications refer to existing repositories and environments; paths stay inside
 /// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
-/// `knownHostsFile`; secret files exist; JSON pointers are RFC 6901; sync options
+/// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
+/// an API URL (see [`crate::forge::Target::new`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names.
 pub fn validate(config: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -65,6 +66,24 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 problem(
                     f.referenced.line() as u32,
                     format!("repository `{}`: file {} does not exist", r.name.value, f.value.display()),
+                );
+            }
+        }
+        if let Some(cs) = &r.commit_status {
+            if !cs.token_file.value.is_file() {
+                problem(
+                    cs.token_file.referenced.line() as u32,
+                    format!(
+                        "repository `{}`: commitStatus.tokenFile {} does not exist",
+                        r.name.value,
+                        cs.token_file.value.display()
+                    ),
+                );
+            }
+            if let Err(e) = crate::forge::Target::new(cs, &r.url.value) {
+                problem(
+                    cs.provider.referenced.line() as u32,
+                    format!("repository `{}`: commitStatus: {e}", r.name.value),
                 );
             }
         }
@@ -198,6 +217,29 @@ applications:
         ] {
             assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
         }
+    }
+
+    #[test]
+    fn commit_status_needs_a_token_file_and_a_target() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("forge-token"), "t\n").expect("write");
+        let policy = |url: &str, token: &str| {
+            format!(
+                "repositories:\n  - name: fleet\n    url: {url}\n    commitStatus:\n      provider: gitea\n      tokenFile: {token}\n"
+            )
+        };
+        // relative tokenFile resolved against the policy's directory; apiUrl derived
+        let ok =
+            load_str(&policy("https://git.example/acme/fleet.git", "forge-token"), Path::new("p.yaml"), dir.path())
+                .expect("valid");
+        let cs = ok.repositories[0].commit_status.as_ref().expect("commitStatus");
+        assert_eq!(cs.token_file.value, dir.path().join("forge-token"));
+        let msg = load_str(&policy("git@git.example:acme/fleet.git", "missing"), Path::new("p.yaml"), dir.path())
+            .expect_err("invalid")
+            .to_string();
+        assert!(msg.contains("p.yaml:6: repository `fleet`: commitStatus.tokenFile"), "{msg}");
+        assert!(msg.contains("p.yaml:5: repository `fleet`: commitStatus: API URL"), "{msg}");
+        assert!(msg.contains("set commitStatus.apiUrl"), "{msg}");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn testbins_dir() -> PathBuf {
     )
 }
 
-fn bin(component: &str, name: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn bin(component: &str, name: &str) -> anyhow::Result<PathBuf> {
     let p = testbins_dir().join(component).join("current/bin").join(name);
     if !p.is_file() {
         bail!("{} not found: build the control plane first with tools/testbins/build.sh", p.display());
@@ -53,7 +53,7 @@ fn bin(component: &str, name: &str) -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -231,22 +231,8 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self, name: &str, bin: &Path, args: &[String]) -> anyhow::Result<()> {
-        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log")))?;
-        // The wrapper kills the component when this process goes away (even after a panic
-        // or SIGKILL of the test binary), and when the wrapper itself is terminated.
-        let script = r#"p=$1; shift; "$@" & c=$!; trap 'kill -9 $c 2>/dev/null; exit 0' TERM INT; while kill -0 "$p" 2>/dev/null && kill -0 $c 2>/dev/null; do sleep 0.5; done; kill -9 $c 2>/dev/null; wait $c"#;
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .arg("plumb-lab")
-            .arg(std::process::id().to_string())
-            .arg(bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {name}"))?;
+        let log = self.dir.path().join(format!("{name}.log"));
+        let child = spawn_watched(name, Command::new(bin).args(args), &log)?;
         self.children.push((name.to_string(), child));
         Ok(())
     }
@@ -320,6 +306,32 @@ impl Drop for ControlPlane {
             let _ = child.wait();
         }
     }
+}
+
+/// Starts `cmd` (program, arguments, environment and working directory as set on it)
+/// under a watchdog shell, with stdout and stderr appended to `log`. The watchdog kills
+/// the program when the current process goes away (even after a panic or SIGKILL of the
+/// test binary) and when the watchdog itself gets SIGTERM/SIGINT; so killing the
+/// returned child with SIGTERM stops the program.
+///
+/// # Errors
+/// When the log cannot be created or the shell not started.
+pub(crate) fn spawn_watched(name: &str, cmd: &Command, log: &Path) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(log)?;
+    let script = r#"p=$1; shift; "$@" & c=$!; trap 'kill -9 $c 2>/dev/null; exit 0' TERM INT; while kill -0 "$p" 2>/dev/null && kill -0 $c 2>/dev/null; do sleep 0.5; done; kill -9 $c 2>/dev/null; wait $c"#;
+    let mut w = Command::new("bash");
+    w.arg("-c").arg(script).arg("plumb-lab").arg(std::process::id().to_string()).arg(cmd.get_program());
+    w.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => w.env(k, v),
+            None => w.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        w.current_dir(d);
+    }
+    w.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).spawn().with_context(|| format!("start {name}"))
 }
 
 fn write_pki(dir: &Path) -> anyhow::Result<()> {

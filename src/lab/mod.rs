@@ -6,6 +6,8 @@
 //! - [`GitServer`]: bare repositories served over smart HTTP by Git's own
 //!   `git http-backend` (CGI), bridged by a small axum server.
 //! - [`Repo`]: a bare repository plus a work tree to commit into.
+//! - [`Gitea`]: a real forge (Gitea built from its Go module), with REST helpers for
+//!   users, tokens, repositories, webhooks and commit statuses.
 //!
 //! Every process started here is watched: when the process that started it exits —
 //! normally or after a panic — the component is killed within half a second, so no
@@ -14,8 +16,10 @@
 mod control_plane;
 pub mod demo;
 mod git_server;
+mod gitea;
 mod repo;
 
 pub use control_plane::{ControlPlane, Options as ControlPlaneOptions, testbins_dir};
 pub use git_server::GitServer;
+pub use gitea::{ADMIN as GITEA_ADMIN, Auth as GiteaAuth, Gitea, GiteaRepo};
 pub use repo::Repo;

@@ -30,6 +30,16 @@ impl Repo {
         Ok(Self { bare, work })
     }
 
+    /// Points `origin` at `url` (e.g. a forge's clone URL carrying a token as the
+    /// basic-auth password); later [`Repo::commit`]s push there instead of the bare
+    /// repository.
+    ///
+    /// # Errors
+    /// When git fails.
+    pub fn set_origin(&self, url: &str) -> anyhow::Result<()> {
+        git(&self.work, &["remote", "set-url", "origin", url])
+    }
+
     /// Writes `path` (relative to the work tree) with `content`.
     ///
     /// # Errors

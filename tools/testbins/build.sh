@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from their
-# Go modules (through the Go module proxy) into a cache outside the git tree.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and Gitea from
+# their Go modules (through the Go module proxy) into a cache outside the git tree.
 #
-#   tools/testbins/build.sh [etcd|k8s|kwok|all]     (default: all)
+#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|control-plane|all]     (default: all)
+#
+# control-plane = etcd, k8s and kwok (what the demo needs); all = those and gitea (what the
+# tests need).
 #
 # Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
-# $PLUMB_TESTBINS/{etcd,k8s,kwok}/current/bin. A killed build never leaves a directory
+# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea}/current/bin (Gitea's templates/ and options/ in
+# gitea/current/static, its STATIC_ROOT_PATH). A killed build never leaves a directory
 # that looks complete (build in a temp dir, then rename).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,8 +75,52 @@ build_kwok() { # $1 = output dir
   "$out/bin/kwok" --version >/dev/null 2>&1 || "$out/bin/kwok" --help >/dev/null
 }
 
+build_gitea() { # $1 = output dir
+  # Gitea's go.mod has replace (and on some lines exclude/godebug) directives, so
+  # `go install code.gitea.io/gitea@v…` refuses it and a dependency's replace lines are
+  # ignored: a wrapper module copies them, and the go line, from the go.mod the proxy
+  # serves for the exact tag.
+  local out=$1 up_dir up_mod up_go mod have
+  up_dir=$(cd "$(mktemp -d)" && go mod download -json "code.gitea.io/gitea@v$GITEA_VERSION" | jq -r .Dir)
+  up_mod=$up_dir/go.mod
+  up_go=$(go mod edit -json "$up_mod" | jq -r .Go)
+  have=$(go env GOVERSION | sed 's/^go//')
+  if [ "$(printf '%s\n' "$up_go" "$have" | sort -V | tail -1)" != "$have" ]; then
+    log "gitea: v$GITEA_VERSION needs go $up_go, newer than go $have; pick an older GITEA_VERSION"
+    return 1
+  fi
+  # From 1.27 the module declares itself `gitea.dev` while still served as
+  # code.gitea.io/gitea: require it under its own name and point that name at the tag.
+  mod=$(go mod edit -json "$up_mod" | jq -r .Module.Path)
+  mkdir -p "$out/src" "$out/bin" "$out/static"
+  cd "$out/src"
+  go mod init testbins.local/gitea >/dev/null 2>&1
+  go mod edit -go="$up_go"
+  if [ "$mod" != code.gitea.io/gitea ]; then
+    go mod edit -replace="$mod=code.gitea.io/gitea@v$GITEA_VERSION"
+  fi
+  go mod edit -json "$up_mod" | jq -r '.Godebug[]? | "\(.Key)=\(.Value)"' |
+    while read -r kv; do go mod edit -godebug="$kv"; done
+  go mod edit -json "$up_mod" | jq -r '.Replace[]? |
+    if .New.Version == null then error("local replace in upstream go.mod: \(.Old.Path)") else
+    "\(.Old.Path)\(if .Old.Version then "@"+.Old.Version else "" end)=\(.New.Path)@\(.New.Version)" end' |
+    while read -r r; do go mod edit -replace="$r"; done
+  go mod edit -json "$up_mod" | jq -r '.Exclude[]? | "\(.Path)@\(.Version)"' |
+    while read -r e; do go mod edit -exclude="$e"; done
+  go get -tool "$mod@v$GITEA_VERSION"
+  # `sqlite` compiles in mattn/go-sqlite3 (cgo, gcc); `sqlite_unlock_notify` is what
+  # Gitea's Makefile adds with it. No `bindata`: templates/ and options/ are read from
+  # STATIC_ROOT_PATH, so they are copied out of the module.
+  CGO_ENABLED=1 go build -trimpath -tags 'sqlite sqlite_unlock_notify' \
+    -ldflags "-s -w -X main.Version=$GITEA_VERSION -X 'main.Tags=sqlite sqlite_unlock_notify'" \
+    -o "$out/bin/gitea" "$mod"
+  cp -r "$up_dir/templates" "$up_dir/options" "$out/static/"
+  chmod -R u+w "$out/static"
+  "$out/bin/gitea" --version >/dev/null
+}
+
 check_bin() { # component -> the binary that proves a build
-  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; esac
+  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; esac
 }
 
 ensure() { # $1 = etcd | k8s | kwok
@@ -81,6 +129,7 @@ ensure() { # $1 = etcd | k8s | kwok
   etcd) vers="ETCD_VERSION=$ETCD_VERSION" ;;
   k8s) vers="K8S_VERSION=$K8S_VERSION K8S_STAGING=$K8S_STAGING" ;;
   kwok) vers="KWOK_VERSION=$KWOK_VERSION" ;;
+  gitea) vers="GITEA_VERSION=$GITEA_VERSION" ;;
   esac
   key=$( { echo "$vers"; declare -f "build_$c"; go version; } | sha256sum | cut -c1-12)
   dest=$ROOT/$c/$key
@@ -124,9 +173,10 @@ main() {
   command -v jq >/dev/null || { log "jq is not installed"; exit 1; }
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
-  all) ensure etcd && ensure k8s && ensure kwok ;;
-  etcd | k8s | kwok) ensure "$what" ;;
-  *) log "usage: $0 [etcd|k8s|kwok|all]"; exit 2 ;;
+  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea ;;
+  control-plane) ensure etcd && ensure k8s && ensure kwok ;;
+  etcd | k8s | kwok | gitea) ensure "$what" ;;
+  *) log "usage: $0 [etcd|k8s|kwok|gitea|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
 }

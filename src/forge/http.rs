@@ -1,0 +1,142 @@
+//! A small HTTP/1.1 client for forge APIs, on the hyper / hyper-util / hyper-rustls stack
+//! that kube already brings (no second HTTP stack).
+//!
+//! HTTPS trusts the machine's CA certificates (`rustls-native-certs`, ring provider).
+//! When the machine has none, HTTPS requests fail their handshake while plain HTTP still
+//! works (tests on loopback).
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::TokioExecutor,
+};
+
+/// Largest response body read, in bytes (forge answers are a few KiB).
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Connecting, sending or receiving failed (DNS, refused, TLS, reset).
+    #[error("request to {url} failed: {message}")]
+    Transport {
+        /// The URL requested (never carries credentials: they travel in headers).
+        url: String,
+        /// The transport error, with its causes.
+        message: String,
+    },
+    /// No complete answer within the timeout.
+    #[error("request to {url} timed out after {seconds} s")]
+    Timeout {
+        /// The URL requested.
+        url: String,
+        /// The timeout, in seconds.
+        seconds: u64,
+    },
+    /// No TLS client configuration could be built.
+    #[error("TLS setup: {message}")]
+    Tls {
+        /// rustls's message.
+        message: String,
+    },
+    /// The answer's body exceeded [`MAX_RESPONSE_BYTES`].
+    #[error("answer from {url} is larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge {
+        /// The URL requested.
+        url: String,
+    },
+}
+
+/// An HTTP client with connection reuse; cheap to clone.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpClient")
+    }
+}
+
+impl HttpClient {
+    /// A client for `http://` and `https://` URLs.
+    ///
+    /// # Errors
+    /// [`HttpError::Tls`] when no TLS configuration can be built.
+    pub fn new() -> Result<Self, HttpError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone()) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("no CA certificates found ({e}); HTTPS requests to forges will fail");
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| HttpError::Tls { message: e.to_string() })?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().build();
+        Ok(Self { inner: Client::builder(TokioExecutor::new()).build(connector) })
+    }
+
+    /// Sends `req` and reads the whole answer, within `timeout`.
+    ///
+    /// # Errors
+    /// [`HttpError`]: transport failure, timeout, or an answer over
+    /// [`MAX_RESPONSE_BYTES`]. Any HTTP status is a success here; callers judge it.
+    pub async fn send(&self, req: Request<Bytes>, timeout: Duration) -> Result<(StatusCode, Bytes), HttpError> {
+        let url = redact(&req.uri().to_string());
+        let (parts, body) = req.into_parts();
+        let req = Request::from_parts(parts, Full::new(body));
+        let exchange = async {
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| HttpError::Transport { url: url.clone(), message: chain(&e) })?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await.map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    HttpError::TooLarge { url: url.clone() }
+                } else {
+                    HttpError::Transport { url: url.clone(), message: e.to_string() }
+                }
+            })?;
+            Ok((status, body.to_bytes()))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| Err(HttpError::Timeout { url: url.clone(), seconds: timeout.as_secs() }))
+    }
+}
+
+/// The URL without any `user:password@` part, for messages.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,411 @@
+//! Commit statuses: after each sync, plumb tells the forge how that commit went.
+//!
+//! A repository with `commitStatus` in the policy (see
+//! [`crate::config::CommitStatusConfig`]) gets, for every sync of one of its applications,
+//! a status on the synced commit, under the context `plumb/<application>`:
+//!
+//! | after the pass                                   | state     |
+//! |--------------------------------------------------|-----------|
+//! | sync Succeeded, health Healthy or Suspended      | `success` |
+//! | sync Succeeded, health Progressing               | `pending` (updated by the next passes until it settles) |
+//! | sync Succeeded, health Degraded or Missing       | `failure` |
+//! | sync Succeeded, health Unknown                   | `error`   |
+//! | sync Failed                                      | `failure` |
+//! | sync Refused by a guard (nothing written)        | `error`   |
+//!
+//! The description carries the application's sync and health (`Synced, Healthy: …`,
+//! at most 140 characters: GitHub rejects longer ones with 422). The four states are the
+//! ones both APIs accept (Gitea also has `warning`, unused).
+//!
+//! Both forges take the same JSON body `{state, target_url, description, context}`:
+//!
+//! - **Gitea** (and Forgejo), `POST {apiUrl}/repos/{owner}/{repo}/statuses/{sha}` with
+//!   `Authorization: token …` — Gitea's API reference (`CreateStatusOption`, answer 201).
+//! - **GitHub**, `POST {apiUrl}/repos/{owner}/{repo}/statuses/{sha}` with
+//!   `Authorization: Bearer …`, `Accept: application/vnd.github+json`,
+//!   `X-GitHub-Api-Version: 2022-11-28` and a `User-Agent` (required by GitHub's REST API
+//!   documentation, "Create a commit status", answer 201).
+//!
+//! The pure part — which status follows a pass ([`next_status`]) and the exact request
+//! for a forge ([`Target::request`]) — takes values and returns values; [`Notifier`] does
+//! the IO. A failed post is logged and never fails the pass. The token is read from its
+//! file at every post, sent in a header marked sensitive, and never logged.
+
+pub mod http;
+
+use std::{path::PathBuf, sync::Mutex, time::Duration};
+
+use bytes::Bytes;
+
+use crate::{
+    compare::SyncStatus,
+    config::{CommitStatusConfig, Config, ForgeProvider, read_secret},
+    health::HealthStatus,
+    reconcile::PassReport,
+    status::SyncResult,
+    webhook::RepoKey,
+};
+pub use http::{HttpClient, HttpError};
+
+/// Longest description sent, in characters (GitHub answers 422 above 140).
+pub const MAX_DESCRIPTION_CHARS: usize = 140;
+
+/// How long one post may take, in seconds, before it is abandoned (the actor waits for
+/// it, so this bounds the delay a slow forge adds to the next pass).
+pub const POST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `User-Agent` sent to forges (GitHub rejects requests without one).
+pub const USER_AGENT: &str = concat!("plumb/", env!("CARGO_PKG_VERSION"));
+
+/// State of a commit status; the four both Gitea and GitHub accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Not finished yet (rollout in progress).
+    Pending,
+    /// Synced and healthy.
+    Success,
+    /// The sync failed or the result is unhealthy.
+    Failure,
+    /// plumb could not sync (a guard refused) or not assess health.
+    Error,
+}
+
+impl State {
+    /// The API's word: `pending`, `success`, `failure`, `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// One status to post on one commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitStatus {
+    /// Full commit SHA.
+    pub sha: String,
+    /// The state.
+    pub state: State,
+    /// `plumb/<application>`: one status line per application on the forge.
+    pub context: String,
+    /// `<sync>, <health>` and a short detail; at most [`MAX_DESCRIPTION_CHARS`].
+    pub description: String,
+}
+
+/// Why commit statuses cannot be posted.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The repository URL has no `owner/repo` at the end of its path.
+    #[error("repository URL `{url}` does not end in <owner>/<repo>")]
+    NoOwnerRepo {
+        /// The repository URL.
+        url: String,
+    },
+    /// The API URL is not an absolute `http(s)://` URL, or none can be derived (Gitea
+    /// with an SSH repository URL and no `apiUrl`).
+    #[error("API URL `{url}`: {why}")]
+    ApiUrl {
+        /// The configured or derived URL.
+        url: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The token file could not be read.
+    #[error("tokenFile {file}: {source}")]
+    Token {
+        /// The file.
+        file: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token is empty or not a valid header value (control characters).
+    #[error("tokenFile {file}: the token is empty or contains characters not allowed in a header")]
+    BadToken {
+        /// The file.
+        file: PathBuf,
+    },
+    /// The forge could not be reached.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The forge answered with a status other than 2xx.
+    #[error("{url} answered {status}: {body}")]
+    Rejected {
+        /// The request URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// Start of the answer's body (at most 300 bytes).
+        body: String,
+    },
+}
+
+/// Where statuses for one repository go: a forge API and the repository on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Which API.
+    pub provider: ForgeProvider,
+    /// API base URL, without a trailing slash (`https://api.github.com`,
+    /// `http://127.0.0.1:3000/api/v1`).
+    pub api_url: String,
+    /// Repository owner (user or organization).
+    pub owner: String,
+    /// Repository name, without `.git`.
+    pub repo: String,
+    /// Link sent with each status, if any.
+    pub target_url: Option<String>,
+    /// File holding the API token.
+    pub token_file: PathBuf,
+}
+
+impl Target {
+    /// The target for a repository's `commitStatus` and clone URL: owner and repository
+    /// are the last two path segments of the URL (any shape [`RepoKey`] accepts: https,
+    /// ssh, scp-style); the API URL is the configured one or the provider's default.
+    ///
+    /// # Errors
+    /// [`Error::NoOwnerRepo`], [`Error::ApiUrl`].
+    pub fn new(cfg: &CommitStatusConfig, repo_url: &str) -> Result<Target, Error> {
+        let no_owner = || Error::NoOwnerRepo { url: repo_url.to_string() };
+        let key = RepoKey::from_url(repo_url).ok_or_else(no_owner)?;
+        let mut segs = key.as_str().split('/').skip(1).collect::<Vec<_>>();
+        let (Some(repo), Some(owner)) = (segs.pop(), segs.pop()) else {
+            return Err(no_owner());
+        };
+        let api_url = match (&cfg.api_url, cfg.provider.value) {
+            (Some(u), _) => u.value.trim().trim_end_matches('/').to_string(),
+            (None, ForgeProvider::GitHub) => "https://api.github.com".to_string(),
+            (None, ForgeProvider::Gitea) => match url::Url::parse(repo_url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {
+                    format!("{}/api/v1", u.origin().ascii_serialization())
+                }
+                _ => {
+                    return Err(Error::ApiUrl {
+                        url: repo_url.to_string(),
+                        why: "not an http(s) repository URL: set commitStatus.apiUrl".into(),
+                    });
+                }
+            },
+        };
+        match url::Url::parse(&api_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            _ => return Err(Error::ApiUrl { url: api_url, why: "must be an absolute http(s) URL".into() }),
+        }
+        Ok(Target {
+            provider: cfg.provider.value,
+            api_url,
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            target_url: cfg.target_url.clone(),
+            token_file: cfg.token_file.value.clone(),
+        })
+    }
+
+    /// `{api_url}/repos/{owner}/{repo}/statuses/{sha}`, each segment percent-encoded.
+    ///
+    /// # Errors
+    /// [`Error::ApiUrl`] when the API URL does not parse.
+    pub fn url(&self, sha: &str) -> Result<url::Url, Error> {
+        let bad = |why: &str| Error::ApiUrl { url: self.api_url.clone(), why: why.into() };
+        let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
+        u.path_segments_mut().map_err(|()| bad("cannot be a base URL"))?.pop_if_empty().extend([
+            "repos",
+            &self.owner,
+            &self.repo,
+            "statuses",
+            sha,
+        ]);
+        Ok(u)
+    }
+
+    /// The exact request that posts `status` with `token` (pure: nothing is sent).
+    ///
+    /// # Errors
+    /// [`Error::ApiUrl`]; [`Error::BadToken`] when the token cannot be a header value.
+    pub fn request(&self, status: &CommitStatus, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
+        let mut body = serde_json::json!({
+            "state": status.state.as_str(),
+            "description": status.description,
+            "context": status.context,
+        });
+        if let Some(t) = &self.target_url {
+            body["target_url"] = t.as_str().into();
+        }
+        let scheme: &[u8] = match self.provider {
+            ForgeProvider::Gitea => b"token ",
+            ForgeProvider::GitHub => b"Bearer ",
+        };
+        let bad_token = || Error::BadToken { file: self.token_file.clone() };
+        if token.is_empty() {
+            return Err(bad_token());
+        }
+        let mut auth = ::http::HeaderValue::from_bytes(&[scheme, token].concat()).map_err(|_| bad_token())?;
+        auth.set_sensitive(true);
+        let mut b = ::http::Request::post(self.url(&status.sha)?.as_str())
+            .header(::http::header::CONTENT_TYPE, "application/json")
+            .header(::http::header::USER_AGENT, USER_AGENT)
+            .header(::http::header::AUTHORIZATION, auth);
+        b = match self.provider {
+            ForgeProvider::Gitea => b.header(::http::header::ACCEPT, "application/json"),
+            ForgeProvider::GitHub => b
+                .header(::http::header::ACCEPT, "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28"),
+        };
+        b.body(Bytes::from(body.to_string()))
+            .map_err(|e| Error::ApiUrl { url: self.api_url.clone(), why: e.to_string() })
+    }
+}
+
+/// The state for a sync result and the health that followed.
+pub fn state_for(result: SyncResult, health: HealthStatus) -> State {
+    match (result, health) {
+        (SyncResult::Failed, _) => State::Failure,
+        (SyncResult::Refused, _) => State::Error,
+        (SyncResult::Succeeded, HealthStatus::Healthy | HealthStatus::Suspended) => State::Success,
+        (SyncResult::Succeeded, HealthStatus::Progressing) => State::Pending,
+        (SyncResult::Succeeded, HealthStatus::Degraded | HealthStatus::Missing) => State::Failure,
+        (SyncResult::Succeeded, HealthStatus::Unknown) => State::Error,
+    }
+}
+
+/// `<sync>, <health>: <detail>`, cut to [`MAX_DESCRIPTION_CHARS`] characters.
+pub fn describe(sync: SyncStatus, health: HealthStatus, detail: &str) -> String {
+    let mut s = format!("{sync}, {health}");
+    if !detail.is_empty() {
+        s.push_str(": ");
+        s.push_str(detail);
+    }
+    if s.chars().count() > MAX_DESCRIPTION_CHARS {
+        s = s.chars().take(MAX_DESCRIPTION_CHARS - 1).collect();
+        s.push('…');
+    }
+    s
+}
+
+/// The status to post after a pass of `app`, given the one posted last (if any).
+///
+/// - A pass that synced gives a status for the synced commit ([`state_for`]).
+/// - A pass that did not sync updates the last status only while it was `pending` and
+///   is still about the commit that runs (`synced_revision`), and only once the rollout
+///   settles into `success`, `failure` or `error`. Nothing is posted when nothing
+///   changed.
+pub fn next_status(app: &str, report: &PassReport, last: Option<&CommitStatus>) -> Option<CommitStatus> {
+    let st = &report.status;
+    let context = format!("plumb/{app}");
+    let next = if let Some(rec) = &report.sync {
+        let detail = match rec.result {
+            SyncResult::Succeeded => format!("applied {}, pruned {}", rec.applied.len(), rec.pruned.len()),
+            SyncResult::Failed => format!("sync failed: {}", rec.message),
+            SyncResult::Refused => format!("sync refused: {}", rec.message),
+        };
+        CommitStatus {
+            sha: rec.revision.clone(),
+            state: state_for(rec.result, st.health),
+            context,
+            description: describe(st.sync, st.health, &detail),
+        }
+    } else {
+        let last = last?;
+        if last.state != State::Pending || last.sha != st.synced_revision || last.context != context {
+            return None;
+        }
+        let state = state_for(SyncResult::Succeeded, st.health);
+        let detail = match state {
+            // still rolling out: the pending status already says so
+            State::Pending => return None,
+            State::Success => "rollout done",
+            _ => "rollout did not become healthy",
+        };
+        CommitStatus { sha: last.sha.clone(), state, context, description: describe(st.sync, st.health, detail) }
+    };
+    match last {
+        Some(l) if *l == next => None,
+        _ => Some(next),
+    }
+}
+
+/// Posts commit statuses for one application; remembers the last one posted.
+#[derive(Debug)]
+pub struct Notifier {
+    target: Target,
+    client: HttpClient,
+    last: Mutex<Option<CommitStatus>>,
+}
+
+impl Notifier {
+    /// The notifier of application `app`, when its repository has `commitStatus`.
+    ///
+    /// # Errors
+    /// [`Error`] when the configuration names no usable target (validation normally
+    /// catches this first) or the HTTP client cannot be built.
+    pub fn for_app(config: &Config, app: &str) -> Result<Option<Notifier>, Error> {
+        let Some(repo) = config
+            .applications
+            .iter()
+            .find(|a| a.name.value == app)
+            .and_then(|a| config.repositories.iter().find(|r| r.name.value == a.repository.value))
+        else {
+            return Ok(None);
+        };
+        let Some(cfg) = &repo.commit_status else {
+            return Ok(None);
+        };
+        Ok(Some(Notifier::new(Target::new(cfg, &repo.url.value)?)?))
+    }
+
+    /// A notifier posting to `target`.
+    ///
+    /// # Errors
+    /// [`Error::Http`] when the HTTP client cannot be built.
+    pub fn new(target: Target) -> Result<Notifier, Error> {
+        Ok(Notifier { target, client: HttpClient::new()?, last: Mutex::new(None) })
+    }
+
+    /// Where this notifier posts.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Posts what [`next_status`] says after `report`, if anything. Failures are
+    /// logged (without the token) and forgotten, so the next pass tries again.
+    pub async fn after_pass(&self, app: &str, report: &PassReport) {
+        let last = self.last.lock().ok().and_then(|l| l.clone());
+        let Some(next) = next_status(app, report, last.as_ref()) else {
+            return;
+        };
+        match self.post(&next).await {
+            Ok(()) => {
+                tracing::info!(app, sha = %next.sha, state = next.state.as_str(), "commit status posted");
+                if let Ok(mut l) = self.last.lock() {
+                    *l = Some(next);
+                }
+            }
+            Err(e) => tracing::warn!(app, sha = %next.sha, "commit status not posted: {e}"),
+        }
+    }
+
+    /// Posts one status now.
+    ///
+    /// # Errors
+    /// [`Error::Token`], [`Error::BadToken`], [`Error::Http`], or [`Error::Rejected`]
+    /// when the forge answers other than 2xx.
+    pub async fn post(&self, status: &CommitStatus) -> Result<(), Error> {
+        let file = &self.target.token_file;
+        let token = read_secret(file).map_err(|source| Error::Token { file: file.clone(), source })?;
+        let req = self.target.request(status, &token)?;
+        let url = req.uri().to_string();
+        let (code, body) = self.client.send(req, POST_TIMEOUT).await?;
+        if code.is_success() {
+            Ok(())
+        } else {
+            let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+            Err(Error::Rejected { url, status: code.as_u16(), body })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

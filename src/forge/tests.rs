@@ -1,0 +1,185 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::status::{AppStatus, SyncRecord};
+
+fn cfg(yaml: &str) -> CommitStatusConfig {
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+fn target(provider: &str, url: &str) -> Target {
+    Target::new(&cfg(&format!("provider: {provider}\ntokenFile: /t\n")), url).unwrap()
+}
+
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+#[test]
+fn owner_and_repo_come_from_every_url_shape() {
+    for url in [
+        "https://github.com/acme/fleet.git",
+        "https://github.com/acme/fleet",
+        "git@github.com:acme/fleet.git",
+        "ssh://git@github.com:22/acme/fleet.git",
+        "https://user@github.com:443/acme/fleet/",
+    ] {
+        let t = target("github", url);
+        assert_eq!(
+            (t.owner.as_str(), t.repo.as_str(), t.api_url.as_str()),
+            ("acme", "fleet", "https://api.github.com")
+        );
+    }
+    // Gitea under a sub-path: owner/repo are the last two segments
+    let t = target("gitea", "http://127.0.0.1:3000/git/plumb/fleet.git");
+    assert_eq!((t.owner.as_str(), t.repo.as_str()), ("plumb", "fleet"));
+    assert_eq!(t.api_url, "http://127.0.0.1:3000/api/v1", "default is the origin + /api/v1");
+}
+
+#[test]
+fn bad_targets_are_explained() {
+    let e = Target::new(&cfg("provider: github\ntokenFile: /t\n"), "https://github.com/fleet").unwrap_err();
+    assert!(matches!(e, Error::NoOwnerRepo { .. }), "{e}");
+    let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\n"), "git@gitea.example:acme/fleet.git").unwrap_err();
+    assert!(e.to_string().contains("set commitStatus.apiUrl"), "{e}");
+    let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\napiUrl: ftp://x/api\n"), "https://g.example/a/b")
+        .unwrap_err();
+    assert!(matches!(e, Error::ApiUrl { .. }), "{e}");
+    let t = Target::new(
+        &cfg("provider: gitea\ntokenFile: /t\napiUrl: https://g.example/gitea/api/v1/\n"),
+        "git@g.example:acme/fleet.git",
+    )
+    .unwrap();
+    assert_eq!(t.url(SHA).unwrap().as_str(), format!("https://g.example/gitea/api/v1/repos/acme/fleet/statuses/{SHA}"));
+}
+
+fn status(state: State) -> CommitStatus {
+    CommitStatus {
+        sha: SHA.into(),
+        state,
+        context: "plumb/web".into(),
+        description: "Synced, Healthy: applied 4, pruned 0".into(),
+    }
+}
+
+#[test]
+fn gitea_request_matches_the_gitea_api() {
+    let mut t = target("gitea", "http://127.0.0.1:3000/plumb/fleet.git");
+    t.target_url = Some("http://plumb.example/api/v1/applications".into());
+    let req = t.request(&status(State::Success), b"tok3n").unwrap();
+    assert_eq!(req.method(), "POST");
+    assert_eq!(req.uri().to_string(), format!("http://127.0.0.1:3000/api/v1/repos/plumb/fleet/statuses/{SHA}"));
+    assert_eq!(req.headers()["authorization"], "token tok3n");
+    assert!(req.headers()["authorization"].is_sensitive());
+    assert_eq!(req.headers()["content-type"], "application/json");
+    let body: serde_json::Value = serde_json::from_slice(req.body()).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "state": "success", "context": "plumb/web",
+            "description": "Synced, Healthy: applied 4, pruned 0",
+            "target_url": "http://plumb.example/api/v1/applications",
+        })
+    );
+}
+
+#[test]
+fn github_request_matches_the_github_api() {
+    let t = target("github", "https://github.com/acme/fleet.git");
+    let req = t.request(&status(State::Pending), b"ghp_x").unwrap();
+    assert_eq!(req.uri().to_string(), format!("https://api.github.com/repos/acme/fleet/statuses/{SHA}"));
+    assert_eq!(req.headers()["authorization"], "Bearer ghp_x");
+    assert_eq!(req.headers()["accept"], "application/vnd.github+json");
+    assert_eq!(req.headers()["x-github-api-version"], "2022-11-28");
+    assert!(req.headers()["user-agent"].to_str().unwrap().starts_with("plumb/"));
+    let body: serde_json::Value = serde_json::from_slice(req.body()).unwrap();
+    assert_eq!(body["state"], "pending");
+    assert!(body.get("target_url").is_none(), "no target URL configured: none sent");
+}
+
+#[test]
+fn tokens_that_cannot_be_headers_are_refused_without_echo() {
+    let t = target("gitea", "http://g.example/a/b");
+    for bad in [&b""[..], b"s3cr\nQz", b"s3cr\x00Qz"] {
+        let e = t.request(&status(State::Success), bad).unwrap_err();
+        assert!(matches!(e, Error::BadToken { .. }), "{e}");
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains("s3cr") && !text.contains("Qz"), "the token never appears in errors: {text}");
+    }
+}
+
+#[test]
+fn states_follow_result_and_health() {
+    use HealthStatus::*;
+    use SyncResult::*;
+    for (r, h, want) in [
+        (Succeeded, Healthy, State::Success),
+        (Succeeded, Suspended, State::Success),
+        (Succeeded, Progressing, State::Pending),
+        (Succeeded, Degraded, State::Failure),
+        (Succeeded, Missing, State::Failure),
+        (Succeeded, Unknown, State::Error),
+        (Failed, Healthy, State::Failure),
+        (Refused, Healthy, State::Error),
+    ] {
+        assert_eq!(state_for(r, h), want, "{r:?} {h:?}");
+    }
+}
+
+#[test]
+fn descriptions_carry_sync_and_health_and_fit_github() {
+    assert_eq!(describe(SyncStatus::Synced, HealthStatus::Healthy, ""), "Synced, Healthy");
+    let long = describe(SyncStatus::OutOfSync, HealthStatus::Degraded, &"é".repeat(500));
+    assert_eq!(long.chars().count(), MAX_DESCRIPTION_CHARS);
+    assert!(long.starts_with("OutOfSync, Degraded: ") && long.ends_with('…'));
+}
+
+fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
+    PassReport {
+        status: AppStatus {
+            app: "web".into(),
+            revision: SHA.into(),
+            synced_revision: SHA.into(),
+            sync: SyncStatus::Synced,
+            health,
+            ..AppStatus::default()
+        },
+        diffs: vec![],
+        sync: sync.map(|result| SyncRecord {
+            revision: SHA.into(),
+            subject: "s".into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            reason: "NewRevision".into(),
+            result,
+            message: if result == SyncResult::Succeeded { String::new() } else { "apply web: forbidden".into() },
+            applied: vec!["a".into(), "b".into()],
+            pruned: vec![],
+        }),
+    }
+}
+
+#[test]
+fn a_sync_posts_then_the_rollout_settles_once() {
+    // sync while the Deployment rolls out: pending
+    let first = next_status("web", &report(Some(SyncResult::Succeeded), HealthStatus::Progressing), None).unwrap();
+    assert_eq!((first.state, first.context.as_str()), (State::Pending, "plumb/web"));
+    assert_eq!(first.description, "Synced, Progressing: applied 2, pruned 0");
+    // the next pass, still progressing: nothing new to say
+    assert_eq!(next_status("web", &report(None, HealthStatus::Progressing), Some(&first)), None);
+    // healthy: success on the same commit
+    let done = next_status("web", &report(None, HealthStatus::Healthy), Some(&first)).unwrap();
+    assert_eq!((done.sha.as_str(), done.state), (SHA, State::Success));
+    assert!(done.description.starts_with("Synced, Healthy"));
+    // after success, passes without a sync post nothing
+    assert_eq!(next_status("web", &report(None, HealthStatus::Degraded), Some(&done)), None);
+    // nothing was ever posted and nothing synced: nothing to say
+    assert_eq!(next_status("web", &report(None, HealthStatus::Healthy), None), None);
+}
+
+#[test]
+fn failed_and_refused_syncs_say_why() {
+    let s = next_status("web", &report(Some(SyncResult::Failed), HealthStatus::Healthy), None).unwrap();
+    assert_eq!(s.state, State::Failure);
+    assert!(s.description.contains("sync failed: apply web: forbidden"), "{}", s.description);
+    let s = next_status("web", &report(Some(SyncResult::Refused), HealthStatus::Healthy), None).unwrap();
+    assert_eq!(s.state, State::Error);
+}
