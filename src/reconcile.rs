@@ -81,13 +81,16 @@ pub struct Context {
     dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
     heal: Mutex<HashMap<String, HealState>>,
     /// Comparison results by object: (manifest hash, live resourceVersion, result).
-    compared: Mutex<HashMap<ObjectKey, (u64, String, Arc<Compared>)>>,
+    compared: Mutex<HashMap<ObjectKey, CompareMemo>>,
     /// Rendered manifests by application: (revision, path, manifests).
-    rendered: Mutex<HashMap<String, (String, String, Vec<render::Manifest>)>>,
+    rendered: Mutex<HashMap<String, RenderMemo>>,
 }
 
 /// A remembered dry-run: valid while neither the applied configuration nor the live
 /// object (resourceVersion) changed.
+type CompareMemo = (u64, String, Arc<Compared>);
+type RenderMemo = (String, String, Vec<render::Manifest>);
+
 /// selfHeal bookkeeping of one application at one revision.
 struct HealState {
     revision: String,
@@ -454,10 +457,10 @@ impl Context {
         // owned objects no longer in Git
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         for c in &compared {
-            if let Some(av) = c.apply.get("apiVersion").and_then(Value::as_str) {
-                if c.kind.is_some() {
-                    kinds.insert((av.to_string(), c.key.kind.clone()));
-                }
+            if let Some(av) = c.apply.get("apiVersion").and_then(Value::as_str)
+                && c.kind.is_some()
+            {
+                kinds.insert((av.to_string(), c.key.kind.clone()));
             }
         }
         let mut orphans: Vec<(PruneCandidate, Kind)> = Vec::new();
@@ -596,12 +599,11 @@ impl Context {
                     kinds.insert((av.to_string(), k.key.kind.clone()));
                 }
             }
-            if heal {
-                if let Ok(mut h) = self.heal.lock() {
-                    if let Some(state) = h.get_mut(name) {
-                        state.failed = rec.result != SyncResult::Succeeded;
-                    }
-                }
+            if heal
+                && let Ok(mut h) = self.heal.lock()
+                && let Some(state) = h.get_mut(name)
+            {
+                state.failed = rec.result != SyncResult::Succeeded;
             }
             record = Some(rec);
         } else if out_of_sync
@@ -666,7 +668,7 @@ impl Context {
         let kind = match self.cluster.kind(&api_version, &kind_name).await {
             Ok(k) => k,
             Err(e) => {
-                let key = ObjectKey::of(&obj).unwrap_or_default_key();
+                let key = ObjectKey::of(&obj).unwrap_or_else(unknown_key);
                 return Arc::new(unknown(key, obj, None, format!("{e} ({source})")));
             }
         };
@@ -680,7 +682,7 @@ impl Context {
             }
         }
         let Some(key) = ObjectKey::of(&obj) else {
-            return Arc::new(unknown(ObjectKey::default_key(), obj, Some(kind), format!("{source}: no identity")));
+            return Arc::new(unknown(unknown_key(), obj, Some(kind), format!("{source}: no identity")));
         };
         tracking::stamp(&mut obj, app, &key, self.config.settings.installation_id.as_deref());
         // Same manifest and same live resourceVersion as last time: same answer.
@@ -943,10 +945,10 @@ impl Context {
     async fn apply_one(&self, c: &Compared, idx: usize) -> (usize, Result<Value, String>) {
         let res = match &c.kind {
             Some(kind) => {
-                if let Some(fields) = &c.takeover {
-                    if let Err(e) = self.cluster.replace_managed_fields(kind, &c.key, fields).await {
-                        return (idx, Err(e.to_string()));
-                    }
+                if let Some(fields) = &c.takeover
+                    && let Err(e) = self.cluster.replace_managed_fields(kind, &c.key, fields).await
+                {
+                    return (idx, Err(e.to_string()));
                 }
                 self.cluster.apply(kind, &c.key, &c.apply, false).await.map_err(|e| e.to_string())
             }
@@ -965,10 +967,10 @@ impl Context {
                     name: namespace.into(),
                 };
                 let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-                if let Ok(None) = self.cluster.get(&kind, &key).await {
-                    if let Err(e) = self.cluster.apply(&kind, &key, &ns, false).await {
-                        tracing::warn!(namespace, "CreateNamespace: {e}");
-                    }
+                if let Ok(None) = self.cluster.get(&kind, &key).await
+                    && let Err(e) = self.cluster.apply(&kind, &key, &ns, false).await
+                {
+                    tracing::warn!(namespace, "CreateNamespace: {e}");
                 }
             }
             Err(e) => tracing::warn!(namespace, "CreateNamespace: {e}"),
@@ -1042,6 +1044,11 @@ impl Context {
     }
 }
 
+/// Placeholder identity of a manifest that has none (reported as an error).
+fn unknown_key() -> ObjectKey {
+    ObjectKey { group: String::new(), kind: "?".into(), namespace: String::new(), name: "?".into() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::heal_backoff;
@@ -1050,20 +1057,5 @@ mod tests {
     fn self_heal_backoff_is_2s_times_3_capped_at_300s() {
         let secs: Vec<u64> = (1..=8).map(|n| heal_backoff(n).as_secs()).collect();
         assert_eq!(secs, [0, 2, 6, 18, 54, 162, 300, 300]);
-    }
-}
-
-trait KeyDefault {
-    fn unwrap_or_default_key(self) -> ObjectKey;
-}
-impl KeyDefault for Option<ObjectKey> {
-    fn unwrap_or_default_key(self) -> ObjectKey {
-        self.unwrap_or_else(ObjectKey::default_key)
-    }
-}
-
-impl ObjectKey {
-    fn default_key() -> ObjectKey {
-        ObjectKey { group: String::new(), kind: "?".into(), namespace: String::new(), name: "?".into() }
     }
 }

@@ -94,10 +94,10 @@ pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
     }
     let mut seen = std::collections::HashMap::new();
     for m in &out {
-        if let Some(key) = ObjectKey::of(&m.object) {
-            if let Some(first) = seen.insert(key.clone(), m.source.clone()) {
-                return Err(Error::Duplicate { key: key.to_string(), first, second: m.source.clone() });
-            }
+        if let Some(key) = ObjectKey::of(&m.object)
+            && let Some(first) = seen.insert(key.clone(), m.source.clone())
+        {
+            return Err(Error::Duplicate { key: key.to_string(), first, second: m.source.clone() });
         }
     }
     Ok(out)
@@ -178,11 +178,11 @@ fn check_object(v: &Value) -> Result<(), String> {
         return Err("not a mapping".into());
     };
     for (field, what) in [("apiVersion", "apiVersion"), ("kind", "kind")] {
-        if !m.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        if m.get(field).and_then(Value::as_str).is_none_or(|s| s.is_empty()) {
             return Err(format!("missing {what}"));
         }
     }
-    if !v.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+    if v.pointer("/metadata/name").and_then(Value::as_str).is_none_or(|s| s.is_empty()) {
         return Err("missing metadata.name (generateName is not supported: objects need a stable identity)".into());
     }
     Ok(())

@@ -131,15 +131,15 @@ impl Mirror {
         let mut cb = RemoteCallbacks::new();
         let creds = self.credentials.clone();
         cb.credentials(move |_url, user_from_url, allowed| {
-            if allowed.contains(git2::CredentialType::SSH_KEY) {
-                if let Some(key) = &creds.ssh_key {
-                    return Cred::ssh_key(user_from_url.unwrap_or("git"), None, key, None);
-                }
+            if allowed.contains(git2::CredentialType::SSH_KEY)
+                && let Some(key) = &creds.ssh_key
+            {
+                return Cred::ssh_key(user_from_url.unwrap_or("git"), None, key, None);
             }
-            if allowed.contains(git2::CredentialType::USER_PASS_PLAINTEXT) {
-                if let Some((user, token)) = &creds.token {
-                    return Cred::userpass_plaintext(user, &String::from_utf8_lossy(token));
-                }
+            if allowed.contains(git2::CredentialType::USER_PASS_PLAINTEXT)
+                && let Some((user, token)) = &creds.token
+            {
+                return Cred::userpass_plaintext(user, &String::from_utf8_lossy(token));
             }
             Err(git2::Error::from_str("no credentials configured for this repository"))
         });
@@ -172,10 +172,10 @@ impl Mirror {
     pub fn resolve(&self, revision: &str) -> Result<Resolved, Error> {
         let fetch_err = |source| Error::Fetch { url: self.url.clone(), source };
         if is_sha(revision) {
-            if let Ok(oid) = Oid::from_str(revision) {
-                if self.repo.find_commit(oid).is_ok() {
-                    return Ok(Resolved { revision: revision.to_string(), downloaded: false });
-                }
+            if let Ok(oid) = Oid::from_str(revision)
+                && self.repo.find_commit(oid).is_ok()
+            {
+                return Ok(Resolved { revision: revision.to_string(), downloaded: false });
             }
             self.fetch(&["+refs/heads/*:refs/plumb/heads/*", "+refs/tags/*:refs/plumb/tags/*"]).map_err(fetch_err)?;
             return match Oid::from_str(revision).ok().and_then(|o| self.repo.find_commit(o).ok()) {

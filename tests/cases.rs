@@ -49,10 +49,6 @@ async fn pass(ctx: &Context, app: &str) -> PassReport {
     ctx.run_pass(app, Mode::Policy, None).await.unwrap()
 }
 
-fn resource_version(ns: &str, what: &str) -> String {
-    kubectl(&["-n", ns, "get", what, "-o", "jsonpath={.metadata.resourceVersion}"])
-}
-
 const AUTO: &str = "    syncPolicy: {automated: true, prune: true, selfHeal: true}";
 
 /// flux-10's desired.yaml requests 1.2 CPU under a 1 CPU limit, which a real API server
@@ -351,16 +347,12 @@ async fn hpa(ns: &'static str, stop: tokio_util::sync::CancellationToken) {
     let api: kube::Api<Deployment> = kube::Api::namespaced(client, ns);
     let pp = kube::api::PatchParams { field_manager: Some("kube-controller-manager".into()), ..Default::default() };
     while !stop.is_cancelled() {
-        if let Ok(d) = api.get("cart-api").await {
-            if d.spec.and_then(|s| s.replicas) != Some(5) {
-                let _ = api
-                    .patch_scale(
-                        "cart-api",
-                        &pp,
-                        &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 5}})),
-                    )
-                    .await;
-            }
+        if let Ok(d) = api.get("cart-api").await
+            && d.spec.and_then(|s| s.replicas) != Some(5)
+        {
+            let _ = api
+                .patch_scale("cart-api", &pp, &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 5}})))
+                .await;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -198,10 +198,10 @@ fn remove_path(v: &mut Value, tokens: &[String]) {
             m.remove(last);
         }
         Value::Array(a) => {
-            if let Ok(i) = last.parse::<usize>() {
-                if i < a.len() {
-                    a.remove(i);
-                }
+            if let Ok(i) = last.parse::<usize>()
+                && i < a.len()
+            {
+                a.remove(i);
             }
         }
         _ => {}
