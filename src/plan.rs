@@ -24,11 +24,15 @@ pub struct SyncOptions {
     pub prune_confirm: bool,
     /// `CreateNamespace=true`: create the destination namespace when missing.
     pub create_namespace: bool,
+    /// `FailOnSharedResource=true`: refuse to sync when an object is tracked by another
+    /// application, instead of taking it over.
+    pub fail_on_shared: bool,
 }
 
 impl SyncOptions {
     /// Names plumb knows (others are rejected when the policy is validated).
-    pub const KNOWN: &'static [&'static str] = &["Prune", "CreateNamespace", "PruneLast", "ApplyOutOfSyncOnly"];
+    pub const KNOWN: &'static [&'static str] =
+        &["Prune", "CreateNamespace", "PruneLast", "ApplyOutOfSyncOnly", "FailOnSharedResource"];
 
     /// Checks one `Name=value` option.
     ///
@@ -54,10 +58,21 @@ impl SyncOptions {
                     out.prune_confirm = v.eq_ignore_ascii_case("confirm");
                 }
                 Ok(("CreateNamespace", v)) => out.create_namespace = v.eq_ignore_ascii_case("true"),
+                Ok(("FailOnSharedResource", v)) => out.fail_on_shared = v.eq_ignore_ascii_case("true"),
                 _ => {}
             }
         }
         out
+    }
+
+    /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
+    /// no longer declares it, it still "requires pruning" but does not make the
+    /// application OutOfSync.
+    pub fn ignores_extraneous(obj: &serde_json::Value) -> bool {
+        obj.pointer("/metadata/annotations")
+            .and_then(|a| a.get("plumb.dev/compare-options"))
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| s.split(',').any(|o| o.trim() == "IgnoreExtraneous"))
     }
 
     /// Options of an object's `plumb.dev/sync-options` annotation (comma list).
@@ -84,6 +99,16 @@ pub fn data_loss_class(group: &str, kind: &str) -> Option<&'static str> {
         }
         _ => None,
     }
+}
+
+/// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
+/// no longer declares it, it still "requires pruning" but does not make the
+/// application OutOfSync.
+pub fn ignores_extraneous(obj: &serde_json::Value) -> bool {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get("plumb.dev/compare-options"))
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.split(',').any(|o| o.trim() == "IgnoreExtraneous"))
 }
 
 /// Apply order rank of a kind (lower first).
@@ -295,6 +320,13 @@ mod tests {
         assert_eq!(sync_reason(&heal, false, true, false), None);
         assert_eq!(sync_reason(&manual, true, true, false), None);
         assert_eq!(sync_reason(&manual, false, false, true), Some(SyncReason::Manual));
+    }
+
+    #[test]
+    fn ignore_extraneous_annotation() {
+        let with = serde_json::json!({"metadata": {"annotations": {"plumb.dev/compare-options": "IgnoreHealthCheck, IgnoreExtraneous"}}});
+        assert!(ignores_extraneous(&with));
+        assert!(!ignores_extraneous(&serde_json::json!({"metadata": {}})));
     }
 
     #[test]

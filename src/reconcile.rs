@@ -464,6 +464,7 @@ impl Context {
             }
         }
         let mut orphans: Vec<(PruneCandidate, Kind)> = Vec::new();
+        let mut extraneous: HashSet<String> = HashSet::new();
         for (api_version, kind_name) in &kinds {
             let kind = match self.cluster.kind(api_version, kind_name).await {
                 Ok(k) => k,
@@ -500,6 +501,9 @@ impl Context {
                             continue;
                         }
                         let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+                        if plan::ignores_extraneous(o) {
+                            extraneous.insert(key.to_string());
+                        }
                         orphans.push((PruneCandidate { key, uid, options: SyncOptions::of_object(o) }, kind.clone()));
                     }
                 }
@@ -542,7 +546,15 @@ impl Context {
             reason: "requires pruning".into(),
         }));
         st.resources = resources;
-        st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
+        st.sync = compare::roll_up(st.resources.iter().filter(|r| !extraneous.contains(&r.object)).map(|r| r.sync));
+        for c in &compared {
+            if let Some(other) = c.live.as_ref().and_then(tracking::tracked_app).filter(|a| *a != name) {
+                st.conditions.push(Condition {
+                    type_: "SharedResourceWarning".into(),
+                    message: format!("{} is also tracked by application {other}; both declare it", c.key),
+                });
+            }
+        }
         if !compare_errors.is_empty() {
             st.sync = SyncStatus::Unknown;
             st.conditions.push(Condition { type_: "ComparisonError".into(), message: compare_errors.join("; ") });
@@ -579,6 +591,19 @@ impl Context {
         let (prune, approved) = match mode {
             Mode::Manual { prune, approve } => (prune, approve),
             _ => (env.sync_policy.prune, false),
+        };
+        let shared = st.conditions.iter().any(|c| c.type_ == "SharedResourceWarning");
+        let reason = if reason.is_some()
+            && shared
+            && SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str)).fail_on_shared
+        {
+            st.conditions.push(Condition {
+                type_: "SyncError".into(),
+                message: "FailOnSharedResource=true: not syncing objects another application tracks".into(),
+            });
+            None
+        } else {
+            reason
         };
         let mut record = None;
         if let Some(reason) = reason {

@@ -62,3 +62,42 @@ async fn pvc_prune_waits_for_approval() {
     .await;
     assert!(kubectl(&["-n", ns, "get", "configmap", "keep", "-o", "name"]).contains("keep"));
 }
+
+/// Two applications declare the same ConfigMap: each pass says so
+/// (SharedResourceWarning naming the other application), and with
+/// `FailOnSharedResource=true` the second application refuses to take it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_resources_are_named_and_can_fail_the_sync() {
+    let ns = "safety-shared";
+    let lab = Lab::new("shared");
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: common, namespace: {ns}}}\ndata: {{a: b}}\n");
+    lab.repo.write("one/cm.yaml", &cm).unwrap();
+    lab.repo.write("two/cm.yaml", &cm.replace("a: b", "a: c")).unwrap();
+    lab.repo.commit("two apps, one ConfigMap").unwrap();
+    let policy = lab.policy(
+        "p.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-safety}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true, FailOnSharedResource=true]}}\napplications:\n  - {{name: one, repository: r, revision: main, path: one, namespace: {ns}, environment: e}}\n  - {{name: two, repository: r, revision: main, path: two, namespace: {ns}, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
+    let ctx =
+        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
+    ctx.store.ensure_namespace().await.unwrap();
+    assert!(ctx.run_pass("one", Mode::Policy, None).await.unwrap().sync.is_some());
+    let r = ctx.run_pass("two", Mode::Policy, None).await.unwrap();
+    let warn = r.status.conditions.iter().find(|c| c.type_ == "SharedResourceWarning").expect("warning");
+    assert!(
+        warn.message.contains(&format!("ConfigMap/{ns}/common")) && warn.message.contains("application one"),
+        "{warn:?}"
+    );
+    assert!(r.sync.is_none(), "FailOnSharedResource: no sync");
+    assert!(r.status.conditions.iter().any(|c| c.type_ == "SyncError" && c.message.contains("FailOnSharedResource")));
+    assert_eq!(
+        kubectl(&["-n", ns, "get", "configmap", "common", "-o", "jsonpath={.data.a}"]),
+        "b",
+        "app one's value stays"
+    );
+}
