@@ -155,6 +155,9 @@ pub struct Environment {
     /// Fields that differ on purpose (owned by another controller) and are not drift.
     #[serde(default)]
     pub ignore_differences: Vec<IgnoreDifference>,
+    /// How health is assessed in this environment: thresholds and per-kind overrides.
+    #[serde(default)]
+    pub health: HealthPolicy,
 }
 
 impl Environment {
@@ -235,6 +238,10 @@ pub struct Application {
     /// Ignore rules of this application, added to its environment's.
     #[serde(default)]
     pub ignore_differences: Vec<IgnoreDifference>,
+    /// Health overrides of this application; tried before the environment's
+    /// `health.overrides`.
+    #[serde(default)]
+    pub health_overrides: Vec<HealthOverride>,
 }
 
 fn default_revision() -> Spanned<String> {
@@ -290,6 +297,106 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         };
     }
     if total.is_zero() { Err(bad()) } else { Ok(total) }
+}
+
+/// How health is assessed (the `health:` block of an environment). Every field is
+/// optional; the defaults are those of [`crate::health::HealthSettings`].
+///
+/// ```yaml
+/// health:
+///   stallAfter: 10m            # Progressing this long -> "health stalled" warning
+///   podRestartLimit: 3         # a pod of the update revision failing this often ...
+///   podFailureAfter: 10m       # ... or this long makes its workload Degraded
+///   unschedulableAfter: 5m     # a Pending pod unschedulable this long is Degraded
+///   overrides:                 # per group/kind rules, first match wins
+///     - group: networking.k8s.io
+///       kind: Ingress
+///       match: {ingressClassName: internal-nginx}
+///       rule: healthy-when-present
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HealthPolicy {
+    /// An object Progressing longer than this gets a *stalled* warning on its
+    /// application (integer seconds or `10m`; default 10 min).
+    #[serde(default, deserialize_with = "de_interval")]
+    pub stall_after: Option<Duration>,
+    /// Restarts after which a crash-looping pod of a workload's update revision makes the
+    /// workload Degraded (default 3).
+    #[serde(default)]
+    pub pod_restart_limit: Option<u32>,
+    /// How long a pod of a workload's update revision may fail (crash loop, image pull)
+    /// before the workload is Degraded (default 10 min).
+    #[serde(default, deserialize_with = "de_interval")]
+    pub pod_failure_after: Option<Duration>,
+    /// How long a Pending pod may be `Unschedulable` before it is Degraded (default 5 min).
+    #[serde(default, deserialize_with = "de_interval")]
+    pub unschedulable_after: Option<Duration>,
+    /// Per group/kind health rules, tried in order after the application's own.
+    #[serde(default)]
+    pub overrides: Vec<HealthOverride>,
+}
+
+/// A declarative health rule for one group/kind, optionally narrowed by field values,
+/// so that a custom resource (or a built-in kind whose controller behaves unusually) is
+/// assessed without code — plumb's counterpart of Argo CD's Lua health checks.
+///
+/// Exactly one of `rule` or `conditions` is given. The override is consulted after the
+/// generic checks (being deleted, `generation` not yet observed) and before the
+/// built-in rules of the kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HealthOverride {
+    /// API group; omitted means any group, `""` is the core group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind, e.g. `Ingress`; `*` matches every kind of the group.
+    pub kind: Spanned<String>,
+    /// Field values the object must have, all of them, for the override to apply.
+    /// A key starting with `/` is an RFC 6901 JSON pointer from the object's root
+    /// (`/metadata/labels/tier`); any other key is a pointer below `spec`
+    /// (`ingressClassName` = `/spec/ingressClassName`). Values compare as JSON, and a
+    /// string also equals a number or boolean of the same text.
+    #[serde(default, rename = "match")]
+    pub match_fields: std::collections::BTreeMap<String, serde_json::Value>,
+    /// A named rule.
+    #[serde(default)]
+    pub rule: Option<HealthRule>,
+    /// Condition rows, tried in order: the first row whose `type`, `status` and
+    /// `reason` match a condition of `status.conditions` gives the health.
+    #[serde(default)]
+    pub conditions: Vec<ConditionHealth>,
+    /// Health when no row of `conditions` matches; omitted: the built-in rules decide.
+    #[serde(default)]
+    pub otherwise: Option<crate::health::HealthStatus>,
+}
+
+/// Named health rules of a [`HealthOverride`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum HealthRule {
+    /// Healthy as soon as the object exists (and `match` holds): for controllers that
+    /// admit an object without publishing anything in its status, e.g. an ingress
+    /// controller that never fills `status.loadBalancer`. `healthy-when-admitted` is an
+    /// alias that reads better when `match` names the admitting controller's class.
+    #[serde(rename = "healthy-when-present", alias = "healthy-when-admitted")]
+    HealthyWhenPresent,
+}
+
+/// One row of a condition-based [`HealthOverride`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConditionHealth {
+    /// Condition type, e.g. `Ready` or `Synced`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `"True"`, `"False"` or `"Unknown"`; omitted: any status.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Condition reason; omitted: any reason.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The health this row means (`Healthy`, `Progressing`, `Degraded`, `Suspended`).
+    pub health: crate::health::HealthStatus,
 }
 
 #[cfg(test)]

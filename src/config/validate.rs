@@ -36,7 +36,7 @@ impl fmt::Display for Problem {
 /// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
 /// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
 /// an API URL (see [`crate::forge::Target::new`]); JSON pointers are RFC 6901; sync options
-/// are `Name=value` with known names.
+/// are `Name=value` with known names; health overrides have `rule` or `conditions`.
 pub fn validate(config: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut problem = |line: u32, message: String| {
@@ -106,6 +106,11 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
+        for o in &e.health.overrides {
+            if let Some(m) = health_override_problem(o) {
+                problem(line(&o.kind), format!("environment `{}`: {m}", e.name.value));
+            }
+        }
     }
 
     let mut apps = HashSet::new();
@@ -141,6 +146,11 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             );
         }
         check_ignore_rules(&a.ignore_differences, &mut problem);
+        for o in &a.health_overrides {
+            if let Some(m) = health_override_problem(o) {
+                problem(line(&o.kind), format!("application `{}`: {m}", a.name.value));
+            }
+        }
         if !is_dns_label(&a.namespace.value) {
             problem(
                 line(&a.namespace),
@@ -173,6 +183,26 @@ fn check_ignore_rules(rules: &[super::IgnoreDifference], problem: &mut impl FnMu
             }
         }
     }
+}
+
+/// What is wrong with one health override: it needs exactly one of `rule` or
+/// `conditions`, a kind, and a `Missing` health means nothing for a present object.
+fn health_override_problem(o: &super::HealthOverride) -> Option<String> {
+    let what = format!("health override for {}", o.kind.value);
+    if o.kind.value.trim().is_empty() {
+        return Some("health override with an empty kind".into());
+    }
+    match (o.rule.is_some(), o.conditions.is_empty()) {
+        (true, false) => return Some(format!("{what}: give either `rule` or `conditions`, not both")),
+        (false, true) => return Some(format!("{what}: needs `rule` or `conditions`")),
+        _ => {}
+    }
+    if o.rule.is_some() && o.otherwise.is_some() {
+        return Some(format!("{what}: `otherwise` goes with `conditions`"));
+    }
+    let missing =
+        o.conditions.iter().map(|c| c.health).chain(o.otherwise).any(|h| h == crate::health::HealthStatus::Missing);
+    missing.then(|| format!("{what}: `Missing` is not a health of an existing object"))
 }
 
 /// RFC 1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
@@ -240,6 +270,55 @@ applications:
         assert!(msg.contains("p.yaml:6: repository `fleet`: commitStatus.tokenFile"), "{msg}");
         assert!(msg.contains("p.yaml:5: repository `fleet`: commitStatus: API URL"), "{msg}");
         assert!(msg.contains("set commitStatus.apiUrl"), "{msg}");
+    }
+
+    #[test]
+    fn health_policy_is_read_and_overrides_checked() {
+        let text = "\
+repositories:
+  - name: fleet
+    url: https://git.example/fleet.git
+environments:
+  - name: dev
+    health:
+      stallAfter: 2m
+      podRestartLimit: 5
+      overrides:
+        - group: networking.k8s.io
+          kind: Ingress
+          match: {ingressClassName: internal-nginx}
+          rule: healthy-when-present
+        - kind: Widget
+        - kind: Gadget
+          rule: healthy-when-present
+          conditions: [{type: Ready, health: Healthy}]
+applications:
+  - name: web
+    repository: fleet
+    namespace: web
+    environment: dev
+    healthOverrides:
+      - kind: Thing
+        conditions: [{type: Ready, status: \"False\", health: Missing}]
+";
+        let err = load_str(text, Path::new("dev.yaml"), Path::new(".")).expect_err("invalid");
+        let msg = err.to_string();
+        for want in [
+            "dev.yaml:14: environment `dev`: health override for Widget: needs `rule` or `conditions`",
+            "dev.yaml:15: environment `dev`: health override for Gadget: give either `rule` or `conditions`, not both",
+            "dev.yaml:24: application `web`: health override for Thing: `Missing` is not a health of an existing object",
+        ] {
+            assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
+        }
+        let valid: String = text.lines().take(13).chain(["applications: []"]).map(|l| format!("{l}\n")).collect();
+        let config = load_str(&valid, Path::new("dev.yaml"), Path::new(".")).expect("valid");
+        let health = &config.environments[0].health;
+        assert_eq!(health.stall_after, Some(std::time::Duration::from_secs(120)));
+        assert_eq!(health.pod_restart_limit, Some(5));
+        assert_eq!(health.overrides[0].match_fields["ingressClassName"], serde_json::json!("internal-nginx"));
+        let settings = crate::health::HealthSettings::from_policy(health);
+        assert_eq!((settings.pod_restart_limit, settings.stall_after.as_secs()), (5, 120));
+        assert_eq!(settings.pod_failure_after.as_secs(), 600, "defaults fill the rest");
     }
 
     #[test]

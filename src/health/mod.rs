@@ -1,0 +1,297 @@
+//! Health: is the object actually working? Pure functions of the live object, the pods
+//! it owns and the time — no client, no clock of their own.
+//!
+//! Independent of sync status: *Synced but Degraded* (Git's image cannot start) and
+//! *OutOfSync but Healthy* (a hand-scaled Deployment runs fine) are both real states.
+//!
+//! [`assess_with`] applies, in order (after Argo CD's `gitops-engine/pkg/health` and
+//! kstatus, `sigs.k8s.io/cli-utils/pkg/kstatus/status`):
+//!
+//! 1. no live object → `Missing`;
+//! 2. [`generic`] lifecycle: being deleted → `Progressing`; `metadata.generation` >
+//!    `status.observedGeneration` → `Progressing` (the controller has not seen the latest
+//!    spec);
+//! 3. [`overrides`]: the first [`HealthOverride`] of the object's group/kind whose
+//!    `match` holds, from the application, then the environment policy;
+//! 4. kstatus conditions: `Stalled=True` → `Degraded`, `Reconciling=True` → `Progressing`;
+//! 5. the rule of the kind: [`workloads`] (Deployment, StatefulSet, DaemonSet,
+//!    ReplicaSet — including plumb's own rule that a workload whose *update revision*
+//!    pods crash-loop or fail to pull past a deadline is `Degraded`, naming the pod,
+//!    see [`revision`]), [`pod`], [`network`] (Service, Ingress), [`batch`] (Job,
+//!    CronJob), [`storage`] (PersistentVolumeClaim), [`scaling`]
+//!    (HorizontalPodAutoscaler, PodDisruptionBudget), [`api`] (APIService,
+//!    CustomResourceDefinition, Namespace); ConfigMap, Secret, ServiceAccount, RBAC and
+//!    the other passive kinds are `Healthy` when present;
+//! 6. any other kind (custom resources): its `Ready` / `Available` condition
+//!    ([`generic::conditions`]), `Healthy` when it has none.
+//!
+//! Around single objects: [`roll_up`] gives an application's health, objects annotated
+//! `plumb.dev/compare-options: IgnoreHealthCheck` stay out of it
+//! ([`ignores_health_check`]), and [`stall`] turns "Progressing for too long" into a
+//! warning that names the objects, without ever flipping them to `Degraded`.
+
+pub mod api;
+pub mod batch;
+mod fields;
+pub mod generic;
+pub mod network;
+pub mod overrides;
+pub mod pod;
+pub mod revision;
+mod rollup;
+pub mod scaling;
+pub mod stall;
+pub mod storage;
+pub mod workloads;
+
+#[cfg(test)]
+mod cases;
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::config::{ConditionHealth, HealthOverride, HealthRule};
+pub use fields::age;
+pub use rollup::{COMPARE_OPTIONS_ANNOTATION, IGNORE_HEALTH_CHECK, ignores_health_check, roll_up};
+pub use stall::{ProgressingSince, Stall, stalled, track_progressing};
+
+/// Health status, ordered from best to worst for the roll-up:
+/// Healthy < Suspended < Progressing < Missing < Degraded < Unknown (Argo CD's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub enum HealthStatus {
+    /// Working as declared.
+    Healthy,
+    /// Deliberately paused or suspended.
+    Suspended,
+    /// Not yet working, expected to get there.
+    Progressing,
+    /// Declared in Git, absent live.
+    Missing,
+    /// Failed, will not get better by waiting.
+    Degraded,
+    /// Could not be assessed.
+    #[default]
+    Unknown,
+}
+
+impl std::fmt::Display for HealthStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A status with a one-line message naming the cause (`pod web-7f9c-x2
+/// CrashLoopBackOff, 4 restarts`, `0/3 replicas available`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// The status.
+    pub status: HealthStatus,
+    /// Human reason, one line (may be empty when Healthy without remark).
+    pub message: String,
+}
+
+impl Health {
+    /// A health of `status` with `message`.
+    pub fn new(status: HealthStatus, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+    pub(crate) fn healthy(message: impl Into<String>) -> Self {
+        Self::new(HealthStatus::Healthy, message)
+    }
+    pub(crate) fn progressing(message: impl Into<String>) -> Self {
+        Self::new(HealthStatus::Progressing, message)
+    }
+    pub(crate) fn degraded(message: impl Into<String>) -> Self {
+        Self::new(HealthStatus::Degraded, message)
+    }
+    pub(crate) fn suspended(message: impl Into<String>) -> Self {
+        Self::new(HealthStatus::Suspended, message)
+    }
+}
+
+/// Thresholds of the time-dependent rules. Built from an environment's
+/// [`crate::config::HealthPolicy`] with [`HealthSettings::from_policy`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// Restarts after which a crash-looping pod of a workload's update revision makes the
+    /// workload Degraded. Default 3.
+    pub pod_restart_limit: u32,
+    /// How long a pod of a workload's update revision may fail (crash loop, image pull,
+    /// config error) before the workload is Degraded. Default 10 min.
+    pub pod_failure_after: Duration,
+    /// How long a Pending pod may be `Unschedulable` before it is Degraded. Default 5 min
+    /// (kstatus uses 15 s, too short for a cluster autoscaler to add a node).
+    pub unschedulable_after: Duration,
+    /// How long an object may stay Progressing before the application carries a
+    /// *stalled* warning naming it ([`stalled`]). Default 10 min.
+    pub stall_after: Duration,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        Self {
+            pod_restart_limit: 3,
+            pod_failure_after: Duration::from_secs(600),
+            unschedulable_after: Duration::from_secs(300),
+            stall_after: Duration::from_secs(600),
+        }
+    }
+}
+
+impl HealthSettings {
+    /// The settings of a policy's `health:` block, defaults for what it leaves out.
+    pub fn from_policy(policy: &crate::config::HealthPolicy) -> Self {
+        let d = Self::default();
+        Self {
+            pod_restart_limit: policy.pod_restart_limit.unwrap_or(d.pod_restart_limit),
+            pod_failure_after: policy.pod_failure_after.unwrap_or(d.pod_failure_after),
+            unschedulable_after: policy.unschedulable_after.unwrap_or(d.unschedulable_after),
+            stall_after: policy.stall_after.unwrap_or(d.stall_after),
+        }
+    }
+}
+
+/// The overrides that apply to `app` in `env`, in the order they are tried: the
+/// application's `healthOverrides`, then the environment's `health.overrides`.
+pub fn overrides_for<'a>(
+    app: &'a crate::config::Application,
+    env: &'a crate::config::Environment,
+) -> Vec<&'a HealthOverride> {
+    app.health_overrides.iter().chain(&env.health.overrides).collect()
+}
+
+/// Everything one assessment looks at. The caller reads `pods` and `replica_sets` from
+/// its watch cache (never a LIST per object per pass), so assessing costs no API
+/// request.
+#[derive(Debug, Clone, Copy)]
+pub struct HealthInput<'a> {
+    /// The live object; `None` when it does not exist (→ Missing).
+    pub live: Option<&'a Value>,
+    /// Pods owned by `live`: directly for StatefulSets, DaemonSets, ReplicaSets and
+    /// Jobs; through its ReplicaSets for a Deployment. Used to name the failing pod and
+    /// for the update-revision rule ([`revision`]); empty is fine (status only).
+    pub pods: &'a [&'a Value],
+    /// ReplicaSets owned by a Deployment `live`, to tell which pods belong to its
+    /// current revision (annotation `deployment.kubernetes.io/revision`). When empty, the
+    /// youngest pod's `pod-template-hash` stands for the current revision.
+    pub replica_sets: &'a [&'a Value],
+    /// The time the assessment is made at (ages, deadlines, grace periods).
+    pub now: Timestamp,
+    /// Thresholds.
+    pub settings: &'a HealthSettings,
+    /// Overrides, first match wins ([`overrides_for`]).
+    pub overrides: &'a [&'a HealthOverride],
+}
+
+impl<'a> HealthInput<'a> {
+    /// An input with no children and no overrides.
+    pub fn new(live: Option<&'a Value>, now: Timestamp, settings: &'a HealthSettings) -> Self {
+        Self { live, pods: &[], replica_sets: &[], now, settings, overrides: &[] }
+    }
+
+    /// With the pods (and, for a Deployment, ReplicaSets) `live` owns.
+    pub fn children(mut self, pods: &'a [&'a Value], replica_sets: &'a [&'a Value]) -> Self {
+        self.pods = pods;
+        self.replica_sets = replica_sets;
+        self
+    }
+
+    /// With overrides.
+    pub fn overrides(mut self, overrides: &'a [&'a HealthOverride]) -> Self {
+        self.overrides = overrides;
+        self
+    }
+}
+
+/// Health of a live object (`None` = does not exist) with default settings, no children,
+/// no overrides, at the current time. For callers that have nothing more; prefer
+/// [`assess_with`].
+pub fn assess(live: Option<&Value>) -> Health {
+    let settings = HealthSettings::default();
+    assess_with(&HealthInput::new(live, Timestamp::now(), &settings))
+}
+
+/// Kinds that are Healthy as soon as they exist: passive data and policy objects no
+/// controller reports on. `(group, kind)`.
+const PRESENT_IS_HEALTHY: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "ServiceAccount"),
+    ("", "Endpoints"),
+    ("", "LimitRange"),
+    ("", "ResourceQuota"),
+    ("discovery.k8s.io", "EndpointSlice"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("networking.k8s.io", "IngressClass"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("storage.k8s.io", "StorageClass"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+];
+
+/// Health of one object: the rules listed in the module documentation, in that order.
+pub fn assess_with(input: &HealthInput<'_>) -> Health {
+    let Some(obj) = input.live else {
+        return Health::new(HealthStatus::Missing, "not found in the cluster");
+    };
+    if let Some(h) = generic::lifecycle(obj) {
+        return h;
+    }
+    if let Some(h) = overrides::apply(obj, input.overrides) {
+        return h;
+    }
+    if let Some(h) = generic::kstatus_conditions(obj) {
+        return h;
+    }
+    let (group, kind) = (fields::group(obj), fields::kind(obj));
+    match (group, kind) {
+        ("apps" | "extensions", "Deployment") => workloads::deployment(obj, input),
+        ("apps", "StatefulSet") => workloads::stateful_set(obj, input),
+        ("apps" | "extensions", "DaemonSet") => workloads::daemon_set(obj, input),
+        ("apps" | "extensions", "ReplicaSet") => workloads::replica_set(obj, input),
+        ("", "Pod") => pod::pod(obj, input.now, input.settings),
+        ("", "PersistentVolumeClaim") => storage::persistent_volume_claim(obj),
+        ("", "Service") => network::service(obj, input.now),
+        ("networking.k8s.io" | "extensions", "Ingress") => network::ingress(obj, input.now),
+        ("batch", "Job") => batch::job(obj, input),
+        ("batch", "CronJob") => batch::cron_job(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => scaling::horizontal_pod_autoscaler(obj),
+        ("policy", "PodDisruptionBudget") => scaling::pod_disruption_budget(obj),
+        ("apiregistration.k8s.io", "APIService") => api::api_service(obj),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => api::custom_resource_definition(obj),
+        ("", "Namespace") => api::namespace(obj),
+        (g, k) if PRESENT_IS_HEALTHY.iter().any(|&(pg, pk)| pg == g && pk == k) => Health::healthy(""),
+        _ => generic::conditions(obj),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Small builders shared by the rule tests.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A fixed "now" for the tests: 2025-02-01T12:00:00Z.
+    pub(crate) fn now() -> Timestamp {
+        "2025-02-01T12:00:00Z".parse().unwrap()
+    }
+
+    /// RFC 3339 text of `now() - secs`.
+    pub(crate) fn ago(secs: i64) -> String {
+        (now() - jiff::SignedDuration::from_secs(secs)).to_string()
+    }
+
+    /// Assesses `obj` at [`now`] with default settings and the given pods.
+    pub(crate) fn assess_at(obj: &Value, pods: &[&Value]) -> Health {
+        let settings = HealthSettings::default();
+        assess_with(&HealthInput::new(Some(obj), now(), &settings).children(pods, &[]))
+    }
+}
