@@ -50,10 +50,14 @@ fn matches(obj: &Value, key: &str, want: &Value) -> bool {
     let Some(live) = obj.pointer(&match_pointer(key)) else {
         return false;
     };
+    let scalar_text = |v: &Value| match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
     live == want
         || match (live, want) {
-            (Value::String(s), Value::Number(_) | Value::Bool(_)) => *s == want.to_string(),
-            (Value::Number(_) | Value::Bool(_), Value::String(s)) => live.to_string() == *s,
+            (Value::String(s), other) | (other, Value::String(s)) => scalar_text(other).is_some_and(|t| t == *s),
             _ => false,
         }
 }

@@ -62,7 +62,7 @@ pub fn update_revision_pods<'p>(pods: &[&'p Value], revision: Revision<'_>) -> V
                 pods.iter()
                     .copied()
                     .filter(|p| fields::label(p, label).is_some())
-                    .max_by_key(|p| fields::str_at(*p, "/metadata/creationTimestamp").unwrap_or(""))
+                    .max_by_key(|p| fields::str_at(p, "/metadata/creationTimestamp").unwrap_or(""))
                     .and_then(|p| fields::label(p, label))
             };
             let Some(want) = value.or_else(youngest) else {

@@ -124,10 +124,10 @@ pub fn stateful_set(obj: &Value, input: &HealthInput<'_>) -> Health {
         }
     } else if updated < want {
         parts.push(format!("{updated}/{want} replicas updated"));
-    } else if let (Some(cur), Some(upd)) = (fields::str_at(obj, "/status/currentRevision"), update_revision) {
-        if cur != upd {
-            parts.push(format!("rolling update from revision {cur} to {upd}"));
-        }
+    } else if let (Some(cur), Some(upd)) = (fields::str_at(obj, "/status/currentRevision"), update_revision)
+        && cur != upd
+    {
+        parts.push(format!("rolling update from revision {cur} to {upd}"));
     }
     if ready < want {
         parts.push(format!("{ready}/{want} replicas ready"));
