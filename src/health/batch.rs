@@ -61,7 +61,7 @@ pub fn cron_job(obj: &Value) -> Health {
     if fields::bool_at(obj, "/spec/suspend") {
         return Health::suspended("cronjob is suspended");
     }
-    let active = obj.pointer("/status/active").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let active = fields::at(obj, "/status/active").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
     let scheduled = fields::timestamp(obj, "/status/lastScheduleTime");
     let succeeded = fields::timestamp(obj, "/status/lastSuccessfulTime");
     match (scheduled, succeeded) {

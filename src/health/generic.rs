@@ -18,7 +18,7 @@ use super::{
 /// Progressing. `None` when neither applies (an absent `observedGeneration` skips the
 /// second check, as in kstatus: not every kind reports one).
 pub fn lifecycle(obj: &Value) -> Option<Health> {
-    if obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
+    if fields::at(obj, "/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
         return Some(Health::progressing("being deleted"));
     }
     let generation = fields::i64_at(obj, "/metadata/generation")?;

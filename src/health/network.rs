@@ -22,7 +22,7 @@ use super::{Health, fields};
 
 /// The first published address (`ip` or `hostname`) of `status.loadBalancer.ingress`.
 fn published_address(obj: &Value) -> Option<&str> {
-    obj.pointer("/status/loadBalancer/ingress")?.as_array()?.iter().find_map(|i| {
+    fields::at(obj, "/status/loadBalancer/ingress")?.as_array()?.iter().find_map(|i| {
         ["ip", "hostname"].iter().find_map(|k| i.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()))
     })
 }

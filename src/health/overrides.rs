@@ -47,7 +47,7 @@ pub fn match_pointer(key: &str) -> String {
 }
 
 fn matches(obj: &Value, key: &str, want: &Value) -> bool {
-    let Some(live) = obj.pointer(&match_pointer(key)) else {
+    let Some(live) = fields::at(obj, &match_pointer(key)) else {
         return false;
     };
     let scalar_text = |v: &Value| match v {
@@ -78,7 +78,7 @@ fn evaluate(o: &HealthOverride, obj: &Value) -> Option<Health> {
         message.push(')');
         return Some(Health::healthy(message));
     }
-    let list = obj.pointer("/status/conditions").and_then(Value::as_array);
+    let list = fields::at(obj, "/status/conditions").and_then(Value::as_array);
     for row in &o.conditions {
         let hit = list.into_iter().flatten().map(fields::Condition::of).find(|c| {
             c.type_() == row.type_

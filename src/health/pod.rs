@@ -72,8 +72,8 @@ impl ContainerFailure {
 /// The first container (init containers first) of `pod` waiting with a failing reason
 /// ([`is_failing_reason`]).
 pub fn failing_container(pod: &Value) -> Option<ContainerFailure> {
-    let init = pod.pointer("/status/initContainerStatuses").and_then(Value::as_array);
-    let main = pod.pointer("/status/containerStatuses").and_then(Value::as_array);
+    let init = fields::at(pod, "/status/initContainerStatuses").and_then(Value::as_array);
+    let main = fields::at(pod, "/status/containerStatuses").and_then(Value::as_array);
     let several = init.map_or(0, Vec::len) + main.map_or(0, Vec::len) > 1;
     init.into_iter().chain(main).flatten().find_map(|cs| {
         let reason = fields::str_at(cs, "/state/waiting/reason").filter(|r| is_failing_reason(r))?;
@@ -139,7 +139,7 @@ pub fn pod(obj: &Value, now: Timestamp, settings: &HealthSettings) -> Health {
     }
     let waiting = ["/status/initContainerStatuses", "/status/containerStatuses"]
         .iter()
-        .filter_map(|p| obj.pointer(p).and_then(Value::as_array))
+        .filter_map(|p| fields::at(obj, p).and_then(Value::as_array))
         .flatten()
         .find_map(|cs| fields::str_at(cs, "/state/waiting/reason"));
     match waiting {
@@ -151,12 +151,12 @@ pub fn pod(obj: &Value, now: Timestamp, settings: &HealthSettings) -> Health {
 /// The largest restart count among the containers and the reason of the last
 /// termination of that container (`OOMKilled`, `exit code 1`), when any restarted.
 fn last_restart(obj: &Value) -> Option<(i64, String)> {
-    let statuses = obj.pointer("/status/containerStatuses").and_then(Value::as_array)?;
+    let statuses = fields::at(obj, "/status/containerStatuses").and_then(Value::as_array)?;
     let cs = statuses
         .iter()
         .filter(|cs| fields::count(cs, "/restartCount") > 0)
         .max_by_key(|cs| fields::count(cs, "/restartCount"))?;
-    let terminated = cs.pointer("/lastState/terminated")?;
+    let terminated = fields::at(cs, "/lastState/terminated")?;
     Some((fields::count(cs, "/restartCount"), termination(terminated)))
 }
 
@@ -183,10 +183,10 @@ fn failure_cause(obj: &Value) -> String {
     }
     let statuses = ["/status/initContainerStatuses", "/status/containerStatuses"]
         .iter()
-        .filter_map(|p| obj.pointer(p).and_then(Value::as_array))
+        .filter_map(|p| fields::at(obj, p).and_then(Value::as_array))
         .flatten();
     for cs in statuses {
-        if let Some(t) = cs.pointer("/state/terminated").filter(|t| fields::i64_at(t, "/exitCode") != Some(0)) {
+        if let Some(t) = fields::at(cs, "/state/terminated").filter(|t| fields::i64_at(t, "/exitCode") != Some(0)) {
             return format!("container {} {}", fields::str_at(cs, "/name").unwrap_or(""), termination(t));
         }
     }

@@ -53,7 +53,8 @@ pub enum Revision<'a> {
 
 /// The pods of `pods` that belong to the update revision (terminating pods left out).
 pub fn update_revision_pods<'p>(pods: &[&'p Value], revision: Revision<'_>) -> Vec<&'p Value> {
-    let alive = pods.iter().copied().filter(|p| p.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null));
+    let alive =
+        pods.iter().copied().filter(|p| fields::at(p, "/metadata/deletionTimestamp").is_none_or(Value::is_null));
     match revision {
         Revision::All => alive.collect(),
         Revision::Label { label, value } => {

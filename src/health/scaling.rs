@@ -37,7 +37,7 @@ fn hpa_degrading(c: &Condition<'_>) -> bool {
 pub fn horizontal_pod_autoscaler(obj: &Value) -> Health {
     let from_annotation: Option<Value> =
         fields::annotation(obj, HPA_CONDITIONS_ANNOTATION).and_then(|s| serde_json::from_str(s).ok());
-    let Some(list) = obj.pointer("/status/conditions").or(from_annotation.as_ref()) else {
+    let Some(list) = fields::at(obj, "/status/conditions").or(from_annotation.as_ref()) else {
         return Health::progressing("waiting to autoscale");
     };
     let conditions: Vec<Condition<'_>> = list.as_array().into_iter().flatten().map(Condition::of).collect();
