@@ -84,6 +84,8 @@ pub struct Context {
     compared: Mutex<HashMap<ObjectKey, CompareMemo>>,
     /// Rendered manifests by application: (revision, path, manifests).
     rendered: Mutex<HashMap<String, RenderMemo>>,
+    /// Since when each object of each application has been Progressing.
+    progressing: Mutex<HashMap<String, health::ProgressingSince>>,
 }
 
 /// A remembered dry-run: valid while neither the applied configuration nor the live
@@ -197,6 +199,7 @@ impl Context {
             heal: Mutex::default(),
             compared: Mutex::default(),
             rendered: Mutex::default(),
+            progressing: Mutex::default(),
         }
     }
 
@@ -514,11 +517,20 @@ impl Context {
         let t_orphans = started.elapsed();
         tracing::debug!(app = name, ?t_source, ?t_compare, ?t_orphans, objects = compared.len(), "pass stages");
         // 4. status and health
+        let settings = health::HealthSettings::from_policy(&env.health);
+        let overrides = health::overrides_for(app, env);
+        let now = jiff::Timestamp::now();
+        let mut no_health_check: HashSet<String> = HashSet::new();
         let mut resources = Vec::new();
         for c in &compared {
+            if c.live.as_ref().is_some_and(health::ignores_health_check) {
+                no_health_check.insert(c.key.to_string());
+            }
             let h = match (&c.kind, c.sync) {
                 (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
-                _ => health::assess(c.live.as_ref()),
+                _ => health::assess_with(
+                    &health::HealthInput::new(c.live.as_ref(), now, &settings).overrides(&overrides),
+                ),
             };
             resources.push(ResourceStatus {
                 object: c.key.to_string(),
@@ -559,7 +571,23 @@ impl Context {
             st.sync = SyncStatus::Unknown;
             st.conditions.push(Condition { type_: "ComparisonError".into(), message: compare_errors.join("; ") });
         }
-        st.health = health::roll_up(st.resources.iter().filter(|r| r.reason != "requires pruning").map(|r| &r.health));
+        st.health = health::roll_up(
+            st.resources
+                .iter()
+                .filter(|r| r.reason != "requires pruning" && !no_health_check.contains(&r.object))
+                .map(|r| &r.health),
+        );
+        // Objects Progressing for too long: a warning, health stays Progressing.
+        if let Ok(mut all) = self.progressing.lock() {
+            let previous = all.remove(name).unwrap_or_default();
+            let statuses: Vec<(ObjectKey, HealthStatus)> =
+                compared.iter().zip(&st.resources).map(|(c, r)| (c.key.clone(), r.health)).collect();
+            let since = health::track_progressing(&previous, statuses.iter().map(|(k, h)| (k, *h)), now);
+            if let Some(stall) = health::stalled(&since, now, settings.stall_after) {
+                st.conditions.push(Condition { type_: "HealthStalled".into(), message: stall.message });
+            }
+            all.insert(name.to_string(), since);
+        }
         if st.sync == SyncStatus::Synced {
             st.synced_revision = st.revision.clone();
         }
