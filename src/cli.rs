@@ -328,6 +328,18 @@ pub struct ServeHandle {
 /// # Errors
 /// Secret files unreadable, address in use.
 pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
+    // A rule that matches no served kind is most likely a typo (`app` for `apps`).
+    let rules = ctx
+        .config
+        .environments
+        .iter()
+        .flat_map(|e| &e.ignore_differences)
+        .chain(ctx.config.applications.iter().flat_map(|a| &a.ignore_differences));
+    for r in rules {
+        if !ctx.cluster.serves_kind_like(r.group.as_deref(), &r.kind).await {
+            tracing::warn!(group = ?r.group, kind = %r.kind, "ignoreDifferences rule matches no kind the cluster serves");
+        }
+    }
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(ctx.clone(), &tracker, token.clone());

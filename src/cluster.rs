@@ -133,6 +133,17 @@ impl Cluster {
         self.lookup(&gvk).await.ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })
     }
 
+    /// Whether any served kind matches the globs `group` (`None` = any group) and `kind`.
+    pub async fn serves_kind_like(&self, group: Option<&str>, kind: &str) -> bool {
+        let matcher = |p: &str| globset::Glob::new(p).ok().map(|g| g.compile_matcher());
+        let (Some(k), g) = (matcher(kind), group.map(matcher)) else { return true };
+        let d = self.discovery.read().await;
+        d.groups().any(|ag| {
+            g.as_ref().is_none_or(|gm| gm.as_ref().is_none_or(|gm| gm.is_match(ag.name())))
+                && ag.resources_by_stability().iter().any(|(r, _)| k.is_match(&r.kind))
+        })
+    }
+
     async fn lookup(&self, gvk: &GroupVersionKind) -> Option<Kind> {
         self.discovery
             .read()

@@ -181,6 +181,10 @@ async fn argocd_04_ignored_replicas_stay_where_the_hpa_put_them() {
         "registry.example.test/api:2.3.1"
     );
     assert_eq!(replicas(), "6", "the sync left replicas where the HPA put them");
+    // the check behind the "rule matches no kind" warning
+    assert!(ctx.cluster.serves_kind_like(Some("apps"), "Deployment").await);
+    assert!(ctx.cluster.serves_kind_like(None, "Deploy*").await);
+    assert!(!ctx.cluster.serves_kind_like(Some("app"), "Deployment").await, "a typo in the group");
     assert_eq!(pass(&ctx, "case-argocd-04").await.status.sync, SyncStatus::Synced);
 }
 

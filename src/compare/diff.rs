@@ -109,6 +109,41 @@ mod tests {
 
     use super::*;
 
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-z/~]{0,4}".prop_map(Value::from)
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z/~]{1,4}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// diff(x, x) is empty, and normalizing both sides keeps it empty, for any object.
+        #[test]
+        fn nothing_differs_from_itself(v in arb_json()) {
+            proptest::prop_assert!(diff(&v, &v).is_empty());
+            let n = super::super::normalize(&v);
+            proptest::prop_assert!(diff(&n, &super::super::normalize(&v)).is_empty());
+        }
+
+        /// Every reported path exists on at least one side.
+        #[test]
+        fn reported_paths_exist(a in arb_json(), b in arb_json()) {
+            for d in diff(&a, &b) {
+                proptest::prop_assert!(a.pointer(&d.path).is_some() || b.pointer(&d.path).is_some(), "{}", d.path);
+            }
+        }
+    }
+
     #[test]
     fn equal_objects_have_no_difference() {
         let v = json!({"a": [1, {"b": 2}], "c": "x"});
