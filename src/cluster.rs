@@ -46,6 +46,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the API server refused a dry-run as such (405, or an aggregated API or
+    /// admission webhook that does not support dry-run), rather than the object.
+    pub fn refuses_dry_run(&self) -> bool {
+        match self {
+            Error::Request { action: "dry-run apply", source, .. } => match source.as_ref() {
+                kube::Error::Api(s) => {
+                    s.code == 405 || s.message.contains("does not support dry run") || s.message.contains("dryRun")
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
         Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }

@@ -793,18 +793,24 @@ impl Context {
                 .filter(|d| d.apply_hash == apply_hash && d.live_version == live_version)
                 .map(|d| d.desired.clone())
         });
+        let mut client_side = false;
         let desired = match remembered {
             Some(d) => d,
             None => {
                 let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
                     Ok(d) => d,
+                    // The server cannot answer a dry-run for this object: compare on our side.
+                    Err(e) if e.refuses_dry_run() => {
+                        client_side = true;
+                        apply.clone()
+                    }
                     Err(e) => return Arc::new(unknown(key, apply, Some(kind), e.to_string())),
                 };
                 let mut desired = normalize(&dry);
                 if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
                     return Arc::new(unknown(key, apply, Some(kind), e));
                 }
-                if let Ok(mut m) = self.dry_runs.lock() {
+                if let (false, Ok(mut m)) = (client_side, self.dry_runs.lock()) {
                     m.insert(key.clone(), DryRun { apply_hash, live_version, desired: desired.clone() });
                 }
                 desired
@@ -814,7 +820,11 @@ impl Context {
         if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
             return Arc::new(unknown(key, apply, Some(kind), e));
         }
-        let mut differences = compare::diff(&desired, &live_n);
+        let mut differences = if client_side {
+            compare::client_side::diff_subset(&desired, &live_n)
+        } else {
+            compare::diff(&desired, &live_n)
+        };
         for d in &mut differences {
             d.manager = compare::managers::owner_of(&live_obj, &d.path, crate::FIELD_MANAGER);
         }
@@ -843,7 +853,8 @@ impl Context {
         }
         let (sync, reason) = if !differences.is_empty() {
             let what: Vec<String> = differences.iter().map(compare::Difference::describe).collect();
-            (SyncStatus::OutOfSync, format!("differs at {}", what.join("; ")))
+            let how = if client_side { " (client-side comparison: the server refused the dry-run)" } else { "" };
+            (SyncStatus::OutOfSync, format!("differs at {}{how}", what.join("; ")))
         } else if let Some(m) = legacy_owner {
             (SyncStatus::OutOfSync, format!("fields held by {m} to be taken over by plumb"))
         } else {

@@ -8,6 +8,7 @@
 //! diffed ([`diff`]). When there is no live object the dry-run is still made (it
 //! validates the manifest) and the object is `missing`.
 
+pub mod client_side;
 pub mod diff;
 pub mod ignore;
 pub mod jq;
