@@ -81,6 +81,14 @@ enum Command {
         /// Namespaces, CustomResourceDefinitions.
         #[arg(long)]
         approve: bool,
+        /// After syncing, wait until the application is Synced and Healthy (exit 0),
+        /// Degraded (exit 1, printing the causes) or the timeout passes (exit 1, printing
+        /// what is still Progressing).
+        #[arg(long)]
+        wait: bool,
+        /// Longest wait with `--wait` (e.g. 90s, 5m).
+        #[arg(long, default_value = "5m", value_parser = config::parse_duration)]
+        timeout: std::time::Duration,
     },
     /// Table of every application: environment, revision, sync, health, last sync.
     Status {
@@ -204,7 +212,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::from(u8::from(differs)))
         }
-        Command::Sync { app, cluster, prune, dry_run, approve } => {
+        Command::Sync { app, cluster, prune, dry_run, approve, wait, timeout } => {
             let ctx = context(&cluster, false).await?;
             let policy_prune = ctx
                 .config
@@ -231,6 +239,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     println!("{verb:<8} {}  {}", d.object, d.reason);
                 }
                 return Ok(ExitCode::SUCCESS);
+            }
+            if wait {
+                return wait_for_health(&ctx, &app, report, timeout).await;
             }
             match &report.sync {
                 Some(r) => {
@@ -310,6 +321,60 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Demo(args) => crate::lab::demo::run(args).await,
+    }
+}
+
+/// `plumb sync --wait`: prints the sync, then re-compares every 2 s until the app is
+/// Synced and Healthy (exit 0), something is Degraded (exit 1) or `timeout` passes
+/// (exit 1).
+async fn wait_for_health(
+    ctx: &Context,
+    app: &str,
+    first: crate::reconcile::PassReport,
+    timeout: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    use crate::{compare::SyncStatus, health::HealthStatus};
+    if let Some(r) = &first.sync {
+        println!(
+            "{app} {} \"{}\": {:?} (applied {}, pruned {})",
+            short(&r.revision),
+            r.subject,
+            r.result,
+            r.applied.len(),
+            r.pruned.len()
+        );
+        if r.result != crate::status::SyncResult::Succeeded {
+            println!("  {}", r.message);
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let r = ctx.run_pass(app, Mode::CompareOnly, None).await?;
+        let st = &r.status;
+        match (st.sync, st.health) {
+            (SyncStatus::Synced, HealthStatus::Healthy) => {
+                println!("{app}: Synced and Healthy at {}", short(&st.revision));
+                return Ok(ExitCode::SUCCESS);
+            }
+            (_, HealthStatus::Degraded) => {
+                println!("{app}: Degraded");
+                for x in st.resources.iter().filter(|x| x.health == HealthStatus::Degraded) {
+                    println!("  {}: {}", x.object, x.health_message);
+                }
+                return Ok(ExitCode::from(1));
+            }
+            _ if tokio::time::Instant::now() >= deadline => {
+                println!("{app}: still {} / {} after {timeout:?}", st.sync, st.health);
+                for x in
+                    st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
+                {
+                    println!("  {}: {} {} {}", x.object, x.sync, x.health, x.health_message);
+                }
+                return Ok(ExitCode::from(1));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
     }
 }
 

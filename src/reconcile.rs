@@ -203,6 +203,37 @@ impl Context {
         }
     }
 
+    /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache;
+    /// empty without watches or before they are ready (health then uses status only).
+    async fn children(&self, c: &Compared) -> (Vec<Value>, Vec<Value>) {
+        let (Some(cache), Some(live)) = (&self.live, &c.live) else { return (vec![], vec![]) };
+        let workload = matches!(
+            (c.key.group.as_str(), c.key.kind.as_str()),
+            ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
+        );
+        let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str).filter(|_| workload) else {
+            return (vec![], vec![]);
+        };
+        let (Ok(pod_kind), Ok(rs_kind)) =
+            (self.cluster.kind("v1", "Pod").await, self.cluster.kind("apps/v1", "ReplicaSet").await)
+        else {
+            return (vec![], vec![]);
+        };
+        let ns = &c.key.namespace;
+        if c.key.kind == "Deployment" {
+            let rss = cache.owned_by(&rs_kind, ns, uid).unwrap_or_default();
+            let mut pods = Vec::new();
+            for rs in &rss {
+                if let Some(rs_uid) = rs.pointer("/metadata/uid").and_then(Value::as_str) {
+                    pods.extend(cache.owned_by(&pod_kind, ns, rs_uid).unwrap_or_default());
+                }
+            }
+            (pods, rss)
+        } else {
+            (cache.owned_by(&pod_kind, ns, uid).unwrap_or_default(), vec![])
+        }
+    }
+
     fn forget_heal(&self, app: &str) {
         if let Ok(mut h) = self.heal.lock() {
             h.remove(app);
@@ -526,10 +557,15 @@ impl Context {
             if c.live.as_ref().is_some_and(health::ignores_health_check) {
                 no_health_check.insert(c.key.to_string());
             }
+            let (pods, replica_sets) = self.children(c).await;
+            let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
+                (pods.iter().collect(), replica_sets.iter().collect());
             let h = match (&c.kind, c.sync) {
                 (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
                 _ => health::assess_with(
-                    &health::HealthInput::new(c.live.as_ref(), now, &settings).overrides(&overrides),
+                    &health::HealthInput::new(c.live.as_ref(), now, &settings)
+                        .children(&pod_refs, &rs_refs)
+                        .overrides(&overrides),
                 ),
             };
             resources.push(ResourceStatus {

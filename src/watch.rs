@@ -36,7 +36,7 @@ use crate::{
     tracking::{APP_LABEL, ObjectKey},
 };
 
-type KindId = (String, String);
+type KindId = (String, String, bool);
 
 /// The watch cache of one process.
 pub struct LiveCache {
@@ -56,20 +56,26 @@ impl LiveCache {
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
     /// use (and returns `None` until it is ready).
     fn store(&self, kind: &Kind) -> Option<Store<DynamicObject>> {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone());
+        self.store_of(kind, true)
+    }
+
+    /// `labelled`: only objects with plumb's app label (and drift triggers); otherwise
+    /// every object of the kind (children such as Pods, no triggers).
+    fn store_of(&self, kind: &Kind, labelled: bool) -> Option<Store<DynamicObject>> {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), labelled);
         let mut stores = self.stores.lock().ok()?;
-        let store = stores.entry(id).or_insert_with(|| self.start(kind)).clone();
+        let store = stores.entry(id).or_insert_with(|| self.start(kind, labelled)).clone();
         drop(stores);
         // `wait_until_ready` resolves once the first full list is in.
         futures::FutureExt::now_or_never(store.wait_until_ready()).and_then(Result::ok).map(|()| store)
     }
 
-    fn start(&self, kind: &Kind) -> Store<DynamicObject> {
+    fn start(&self, kind: &Kind, labelled: bool) -> Store<DynamicObject> {
         let writer = reflector::store::Writer::new(kind.resource.clone());
         let store = writer.as_reader();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-        let stream =
-            reflector::reflector(writer, watcher(api, watcher::Config::default().labels(APP_LABEL)).default_backoff());
+        let config = if labelled { watcher::Config::default().labels(APP_LABEL) } else { watcher::Config::default() };
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
         let drift = self.drift.clone();
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
@@ -88,7 +94,7 @@ impl LiveCache {
                         let deleted = obj.metadata.deletion_timestamp.is_some();
                         let h = content_hash(&obj);
                         let changed = seen.insert(uid, h) != Some(h);
-                        if let (true, Some(app)) = (changed || deleted, app) {
+                        if let (true, true, Some(app)) = (labelled, changed || deleted, app) {
                             let _ = drift.send(app);
                         }
                     }
@@ -136,12 +142,28 @@ impl LiveCache {
 
     /// Starts the watch of `kind` now and waits up to `timeout` for its first list.
     pub async fn warm(&self, kind: &Kind, timeout: Duration) {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone());
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), true);
         let store = match self.stores.lock() {
-            Ok(mut s) => s.entry(id).or_insert_with(|| self.start(kind)).clone(),
+            Ok(mut s) => s.entry(id).or_insert_with(|| self.start(kind, true)).clone(),
             Err(_) => return,
         };
         let _ = tokio::time::timeout(timeout, store.wait_until_ready()).await;
+    }
+
+    /// Objects of `kind` in `namespace` with an owner reference to `owner_uid` (any
+    /// object, labelled or not: Pods of a workload, ReplicaSets of a Deployment). `None`
+    /// until that watch is ready.
+    pub fn owned_by(&self, kind: &Kind, namespace: &str, owner_uid: &str) -> Option<Vec<Value>> {
+        let store = self.store_of(kind, false)?;
+        Some(
+            store
+                .state()
+                .into_iter()
+                .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))
+                .filter(|o| o.metadata.owner_references.as_ref().is_some_and(|r| r.iter().any(|r| r.uid == owner_uid)))
+                .map(|o| with_types(&o, kind))
+                .collect(),
+        )
     }
 }
 

@@ -41,6 +41,11 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     assert!(r.sync.is_some());
     let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
     assert_eq!(r.status.sync, SyncStatus::Synced);
+    // `plumb sync --wait` returns once kwok has the pods running
+    let (code, out, err) =
+        plumb_cli(&["sync", "health-app", "--config", policy.to_str().unwrap(), "--wait", "--timeout", "60s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Synced and Healthy"), "{out}");
     wait_for("Deployment Healthy (kwok runs the pods)", Duration::from_secs(60), || async {
         let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
         (r.status.health == HealthStatus::Healthy).then_some(())
@@ -59,7 +64,11 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     );
     let lb = r.status.resources.iter().find(|x| x.object.contains("portal-lb")).unwrap();
     assert!(lb.health_message.contains("no address"), "{lb:?}");
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (code, out, _) =
+        plumb_cli(&["sync", "health-app", "--config", policy.to_str().unwrap(), "--wait", "--timeout", "3s"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("still Synced / Progressing") && out.contains("portal-lb"), "{out}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
     let stalled = r.status.conditions.iter().find(|c| c.type_ == "HealthStalled").expect("stall warning");
     assert!(stalled.message.contains("portal-lb"), "{stalled:?}");
