@@ -34,7 +34,9 @@
 
 mod body;
 mod decision;
+mod dedupe;
 mod matching;
+mod paths;
 mod payload;
 mod provider;
 mod receiver;
@@ -49,7 +51,9 @@ mod proptests;
 mod vectors_test;
 
 pub use decision::{Action, Decision};
+pub use dedupe::{DEFAULT_DEDUPE_CAPACITY, DEFAULT_DEDUPE_WINDOW, Dedupe, DeliveryKeys};
 pub use matching::{RefKind, revision_matches, split_ref};
+pub use paths::{PathVerdict, file_lists_complete, path_verdict};
 pub use payload::{PayloadError, Push, RefDeletion, RepoIdentity};
 pub use provider::Provider;
 pub use receiver::{DEFAULT_MAX_BODY_BYTES, Receiver, Watch, WatchedRepository};
