@@ -8,7 +8,8 @@
 //! and what its coalescing lets through, without a cluster.
 //!
 //! 1. **Throughput**: `wrk` (Debian package `wrk`) POSTs 8 KiB Gitea-style signed push
-//!    bodies for `SECONDS` (default 10) over 32 keep-alive connections, cycling through
+//!    bodies for `SECONDS` (default 10) over `WRK_CONNECTIONS` (default 16) keep-alive
+//!    connections from `WRK_THREADS` (default 1) threads, cycling through
 //!    1000 distinct pre-signed pushes; every request is verified (HMAC-SHA256 over the
 //!    8 KiB) and parsed. Run twice: production dedupe (first sight of each push → 202, a
 //!    repeat → 200 duplicate) and dedupe off (every request → 202 → queue → scheduler).
@@ -18,7 +19,10 @@
 //!    delivery ids (a redelivery / replay storm), (b) 100,000 different pushes. Prints
 //!    how many passes the actor ran beyond its start pass.
 //! 3. **Peak RSS** of this process (`VmHWM`), which holds the server, the client of the
-//!    flood and the generated bodies (wrk is a separate process).
+//!    flood and the generated bodies (wrk is a separate process): after the wrk runs
+//!    and at the end.
+//!
+//! Printed first: the time of `Receiver::decide` alone for one 8 KiB push on one thread.
 //!
 //! Run: `cargo bench --bench webhook` (release build). Needs `wrk` on PATH
 //! (`apt-get install -y wrk`); without it the bench says so and exits with status 2.
@@ -210,9 +214,10 @@ struct WrkResult {
     errors: String,
 }
 
-fn run_wrk(addr: SocketAddr, data: &std::path::Path, script: &std::path::Path, seconds: u64) -> WrkResult {
+fn run_wrk(addr: SocketAddr, data: &std::path::Path, script: &std::path::Path, args: &[String]) -> WrkResult {
     let out = Command::new("wrk")
-        .args(["-t2", "-c32", &format!("-d{seconds}s"), "--latency", "-s"])
+        .args(args)
+        .args(["--latency", "-s"])
         .arg(script)
         .arg(format!("http://{addr}/api/webhook"))
         .arg("--")
@@ -227,18 +232,19 @@ fn run_wrk(addr: SocketAddr, data: &std::path::Path, script: &std::path::Path, s
     let rps = field("Requests/sec:").split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     let p50 = field("50%").split_whitespace().nth(1).unwrap_or("?").to_string();
     let p99 = field("99%").split_whitespace().nth(1).unwrap_or("?").to_string();
-    let requests = field("requests in");
+    let requests = text.lines().find(|l| l.contains("requests in")).map(|l| l.trim().to_string()).unwrap_or_default();
     let errors = [field("Non-2xx"), field("Socket errors")].join(" ");
     WrkResult { rps, p50, p99, requests, errors }
 }
 
-/// Sends `bodies.len()` deliveries over `connections` keep-alive connections; returns the
+/// Sends `FLOOD` deliveries over `connections` keep-alive connections; delivery `i` is
+/// `make(i)` = (signature, delivery id, body), built and signed on the fly. Returns the
 /// status counts.
-async fn flood(addr: SocketAddr, bodies: Arc<Vec<(String, String, String)>>, connections: usize) -> Vec<(u16, usize)> {
+async fn flood(addr: SocketAddr, make: fn(usize) -> (String, String, String), connections: usize) -> Vec<(u16, usize)> {
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let (bodies, next) = (bodies.clone(), next.clone());
+        let next = next.clone();
         tasks.push(tokio::spawn(async move {
             let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
             stream.set_nodelay(true).unwrap();
@@ -247,14 +253,17 @@ async fn flood(addr: SocketAddr, bodies: Arc<Vec<(String, String, String)>>, con
             let mut codes = std::collections::HashMap::<u16, usize>::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((sig, id, body)) = bodies.get(i) else { break };
+                if i >= FLOOD {
+                    break;
+                }
+                let (sig, id, body) = make(i);
                 let req = hyper::Request::post("/api/webhook")
                     .header("host", addr.to_string())
                     .header("content-type", "application/json")
                     .header("x-gitea-event", "push")
                     .header("x-gitea-delivery", id)
                     .header("x-gitea-signature", sig)
-                    .body(Body::from(body.clone()))
+                    .body(Body::from(body))
                     .unwrap();
                 sender.ready().await.unwrap();
                 let resp = sender.send_request(req).await.unwrap();
@@ -273,10 +282,28 @@ async fn flood(addr: SocketAddr, bodies: Arc<Vec<(String, String, String)>>, con
     total.into_iter().collect()
 }
 
+/// The same push (same `after`) under delivery id `i`.
+fn storm(i: usize) -> (String, String, String) {
+    let (body, sig) = gitea_body(&sha(1, 0xbb), 512);
+    (sig, format!("storm-{i}"), body)
+}
+
+/// Push number `i`: a different `after` every time.
+fn distinct(i: usize) -> (String, String, String) {
+    let (body, sig) = gitea_body(&sha(i, 0xcc), 512);
+    (sig, format!("distinct-{i}"), body)
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let seconds: u64 = std::env::var("SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
-    let pass_ms: u64 = std::env::var("PASS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let seconds: u64 = env_or("SECONDS", 10);
+    let pass_ms: u64 = env_or("PASS_MS", 100);
+    let threads: u32 = env_or("WRK_THREADS", 1);
+    let connections: u32 = env_or("WRK_CONNECTIONS", 16);
     let pass_time = Duration::from_millis(pass_ms);
     if Command::new("wrk").arg("--version").output().is_err() {
         eprintln!(
@@ -285,10 +312,28 @@ async fn main() {
         std::process::exit(2);
     }
     println!(
-        "webhook bench: 2 tokio workers, {} CPUs on this machine",
+        "webhook bench: server on 2 tokio workers, {} CPUs on this machine (shared with wrk)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let baseline = vm_hwm_kib();
+
+    // 0. The pure decision alone.
+    {
+        let (body, sig) = gitea_body(&sha(7, 0xdd), BODY_BYTES);
+        let headers = vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-gitea-event".to_string(), "push".to_string()),
+            ("x-gitea-signature".to_string(), sig),
+        ];
+        let receiver = receiver();
+        let n = 20_000;
+        let started = Instant::now();
+        for _ in 0..n {
+            assert_eq!(receiver.decide(&headers, body.as_bytes()).http_status, 202);
+        }
+        let each = started.elapsed().as_secs_f64() / f64::from(n) * 1e6;
+        println!("Receiver::decide alone (verify + parse + match, 8 KiB push, one thread): {each:.1} µs per delivery");
+    }
 
     // 1. Throughput with wrk.
     let dir = tempfile::tempdir().unwrap();
@@ -302,16 +347,18 @@ async fn main() {
     }
     std::fs::write(&data, lines).unwrap();
     std::fs::write(&script, LUA).unwrap();
+    let args = vec![format!("-t{threads}"), format!("-c{connections}"), format!("-d{seconds}s")];
     for dedupe in [true, false] {
         let server = start(dedupe, pass_time).await;
         let r = tokio::task::spawn_blocking({
-            let (data, script, addr) = (data.clone(), script.clone(), server.addr);
-            move || run_wrk(addr, &data, &script, seconds)
+            let (data, script, addr, args) = (data.clone(), script.clone(), server.addr, args.clone());
+            move || run_wrk(addr, &data, &script, &args)
         })
         .await
         .unwrap();
         println!(
-            "throughput (8 KiB Gitea pushes, wrk -t2 -c32 -d{seconds}s, dedupe {}): {:.0} verified deliveries/s, p50 {}, p99 {}  [{}; {}]",
+            "throughput (8 KiB Gitea pushes, wrk {}, dedupe {}): {:.0} verified deliveries/s, p50 {}, p99 {}  [{}] {}",
+            args.join(" "),
             if dedupe { "on" } else { "off" },
             r.rps,
             r.p50,
@@ -326,20 +373,15 @@ async fn main() {
         );
         server.stop().await;
     }
+    let after_wrk = vm_hwm_kib();
 
     // 2. Floods of 100,000 valid deliveries to one application.
-    let (storm_body, storm_sig) = gitea_body(&sha(1, 0xbb), 512);
-    let storm: Vec<_> = (0..FLOOD).map(|i| (storm_sig.clone(), format!("storm-{i}"), storm_body.clone())).collect();
-    let distinct: Vec<_> = (0..FLOOD)
-        .map(|i| {
-            let (body, sig) = gitea_body(&sha(i, 0xcc), 512);
-            (sig, format!("distinct-{i}"), body)
-        })
-        .collect();
-    for (name, bodies) in [("one push redelivered 100,000 times", storm), ("100,000 different pushes", distinct)] {
+    let floods: [(&str, fn(usize) -> (String, String, String)); 2] =
+        [("one push redelivered 100,000 times", storm), ("100,000 different pushes", distinct)];
+    for (name, make) in floods {
         let server = start(true, pass_time).await;
         let started = Instant::now();
-        let codes = flood(server.addr, Arc::new(bodies), 16).await;
+        let codes = flood(server.addr, make, 16).await;
         let took = started.elapsed();
         // Let a queued pass start and finish.
         tokio::time::sleep(pass_time * 3 + Duration::from_millis(200)).await;
@@ -354,8 +396,7 @@ async fn main() {
     }
 
     println!(
-        "peak RSS (VmHWM of the bench process: server + flood client + generated bodies): {} KiB (at start {} KiB)",
-        vm_hwm_kib(),
-        baseline
+        "peak RSS (VmHWM of the bench process, server inside): {after_wrk} KiB after the wrk runs (+ 8 MB of bodies), {} KiB at the end (+ flood client), {baseline} KiB at start",
+        vm_hwm_kib()
     );
 }
