@@ -34,11 +34,12 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    /// `webhook` or `manual`, for logs.
+    /// `webhook`, `manual` or `drift`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
             Trigger::Manual => "manual",
+            Trigger::Drift => "drift",
         }
     }
 }
