@@ -1,6 +1,13 @@
-//! Command line: `plumb serve | diff | sync | status | history | validate | demo`.
+//! Command line: `plumb serve | diff | sync | status | history | validate | webhook replay | demo`.
 
-use std::{io::IsTerminal, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{
+    io::IsTerminal,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+    time::Instant,
+};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -14,6 +21,7 @@ use crate::{
     reconcile::{Context, Mode},
     scheduler::Scheduler,
     server,
+    webhook::Dedupe,
 };
 
 /// plumb keeps a Kubernetes cluster equal to a Git repository.
@@ -108,9 +116,35 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Webhook tools.
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
     /// The demo: a local control plane (unless --kubeconfig), a Git repository served
     /// over HTTP from `config/examples/`, and `plumb serve` against it.
     Demo(crate::lab::demo::DemoArgs),
+}
+
+/// `plumb webhook …`
+#[derive(Subcommand, Debug)]
+enum WebhookCommand {
+    /// Run one recorded delivery (e.g. copied from the forge's delivery history) through
+    /// the server's webhook code, without duplicate detection and without starting a
+    /// pass, and print the decision as JSON. Exit code 0 when the server would answer
+    /// 2xx, 1 otherwise.
+    Replay {
+        /// Policy file (repositories, secrets, applications).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: PathBuf,
+        /// Request headers, one `Name: value` per line (a leading request line such as
+        /// `POST /api/webhook HTTP/1.1` and blank lines are skipped).
+        #[arg(long)]
+        headers: PathBuf,
+        /// The raw request body, byte for byte.
+        #[arg(long)]
+        body: PathBuf,
+    },
 }
 
 /// Entry point of the binary.
@@ -320,6 +354,12 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Webhook { command: WebhookCommand::Replay { config, headers, body } } => {
+            let report = replay(&config, &headers, &body)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            let status = report.get("http_status").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            Ok(if (200..300).contains(&status) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
         Command::Demo(args) => crate::lab::demo::run(args).await,
     }
 }
@@ -378,6 +418,97 @@ async fn wait_for_health(
     }
 }
 
+/// `plumb webhook replay`: the decision of the server for one recorded delivery, as JSON:
+///
+/// ```json
+/// {"provider": "gitea", "event": "push", "event_type": "push", "delivery_id": "…",
+///  "verification": {"valid": true, "scheme": "hmac-sha256-hex", "header": "X-Gitea-Signature",
+///                   "signed_bytes": "raw_body", "failure": null},
+///  "reason": "push to a watched ref; reconcile requested",
+///  "repository_key": "gitea.example.invalid/acme/fleet", "repository_urls": ["…"],
+///  "ref": "refs/heads/main", "ref_kind": "branch", "before": "…", "after": "…",
+///  "target_commit": "…", "changed_paths": ["…"], "file_lists_complete": true,
+///  "applications": ["web"], "skipped_by_path_filter": [], "action": "reconcile",
+///  "http_status": 202}
+/// ```
+///
+/// Runs [`server::Intake::handle`] on the receiver of [`server::receiver`], exactly what
+/// `POST /api/webhook` runs, with duplicate detection off and a queue nobody drains.
+///
+/// # Errors
+/// Unreadable or invalid policy, secret, headers or body file.
+pub fn replay(config: &Path, headers: &Path, body: &Path) -> anyhow::Result<serde_json::Value> {
+    let config = config::load(config)?;
+    let receiver = server::receiver(&config).map_err(anyhow::Error::msg)?;
+    let text = std::fs::read_to_string(headers).with_context(|| format!("headers file {}", headers.display()))?;
+    let headers = parse_headers(&text).map_err(|e| anyhow::anyhow!("headers file {}: {e}", headers.display()))?;
+    let body = std::fs::read(body).with_context(|| format!("body file {}", body.display()))?;
+    let (intake, _queue) = server::Intake::new(receiver, None, 1, Arc::new(Metrics::default()));
+    let outcome = intake.handle(&headers, &body, Instant::now());
+    Ok(replay_report(&outcome))
+}
+
+fn replay_report(outcome: &server::Outcome) -> serde_json::Value {
+    let d = &outcome.decision;
+    let push = d.push.as_ref();
+    let (r#ref, ref_kind) = match (push, &d.deletion) {
+        (Some(p), _) => (Some(p.r#ref.clone()), Some(p.ref_kind)),
+        (None, Some(del)) => (Some(del.r#ref.clone()), Some(del.ref_kind)),
+        (None, None) => (None, None),
+    };
+    serde_json::json!({
+        "provider": d.provider,
+        "event": d.event,
+        "event_type": d.event_type,
+        "delivery_id": d.delivery_id,
+        "verification": d.verification,
+        "reason": outcome.reason,
+        "repository_key": push.map(|p| p.repo_key.as_str()).or_else(|| d.repository.as_ref()?.keys.first().map(|k| k.as_str())),
+        "repository_urls": d.repository.as_ref().map(|r| r.urls.clone()).unwrap_or_default(),
+        "ref": r#ref,
+        "ref_kind": ref_kind,
+        "before": push.map(|p| &p.before),
+        "after": push.map(|p| &p.after),
+        "target_commit": push.and_then(|p| p.target_commit.as_ref()),
+        "changed_paths": push.map(|p| &p.changed_paths),
+        "file_lists_complete": d.provider.zip(push).map(|(provider, p)| crate::webhook::file_lists_complete(provider, p)),
+        "applications": d.apps,
+        "skipped_by_path_filter": d.skipped,
+        "action": outcome.outcome,
+        "http_status": outcome.http_status,
+    })
+}
+
+/// Parses recorded request headers: one `Name: value` per line, in any case; blank lines
+/// and a leading HTTP request line are skipped; a trailing `\r` is dropped.
+///
+/// # Errors
+/// The 1-based number of a line that is not `Name: value`.
+pub fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut headers = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || (i == 0 && is_request_line(line)) {
+            continue;
+        }
+        let (name, value) = line
+            .split_once(':')
+            .filter(|(name, _)| !name.is_empty() && !name.contains(char::is_whitespace))
+            .ok_or_else(|| format!("line {} is not `Name: value`", i + 1))?;
+        headers.push((name.to_string(), value.trim_start().to_string()));
+    }
+    Ok(headers)
+}
+
+fn is_request_line(line: &str) -> bool {
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or_default();
+    words.next().is_some()
+        && words.next().is_some_and(|v| v.starts_with("HTTP/"))
+        && !method.is_empty()
+        && method.bytes().all(|b| b.is_ascii_uppercase())
+}
+
 /// A running server: its address and the tasks to wait for after cancelling.
 pub struct ServeHandle {
     /// Bound address.
@@ -406,17 +537,22 @@ pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationTok
         }
     }
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
+    let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(ctx.clone(), &tracker, token.clone());
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    let app = server::router(server::AppState { ctx, scheduler: scheduler.clone(), receiver: Arc::new(receiver) });
-    let t = token.clone();
-    tracker.spawn(async move {
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(t.cancelled_owned()).await {
-            tracing::error!("http server: {e}");
-        }
-    });
+    let (intake, queue) =
+        server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
+    tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
+    let state = server::AppState {
+        metrics: ctx.metrics.clone(),
+        ctx: Some(ctx),
+        intake: Arc::new(intake),
+        max_body_bytes: limits.max_body_bytes,
+    };
+    let app = server::router(state, &limits);
+    tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
     Ok(ServeHandle { addr, tracker, scheduler })
 }

@@ -27,15 +27,43 @@ pub struct StatusLabels {
     pub status: String,
 }
 
-/// Labels of a webhook delivery.
+/// Labels of a webhook delivery. Every value comes from a fixed set, whatever the
+/// sender writes in its headers, so a sender cannot grow the metric without bound.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
     /// Provider (`gitea`, `github`, … or `unknown`).
     pub provider: String,
-    /// `reconcile`, `ignore`, `reject`.
+    /// Event header value when it is one of [`KNOWN_EVENTS`], `other` for any other
+    /// value, `none` when absent.
+    pub event: String,
+    /// Outcome: `reconcile` (queued), `ignore`, `reject`, `duplicate` (a delivery already
+    /// queued within the dedupe window) or `overloaded` (queue full, 503).
     pub action: String,
     /// HTTP status answered.
     pub code: u16,
+}
+
+/// Event header values counted under their own name (push, ping, ref creation and
+/// deletion of every supported forge); any other value is counted as `other`.
+pub const KNOWN_EVENTS: &[&str] = &[
+    "push",
+    "ping",
+    "create",
+    "delete",
+    "Push Hook",
+    "Tag Push Hook",
+    "System Hook",
+    "repo:push",
+    "repo:refs_changed",
+    "diagnostics:ping",
+];
+
+/// The bounded `event` label of an event header value (see [`DeliveryLabels::event`]).
+pub fn event_label(event: Option<&str>) -> &'static str {
+    match event {
+        None => "none",
+        Some(e) => KNOWN_EVENTS.iter().find(|k| **k == e).copied().unwrap_or("other"),
+    }
 }
 
 /// All metric families of one plumb process.
@@ -49,8 +77,11 @@ pub struct Metrics {
     pub sync_status: Family<StatusLabels, Gauge>,
     /// 1 for the current health status of each application, 0 for the others.
     pub health_status: Family<StatusLabels, Gauge>,
-    /// Webhook deliveries by provider, action and HTTP status.
+    /// Webhook deliveries by provider, event, outcome and HTTP status.
     pub deliveries: Family<DeliveryLabels, Counter>,
+    /// Seconds from reading a webhook delivery that queued a pass to the start of that
+    /// pass (queue, dispatcher and the wait for a running pass to finish).
+    pub webhook_to_pass_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -63,16 +94,23 @@ impl Default for Metrics {
         let sync_status = Family::<StatusLabels, Gauge>::default();
         let health_status = Family::<StatusLabels, Gauge>::default();
         let deliveries = Family::<DeliveryLabels, Counter>::default();
+        let webhook_to_pass_seconds =
+            Histogram::new([0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0]);
         registry.register("passes", "Reconcile passes by application and result", passes.clone());
         registry.register("pass_duration_seconds", "Duration of a reconcile pass in seconds", pass_seconds.clone());
         registry.register("sync_status", "Sync status per application (1 = current)", sync_status.clone());
         registry.register("health_status", "Health status per application (1 = current)", health_status.clone());
         registry.register(
             "webhook_deliveries",
-            "Webhook deliveries by provider, action and HTTP status",
+            "Webhook deliveries by provider, event, outcome and HTTP status",
             deliveries.clone(),
         );
-        Self { registry, passes, pass_seconds, sync_status, health_status, deliveries }
+        registry.register(
+            "webhook_to_pass_seconds",
+            "Seconds from receiving a webhook delivery to the start of the pass it queued",
+            webhook_to_pass_seconds.clone(),
+        );
+        Self { registry, passes, pass_seconds, sync_status, health_status, deliveries, webhook_to_pass_seconds }
     }
 }
 

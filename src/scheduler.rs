@@ -5,7 +5,11 @@
 //! out) and runs the next. Triggers coalesce: at most one pass runs and one waits per
 //! application, so a burst of webhooks during a pass leads to exactly one more pass.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use rand::Rng;
 use tokio::sync::mpsc;
@@ -17,11 +21,27 @@ use crate::reconcile::{Context, Mode};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
     /// A verified push webhook named this application.
-    Webhook,
+    Webhook {
+        /// When the HTTP server had read the delivery: the actor records the time from
+        /// here to the start of the pass (`plumb_webhook_to_pass_seconds`). When triggers
+        /// coalesce, the pass reports the receipt of the one that was queued first.
+        received: Instant,
+    },
     /// Someone asked (API).
     Manual,
     /// The watch saw an application object change.
     Drift,
+}
+
+impl Trigger {
+    /// `webhook`, `manual` or `drift`, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Webhook { .. } => "webhook",
+            Trigger::Manual => "manual",
+            Trigger::Drift => "drift",
+        }
+    }
 }
 
 /// How soon a pass follows one that synced or found the application Progressing.
@@ -54,6 +74,34 @@ impl Scheduler {
             tracker.spawn(crate::watch::forward(rx, sched.clone(), token));
         }
         sched
+    }
+
+    /// Starts one actor per `(application, reconcile interval)` whose pass is `pass(app)`
+    /// instead of a reconcile pass; `pass` returns true while things are settling (see
+    /// [`SETTLE_INTERVAL`]). Triggers coalesce exactly as with [`Scheduler::start`]. For
+    /// benchmarks and tests of everything in front of the scheduler (the webhook
+    /// intake), without a cluster.
+    pub fn start_with<F, Fut>(
+        apps: impl IntoIterator<Item = (String, Duration)>,
+        pass: F,
+        metrics: Arc<crate::metrics::Metrics>,
+        tracker: &TaskTracker,
+        token: CancellationToken,
+    ) -> Self
+    where
+        F: Fn(String) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = bool> + Send + 'static,
+    {
+        let mut senders = HashMap::new();
+        for (app, interval) in apps {
+            let (tx, rx) = mpsc::channel(1);
+            senders.insert(app.clone(), tx);
+            let pass = pass.clone();
+            let metrics = metrics.clone();
+            let run = move |_why: String| pass(app.clone());
+            tracker.spawn(run_loop(run, interval, rx, token.clone(), move |t| record_trigger(&metrics, t)));
+        }
+        Self { senders: Arc::new(senders) }
     }
 
     /// Asks for a pass of `app`. Returns false when no such application exists. When a
@@ -111,15 +159,27 @@ async fn actor(
             }
         }
     };
-    run_loop(pass, interval, rx, token).await;
+    run_loop(pass, interval, rx, token, |t| record_trigger(&ctx.metrics, t)).await;
+}
+
+/// Called when a trigger is about to start a pass: records how long a webhook waited.
+fn record_trigger(metrics: &crate::metrics::Metrics, trigger: Trigger) {
+    if let Trigger::Webhook { received } = trigger {
+        metrics.webhook_to_pass_seconds.observe(received.elapsed().as_secs_f64());
+    }
 }
 
 /// The actor's loop: run `pass`, then wait for a trigger, the interval (jittered), or
 /// cancellation. `pass` returns true when things are still settling (it synced, or
 /// something is Progressing): the next look then comes after at most
-/// [`SETTLE_INTERVAL`].
-async fn run_loop<F, Fut>(mut pass: F, interval: Duration, mut rx: mpsc::Receiver<Trigger>, token: CancellationToken)
-where
+/// [`SETTLE_INTERVAL`]. `started` sees each trigger just before the pass it starts.
+async fn run_loop<F, Fut>(
+    mut pass: F,
+    interval: Duration,
+    mut rx: mpsc::Receiver<Trigger>,
+    token: CancellationToken,
+    mut started: impl FnMut(Trigger),
+) where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
@@ -130,7 +190,10 @@ where
         tokio::select! {
             () = token.cancelled() => return,
             t = rx.recv() => match t {
-                Some(t) => why = format!("{t:?}"),
+                Some(t) => {
+                    started(t);
+                    why = t.as_str().to_string();
+                }
                 None => return,
             },
             () = tokio::time::sleep(wait) => why = "poll".into(),
@@ -140,6 +203,8 @@ where
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -160,16 +225,25 @@ mod tests {
                 false
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone()));
+        let waits = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let w = waits.clone();
+        let started = move |t: Trigger| {
+            if let Trigger::Webhook { received } = t {
+                w.lock().unwrap().push(received.elapsed());
+            }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), started));
         let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), tx)])) };
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 1, "the start pass");
+        let received = tokio::time::Instant::now().into_std();
         for _ in 0..100_000 {
-            assert!(sched.trigger("web", Trigger::Webhook));
+            assert!(sched.trigger("web", Trigger::Webhook { received }));
         }
-        assert!(!sched.trigger("nope", Trigger::Webhook));
+        assert!(!sched.trigger("nope", Trigger::Manual));
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 2, "100,000 triggers during a pass: one more pass");
+        assert_eq!(waits.lock().unwrap().len(), 1, "one receipt-to-start observation for the coalesced pass");
         tokio::time::sleep(Duration::from_secs(170)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 2, "no poll before the interval");
         tokio::time::sleep(Duration::from_secs(30)).await;

@@ -2,7 +2,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do, 400 malformed, 401 bad or missing signature, 413 body too large, 415 content type |
+//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full |
 //! | `GET /api/v1/applications` | JSON array of application statuses |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | `ok` |
@@ -10,43 +10,107 @@
 //! The webhook body is read as raw bytes (the signature covers exactly those bytes)
 //! and is only a trigger: the pass fetches the ref itself and never uses the payload's
 //! SHA or content.
+//!
+//! # From a delivery to a pass
+//!
+//! ```text
+//!  HTTP handler ──▶ Receiver::decide ──▶ Dedupe ──▶ bounded queue ──▶ dispatcher ──▶ Scheduler::trigger
+//!  (limits,          (pure: verify,        (60 s,      (try_send;       (one task)      (per-app actor,
+//!   timeouts)         parse, match)         bounded)    full → 503)                      coalescing)
+//! ```
+//!
+//! The handler never waits on the scheduler: it enqueues with `try_send` and answers.
+//!
+//! # Limits ([`Limits`])
+//!
+//! A webhook endpoint is the one door plumb opens to the network, so every resource a
+//! client can hold is bounded: the body size (counted while reading, so a chunked body
+//! without `Content-Length` is cut at the limit and never buffered whole), the time to
+//! send the request head (hyper's `header_read_timeout`, which also closes idle
+//! keep-alive connections), the time for the whole request including the body (408),
+//! the number of requests being handled at once, the number of open connections and
+//! the queue to the scheduler.
 
-use std::sync::Arc;
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use axum::{
     Json, Router,
-    body::Bytes,
-    extract::{DefaultBodyLimit, State},
-    http::{HeaderMap, StatusCode},
-    response::IntoResponse,
+    body::Body,
+    extract::{DefaultBodyLimit, Request, State},
+    http::{HeaderMap, StatusCode, header::CONTENT_LENGTH},
+    response::{IntoResponse, Response},
     routing::{get, post},
 };
+use futures::StreamExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{
+    net::TcpListener,
+    sync::{Semaphore, mpsc},
+};
+use tokio_util::sync::CancellationToken;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    config::{Config, read_secret},
-    metrics::DeliveryLabels,
+    config::{Config, Settings, read_secret},
+    metrics::{DeliveryLabels, Metrics, event_label},
     reconcile::Context,
     scheduler::{Scheduler, Trigger},
-    webhook::{Receiver, RepoKey, Secret, Watch, WatchedRepository},
+    webhook::{Action, Decision, Dedupe, DeliveryKeys, Receiver, RepoKey, Secret, Watch, WatchedRepository},
 };
 
-/// Shared state of the HTTP handlers.
-#[derive(Clone)]
-pub struct AppState {
-    /// Reconcile context (statuses, metrics).
-    pub ctx: Arc<Context>,
-    /// Triggers passes.
-    pub scheduler: Scheduler,
-    /// Webhook decisions.
-    pub receiver: Arc<Receiver>,
+/// Resource limits of the HTTP server. Defaults in [`Limits::default`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body in bytes; counted while reading, larger → 413
+    /// (`settings.webhookMaxBodyBytes`, default 25 MiB).
+    pub max_body_bytes: usize,
+    /// Time a client has to send a complete request head, and the longest a keep-alive
+    /// connection may sit idle (default 10 s). A slow-loris client is disconnected.
+    pub header_read_timeout: Duration,
+    /// Time for one whole request once its head is read: waiting for a handler slot,
+    /// reading the body, deciding (default 30 s); then 408 and the request is dropped.
+    pub request_timeout: Duration,
+    /// Requests handled at once; more wait for a slot within `request_timeout`
+    /// (default 256).
+    pub max_concurrent_requests: usize,
+    /// Open connections; further ones wait in the kernel's accept backlog (default 1024).
+    pub max_connections: usize,
+    /// Deliveries queued between the HTTP handlers and the scheduler; a full queue
+    /// answers 503 (default 1024).
+    pub queue_capacity: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: crate::webhook::DEFAULT_MAX_BODY_BYTES,
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_concurrent_requests: 256,
+            max_connections: 1024,
+            queue_capacity: 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults with the policy's body limit.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Limits { max_body_bytes: settings.webhook_max_body_bytes, ..Limits::default() }
+    }
 }
 
 /// Builds the webhook receiver of a policy: each repository's normalized URL and
-/// secret, and one watch per application (its repository and revision).
+/// secret, and one watch per application (its repository, revision and, with
+/// `webhookPathFilter`, its path).
 ///
 /// # Errors
 /// A message naming the repository whose URL cannot be normalized or whose secret
-/// file cannot be read.
+/// file cannot be read (never the secret itself).
 pub fn receiver(config: &Config) -> Result<Receiver, String> {
     let mut repositories = Vec::new();
     for r in &config.repositories {
@@ -69,55 +133,456 @@ pub fn receiver(config: &Config) -> Result<Receiver, String> {
                 app: a.name.value.clone(),
                 repo: RepoKey::from_url(&repo.url.value)?,
                 revision: a.revision.value.clone(),
+                path_filter: a.webhook_path_filter.then(|| a.path.value.clone()),
             })
         })
         .collect();
     Ok(Receiver { repositories, watches, max_body_bytes: config.settings.webhook_max_body_bytes })
 }
 
-/// The router.
-pub fn router(state: AppState) -> Router {
-    let limit = state.receiver.max_body_bytes;
+/// One accepted delivery on its way to the scheduler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    /// Applications to trigger.
+    pub apps: Vec<String>,
+    /// When the server had read the delivery.
+    pub received: Instant,
+}
+
+/// What the server did with one delivery: the receiver's decision and the answer.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The receiver's decision, unchanged.
+    pub decision: Decision,
+    /// `reconcile`, `ignore`, `reject`, `duplicate` or `overloaded` (the metric's
+    /// `action` label).
+    pub outcome: &'static str,
+    /// HTTP status answered: the decision's, or 200 for a duplicate, 503 for a full queue.
+    pub http_status: u16,
+    /// Reason sent back; never names a repository or a secret.
+    pub reason: String,
+}
+
+impl Outcome {
+    /// The JSON answer: `{"action", "reason", "queued"}` (`queued`: applications
+    /// triggered).
+    pub fn body(&self) -> serde_json::Value {
+        let queued = if self.outcome == "reconcile" { self.decision.apps.len() } else { 0 };
+        serde_json::json!({"action": self.outcome, "reason": self.reason, "queued": queued})
+    }
+}
+
+/// The webhook intake: decide, drop duplicates, enqueue. Shared by the HTTP handler and
+/// `plumb webhook replay`, so both run the same code.
+pub struct Intake {
+    /// The pure receiver.
+    pub receiver: Arc<Receiver>,
+    dedupe: Option<Mutex<Dedupe>>,
+    queue: mpsc::Sender<Queued>,
+    metrics: Arc<Metrics>,
+}
+
+impl Intake {
+    /// An intake with a queue of `queue_capacity` (at least 1) deliveries; `dedupe`
+    /// `None` turns duplicate detection off (replay). Returns the queue's receiving end
+    /// for [`dispatch`].
+    pub fn new(
+        receiver: Receiver,
+        dedupe: Option<Dedupe>,
+        queue_capacity: usize,
+        metrics: Arc<Metrics>,
+    ) -> (Self, mpsc::Receiver<Queued>) {
+        let (queue, rx) = mpsc::channel(queue_capacity.max(1));
+        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics }, rx)
+    }
+
+    /// Runs one delivery: [`Receiver::decide`], then for a push to reconcile the dedupe
+    /// filter (a duplicate → 200 `duplicate delivery`) and the queue (full → 503). A
+    /// delivery is remembered by the dedupe filter only once it is queued, so a retry
+    /// after a 503 is not taken for a duplicate. Counts the delivery in
+    /// `plumb_webhook_deliveries_total` and logs one line without secrets or payload.
+    pub fn handle(&self, headers: &[(String, String)], body: &[u8], received: Instant) -> Outcome {
+        self.finish(self.receiver.decide(headers, body), received)
+    }
+
+    /// The outcome for a body the server stopped reading at the limit.
+    pub fn too_large(&self, headers: &[(String, String)], received: Instant) -> Outcome {
+        self.finish(self.receiver.too_large(headers), received)
+    }
+
+    fn finish(&self, decision: Decision, received: Instant) -> Outcome {
+        let (outcome, http_status, reason) = match decision.action {
+            Action::Reconcile => self.enqueue(&decision, received),
+            Action::Ignore => ("ignore", decision.http_status, decision.reason.clone()),
+            Action::Reject => ("reject", decision.http_status, decision.reason.clone()),
+        };
+        let outcome = Outcome { decision, outcome, http_status, reason };
+        self.record(&outcome);
+        outcome
+    }
+
+    fn enqueue(&self, decision: &Decision, received: Instant) -> (&'static str, u16, String) {
+        let item = Queued { apps: decision.apps.clone(), received };
+        let Some(dedupe) = &self.dedupe else {
+            return match self.queue.try_send(item) {
+                Ok(()) => ("reconcile", decision.http_status, decision.reason.clone()),
+                Err(_) => overloaded(),
+            };
+        };
+        let keys = DeliveryKeys::of(decision);
+        // One lock around check, enqueue and record: two copies of one delivery racing
+        // each other still queue one pass. try_send never waits.
+        let mut dedupe = dedupe.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if dedupe.is_duplicate(&keys, received) {
+            return ("duplicate", 200, DUPLICATE.to_string());
+        }
+        match self.queue.try_send(item) {
+            Ok(()) => {
+                dedupe.record(&keys, received);
+                ("reconcile", decision.http_status, decision.reason.clone())
+            }
+            Err(_) => overloaded(),
+        }
+    }
+
+    fn record(&self, o: &Outcome) {
+        let d = &o.decision;
+        let provider = d.provider.map_or("unknown", |p| p.as_str());
+        self.metrics
+            .deliveries
+            .get_or_create(&DeliveryLabels {
+                provider: provider.to_string(),
+                event: event_label(d.event.as_deref()).to_string(),
+                action: o.outcome.to_string(),
+                code: o.http_status,
+            })
+            .inc();
+        tracing::info!(
+            status = o.http_status,
+            outcome = o.outcome,
+            provider,
+            event = event_label(d.event.as_deref()),
+            apps = ?d.apps,
+            skipped = ?d.skipped,
+            delivery = ?d.delivery_id,
+            "webhook: {}",
+            o.reason
+        );
+    }
+}
+
+const DUPLICATE: &str = "duplicate delivery; a pass was already queued for it";
+
+fn overloaded() -> (&'static str, u16, String) {
+    ("overloaded", 503, "webhook queue is full; retry later".to_string())
+}
+
+/// Drains the intake queue into the scheduler until the queue closes or `token` is
+/// cancelled. Triggers coalesce in the scheduler (one pass running, one waiting per
+/// application), so this never blocks on a busy application.
+pub async fn dispatch(mut queue: mpsc::Receiver<Queued>, scheduler: Scheduler, token: CancellationToken) {
+    loop {
+        let item = tokio::select! {
+            () = token.cancelled() => return,
+            item = queue.recv() => match item {
+                Some(item) => item,
+                None => return,
+            },
+        };
+        for app in &item.apps {
+            scheduler.trigger(app, Trigger::Webhook { received: item.received });
+        }
+    }
+}
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// Reconcile context for the status API; `None` serves only the webhook, metrics
+    /// and probes (benchmarks, tests of the HTTP layer).
+    pub ctx: Option<Arc<Context>>,
+    /// Metrics to expose.
+    pub metrics: Arc<Metrics>,
+    /// Webhook intake.
+    pub intake: Arc<Intake>,
+    /// Body limit, checked while reading.
+    pub max_body_bytes: usize,
+}
+
+/// The router with its limits: body size, whole-request timeout (408) and the bound on
+/// concurrent requests.
+pub fn router(state: AppState, limits: &Limits) -> Router {
     Router::new()
         .route("/api/webhook", post(webhook))
         .route("/api/v1/applications", get(applications))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
-        .layer(DefaultBodyLimit::max(limit))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrent_requests.max(1)))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
         .with_state(state)
 }
 
-async fn webhook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
-    let pairs: Vec<(String, String)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-        .collect();
-    let decision = state.receiver.decide(&pairs, &body);
-    for app in &decision.apps {
-        state.scheduler.trigger(app, Trigger::Webhook);
+/// Serves `router` on `listener` (HTTP/1.1) until `token` is cancelled, then lets open
+/// requests finish for up to 5 s. Applies [`Limits::header_read_timeout`] and
+/// [`Limits::max_connections`].
+pub async fn serve_http(listener: TcpListener, router: Router, limits: Limits, token: CancellationToken) {
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    loop {
+        let permit = tokio::select! {
+            () = token.cancelled() => break,
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            () = token.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // EMFILE and friends: wait a little instead of spinning.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("http connection: {e}");
+            }
+            drop(permit);
+        });
     }
-    let provider = decision.provider.map_or_else(
-        || "unknown".to_string(),
-        |p| serde_json::to_value(p).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-    );
-    let action =
-        serde_json::to_value(decision.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    state
-        .ctx
-        .metrics
-        .deliveries
-        .get_or_create(&DeliveryLabels { provider, action: action.clone(), code: decision.http_status })
-        .inc();
-    tracing::info!(status = decision.http_status, action = %action, apps = ?decision.apps, delivery = ?decision.delivery_id, "webhook: {}", decision.reason);
-    let code = StatusCode::from_u16(decision.http_status).unwrap_or(StatusCode::BAD_REQUEST);
-    (code, Json(serde_json::json!({"action": action, "reason": decision.reason, "queued": decision.apps.len()})))
+    drop(listener);
+    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await.is_err() {
+        tracing::warn!("http server: connections still open after 5 s; closing");
+    }
 }
 
-async fn applications(State(state): State<AppState>) -> impl IntoResponse {
-    Json(state.ctx.statuses().await)
+async fn webhook(State(state): State<AppState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = header_pairs(&parts.headers);
+    let limit = state.max_body_bytes;
+    let intake = &state.intake;
+    let outcome = match read_body(body, declared_length(&parts.headers), limit).await {
+        Ok(bytes) => intake.handle(&headers, &bytes, Instant::now()),
+        Err(BodyError::TooLarge) => intake.too_large(&headers, Instant::now()),
+        Err(BodyError::Read) => {
+            // The client went away or sent a broken chunked body; nothing to decide.
+            return (StatusCode::BAD_REQUEST, "request body could not be read").into_response();
+        }
+    };
+    let code = StatusCode::from_u16(outcome.http_status).unwrap_or(StatusCode::BAD_REQUEST);
+    (code, Json(outcome.body())).into_response()
+}
+
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+enum BodyError {
+    TooLarge,
+    Read,
+}
+
+/// Reads the body, stopping as soon as more than `limit` bytes arrived (or at once when
+/// `Content-Length` says so), so memory per request never exceeds `limit` plus one
+/// frame.
+async fn read_body(body: Body, declared: Option<u64>, limit: usize) -> Result<Vec<u8>, BodyError> {
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    let mut buf = Vec::with_capacity(capacity.min(limit));
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|_| BodyError::Read)?;
+        if buf.len() + frame.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        buf.extend_from_slice(&frame);
+    }
+    Ok(buf)
+}
+
+async fn applications(State(state): State<AppState>) -> Response {
+    match &state.ctx {
+        Some(ctx) => Json(ctx.statuses().await).into_response(),
+        None => (StatusCode::NOT_FOUND, "no status API in this server").into_response(),
+    }
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.ctx.metrics.encode())
+    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Write;
+
+    use hmac::{Hmac, KeyInit, Mac};
+
+    use super::*;
+
+    const URL: &str = "https://gitlab.example.invalid/acme/fleet";
+    const SECRET: &str = "gl-token-6f1d2e";
+
+    fn receiver() -> Receiver {
+        let key = RepoKey::from_url(URL).unwrap();
+        Receiver {
+            repositories: vec![WatchedRepository {
+                key: key.clone(),
+                secret: Some(Secret::from(SECRET)),
+                allow_sha1: false,
+            }],
+            watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
+            max_body_bytes: 1 << 20,
+        }
+    }
+
+    fn push(after: &str) -> Vec<u8> {
+        serde_json::json!({
+            "object_kind": "push", "ref": "refs/heads/main", "before": "1".repeat(40), "after": after,
+            "checkout_sha": after, "total_commits_count": 0, "commits": [],
+            "project": {"git_http_url": format!("{URL}.git"), "web_url": URL}
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn gitlab(token: &str, id: &str) -> Vec<(String, String)> {
+        vec![
+            ("content-type".into(), "application/json".into()),
+            ("x-gitlab-event".into(), "Push Hook".into()),
+            ("idempotency-key".into(), id.into()),
+            ("x-gitlab-token".into(), token.into()),
+        ]
+    }
+
+    /// A full queue answers 503 and does not remember the delivery, so the forge's retry
+    /// is queued once there is room; a repeat of a queued delivery is a duplicate.
+    #[test]
+    fn full_queue_is_503_and_retry_is_not_a_duplicate() {
+        let metrics = Arc::new(Metrics::default());
+        let (intake, mut queue) = Intake::new(receiver(), Some(Dedupe::default()), 1, metrics.clone());
+        let t = Instant::now();
+        let first = intake.handle(&gitlab(SECRET, "a"), &push(&"2".repeat(40)), t);
+        assert_eq!((first.outcome, first.http_status), ("reconcile", 202));
+        let full = intake.handle(&gitlab(SECRET, "b"), &push(&"3".repeat(40)), t);
+        assert_eq!((full.outcome, full.http_status), ("overloaded", 503));
+        assert_eq!(full.body()["queued"], 0);
+
+        assert_eq!(queue.try_recv().unwrap(), Queued { apps: vec!["web".into()], received: t });
+        let retry = intake.handle(&gitlab(SECRET, "b"), &push(&"3".repeat(40)), t);
+        assert_eq!((retry.outcome, retry.http_status), ("reconcile", 202));
+        let again = intake.handle(&gitlab(SECRET, "b"), &push(&"3".repeat(40)), t);
+        assert_eq!((again.outcome, again.http_status), ("duplicate", 200));
+
+        // Without dedupe (replay) every delivery is queued.
+        let (replay, _q) = Intake::new(receiver(), None, 4, metrics.clone());
+        for _ in 0..3 {
+            assert_eq!(replay.handle(&gitlab(SECRET, "a"), &push(&"2".repeat(40)), t).http_status, 202);
+        }
+        let text = metrics.encode();
+        assert!(text.contains(
+            "plumb_webhook_deliveries_total{provider=\"gitlab\",event=\"Push Hook\",action=\"overloaded\",code=\"503\"} 1"
+        ));
+    }
+
+    /// An unauthenticated sender cannot claim a delivery id or a push before the forge
+    /// sends it: rejected deliveries are not remembered.
+    #[test]
+    fn rejected_deliveries_are_not_remembered() {
+        let (intake, _queue) = Intake::new(receiver(), Some(Dedupe::default()), 8, Arc::new(Metrics::default()));
+        let t = Instant::now();
+        let forged = intake.handle(&gitlab("guess", "id-1"), &push(&"2".repeat(40)), t);
+        assert_eq!(forged.http_status, 401);
+        let real = intake.handle(&gitlab(SECRET, "id-1"), &push(&"2".repeat(40)), t);
+        assert_eq!(real.http_status, 202);
+    }
+
+    /// Event labels are bounded whatever the sender writes.
+    #[test]
+    fn event_label_is_bounded() {
+        let metrics = Arc::new(Metrics::default());
+        let (intake, _queue) = Intake::new(receiver(), Some(Dedupe::default()), 8, metrics.clone());
+        for i in 0..50 {
+            let mut h = gitlab("guess", "x");
+            h[1].1 = format!("Made Up Event {i}");
+            intake.handle(&h, b"{}", Instant::now());
+        }
+        let text = metrics.encode();
+        assert!(text.contains("event=\"other\",action=\"reject\",code=\"401\"} 50"), "{text}");
+        assert!(!text.contains("Made Up"));
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Neither the secret, the presented token nor a presented signature appears in logs
+    /// (at trace level), metrics or answers, for accepted and rejected deliveries alike.
+    #[test]
+    fn secrets_stay_out_of_logs_metrics_and_answers() {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let metrics = Arc::new(Metrics::default());
+        let (intake, _queue) = Intake::new(receiver(), Some(Dedupe::default()), 8, metrics.clone());
+        let body = push(&"5".repeat(40));
+        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(&body);
+        let signature = hex::encode(mac.finalize().into_bytes());
+        let github = vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-github-event".to_string(), "push".to_string()),
+            ("x-hub-signature-256".to_string(), format!("sha256={signature}")),
+        ];
+        let mut answers = Vec::new();
+        tracing::subscriber::with_default(subscriber, || {
+            for (headers, body) in [
+                (gitlab(SECRET, "ok"), body.clone()),
+                (gitlab("wrong-token-9c2b", "bad"), body.clone()),
+                (gitlab(SECRET, "malformed"), b"{\"ref\":".to_vec()),
+                (github.clone(), body.clone()),
+            ] {
+                let o = intake.handle(&headers, &body, Instant::now());
+                answers.push(format!("{} {:?}", o.body(), o.decision));
+            }
+        });
+        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        assert!(logs.contains("webhook:"), "the deliveries were logged: {logs}");
+        let everything = format!("{logs}\n{}\n{}", metrics.encode(), answers.join("\n"));
+        for needle in [SECRET, "wrong-token-9c2b", &signature] {
+            assert!(!everything.contains(needle), "{needle} leaked:\n{everything}");
+        }
+    }
 }

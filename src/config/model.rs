@@ -242,6 +242,13 @@ pub struct Application {
     /// `health.overrides`.
     #[serde(default)]
     pub health_overrides: Vec<HealthOverride>,
+    /// Changed-path filter for webhooks (default `false`): a push whose commits touched no
+    /// file under `path` does not start a pass of this application. Applied only when the
+    /// delivery's file lists are complete (Gitea lists at most 5 commits, GitLab 20,
+    /// Bitbucket none; force pushes and new refs are never filtered); when in doubt the
+    /// pass runs. Polling is unaffected.
+    #[serde(default)]
+    pub webhook_path_filter: bool,
 }
 
 fn default_revision() -> Spanned<String> {

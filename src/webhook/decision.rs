@@ -50,6 +50,10 @@ pub struct Decision {
     pub deletion: Option<RefDeletion>,
     /// Applications to reconcile, sorted and deduplicated; empty unless `Reconcile`.
     pub apps: Vec<String>,
+    /// Applications whose ref this push matched but whose changed-path filter found no
+    /// touched file in complete file lists (see [`super::path_verdict`]); sorted, never
+    /// also in `apps`.
+    pub skipped: Vec<String>,
     /// What to do.
     pub action: Action,
     /// HTTP status to answer with: 202, 200, 400, 401, 413 or 415.
@@ -77,6 +81,7 @@ impl Decision {
             extra_pushes: Vec::new(),
             deletion: None,
             apps: Vec::new(),
+            skipped: Vec::new(),
             action: Action::Reject,
             http_status: 400,
             reason: String::new(),

@@ -1,7 +1,5 @@
 //! Which applications a push concerns: repository equality, then ref matching.
 
-use std::collections::BTreeSet;
-
 use globset::GlobBuilder;
 use serde::Serialize;
 
@@ -82,30 +80,29 @@ pub(crate) fn is_commit_sha(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Applications to reconcile for one push, sorted and deduplicated.
+/// Watches selected by one push.
 ///
 /// A repository takes part only if its key equals one of the payload's keys **and** its
 /// own secret verified this delivery (`verified[i]` for `repos[i]`): a delivery signed with
 /// repository A's secret can never trigger repository B. Then every watch of those
-/// repositories whose revision matches the pushed ref contributes its app.
-pub(crate) fn matching_apps(
+/// repositories whose revision matches the pushed ref is selected.
+pub(crate) fn matching_watches<'w>(
     repos: &[WatchedRepository],
     verified: &[bool],
-    watches: &[Watch],
+    watches: &'w [Watch],
     push: &Push,
-) -> BTreeSet<String> {
+) -> impl Iterator<Item = &'w Watch> {
     let repo_keys: Vec<_> = repos
         .iter()
         .zip(verified)
         .filter(|(repo, ok)| **ok && push.repo_keys.contains(&repo.key))
-        .map(|(repo, _)| &repo.key)
+        .map(|(repo, _)| repo.key.clone())
         .collect();
+    let (kind, name) = (push.ref_kind, push.ref_name.clone());
     watches
         .iter()
-        .filter(|w| repo_keys.contains(&&w.repo))
-        .filter(|w| revision_matches(&w.revision, push.ref_kind, &push.ref_name))
-        .map(|w| w.app.clone())
-        .collect()
+        .filter(move |w| repo_keys.contains(&w.repo))
+        .filter(move |w| revision_matches(&w.revision, kind, &name))
 }
 
 #[cfg(test)]

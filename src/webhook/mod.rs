@@ -23,9 +23,15 @@
 //!    events other than pushes are acknowledged with 200.
 //! 6. **Match**: a push selects the repositories whose [`RepoKey`] equals a key from the
 //!    payload *and* whose secret verified this delivery; watches of those repositories
-//!    whose revision matches the ref give the applications to reconcile (202). Nothing
-//!    to do → 200, with one reason whether the repository is unknown or only the ref is
-//!    unwatched, so responses never reveal which repositories are configured.
+//!    whose revision matches the ref give the applications to reconcile (202), minus
+//!    those whose changed-path filter finds complete file lists that touch nothing under
+//!    their path ([`path_verdict`]). Nothing to do → 200, with one reason whether the
+//!    repository is unknown or only the ref is unwatched, so responses never reveal
+//!    which repositories are configured.
+//!
+//! What happens next is the server's: [`Dedupe`] drops repeats of a queued delivery
+//! (same delivery id, or same repository, ref and `after`, within 60 s), and a bounded
+//! queue hands the applications to the scheduler (`crate::server`).
 //!
 //! The rules come from the senders' own code and documentation; each item names its
 //! source. Background: `shared/reference/webhooks.md`; test vectors:
@@ -34,7 +40,9 @@
 
 mod body;
 mod decision;
+mod dedupe;
 mod matching;
+mod paths;
 mod payload;
 mod provider;
 mod receiver;
@@ -49,7 +57,9 @@ mod proptests;
 mod vectors_test;
 
 pub use decision::{Action, Decision};
+pub use dedupe::{DEFAULT_DEDUPE_CAPACITY, DEFAULT_DEDUPE_WINDOW, Dedupe, DeliveryKeys};
 pub use matching::{RefKind, revision_matches, split_ref};
+pub use paths::{PathVerdict, file_lists_complete, path_verdict};
 pub use payload::{PayloadError, Push, RefDeletion, RepoIdentity};
 pub use provider::Provider;
 pub use receiver::{DEFAULT_MAX_BODY_BYTES, Receiver, Watch, WatchedRepository};

@@ -120,6 +120,9 @@ pub struct Push {
     /// (Gitea lists at most `FEED_MAX_COMMIT_NUM`, default 5; GitLab 20), Bitbucket Cloud's
     /// `truncated`, GitHub at its 2048-commit cap, Bitbucket Server (no list at all).
     pub commits_truncated: bool,
+    /// Every listed commit carries `added`, `removed` and `modified` arrays (Bitbucket
+    /// sends none; see [`super::file_lists_complete`]).
+    pub file_lists: bool,
     /// Union of `added`, `removed` and `modified` over the listed commits, sorted and
     /// deduplicated. Complete only when `!commits_truncated`; informational only.
     pub changed_paths: Vec<String>,
@@ -286,6 +289,7 @@ impl Change<'_> {
             commits_listed: listed,
             commits_total: self.total,
             commits_truncated: self.truncated || self.total.is_some_and(|t| t > listed),
+            file_lists: self.commits.iter().all(has_file_lists),
             changed_paths: changed_paths(self.commits),
         })
     }
@@ -470,6 +474,10 @@ fn repository(provider: Provider, root: &Value) -> Option<RepoIdentity> {
             array_at(root, &["repository", "links", "clone"]).iter().filter_map(|link| str_at(link, &["href"])),
         ),
     }
+}
+
+fn has_file_lists(commit: &Value) -> bool {
+    ["added", "removed", "modified"].iter().all(|field| commit.get(field).is_some_and(Value::is_array))
 }
 
 fn changed_paths(commits: &[Value]) -> Vec<String> {

@@ -19,7 +19,7 @@ fn receiver() -> Receiver {
             secret: Some(Secret::from(SECRET)),
             allow_sha1: true,
         }],
-        watches: vec![Watch { app: "app".into(), repo: key, revision: "*".into() }],
+        watches: vec![Watch { app: "app".into(), repo: key, revision: "*".into(), path_filter: None }],
         max_body_bytes: 4096,
     }
 }

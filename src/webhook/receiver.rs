@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use super::body::{ContentType, content_type, form_field};
 use super::decision::{Action, Decision};
-use super::matching::matching_apps;
+use super::matching::matching_watches;
+use super::paths::path_verdict;
 use super::payload::{self, Event, PayloadError};
 use super::provider::{Headers, Provider};
 use super::repo_key::RepoKey;
@@ -41,6 +42,11 @@ pub struct Watch {
     /// glob (`release/*`, `v*`, `refs/tags/v*`) or a commit SHA (never matches a push);
     /// see [`super::revision_matches`].
     pub revision: String,
+    /// `Some(path)` when the application asked for the changed-path filter
+    /// (`webhookPathFilter`): a push whose complete file lists touch nothing under `path`
+    /// does not reconcile it (see [`super::path_verdict`]). `None`: every matching push
+    /// reconciles.
+    pub path_filter: Option<String>,
 }
 
 /// Push-webhook receiver: the configured repositories, the watches on them and the body
@@ -67,16 +73,11 @@ impl Receiver {
     pub fn decide(&self, headers: &[(String, String)], body: &[u8]) -> Decision {
         let h = Headers::new(headers);
         let provider = Provider::detect_in(&h);
-        let decision = Decision::new(
-            provider,
-            provider.and_then(|p| h.get(p.event_header())),
-            provider.and_then(|p| p.event_type(&h)),
-            provider.and_then(|p| p.delivery_id(&h)),
-        );
+        let decision = Self::start(&h, provider);
 
         // 1. Size, before any hashing or parsing.
         if body.len() > self.max_body_bytes {
-            return decision.finish(Action::Reject, 413, "request body exceeds the size limit");
+            return decision.finish(Action::Reject, 413, TOO_LARGE);
         }
         // 2. Sender.
         let Some(provider) = provider else {
@@ -128,6 +129,23 @@ impl Receiver {
         }
     }
 
+    /// The decision [`Receiver::decide`] makes for a body over [`Receiver::max_body_bytes`],
+    /// for a caller that stopped reading the body at the limit (the HTTP server): 413,
+    /// with the provider, event and delivery id from the headers.
+    pub fn too_large(&self, headers: &[(String, String)]) -> Decision {
+        let h = Headers::new(headers);
+        Self::start(&h, Provider::detect_in(&h)).finish(Action::Reject, 413, TOO_LARGE)
+    }
+
+    fn start(h: &Headers<'_>, provider: Option<Provider>) -> Decision {
+        Decision::new(
+            provider,
+            provider.and_then(|p| h.get(p.event_header())),
+            provider.and_then(|p| p.event_type(h)),
+            provider.and_then(|p| p.delivery_id(h)),
+        )
+    }
+
     fn route_pushes(
         &self,
         mut decision: Decision,
@@ -135,22 +153,35 @@ impl Receiver {
         verified: &[bool],
         pushes: Vec<payload::Push>,
     ) -> Decision {
-        let mut apps = BTreeSet::new();
+        let (mut apps, mut skipped) = (BTreeSet::new(), BTreeSet::new());
         let (mut live, mut test) = (false, false);
         for push in &pushes {
             if push.is_test_delivery(provider) {
                 test = true;
             } else if !push.is_deletion() {
                 live = true;
-                apps.extend(matching_apps(&self.repositories, verified, &self.watches, push));
+                for watch in matching_watches(&self.repositories, verified, &self.watches, push) {
+                    let run =
+                        watch.path_filter.as_deref().is_none_or(|path| path_verdict(provider, push, path).must_run());
+                    if run {
+                        apps.insert(watch.app.clone());
+                    } else {
+                        skipped.insert(watch.app.clone());
+                    }
+                }
             }
         }
+        // An application another push or watch of this delivery runs is not skipped.
+        skipped.retain(|app| !apps.contains(app));
         let mut pushes = pushes.into_iter();
         decision.push = pushes.next();
         decision.extra_pushes = pushes.collect();
         decision.apps = apps.into_iter().collect();
+        decision.skipped = skipped.into_iter().collect();
         if !decision.apps.is_empty() {
             decision.finish(Action::Reconcile, 202, "push to a watched ref; reconcile requested")
+        } else if !decision.skipped.is_empty() {
+            decision.finish(Action::Ignore, 200, UNTOUCHED)
         } else if live {
             // Same words for an unknown repository, a repository whose secret did not sign
             // this delivery, and an unwatched ref: the answer reveals no configuration.
@@ -163,7 +194,9 @@ impl Receiver {
     }
 }
 
+const TOO_LARGE: &str = "request body exceeds the size limit";
 const DELETED: &str = "ref deleted; nothing to deploy";
+const UNTOUCHED: &str = "pushed commits touch no path an application follows; acknowledged";
 const NOTHING_WATCHED: &str = "no application follows this repository and ref; acknowledged";
 
 /// 401 reasons depend only on what the request carried, never on the configuration.
@@ -215,23 +248,26 @@ mod tests {
                 },
             ],
             watches: vec![
-                Watch { app: "web".into(), repo: key(URL), revision: "main".into() },
-                Watch { app: "api".into(), repo: key(URL), revision: "refs/heads/main".into() },
-                Watch { app: "web".into(), repo: key(URL), revision: "release/*".into() },
+                Watch { app: "web".into(), repo: key(URL), revision: "main".into(), path_filter: None },
+                Watch { app: "api".into(), repo: key(URL), revision: "refs/heads/main".into(), path_filter: None },
+                Watch { app: "web".into(), repo: key(URL), revision: "release/*".into(), path_filter: None },
                 Watch {
                     app: "pinned".into(),
                     repo: key(URL),
                     revision: "02bbd8c995752a69f89ab5f12167a36dd57f5ed0".into(),
+                    path_filter: None,
                 },
                 Watch {
                     app: "other".into(),
                     repo: key("https://github.example.invalid/acme/other"),
                     revision: "main".into(),
+                    path_filter: None,
                 },
                 Watch {
                     app: "nosecret".into(),
                     repo: key("https://github.example.invalid/acme/nosecret"),
                     revision: "main".into(),
+                    path_filter: None,
                 },
             ],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,

@@ -38,7 +38,12 @@ fn receiver(dir: &Path, overrides: Option<&Value>) -> Receiver {
         });
         for r in entry["refs"].as_array().unwrap() {
             let r = r.as_str().unwrap();
-            watches.push(Watch { app: format!("{url}+{r}"), repo: key.clone(), revision: r.to_owned() });
+            watches.push(Watch {
+                app: format!("{url}+{r}"),
+                repo: key.clone(),
+                revision: r.to_owned(),
+                path_filter: None,
+            });
         }
     }
     Receiver {
@@ -268,5 +273,109 @@ fn vectors_survive_header_case_and_order_changes() {
         headers.reverse();
         let d = receiver(&root, None).decide(&headers, &body);
         assert_eq!((name, d.http_status), (name, 202));
+    }
+}
+
+/// The vector's headers and body.
+fn request(dir: &Path) -> (Vec<(String, String)>, Vec<u8>) {
+    let body_file = if dir.join("body.form").exists() { "body.form" } else { "body.json" };
+    (read_headers(&dir.join("headers.txt")), fs::read(dir.join(body_file)).unwrap())
+}
+
+/// The changed-path filter over every push vector that lists changed paths: a
+/// directory holding one of the listed files runs the pass; a directory no file lies
+/// under skips it, but only when the file lists are complete (Gitea and GitLab: the
+/// total agrees; the annotated tag lists no commit, so it always runs).
+#[test]
+fn path_filter_over_the_vectors() {
+    let root = PathBuf::from(VECTORS);
+    let mut checked = 0;
+    for name in [
+        "gitea-push-main",
+        "github-push",
+        "github-push-form",
+        "github-push-25-commits",
+        "gitlab-push",
+        "gitea-tag-push",
+    ] {
+        let dir = root.join(name);
+        let expected: Value = serde_json::from_slice(&fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let want_paths: Vec<&str> =
+            expected["changed_paths"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        let (headers, body) = request(&dir);
+        let plain = receiver(&root, None);
+        let d = plain.decide(&headers, &body);
+        let push = d.push.clone().unwrap();
+        assert_eq!(push.changed_paths, want_paths, "{name}");
+        let complete = file_lists_complete(d.provider.unwrap(), &push);
+        assert_eq!(complete, name != "gitea-tag-push", "{name}: completeness");
+
+        for path in &want_paths {
+            let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            assert!(path_verdict(d.provider.unwrap(), &push, parent).must_run(), "{name}: {parent}");
+        }
+        let untouched = path_verdict(d.provider.unwrap(), &push, "clusters/dev");
+        assert_eq!(untouched, if complete { PathVerdict::Untouched } else { PathVerdict::Unknown }, "{name}");
+
+        // Through the receiver: every watch filtered on a directory the push missed.
+        let mut filtered = plain.clone();
+        for w in &mut filtered.watches {
+            w.path_filter = Some("clusters/dev".into());
+        }
+        let f = filtered.decide(&headers, &body);
+        if complete {
+            assert_eq!((f.action, f.http_status), (Action::Ignore, 200), "{name}");
+            assert_eq!(f.skipped, d.apps, "{name}: the apps it would have run are reported as skipped");
+            assert!(f.apps.is_empty());
+        } else {
+            assert_eq!((f.action, f.apps.clone()), (Action::Reconcile, d.apps.clone()), "{name}: doubt runs");
+        }
+        // ... and on a directory it touched: unchanged decision.
+        let first_dir = want_paths.first().and_then(|p| p.rsplit_once('/')).map_or("", |(dir, _)| dir);
+        for w in &mut filtered.watches {
+            w.path_filter = Some(first_dir.into());
+        }
+        let t = filtered.decide(&headers, &body);
+        assert_eq!((t.action, t.apps.clone(), t.skipped.is_empty()), (d.action, d.apps.clone(), true), "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}
+
+/// Dedupe keys of real deliveries: the id the vector names, plus repository, ref and
+/// `after`; a Gitea-style replay (same body, new id) has the same content key.
+#[test]
+fn dedupe_keys_of_the_vectors() {
+    let root = PathBuf::from(VECTORS);
+    let (headers, body) = request(&root.join("github-push"));
+    let d = receiver(&root, None).decide(&headers, &body);
+    let keys = DeliveryKeys::of(&d);
+    assert_eq!(keys.delivery.as_deref(), Some("github:69966f09-69c2-4956-8f3a-df38df04fa60"));
+    assert_eq!(
+        keys.contents,
+        ["github.example.invalid/acme/platform-config refs/heads/main ab8d2581deadeb772be25098e1450ea2e56052a4"]
+    );
+
+    let now = std::time::Instant::now();
+    let mut dedupe = Dedupe::default();
+    dedupe.record(&keys, now);
+    let replay: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| {
+            if n.eq_ignore_ascii_case("X-GitHub-Delivery") {
+                (n.clone(), "new-id".into())
+            } else {
+                (n.clone(), v.clone())
+            }
+        })
+        .collect();
+    let again = DeliveryKeys::of(&receiver(&root, None).decide(&replay, &body));
+    assert_ne!(again.delivery, keys.delivery);
+    assert!(dedupe.is_duplicate(&again, now + std::time::Duration::from_secs(1)));
+
+    // Deletions and test deliveries carry no content key.
+    for name in ["github-push-branch-deleted", "gitea-test-delivery"] {
+        let (headers, body) = request(&root.join(name));
+        assert!(DeliveryKeys::of(&receiver(&root, None).decide(&headers, &body)).contents.is_empty(), "{name}");
     }
 }
