@@ -64,9 +64,9 @@ struct Server {
     tracker: TaskTracker,
 }
 
-async fn start(dedupe: bool, pass_time: Duration) -> Server {
+fn receiver() -> Receiver {
     let key = RepoKey::from_url(URL).unwrap();
-    let receiver = Receiver {
+    Receiver {
         repositories: vec![WatchedRepository {
             key: key.clone(),
             secret: Some(Secret::new(SECRET)),
@@ -74,7 +74,11 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
         }],
         watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
         max_body_bytes: Limits::default().max_body_bytes,
-    };
+    }
+}
+
+async fn start(dedupe: bool, pass_time: Duration) -> Server {
+    let receiver = receiver();
     let limits = Limits::default();
     let metrics = Arc::new(Metrics::default());
     let token = CancellationToken::new();

@@ -607,3 +607,19 @@ pub fn status_table(config: &Config, statuses: &[crate::status::AppStatus]) -> S
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_headers_parse() {
+        let text = "POST /api/webhook HTTP/1.1\r\nHost: x\r\nX-Gitea-Event: push\r\n\r\nX-Empty:\nX-Spaced:   a: b \n";
+        let got = parse_headers(text).expect("valid");
+        let want = [("Host", "x"), ("X-Gitea-Event", "push"), ("X-Empty", ""), ("X-Spaced", "a: b ")];
+        assert_eq!(got, want.map(|(n, v)| (n.to_string(), v.to_string())));
+        assert_eq!(parse_headers("Host: x\nnot a header\n"), Err("line 2 is not `Name: value`".to_string()));
+        assert_eq!(parse_headers("Host: x\nPOST / HTTP/1.1\n"), Err("line 2 is not `Name: value`".to_string()));
+        assert_eq!(parse_headers(" Host: x\n"), Err("line 1 is not `Name: value`".to_string()));
+    }
+}

@@ -158,7 +158,8 @@ async fn wait_passes(server: &Server, n: usize) {
 
 /// Signed push → 202 and one pass through queue, dispatcher and actor; the GitHub-style
 /// redelivery (same id) and the Gitea-style replay (same content, new id) → 200
-/// duplicate, no pass; counted by provider, event and outcome; receipt-to-pass timed.
+/// duplicate, no pass; another content type → 415; counted by provider, event and
+/// outcome; receipt-to-pass timed.
 #[tokio::test]
 async fn push_queues_one_pass_and_repeats_are_duplicates() {
     let server = Server::start(Limits::default()).await;
@@ -177,6 +178,13 @@ async fn push_queues_one_pass_and_repeats_are_duplicates() {
     assert_eq!(code, 200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(server.passes.load(Ordering::SeqCst), 2, "duplicates start no pass");
+
+    // Content types other than JSON and form-encoded: 415, before any signature check.
+    let plain: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| if k == "Content-Type" { (k.clone(), "text/plain".to_string()) } else { (k.clone(), v.clone()) })
+        .collect();
+    assert_eq!(post(server.addr, &plain, &body).await.0, 415);
 
     let text = server.metrics.encode();
     let labels = |action: &str, code: u16| {
