@@ -82,6 +82,8 @@ pub struct Cluster {
     requests: std::sync::atomic::AtomicU64,
     writes: std::sync::atomic::AtomicU64,
     dry_runs: std::sync::atomic::AtomicU64,
+    /// Resolved kinds by (apiVersion, kind): a served kind does not change its resource.
+    kinds: std::sync::RwLock<std::collections::HashMap<(String, String), Kind>>,
 }
 
 impl Cluster {
@@ -102,6 +104,7 @@ impl Cluster {
             requests: 1.into(),
             writes: 0.into(),
             dry_runs: 0.into(),
+            kinds: Default::default(),
         })
     }
 
@@ -136,15 +139,30 @@ impl Cluster {
     /// # Errors
     /// [`Error::UnknownKind`], [`Error::Discovery`].
     pub async fn kind(&self, api_version: &str, kind: &str) -> Result<Kind, Error> {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        if let Some(k) = self.lookup(&gvk).await {
+        let id = (api_version.to_string(), kind.to_string());
+        if let Some(k) = self.kinds.read().ok().and_then(|m| m.get(&id).cloned()) {
             return Ok(k);
         }
-        let fresh =
-            Discovery::new(self.client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
-        *self.discovery.write().await = fresh;
-        self.lookup(&gvk).await.ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = match self.lookup(&gvk).await {
+            Some(k) => k,
+            None => {
+                self.count(false);
+                let fresh = Discovery::new(self.client.clone())
+                    .run_aggregated()
+                    .await
+                    .map_err(|e| Error::Discovery(Box::new(e)))?;
+                *self.discovery.write().await = fresh;
+                self.lookup(&gvk)
+                    .await
+                    .ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })?
+            }
+        };
+        if let Ok(mut m) = self.kinds.write() {
+            m.insert(id, found.clone());
+        }
+        Ok(found)
     }
 
     /// Whether any served kind matches the globs `group` (`None` = any group) and `kind`.
