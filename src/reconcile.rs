@@ -714,6 +714,26 @@ impl Context {
         }
 
         // 6. record
+        if mode != Mode::CompareOnly && previous.health != st.health && !previous.app.is_empty() {
+            let degraded = st
+                .resources
+                .iter()
+                .filter(|r| r.health == HealthStatus::Degraded)
+                .map(|r| format!("{}: {}", r.object, r.health_message));
+            let note = std::iter::once(format!(
+                "health {} → {} at {}",
+                previous.health,
+                st.health,
+                &st.revision[..st.revision.len().min(7)]
+            ))
+            .chain(degraded)
+            .collect::<Vec<_>>()
+            .join("; ");
+            tracing::info!(app = name, "{note}");
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": status::configmap_name(name), "namespace": self.config.settings.status_namespace}});
+            self.cluster.event(&cm, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
+        }
         let result_word = match (&record, st.sync) {
             (Some(r), _) if r.result == SyncResult::Succeeded => "applied",
             (Some(r), _) if r.result == SyncResult::Refused => "refused",
