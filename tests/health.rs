@@ -85,3 +85,69 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     assert!(stalled.message.contains("portal-lb"), "{stalled:?}");
     assert_eq!(r.status.health, HealthStatus::Progressing, "a stall is a warning; health stays Progressing");
 }
+
+/// The two axes of MISSION.md. (a) Git declares a Pod whose container cannot start
+/// (status written as the kubelet would: CrashLoopBackOff): **Synced + Degraded**, naming
+/// the pod and the reason. (b) A Deployment scaled by hand while its pods run fine (kwok),
+/// selfHeal off: **OutOfSync + Healthy**.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_but_degraded_and_out_of_sync_but_healthy() {
+    let ns = "health-axes";
+    let lab = Lab::new("axes");
+    // pinned to a node kwok does not manage, so only this test writes its status
+    lab.repo.write("a/pod.yaml", &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: web-7f9c-x2, namespace: {ns}}}\nspec: {{nodeName: unmanaged-node, containers: [{{name: web, image: \"registry.example.test/web:broken\"}}]}}\n")).unwrap();
+    lab.repo.write("b/deploy.yaml", &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api, namespace: {ns}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: api}}}}\n  template:\n    metadata: {{labels: {{app: api}}}}\n    spec: {{containers: [{{name: api, image: \"nginx:1.27.3\"}}]}}\n")).unwrap();
+    lab.repo.commit("two apps").unwrap();
+    let policy = lab.policy(
+        "p.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-health}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: false, syncOptions: [CreateNamespace=true]}}\napplications:\n  - {{name: axes-a, repository: r, revision: main, path: a, namespace: {ns}, environment: e}}\n  - {{name: axes-b, repository: r, revision: main, path: b, namespace: {ns}, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
+    let ctx =
+        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
+    ctx.store.ensure_namespace().await.unwrap();
+    assert!(ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap().sync.is_some());
+    assert!(ctx.run_pass("axes-b", Mode::Policy, None).await.unwrap().sync.is_some());
+
+    // (a) the kubelet reports the container crash-looping
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "pod",
+        "web-7f9c-x2",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","containerStatuses":[{"name":"web","image":"registry.example.test/web:broken","imageID":"","ready":false,"restartCount":4,"started":false,"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container"}},"lastState":{}}]}}"#,
+    ]);
+    let r = ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap();
+    assert_eq!(
+        (r.status.sync, r.status.health),
+        (SyncStatus::Synced, HealthStatus::Degraded),
+        "{:?}",
+        r.status.resources
+    );
+    let pod = &r.status.resources[0];
+    assert!(pod.health_message.contains("web-7f9c-x2") && pod.health_message.contains("CrashLoopBackOff"), "{pod:?}");
+
+    // (b) pods run (kwok); a hand scale to 5
+    wait_for("api Healthy", Duration::from_secs(60), || async {
+        let r = ctx.run_pass("axes-b", Mode::Policy, None).await.unwrap();
+        (r.status.health == HealthStatus::Healthy).then_some(())
+    })
+    .await;
+    kubectl(&["-n", ns, "scale", "deployment", "api", "--replicas=5"]);
+    let st = wait_for("5 replicas running", Duration::from_secs(60), || async {
+        let r = ctx.run_pass("axes-b", Mode::Policy, None).await.unwrap();
+        let d = r.status.resources.iter().find(|x| x.object.starts_with("Deployment")).cloned()?;
+        (d.health == HealthStatus::Healthy && d.health_message.contains("5/5")).then_some(r.status)
+    })
+    .await;
+    assert_eq!((st.sync, st.health), (SyncStatus::OutOfSync, HealthStatus::Healthy), "{:?}", st.resources);
+    assert!(st.resources[0].reason.contains("/spec/replicas 5→2"), "{:?}", st.resources);
+}
