@@ -86,16 +86,16 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     assert_eq!(r.status.health, HealthStatus::Progressing, "a stall is a warning; health stays Progressing");
 }
 
-/// The two axes of MISSION.md. (a) Git declares a Pod whose container cannot start
-/// (status written as the kubelet would: CrashLoopBackOff): **Synced + Degraded**, naming
+/// The two axes of MISSION.md. (a) Git declares a Deployment whose container cannot start
+/// (its pod's status written as the kubelet would: CrashLoopBackOff): **Synced + Degraded**, naming
 /// the pod and the reason. (b) A Deployment scaled by hand while its pods run fine (kwok),
 /// selfHeal off: **OutOfSync + Healthy**.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synced_but_degraded_and_out_of_sync_but_healthy() {
     let ns = "health-axes";
     let lab = Lab::new("axes");
-    // pinned to a node kwok does not manage, so only this test writes its status
-    lab.repo.write("a/pod.yaml", &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: web-7f9c-x2, namespace: {ns}}}\nspec: {{nodeName: unmanaged-node, containers: [{{name: web, image: \"registry.example.test/web:broken\"}}]}}\n")).unwrap();
+    // pods pinned to a node kwok does not manage, so only this test writes their status
+    lab.repo.write("a/web.yaml", &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{nodeName: unmanaged-node, containers: [{{name: web, image: \"registry.example.test/web:broken\"}}]}}\n")).unwrap();
     lab.repo.write("b/deploy.yaml", &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api, namespace: {ns}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: api}}}}\n  template:\n    metadata: {{labels: {{app: api}}}}\n    spec: {{containers: [{{name: api, image: \"nginx:1.27.3\"}}]}}\n")).unwrap();
     lab.repo.commit("two apps").unwrap();
     let policy = lab.policy(
@@ -107,25 +107,37 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
     );
     let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
     let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx =
-        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
+    // with watches: a Deployment's pods come from the watch cache
+    let ctx = Arc::new(
+        Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default()))
+            .with_watches(),
+    );
     ctx.store.ensure_namespace().await.unwrap();
     assert!(ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap().sync.is_some());
     assert!(ctx.run_pass("axes-b", Mode::Policy, None).await.unwrap().sync.is_some());
 
-    // (a) the kubelet reports the container crash-looping
+    // (a) the kubelet reports the Deployment's pod crash-looping
+    let pod_name = wait_for("the Deployment's pod", Duration::from_secs(30), || async {
+        let name = kubectl(&["-n", ns, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"]);
+        (!name.is_empty()).then_some(name)
+    })
+    .await;
     kubectl(&[
         "-n",
         ns,
         "patch",
         "pod",
-        "web-7f9c-x2",
+        &pod_name,
         "--subresource=status",
         "--type=merge",
         "-p",
         r#"{"status":{"phase":"Running","containerStatuses":[{"name":"web","image":"registry.example.test/web:broken","imageID":"","ready":false,"restartCount":4,"started":false,"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container"}},"lastState":{}}]}}"#,
     ]);
-    let r = ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap();
+    let r = wait_for("Degraded (once the pod watch has it)", Duration::from_secs(20), || async {
+        let r = ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap();
+        (r.status.health == HealthStatus::Degraded).then_some(r)
+    })
+    .await;
     assert_eq!(
         (r.status.sync, r.status.health),
         (SyncStatus::Synced, HealthStatus::Degraded),
@@ -133,7 +145,7 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
         r.status.resources
     );
     let pod = &r.status.resources[0];
-    assert!(pod.health_message.contains("web-7f9c-x2") && pod.health_message.contains("CrashLoopBackOff"), "{pod:?}");
+    assert!(pod.health_message.contains(&pod_name) && pod.health_message.contains("CrashLoopBackOff"), "{pod:?}");
 
     // (b) pods run (kwok); a hand scale to 5
     wait_for("api Healthy", Duration::from_secs(60), || async {
