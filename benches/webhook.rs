@@ -302,6 +302,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
+/// Builds delivery `n` of a flood: (delivery id, body, signature).
+type MakeDelivery = fn(usize) -> (String, String, String);
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let seconds: u64 = env_or("SECONDS", 10);
@@ -380,7 +383,7 @@ async fn main() {
     let after_wrk = vm_hwm_kib();
 
     // 2. Floods of 100,000 valid deliveries to one application.
-    let floods: [(&str, fn(usize) -> (String, String, String)); 2] =
+    let floods: [(&str, MakeDelivery); 2] =
         [("one push redelivered 100,000 times", storm), ("100,000 different pushes", distinct)];
     for (name, make) in floods {
         let server = start(true, pass_time).await;
