@@ -302,7 +302,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// Builds delivery `n` of a flood: (delivery id, body, signature).
+/// Builds delivery `n` of a flood: (signature, delivery id, body).
 type MakeDelivery = fn(usize) -> (String, String, String);
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
