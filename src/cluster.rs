@@ -114,8 +114,8 @@ impl Cluster {
     }
 
     /// Requests sent through this adapter so far (gets, lists, dry-runs, applies,
-    /// deletes, events, discovery), and how many of them were writes (applies, deletes,
-    /// events).
+    /// deletes, events, discovery), and how many of them were writes to objects
+    /// (applies, deletes, managedFields takeovers; Events are not counted as writes).
     pub fn requests(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.requests.load(Relaxed), self.writes.load(Relaxed))
@@ -309,7 +309,7 @@ impl Cluster {
             action: action.into(),
             secondary: None,
         };
-        self.count(true);
+        self.count(false);
         if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::warn!("event {reason} on {:?}: {e}", reference.name);
         }

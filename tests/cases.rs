@@ -37,12 +37,9 @@ async fn setup(name: &str, namespace: &str, files: &[(&str, String)], env: &str)
             lab.url
         ),
     );
-    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx = Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default()));
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     kubectl(&["create", "namespace", namespace]);
-    (lab, Arc::new(ctx))
+    (lab, ctx)
 }
 
 async fn pass(ctx: &Context, app: &str) -> PassReport {

@@ -4,15 +4,9 @@
 
 mod support;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use plumb::{
-    cluster::Cluster,
-    compare::SyncStatus,
-    health::HealthStatus,
-    metrics::Metrics,
-    reconcile::{Context, Mode},
-};
+use plumb::{compare::SyncStatus, health::HealthStatus, reconcile::Mode};
 use support::*;
 
 /// A Deployment goes Progressing then Healthy as kwok runs its pods; a LoadBalancer
@@ -32,11 +26,7 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
             lab.url
         ),
     );
-    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx =
-        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
     assert!(r.sync.is_some());
     let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
@@ -105,14 +95,7 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
             lab.url
         ),
     );
-    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    // with watches: a Deployment's pods come from the watch cache
-    let ctx = Arc::new(
-        Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default()))
-            .with_watches(),
-    );
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), true).await;
     assert!(ctx.run_pass("axes-a", Mode::Policy, None).await.unwrap().sync.is_some());
     assert!(ctx.run_pass("axes-b", Mode::Policy, None).await.unwrap().sync.is_some());
 

@@ -3,13 +3,9 @@
 
 mod support;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use plumb::{
-    cluster::Cluster,
-    metrics::Metrics,
-    reconcile::{Context, Mode},
-};
+use plumb::reconcile::Mode;
 use support::*;
 
 /// A PersistentVolumeClaim dropped from Git is not deleted by an automated prune: it
@@ -33,11 +29,7 @@ async fn pvc_prune_waits_for_approval() {
             lab.url
         ),
     );
-    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx =
-        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     let r = ctx.run_pass("safety", Mode::Policy, None).await.unwrap();
     assert_eq!(r.sync.unwrap().applied.len(), 2);
 
@@ -81,11 +73,7 @@ async fn shared_resources_are_named_and_can_fail_the_sync() {
             lab.url
         ),
     );
-    let config = plumb::config::load(&policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx =
-        Arc::new(Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default())));
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     assert!(ctx.run_pass("one", Mode::Policy, None).await.unwrap().sync.is_some());
     let r = ctx.run_pass("two", Mode::Policy, None).await.unwrap();
     let warn = r.status.conditions.iter().find(|c| c.type_ == "SharedResourceWarning").expect("warning");
