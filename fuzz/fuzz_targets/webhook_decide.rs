@@ -8,7 +8,12 @@
 //! fuzzer gets past authentication and into the parsers; otherwise signatures are
 //! whatever the input carries.
 //!
-//! Run: `cargo +nightly fuzz run webhook_decide fuzz/corpus/webhook_decide fuzz/seeds/webhook_decide`
+//! Run from the repository root (not part of CI; plumb forbids `unsafe`, so no sanitizer
+//! is needed):
+//! `nice -n 15 cargo +nightly fuzz run -s none webhook_decide fuzz/corpus/webhook_decide fuzz/seeds/webhook_decide -- -max_total_time=1800`
+//! New inputs go to `fuzz/corpus/` (ignored by git); `fuzz/seed.sh` rewrites the seeds
+//! from the vectors. A crash lands in `fuzz/artifacts/`: add it as a unit test of
+//! `Receiver::decide` before fixing it.
 #![no_main]
 
 use std::sync::OnceLock;
