@@ -86,6 +86,8 @@ pub struct Context {
     rendered: Mutex<HashMap<String, RenderMemo>>,
     /// Since when each object of each application has been Progressing.
     progressing: Mutex<HashMap<String, health::ProgressingSince>>,
+    /// resourceVersion of plumb's last write of each object, until the watch shows it.
+    written: Mutex<HashMap<ObjectKey, String>>,
 }
 
 /// A remembered dry-run: valid while neither the applied configuration nor the live
@@ -200,6 +202,7 @@ impl Context {
             compared: Mutex::default(),
             rendered: Mutex::default(),
             progressing: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 
@@ -796,7 +799,19 @@ impl Context {
         tracking::stamp(&mut obj, app, &key, self.config.settings.installation_id.as_deref());
         // Same manifest and same live resourceVersion as last time: same answer.
         let manifest_hash = crate::watch::value_hash(&obj);
-        let cached = self.live.as_ref().and_then(|c| c.get_arc(&kind, &key)).flatten();
+        let mut cached = self.live.as_ref().and_then(|c| c.get_arc(&kind, &key)).flatten();
+        // Right after plumb applied an object the watch may not have delivered the new
+        // version yet: a cached object older than plumb's own write is not trusted.
+        let written = self.written.lock().ok().and_then(|m| m.get(&key).cloned());
+        if let (Some(w), Some(c)) = (&written, &cached) {
+            if c.metadata.resource_version.as_ref() == Some(w) {
+                if let Ok(mut m) = self.written.lock() {
+                    m.remove(&key);
+                }
+            } else {
+                cached = None;
+            }
+        }
         let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
         if let Some(rv) = &live_rv {
             let memo = self.compared.lock().ok().and_then(|m| {
@@ -809,9 +824,15 @@ impl Context {
         let cached = cached.map(|o| crate::watch::with_types(&o, &kind));
         let live = match cached {
             Some(l) => Some(l),
-            // not watched yet, or absent from the cache (it may exist without our label)
+            // not watched yet, absent from the cache (it may exist without our label), or
+            // older than plumb's own last write: read it from the API server
             None => match self.cluster.get(&kind, &key).await {
-                Ok(l) => l,
+                Ok(l) => {
+                    if let Ok(mut m) = self.written.lock() {
+                        m.remove(&key);
+                    }
+                    l
+                }
                 Err(e) => return Arc::new(unknown(key, obj, Some(kind), e.to_string())),
             },
         };
@@ -990,6 +1011,11 @@ impl Context {
                 match res {
                     Ok(obj) => {
                         rec.applied.push(c.key.to_string());
+                        if let (Some(rv), Ok(mut m)) =
+                            (obj.pointer("/metadata/resourceVersion").and_then(Value::as_str), self.written.lock())
+                        {
+                            m.insert(c.key.clone(), rv.to_string());
+                        }
                         let git = format!("Git {} \"{}\"", &rec.revision[..rec.revision.len().min(7)], rec.subject);
                         let fields = || {
                             c.diff.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ")

@@ -114,9 +114,12 @@ fn collect(set: &Value, obj: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<S
 }
 
 /// Field managers of imperative or client-side tools whose fields plumb takes over
-/// before its first server-side apply (Flux's list): without the takeover, a field Git
-/// removed would stay forever, owned by `kubectl-client-side-apply`.
-pub const LEGACY_MANAGERS: &[&str] = &["kubectl-client-side-apply", "kubectl-edit", "kubectl", "before-first-apply"];
+/// before its first server-side apply: without the takeover, a field Git removed would
+/// stay forever, owned by `kubectl-client-side-apply`. Unlike Flux, `before-first-apply`
+/// is left alone: the API server attributes its own creation-time defaults to it (a
+/// Namespace's `kubernetes.io/metadata.name` label and `spec.finalizers`), which are
+/// not Git's to remove.
+pub const LEGACY_MANAGERS: &[&str] = &["kubectl-client-side-apply", "kubectl-edit", "kubectl"];
 
 /// Annotation value that opts an object out of the takeover: `plumb.dev/ssa: Merge`.
 pub const SSA_ANNOTATION: &str = "plumb.dev/ssa";

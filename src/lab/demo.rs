@@ -135,6 +135,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     token.cancel();
     handle.tracker.wait().await;
+    // stop the watches before the control plane goes away
+    drop(ctx);
+    tokio::time::sleep(Duration::from_millis(200)).await;
     drop(git);
     drop(control_plane);
     Ok(ExitCode::SUCCESS)
