@@ -278,23 +278,17 @@ impl Context {
         let drift = std::hash::Hasher::finish(&hasher);
         let now = tokio::time::Instant::now();
         let mut heal = self.heal.lock().ok()?;
-        let state = heal.entry(app.to_string()).or_insert_with(|| HealState {
+        let fresh = || HealState {
             revision: st.revision.clone(),
             drift: 0,
             attempts: 0,
             next: now,
             stuck: None,
             failed: false,
-        });
+        };
+        let state = heal.entry(app.to_string()).or_insert_with(fresh);
         if state.revision != st.revision {
-            *state = HealState {
-                revision: st.revision.clone(),
-                drift: 0,
-                attempts: 0,
-                next: now,
-                stuck: None,
-                failed: false,
-            };
+            *state = fresh();
         }
         if state.stuck.is_some() && state.drift == drift {
             return None;
