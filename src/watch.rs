@@ -13,7 +13,6 @@ use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
     sync::Mutex,
-    time::Duration,
 };
 
 use futures::StreamExt;
@@ -106,19 +105,9 @@ impl LiveCache {
         store
     }
 
-    /// The live object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent from a
-    /// ready cache (it may still exist without plumb's label: the caller decides), `None`
-    /// when the cache of that kind is not ready yet.
-    pub fn get(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<Value>> {
-        let store = self.store(kind)?;
-        let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
-        if kind.namespaced {
-            r = r.within(&key.namespace);
-        }
-        Some(store.get(&r).map(|o| with_types(&o, kind)))
-    }
-
-    /// Like [`LiveCache::get`], without converting: the cached object itself.
+    /// The cached object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent
+    /// from a ready cache (it may still exist without plumb's label: the caller decides),
+    /// `None` when the cache of that kind is not ready yet.
     pub fn get_arc(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<std::sync::Arc<DynamicObject>>> {
         let store = self.store(kind)?;
         let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
@@ -138,16 +127,6 @@ impl LiveCache {
                 .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).is_some_and(|a| a == app))
                 .collect(),
         )
-    }
-
-    /// Starts the watch of `kind` now and waits up to `timeout` for its first list.
-    pub async fn warm(&self, kind: &Kind, timeout: Duration) {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), true);
-        let store = match self.stores.lock() {
-            Ok(mut s) => s.entry(id).or_insert_with(|| self.start(kind, true)).clone(),
-            Err(_) => return,
-        };
-        let _ = tokio::time::timeout(timeout, store.wait_until_ready()).await;
     }
 
     /// Objects of `kind` in `namespace` with an owner reference to `owner_uid` (any
