@@ -94,9 +94,24 @@ enum Command {
         /// what is still Progressing).
         #[arg(long)]
         wait: bool,
-        /// Longest wait with `--wait` (e.g. 90s, 5m).
+        /// Longest wait with `--wait`, and for later sync waves (e.g. 90s, 5m).
         #[arg(long, default_value = "5m", value_parser = config::parse_duration)]
         timeout: std::time::Duration,
+    },
+    /// Delete what Git no longer declares in one application now (`plumb sync APP
+    /// --prune true`); with `--approve` also the objects that wait for an approval.
+    Prune {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Approve deleting `Prune=confirm` objects, PersistentVolumeClaims, Namespaces
+        /// and CustomResourceDefinitions.
+        #[arg(long)]
+        approve: bool,
+        /// Print the plan; write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Table of every application: environment, revision, sync, health, last sync.
     Status {
@@ -222,7 +237,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                         continue;
                     }
                     println!("# {} ({})", d.object, d.reason);
-                    let text = if d.reason == "requires pruning" {
+                    let text = if d.reason.starts_with("requires pruning") {
                         String::new()
                     } else {
                         unified(
@@ -255,58 +270,13 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 .find(|a| a.name.value == app)
                 .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
                 .is_some_and(|e| e.sync_policy.prune);
-            let mode = if dry_run {
-                Mode::CompareOnly
-            } else {
-                Mode::Manual { prune: prune.unwrap_or(policy_prune), approve }
-            };
-            let report = ctx.run_pass(&app, mode, None).await?;
-            if dry_run {
-                for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {
-                    let verb = match d.reason.as_str() {
-                        "missing" => "create",
-                        "requires pruning" if prune.unwrap_or(policy_prune) => "prune",
-                        "requires pruning" => "skip (prune is off)",
-                        r if r.starts_with("differs") => "update",
-                        _ => "error",
-                    };
-                    println!("{verb:<8} {}  {}", d.object, d.reason);
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            if wait {
-                return wait_for_health(&ctx, &app, report, timeout).await;
-            }
-            match &report.sync {
-                Some(r) => {
-                    println!("{} {} \"{}\": {:?}", app, short(&r.revision), r.subject, r.result);
-                    for a in &r.applied {
-                        println!("  applied {a}");
-                    }
-                    for p in &r.pruned {
-                        println!("  pruned  {p}");
-                    }
-                    if !r.message.is_empty() {
-                        println!("  {}", r.message);
-                    }
-                    Ok(if r.result == crate::status::SyncResult::Succeeded {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::from(1)
-                    })
-                }
-                None => {
-                    println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
-                    for c in &report.status.conditions {
-                        println!("  {}: {}", c.type_, c.message);
-                    }
-                    Ok(if report.status.sync == crate::compare::SyncStatus::Unknown {
-                        ExitCode::from(1)
-                    } else {
-                        ExitCode::SUCCESS
-                    })
-                }
-            }
+            sync_command(&ctx, &app, prune.unwrap_or(policy_prune), approve, dry_run, wait.then_some(timeout), timeout)
+                .await
+        }
+        Command::Prune { app, cluster, approve, dry_run } => {
+            let ctx = context(&cluster, false).await?;
+            let timeout = std::time::Duration::from_secs(300);
+            sync_command(&ctx, &app, true, approve, dry_run, None, timeout).await
         }
         Command::Status { cluster } => {
             let config = config::load(&cluster.config)?;
@@ -362,6 +332,127 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo(args) => crate::lab::demo::run(args).await,
     }
+}
+
+/// `plumb sync` / `plumb prune`: previews (`dry_run`) or syncs, going on while later
+/// sync waves wait for earlier ones to become Healthy (at most `timeout`), then waits
+/// for health when `wait` is given.
+async fn sync_command(
+    ctx: &Context,
+    app: &str,
+    prune: bool,
+    approve: bool,
+    dry_run: bool,
+    wait: Option<std::time::Duration>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    use crate::status::SyncResult;
+    if dry_run {
+        let report = ctx.run_pass(app, Mode::Preview { prune, approve }, None).await?;
+        print!("{}", preview(&report));
+        return Ok(ExitCode::from(u8::from(report.status.sync == crate::compare::SyncStatus::Unknown)));
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
+        println!(
+            "{app} {}: {} (applied {}, pruned {})",
+            short(&r.revision),
+            r.message,
+            r.applied.len(),
+            r.pruned.len()
+        );
+        if tokio::time::Instant::now() >= deadline {
+            println!("{app}: sync still running after {timeout:?}");
+            return Ok(ExitCode::from(1));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    }
+    if let Some(timeout) = wait {
+        return wait_for_health(ctx, app, report, timeout).await;
+    }
+    match &report.sync {
+        Some(r) => {
+            println!("{} {} \"{}\": {:?}", app, short(&r.revision), r.subject, r.result);
+            for a in &r.applied {
+                println!("  applied {a}");
+            }
+            for p in &r.pruned {
+                println!("  pruned  {p}");
+            }
+            for (object, why) in &report.plan.skipped {
+                println!("  skipped {object}: {why}");
+            }
+            if !r.message.is_empty() {
+                println!("  {}", r.message);
+            }
+            Ok(if r.result == SyncResult::Succeeded { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        None => {
+            println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
+            for c in &report.status.conditions {
+                println!("  {}: {}", c.type_, c.message);
+            }
+            Ok(if report.status.sync == crate::compare::SyncStatus::Unknown {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}
+
+/// The plan of a preview, in the order a sync runs it: per wave, what would be
+/// created or updated (with the differing paths); then what would be pruned (with its
+/// data-loss class) and what is skipped and why; errors; a refusal.
+pub fn preview(report: &crate::reconcile::PassReport) -> String {
+    use std::fmt::Write as _;
+    let p = &report.plan;
+    let mut out = String::new();
+    if let Some(r) = &p.refused {
+        let _ = writeln!(out, "refused  {r}");
+    }
+    let multi = p.waves.len() > 1;
+    for w in &p.waves {
+        if multi {
+            let _ = writeln!(out, "wave {}:", w.wave);
+        }
+        for &i in &w.apply {
+            let d = &report.diffs[i];
+            let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
+            let line = if unknown {
+                format!("error    {}  {}", d.object, d.reason)
+            } else if d.live.is_none() {
+                let why = if d.reason == "missing" { String::new() } else { format!("  ({})", d.reason) };
+                format!("create   {}{why}", d.object)
+            } else if d.differences.is_empty() {
+                format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
+            } else {
+                let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
+                format!("update   {}  {}", d.object, paths.join(", "))
+            };
+            let _ = writeln!(out, "{}{line}", if multi { "  " } else { "" });
+        }
+    }
+    for c in &p.prune {
+        let class =
+            crate::plan::data_loss_class(&c.key.group, &c.key.kind).map_or(String::new(), |k| format!("  [{k}]"));
+        let _ = writeln!(out, "prune    {}{class}", c.key);
+    }
+    for c in &p.prune_last {
+        let _ = writeln!(out, "prune    {}  (PruneLast: once everything is Healthy)", c.key);
+    }
+    for (object, why) in &p.skipped {
+        let _ = writeln!(out, "skip     {object}  {why}");
+    }
+    for c in report.status.conditions.iter().filter(|c| c.type_ == "OrphanedResourceWarning") {
+        let _ = writeln!(out, "warning  {}", c.message);
+    }
+    if out.is_empty() {
+        out.push_str("nothing to do: Synced\n");
+    }
+    out
 }
 
 /// `plumb sync --wait`: prints the sync, then re-compares every 2 s until the app is

@@ -60,6 +60,17 @@ impl Error {
         }
     }
 
+    /// Fields the API server refused to change because they are immutable (a Job's
+    /// `spec.template`, a Service's `spec.clusterIP`, a Deployment's `spec.selector`, …),
+    /// read from the causes of the answer (`details.causes[].field` of a cause whose
+    /// message says "immutable"), or from its message when the server gave no causes.
+    /// Empty for any other error, a 422 included.
+    pub fn immutable_fields(&self) -> Vec<String> {
+        let Error::Request { source, .. } = self else { return vec![] };
+        let kube::Error::Api(s) = source.as_ref() else { return vec![] };
+        immutable_fields(s)
+    }
+
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
         Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }
@@ -210,8 +221,25 @@ impl Cluster {
     /// [`Error::Request`] carrying the API server's reason (validation, admission,
     /// immutable field, …).
     pub async fn apply(&self, kind: &Kind, key: &ObjectKey, obj: &Value, dry_run: bool) -> Result<Value, Error> {
+        self.apply_validated(kind, key, obj, dry_run, true).await
+    }
+
+    /// [`Cluster::apply`], with field validation `Strict` when `strict`, else `Ignore`
+    /// (sync option `Validate=false`: unknown fields are dropped by the server).
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn apply_validated(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        obj: &Value,
+        dry_run: bool,
+        strict: bool,
+    ) -> Result<Value, Error> {
         self.count(!dry_run);
-        let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
+        let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+        pp = if strict { pp.validation_strict() } else { pp.validation_ignore() };
         if dry_run {
             pp = pp.dry_run();
             self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -268,19 +296,155 @@ impl Cluster {
             .collect())
     }
 
+    /// Writes `obj` with a full replace (PUT) as field manager `plumb`, or creates it
+    /// when absent (sync option `Replace=true`): fields Git does not declare are removed
+    /// whoever owns them. The live `resourceVersion` is sent, so a concurrent write makes
+    /// it fail (409) rather than be lost. Field validation is the server's default for
+    /// PUT (`Warn`: unknown fields are dropped with a warning).
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn replace(&self, kind: &Kind, key: &ObjectKey, obj: &Value) -> Result<Value, Error> {
+        let api = self.api(kind, &key.namespace);
+        let mut dynamic: DynamicObject = serde_json::from_value(obj.clone())
+            .map_err(|e| Error::request("replace", key, kube::Error::SerdeError(e)))?;
+        let pp = kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let live = self.get(kind, key).await?;
+        self.count(true);
+        let out = match live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")).and_then(Value::as_str) {
+            Some(rv) => {
+                dynamic.metadata.resource_version = Some(rv.into());
+                api.replace(&key.name, &pp, &dynamic).await.map_err(|e| Error::request("replace", key, e))?
+            }
+            None => api.create(&pp, &dynamic).await.map_err(|e| Error::request("create", key, e))?,
+        };
+        Ok(to_value(out))
+    }
+
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
-    /// with foreground propagation (dependents go first). A 404 counts as done.
+    /// with the given propagation (default foreground: dependents go first). A 404
+    /// counts as done.
     ///
     /// # Errors
     /// [`Error::Request`] (a 409 means the UID precondition failed).
-    pub async fn delete(&self, kind: &Kind, key: &ObjectKey, uid: &str) -> Result<(), Error> {
-        let dp =
-            DeleteParams::foreground().preconditions(Preconditions { uid: Some(uid.into()), resource_version: None });
+    pub async fn delete(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        uid: &str,
+        propagation: crate::plan::Propagation,
+    ) -> Result<(), Error> {
+        self.count(true);
+        let dp = match propagation {
+            crate::plan::Propagation::Foreground => DeleteParams::foreground(),
+            crate::plan::Propagation::Background => DeleteParams::background(),
+            crate::plan::Propagation::Orphan => DeleteParams::orphan(),
+        }
+        .preconditions(Preconditions { uid: Some(uid.into()), resource_version: None });
         match self.api(kind, &key.namespace).delete(&key.name, &dp).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::request("delete", key, e)),
         }
+    }
+}
+
+impl Cluster {
+    /// Waits until CustomResourceDefinition `name` is Established and its names are
+    /// accepted (kstatus Current; see [`crate::health`]), polling every 250 ms for at
+    /// most `timeout`.
+    ///
+    /// # Errors
+    /// A message naming the CRD: names not accepted (Degraded), or still not
+    /// Established after `timeout`, with its last condition.
+    pub async fn wait_established(&self, name: &str, timeout: std::time::Duration) -> Result<(), String> {
+        let kind = self.kind("apiextensions.k8s.io/v1", "CustomResourceDefinition").await.map_err(|e| e.to_string())?;
+        let key = ObjectKey {
+            group: "apiextensions.k8s.io".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: String::new(),
+            name: name.into(),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let obj = self.get(&kind, &key).await.map_err(|e| e.to_string())?;
+            let h = crate::health::assess(obj.as_ref());
+            match h.status {
+                crate::health::HealthStatus::Healthy => return Ok(()),
+                crate::health::HealthStatus::Degraded => return Err(format!("{key}: {}", h.message)),
+                _ if tokio::time::Instant::now() >= deadline => {
+                    return Err(format!("{key} not Established after {}s: {}", timeout.as_secs(), h.message));
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// Waits until discovery serves `apiVersion` + `kind` (right after its CRD became
+    /// Established), for at most `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] after `timeout`; [`Error::Discovery`].
+    pub async fn wait_kind(&self, api_version: &str, kind: &str, timeout: std::time::Duration) -> Result<Kind, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.kind(api_version, kind).await {
+                Err(Error::UnknownKind { .. }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits until the object with UID `uid` is gone (a re-created namesake counts as
+    /// gone), for at most `timeout`.
+    ///
+    /// # Errors
+    /// A message naming the object when it is still there after `timeout`.
+    pub async fn wait_gone(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        uid: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let live = self.get(kind, key).await.map_err(|e| e.to_string())?;
+            if live.as_ref().and_then(|l| l.pointer("/metadata/uid")).and_then(Value::as_str) != Some(uid) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("{key} still being deleted after {}s", timeout.as_secs()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn list_unlabelled(&self, kind: &Kind, namespace: &str) -> Result<Vec<Value>, Error> {
+        self.count(false);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &kind.resource);
+        let lp = ListParams::default().labels(&format!("!{APP_LABEL}"));
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| Error::request("list", format!("{} -n {namespace}", kind.resource.kind), e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(kube::core::TypeMeta {
+                    api_version: kind.resource.api_version.clone(),
+                    kind: kind.resource.kind.clone(),
+                });
+                to_value(o)
+            })
+            .collect())
     }
 }
 
@@ -316,6 +480,30 @@ impl Cluster {
     }
 }
 
+/// See [`Error::immutable_fields`].
+fn immutable_fields(s: &kube::core::Status) -> Vec<String> {
+    let mut fields: Vec<String> = s
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .filter(|c| c.message.contains("immutable"))
+        .map(|c| c.field.clone())
+        .filter(|f| !f.is_empty())
+        .collect();
+    if fields.is_empty() && s.message.contains("field is immutable") {
+        // "Job.batch \"x\" is invalid: spec.template: Invalid value: …: field is immutable"
+        fields.extend(
+            s.message
+                .split("; ")
+                .filter(|part| part.contains("immutable"))
+                .filter_map(|part| part.rsplit_once(": Invalid value").map(|(f, _)| f))
+                .map(|f| f.rsplit(": ").next().unwrap_or(f).trim().to_string()),
+        );
+    }
+    fields.dedup();
+    fields
+}
+
 fn to_value(obj: DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
 }
@@ -334,4 +522,50 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Clie
         None => kube::Config::infer().await?,
     };
     Ok(Client::try_from(config)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(message: &str, causes: &[(&str, &str)]) -> kube::core::Status {
+        let mut s = kube::core::Status::failure(message, "Invalid").with_code(422);
+        if !causes.is_empty() {
+            s.details = Some(kube::core::response::StatusDetails {
+                causes: causes
+                    .iter()
+                    .map(|(field, message)| kube::core::response::StatusCause {
+                        reason: "FieldValueInvalid".into(),
+                        message: (*message).into(),
+                        field: (*field).into(),
+                    })
+                    .collect(),
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                retry_after_seconds: 0,
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn immutable_fields_come_from_the_causes_not_the_code() {
+        let job = status(
+            "Job.batch \"migrate\" is invalid: spec.template: Invalid value: {...}: field is immutable",
+            &[("spec.template", "Invalid value: {...}: field is immutable")],
+        );
+        assert_eq!(immutable_fields(&job), ["spec.template"]);
+        let svc = status(
+            "Service \"web\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.9\"}: may not change once set; spec.clusterIP: Invalid value: \"10.0.0.9\": field is immutable",
+            &[],
+        );
+        assert_eq!(immutable_fields(&svc), ["spec.clusterIP"]);
+        let other = status(
+            "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            &[("spec.replicas", "Invalid value: -1: must be greater than or equal to 0")],
+        );
+        assert!(immutable_fields(&other).is_empty(), "a 422 alone is not an immutable field");
+    }
 }

@@ -1,104 +1,226 @@
-//! Plan: from the comparison of one pass and the sync policy, decide what to apply, what
-//! to prune, what to skip and why — or refuse the sync. Pure.
+//! Plan: from the comparison of one pass and the sync policy, decide what to apply, in
+//! which order, what to prune, what to skip and why — or refuse the sync. Pure.
 //!
 //! Guards (all on by default):
-//! - `allowEmpty: false` refuses a sync whose render produced zero objects (one commit
-//!   pointing the path at an empty folder must not delete everything);
+//! - `allowEmpty: false` refuses an automated sync whose render produced zero objects,
+//!   or in which every tracked object would be pruned (one commit pointing the path at
+//!   an empty or different folder must not delete everything; Argo CD's rule);
 //! - prune only when `prune` is on, only objects this application owns (see
-//!   [`crate::tracking`]), never those annotated `Prune=false`;
+//!   [`crate::tracking`]), never those annotated `Prune=false`; `Prune=confirm` and the
+//!   data-loss classes of [`data_loss_class`] wait for an approval;
+//! - `PruneLast=true` objects are pruned only once everything else is applied and
+//!   Healthy;
 //! - the caller runs prune only when the render succeeded and every apply succeeded.
 //!
-//! Order: Namespaces, CRDs, ServiceAccounts and RBAC, ConfigMaps and Secrets, PVCs,
-//! Services, workloads, then everything else; prune in the reverse order.
+//! Order: sync waves (`plumb.dev/sync-wave`, an integer, default 0, lowest first; the
+//! next wave starts when the previous one is Healthy), and within a wave by kind:
+//! Namespaces, CRDs, ServiceAccounts and RBAC, ConfigMaps and Secrets, PVCs, Services,
+//! workloads, custom resources, then everything else. Prune goes in the reverse order.
 
 use serde::Serialize;
 
-use crate::{config::SyncPolicy, tracking::ObjectKey};
+use crate::{health::HealthStatus, tracking::ObjectKey};
+
+/// Annotation holding an object's sync wave (an integer, negative allowed; default 0).
+pub const SYNC_WAVE_ANNOTATION: &str = "plumb.dev/sync-wave";
+
+/// Annotation approving the prune of one object: an RFC 3339 timestamp
+/// (`kubectl annotate cm/x plumb.dev/prune-approved=2026-11-29T18:00:00Z`). Valid for
+/// [`APPROVAL_VALIDITY`] seconds after that time.
+pub const PRUNE_APPROVED_ANNOTATION: &str = "plumb.dev/prune-approved";
+
+/// How long a [`PRUNE_APPROVED_ANNOTATION`] approval stays valid, in seconds (24 h): an
+/// old approval left on an object does not approve a later, unrelated prune.
+pub const APPROVAL_VALIDITY: i64 = 24 * 3600;
+
+/// How deletes propagate to dependents (`PrunePropagationPolicy`; Kubernetes
+/// `DeleteOptions.propagationPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum Propagation {
+    /// Dependents are deleted first; the owner disappears last (the default).
+    #[default]
+    Foreground,
+    /// The owner is deleted at once; the garbage collector removes dependents.
+    Background,
+    /// Dependents are kept, without owner.
+    Orphan,
+}
 
 /// Sync options (app-wide from the policy, per object from `plumb.dev/sync-options`).
+///
+/// Per-object options add to the application's: an object can turn an option on, not
+/// off (except `Prune`, whose per-object value wins).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SyncOptions {
     /// `Prune=false`: never delete this object.
     pub prune_disabled: bool,
-    /// `Prune=confirm`: delete only with an explicit approval (`plumb sync APP --approve`).
+    /// `Prune=confirm`: delete only with an approval (`plumb prune APP --approve`, or the
+    /// [`PRUNE_APPROVED_ANNOTATION`]).
     pub prune_confirm: bool,
+    /// `PruneLast=true`: prune only after every other object is applied and Healthy.
+    pub prune_last: bool,
     /// `CreateNamespace=true`: create the destination namespace when missing.
     pub create_namespace: bool,
     /// `FailOnSharedResource=true`: refuse to sync when an object is tracked by another
     /// application, instead of taking it over.
     pub fail_on_shared: bool,
+    /// `Replace=true`: write the object with a full replace (PUT) instead of
+    /// server-side apply; fields Git does not declare are removed, whoever owns them.
+    pub replace: bool,
+    /// `Force=true`: when the server refuses a change to an immutable field, delete the
+    /// object and create it again. Only when opted in: the object is briefly absent.
+    pub force: bool,
+    /// `ApplyOutOfSyncOnly=false`: a sync applies every object, not only those that
+    /// differ (plumb's default is `true`).
+    pub apply_all: bool,
+    /// `Validate=false`: the API server ignores unknown fields instead of rejecting the
+    /// object (`fieldValidation=Ignore`; default `Strict`).
+    pub validate_disabled: bool,
+    /// `PrunePropagationPolicy=foreground|background|orphan`.
+    pub propagation: Option<Propagation>,
 }
 
 impl SyncOptions {
     /// Names plumb knows (others are rejected when the policy is validated).
-    pub const KNOWN: &'static [&'static str] =
-        &["Prune", "CreateNamespace", "PruneLast", "ApplyOutOfSyncOnly", "FailOnSharedResource"];
+    pub const KNOWN: &'static [&'static str] = &[
+        "Prune",
+        "PruneLast",
+        "CreateNamespace",
+        "FailOnSharedResource",
+        "Replace",
+        "Force",
+        "ApplyOutOfSyncOnly",
+        "Validate",
+        "PrunePropagationPolicy",
+    ];
 
-    /// Checks one `Name=value` option.
+    /// Checks one `Name=value` option: the name and its value.
     ///
     /// # Errors
-    /// A message naming the option when the shape or the name is wrong.
+    /// A message naming the option when the shape, the name or the value is wrong
+    /// (`ServerSideApply=false` is refused: plumb always uses server-side apply).
     pub fn parse_one(opt: &str) -> Result<(&str, &str), String> {
         let (name, value) = opt.split_once('=').ok_or_else(|| format!("sync option `{opt}` must be Name=value"))?;
         let (name, value) = (name.trim(), value.trim());
+        if name == "ServerSideApply" {
+            return Err("sync option `ServerSideApply` is not offered: plumb always uses server-side apply".into());
+        }
         if !Self::KNOWN.contains(&name) {
             return Err(format!("unknown sync option `{name}` (known: {})", Self::KNOWN.join(", ")));
+        }
+        let allowed: &[&str] = match name {
+            "Prune" => &["true", "false", "confirm"],
+            "PrunePropagationPolicy" => &["foreground", "background", "orphan"],
+            _ => &["true", "false"],
+        };
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
+            return Err(format!("sync option `{name}={value}`: value must be one of {}", allowed.join(", ")));
         }
         Ok((name, value))
     }
 
     /// Parses a list of options; unknown or malformed entries are ignored here (policy
-    /// files are validated at load; object annotations are best effort).
+    /// files are validated at load, see [`SyncOptions::parse_one`]; object annotations
+    /// are checked by [`SyncOptions::problems`]).
     pub fn parse<'a>(opts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut out = Self::default();
         for opt in opts {
-            match Self::parse_one(opt) {
-                Ok(("Prune", v)) => {
+            let Ok((name, v)) = Self::parse_one(opt) else { continue };
+            let yes = v.eq_ignore_ascii_case("true");
+            match name {
+                "Prune" => {
                     out.prune_disabled = v.eq_ignore_ascii_case("false");
                     out.prune_confirm = v.eq_ignore_ascii_case("confirm");
                 }
-                Ok(("CreateNamespace", v)) => out.create_namespace = v.eq_ignore_ascii_case("true"),
-                Ok(("FailOnSharedResource", v)) => out.fail_on_shared = v.eq_ignore_ascii_case("true"),
+                "PruneLast" => out.prune_last = yes,
+                "CreateNamespace" => out.create_namespace = yes,
+                "FailOnSharedResource" => out.fail_on_shared = yes,
+                "Replace" => out.replace = yes,
+                "Force" => out.force = yes,
+                "ApplyOutOfSyncOnly" => out.apply_all = v.eq_ignore_ascii_case("false"),
+                "Validate" => out.validate_disabled = v.eq_ignore_ascii_case("false"),
+                "PrunePropagationPolicy" => {
+                    out.propagation = Some(match v.to_ascii_lowercase().as_str() {
+                        "background" => Propagation::Background,
+                        "orphan" => Propagation::Orphan,
+                        _ => Propagation::Foreground,
+                    });
+                }
                 _ => {}
             }
         }
         out
     }
 
-    /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
-    /// no longer declares it, it still "requires pruning" but does not make the
-    /// application OutOfSync.
-    pub fn ignores_extraneous(obj: &serde_json::Value) -> bool {
-        obj.pointer("/metadata/annotations")
-            .and_then(|a| a.get("plumb.dev/compare-options"))
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|s| s.split(',').any(|o| o.trim() == "IgnoreExtraneous"))
+    /// The options of an object's `plumb.dev/sync-options` annotation (comma list).
+    pub fn of_object(obj: &serde_json::Value) -> Self {
+        Self::parse(annotation_options(obj))
     }
 
-    /// Options of an object's `plumb.dev/sync-options` annotation (comma list).
-    pub fn of_object(obj: &serde_json::Value) -> Self {
-        let text = obj
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(crate::tracking::SYNC_OPTIONS_ANNOTATION))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
-        Self::parse(text.split(',').map(str::trim).filter(|s| !s.is_empty()))
+    /// Problems of an object's `plumb.dev/sync-options` annotation, one message each.
+    pub fn problems(obj: &serde_json::Value) -> Vec<String> {
+        annotation_options(obj).filter_map(|o| Self::parse_one(o).err()).collect()
+    }
+
+    /// These options with an object's on top (see the type's doc).
+    #[must_use]
+    pub fn with_object(&self, obj: &Self) -> Self {
+        Self {
+            prune_disabled: obj.prune_disabled || (self.prune_disabled && !obj.prune_confirm),
+            prune_confirm: obj.prune_confirm || (self.prune_confirm && !obj.prune_disabled),
+            prune_last: self.prune_last || obj.prune_last,
+            create_namespace: self.create_namespace,
+            fail_on_shared: self.fail_on_shared || obj.fail_on_shared,
+            replace: self.replace || obj.replace,
+            force: self.force || obj.force,
+            apply_all: self.apply_all || obj.apply_all,
+            validate_disabled: self.validate_disabled || obj.validate_disabled,
+            propagation: obj.propagation.or(self.propagation),
+        }
     }
 }
 
-/// The data-loss class of a kind, if deleting it can lose data that Git cannot bring
-/// back: PersistentVolumeClaims (volumes), Namespaces (everything inside) and
-/// CustomResourceDefinitions (every custom resource of that type). Objects of these
-/// classes are pruned only with an approval, as if annotated `Prune=confirm`.
-pub fn data_loss_class(group: &str, kind: &str) -> Option<&'static str> {
-    match (group, kind) {
-        ("", "PersistentVolumeClaim") => Some("PersistentVolumeClaim (its volume's data)"),
-        ("", "Namespace") => Some("Namespace (every object inside it)"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            Some("CustomResourceDefinition (every resource of that type)")
-        }
-        _ => None,
+fn annotation_options(obj: &serde_json::Value) -> impl Iterator<Item = &str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(crate::tracking::SYNC_OPTIONS_ANNOTATION))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// An object's sync wave from [`SYNC_WAVE_ANNOTATION`]; 0 when absent.
+///
+/// # Errors
+/// A message naming the annotation and the value when it is not a 32-bit integer.
+pub fn sync_wave(obj: &serde_json::Value) -> Result<i32, String> {
+    match obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(SYNC_WAVE_ANNOTATION))
+        .and_then(serde_json::Value::as_str)
+    {
+        None => Ok(0),
+        Some(v) => v.trim().parse().map_err(|_| {
+            format!("annotation {SYNC_WAVE_ANNOTATION}: `{v}` is not an integer (e.g. \"-1\", \"0\", \"5\")")
+        }),
     }
+}
+
+/// Whether a live object carries a prune approval ([`PRUNE_APPROVED_ANNOTATION`]) valid
+/// at `now`: a timestamp no older than [`APPROVAL_VALIDITY`] and not more than 5
+/// minutes in the future (clock skew).
+pub fn prune_approved(obj: &serde_json::Value, now: jiff::Timestamp) -> bool {
+    let Some(at) = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PRUNE_APPROVED_ANNOTATION))
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+    else {
+        return false;
+    };
+    let age = now.as_second() - at.as_second();
+    (-300..=APPROVAL_VALIDITY).contains(&age)
 }
 
 /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
@@ -111,7 +233,54 @@ pub fn ignores_extraneous(obj: &serde_json::Value) -> bool {
         .is_some_and(|s| s.split(',').any(|o| o.trim() == "IgnoreExtraneous"))
 }
 
-/// Apply order rank of a kind (lower first).
+/// The data-loss class of a kind, if deleting it can lose data that Git cannot bring
+/// back: PersistentVolumeClaims (volumes), Namespaces (everything inside) and
+/// CustomResourceDefinitions (every custom resource of that type). Objects of these
+/// classes are pruned only with an approval, as if annotated `Prune=confirm`, unless
+/// the policy sets `protectDataLoss: false`.
+pub fn data_loss_class(group: &str, kind: &str) -> Option<&'static str> {
+    match (group, kind) {
+        ("", "PersistentVolumeClaim") => Some("PersistentVolumeClaim (its volume's data)"),
+        ("", "Namespace") => Some("Namespace (every object inside it)"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            Some("CustomResourceDefinition (every resource of that type)")
+        }
+        _ => None,
+    }
+}
+
+/// Whether an untracked object found in an application's namespace is reported as
+/// orphaned (`orphanedResources.warn`): not when a controller owns it
+/// (`ownerReferences`: ReplicaSets, Pods, …), not when any application tracks it, not
+/// the objects Kubernetes creates in every namespace (ServiceAccount `default`,
+/// ConfigMap `kube-root-ca.crt`, service-account token Secrets), and not when an
+/// `ignore` entry matches (group/kind/name globs).
+pub fn orphan_reported(obj: &serde_json::Value, ignore: &[crate::config::OrphanIgnore]) -> bool {
+    let Some(key) = ObjectKey::of(obj) else { return false };
+    let owned =
+        obj.pointer("/metadata/ownerReferences").and_then(serde_json::Value::as_array).is_some_and(|r| !r.is_empty());
+    let tracked =
+        obj.pointer("/metadata/annotations").and_then(|a| a.get(crate::tracking::TRACKING_ANNOTATION)).is_some();
+    let system = matches!(
+        (key.group.as_str(), key.kind.as_str(), key.name.as_str()),
+        ("", "ServiceAccount", "default") | ("", "ConfigMap", "kube-root-ca.crt")
+    ) || obj.get("type").and_then(serde_json::Value::as_str)
+        == Some("kubernetes.io/service-account-token");
+    let glob = |pattern: &Option<String>, value: &str| {
+        pattern.as_deref().is_none_or(|p| globset::Glob::new(p).is_ok_and(|g| g.compile_matcher().is_match(value)))
+    };
+    let ignored =
+        ignore.iter().any(|i| glob(&i.group, &key.group) && glob(&i.kind, &key.kind) && glob(&i.name, &key.name));
+    !(owned || tracked || system || ignored)
+}
+
+/// Whether an API group is one of Kubernetes' own (core, `apps`, `batch`, `*.k8s.io`, …)
+/// rather than a custom resource's.
+pub fn builtin_group(group: &str) -> bool {
+    !group.contains('.') || group.ends_with(".k8s.io")
+}
+
+/// Apply order rank of a kind within a wave (lower first).
 pub fn kind_rank(group: &str, kind: &str) -> u8 {
     match (group, kind) {
         ("", "Namespace") => 0,
@@ -122,8 +291,15 @@ pub fn kind_rank(group: &str, kind: &str) -> u8 {
         ("", "PersistentVolumeClaim") => 5,
         ("", "Service") => 6,
         ("apps", _) | ("batch", _) | ("", "Pod" | "ReplicationController") => 7,
-        _ => 8,
+        (g, _) if !builtin_group(g) => 8,
+        _ => 9,
     }
+}
+
+/// Whether a health status lets the next sync wave start (or PruneLast proceed):
+/// Healthy, or Suspended (deliberately paused; waiting would never end).
+pub fn health_ready(h: HealthStatus) -> bool {
+    matches!(h, HealthStatus::Healthy | HealthStatus::Suspended)
 }
 
 /// State of one desired object after comparison.
@@ -133,6 +309,12 @@ pub struct DesiredItem {
     pub key: ObjectKey,
     /// Whether it differs from live (missing counts as differing).
     pub out_of_sync: bool,
+    /// Whether it exists live.
+    pub exists: bool,
+    /// Its sync wave.
+    pub wave: i32,
+    /// Its options, the application's included.
+    pub options: SyncOptions,
 }
 
 /// A live object owned by the application that Git no longer declares.
@@ -142,8 +324,10 @@ pub struct PruneCandidate {
     pub key: ObjectKey,
     /// Its UID (deletes carry it as a precondition).
     pub uid: String,
-    /// Its own sync options.
+    /// Its options, the application's included.
     pub options: SyncOptions,
+    /// Whether it carries a valid [`PRUNE_APPROVED_ANNOTATION`].
+    pub approved: bool,
 }
 
 /// Why a sync is started.
@@ -157,19 +341,56 @@ pub enum SyncReason {
     Manual,
 }
 
+/// What the policy (or the person) allows a sync to do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Guards {
+    /// Delete what Git no longer declares.
+    pub prune: bool,
+    /// `allowEmpty`: let an automated sync proceed with an empty render, or prune every
+    /// tracked object.
+    pub allow_empty: bool,
+    /// A person asked (`plumb sync`): the allowEmpty guard does not apply (Argo CD: a
+    /// manual sync with prune deletes the last objects).
+    pub manual: bool,
+    /// Approval for `Prune=confirm` objects and the data-loss classes.
+    pub approved: bool,
+    /// Whether the data-loss classes need approval (policy `protectDataLoss`, default on).
+    pub protect_data_loss: bool,
+}
+
+/// One sync wave: what to apply, and every desired object in it (for the health gate).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Wave {
+    /// The wave number.
+    pub wave: i32,
+    /// Indexes into the desired list to apply, in kind order.
+    pub apply: Vec<usize>,
+    /// Indexes of every desired object of this wave.
+    pub members: Vec<usize>,
+}
+
 /// What one sync will do.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Plan {
-    /// Indexes into the desired list, in apply order.
-    #[serde(skip)]
-    pub apply: Vec<usize>,
-    /// Objects to delete, in prune order.
+    /// Waves in order; empty waves (nothing declared) are not listed.
+    pub waves: Vec<Wave>,
+    /// Objects to delete after the last wave, in prune order.
     #[serde(skip)]
     pub prune: Vec<PruneCandidate>,
+    /// `PruneLast=true` objects, deleted once everything else is applied and Healthy.
+    #[serde(skip)]
+    pub prune_last: Vec<PruneCandidate>,
     /// Objects left alone, with the reason (`prune skipped: Prune=false`, …).
     pub skipped: Vec<(String, String)>,
     /// Set when the whole sync is refused; nothing is applied or pruned.
     pub refused: Option<String>,
+}
+
+impl Plan {
+    /// Indexes of every object to apply, in order.
+    pub fn apply_order(&self) -> impl Iterator<Item = usize> + '_ {
+        self.waves.iter().flat_map(|w| w.apply.iter().copied())
+    }
 }
 
 /// Whether a pass should sync, and why.
@@ -177,7 +398,12 @@ pub struct Plan {
 /// `out_of_sync` is the application's roll-up; `revision_changed` compares the
 /// fetched revision with the last one synced. Automated sync without selfHeal syncs
 /// only a new revision (Argo CD's rule), so a hand change stays until the next commit.
-pub fn sync_reason(policy: &SyncPolicy, out_of_sync: bool, revision_changed: bool, manual: bool) -> Option<SyncReason> {
+pub fn sync_reason(
+    policy: &crate::config::SyncPolicy,
+    out_of_sync: bool,
+    revision_changed: bool,
+    manual: bool,
+) -> Option<SyncReason> {
     if manual {
         return Some(SyncReason::Manual);
     }
@@ -194,65 +420,91 @@ pub fn sync_reason(policy: &SyncPolicy, out_of_sync: bool, revision_changed: boo
 }
 
 /// Plans a sync of `desired` (render output, compared) against the application's
-/// `orphans` (owned live objects not in `desired`).
-///
-/// `prune` is the policy's switch (or the manual `--prune`); `allow_empty` the guard's;
-/// `approved` lets objects marked `Prune=confirm`, and the data-loss classes of
-/// [`data_loss_class`], be deleted.
-pub fn plan(
-    desired: &[DesiredItem],
-    orphans: &[PruneCandidate],
-    prune: bool,
-    allow_empty: bool,
-    approved: bool,
-) -> Plan {
+/// `orphans` (owned live objects not in `desired`), under `guards`.
+pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards) -> Plan {
     let mut p = Plan::default();
-    if desired.is_empty() && !allow_empty {
-        p.refused = Some(format!(
-            "refusing to sync: the render produced no objects and allowEmpty is false; {} tracked object(s) would be pruned",
-            orphans.len()
-        ));
-        return p;
+    if !guards.manual && !guards.allow_empty {
+        if desired.is_empty() {
+            p.refused = Some(format!(
+                "auto-sync skipped: the render produced no objects and allowEmpty is false; it would delete all ({}) tracked objects",
+                orphans.len()
+            ));
+            return p;
+        }
+        if guards.prune && !orphans.is_empty() && desired.iter().all(|d| !d.exists) {
+            p.refused = Some(format!(
+                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared exists yet) and allowEmpty is false; `plumb sync APP --prune true` does it by hand",
+                orphans.len(),
+                desired.len()
+            ));
+            return p;
+        }
     }
-    let mut apply: Vec<usize> = (0..desired.len()).filter(|&i| desired[i].out_of_sync).collect();
-    apply.sort_by_key(|&i| (kind_rank(&desired[i].key.group, &desired[i].key.kind), i));
-    p.apply = apply;
+    let mut order: Vec<usize> = (0..desired.len()).collect();
+    order.sort_by_key(|&i| (desired[i].wave, kind_rank(&desired[i].key.group, &desired[i].key.kind), i));
+    for i in order {
+        let d = &desired[i];
+        if p.waves.last().is_none_or(|w| w.wave != d.wave) {
+            p.waves.push(Wave { wave: d.wave, ..Wave::default() });
+        }
+        let Some(w) = p.waves.last_mut() else { continue };
+        w.members.push(i);
+        if d.out_of_sync || d.options.apply_all {
+            w.apply.push(i);
+        }
+    }
     for o in orphans {
-        if !prune {
+        let class = data_loss_class(&o.key.group, &o.key.kind).filter(|_| guards.protect_data_loss);
+        if !guards.prune {
             p.skipped.push((o.key.to_string(), "requires pruning (prune is off)".into()));
         } else if o.options.prune_disabled {
             p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
-        } else if !approved && (o.options.prune_confirm || data_loss_class(&o.key.group, &o.key.kind).is_some()) {
-            let why = data_loss_class(&o.key.group, &o.key.kind)
-                .map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+        } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
+            let why = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
             p.skipped.push((
                 o.key.to_string(),
-                format!("prune needs approval ({why}): plumb sync APP --prune true --approve"),
+                format!("prune needs approval ({why}): plumb prune APP --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now>"),
             ));
+        } else if o.options.prune_last {
+            p.prune_last.push(o.clone());
         } else {
             p.prune.push(o.clone());
         }
     }
-    p.prune.sort_by_key(|o| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind)));
+    let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
+    p.prune.sort_by_key(reverse);
+    p.prune_last.sort_by_key(reverse);
     p
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn key(group: &str, kind: &str, name: &str) -> ObjectKey {
         ObjectKey { group: group.into(), kind: kind.into(), namespace: "lab".into(), name: name.into() }
     }
     fn item(group: &str, kind: &str, out: bool) -> DesiredItem {
-        DesiredItem { key: key(group, kind, "x"), out_of_sync: out }
+        DesiredItem {
+            key: key(group, kind, "x"),
+            out_of_sync: out,
+            exists: true,
+            wave: 0,
+            options: SyncOptions::default(),
+        }
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
         PruneCandidate {
             key: key("", kind, "old"),
             uid: "u".into(),
             options: SyncOptions { prune_disabled, ..Default::default() },
+            approved: false,
         }
+    }
+    fn guards(prune: bool, approved: bool) -> Guards {
+        Guards { prune, allow_empty: false, manual: false, approved, protect_data_loss: true }
     }
 
     #[test]
@@ -262,31 +514,66 @@ mod tests {
             item("", "ConfigMap", false),
             item("", "Namespace", true),
             item("", "Service", true),
+            item("demo.example.com", "Widget", true),
+            item("networking.k8s.io", "Ingress", true),
         ];
-        let p = plan(&d, &[], true, false, false);
-        assert_eq!(p.apply, [2, 3, 0]);
+        let p = plan(&d, &[], guards(true, false));
+        assert_eq!(p.apply_order().collect::<Vec<_>>(), [2, 3, 0, 4, 5], "custom resources before everything else");
+        assert_eq!(p.waves.len(), 1);
+        assert_eq!(p.waves[0].members.len(), 6);
         assert!(p.refused.is_none());
     }
 
     #[test]
-    fn empty_render_is_refused_unless_allowed() {
+    fn waves_order_before_kinds_and_apply_all() {
+        let mut d = vec![item("", "Namespace", true), item("", "ConfigMap", true), item("apps", "Deployment", false)];
+        d[0].wave = 1;
+        d[1].wave = -2;
+        d[2].options.apply_all = true;
+        let p = plan(&d, &[], guards(true, false));
+        let waves: Vec<(i32, Vec<usize>)> = p.waves.iter().map(|w| (w.wave, w.apply.clone())).collect();
+        assert_eq!(
+            waves,
+            [(-2, vec![1]), (0, vec![2]), (1, vec![0])],
+            "ApplyOutOfSyncOnly=false applies a synced object"
+        );
+    }
+
+    #[test]
+    fn empty_render_is_refused_unless_allowed_or_manual() {
         let orphans = [orphan("ConfigMap", false)];
-        let p = plan(&[], &orphans, true, false, false);
-        assert!(p.refused.as_deref().is_some_and(|r| r.contains("allowEmpty")));
-        assert!(p.prune.is_empty() && p.apply.is_empty());
-        let p = plan(&[], &orphans, true, true, false);
+        let p = plan(&[], &orphans, guards(true, false));
+        assert!(p.refused.as_deref().is_some_and(|r| r.contains("allowEmpty") && r.contains("all (1)")));
+        assert!(p.prune.is_empty() && p.waves.is_empty());
+        let p = plan(&[], &orphans, Guards { allow_empty: true, ..guards(true, false) });
+        assert!(p.refused.is_none());
+        assert_eq!(p.prune.len(), 1);
+        let p = plan(&[], &orphans, Guards { manual: true, ..guards(true, false) });
+        assert!(p.refused.is_none(), "a person's sync with prune deletes the last objects");
+        assert_eq!(p.prune.len(), 1);
+    }
+
+    #[test]
+    fn pruning_every_tracked_object_is_refused() {
+        let mut fresh = item("", "ConfigMap", true);
+        fresh.exists = false;
+        let orphans = [orphan("ConfigMap", false)];
+        let p = plan(std::slice::from_ref(&fresh), &orphans, guards(true, false));
+        assert!(p.refused.as_deref().is_some_and(|r| r.contains("delete all (1)")), "{p:?}");
+        // one declared object already exists: not everything goes
+        let p = plan(&[fresh, item("", "Secret", false)], &orphans, guards(true, false));
         assert!(p.refused.is_none());
         assert_eq!(p.prune.len(), 1);
     }
 
     #[test]
-    fn prune_switch_and_prune_false() {
+    fn prune_switch_prune_false_confirm_and_classes() {
         let orphans = [orphan("ConfigMap", false), orphan("PersistentVolumeClaim", true), orphan("Namespace", false)];
         let d = [item("", "ConfigMap", false)];
-        let off = plan(&d, &orphans, false, false, false);
+        let off = plan(&d, &orphans, guards(false, false));
         assert!(off.prune.is_empty());
         assert_eq!(off.skipped.len(), 3);
-        let on = plan(&d, &orphans, true, false, false);
+        let on = plan(&d, &orphans, guards(true, false));
         assert_eq!(on.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(), ["ConfigMap"]);
         assert_eq!(
             on.skipped[0],
@@ -297,20 +584,35 @@ mod tests {
             "{:?}",
             on.skipped
         );
-        let approved = plan(&d, &orphans, true, false, true);
+        let approved = plan(&d, &orphans, guards(true, true));
         assert_eq!(
             approved.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(),
             ["ConfigMap", "Namespace"],
-            "Prune=false still wins"
+            "Prune=false still wins; Namespaces go last"
         );
+        let unprotected = plan(&d, &orphans, Guards { protect_data_loss: false, ..guards(true, false) });
+        assert_eq!(unprotected.prune.len(), 2, "protectDataLoss: false prunes the Namespace");
         let mut confirm = orphan("ConfigMap", false);
         confirm.options.prune_confirm = true;
-        assert!(plan(&d, std::slice::from_ref(&confirm), true, false, false).prune.is_empty());
-        assert_eq!(plan(&d, &[confirm], true, false, true).prune.len(), 1);
+        assert!(plan(&d, std::slice::from_ref(&confirm), guards(true, false)).prune.is_empty());
+        assert_eq!(plan(&d, std::slice::from_ref(&confirm), guards(true, true)).prune.len(), 1);
+        confirm.approved = true;
+        assert_eq!(plan(&d, &[confirm], guards(true, false)).prune.len(), 1, "approved by annotation");
+    }
+
+    #[test]
+    fn prune_last_is_held_apart() {
+        let mut last = orphan("ConfigMap", false);
+        last.options.prune_last = true;
+        let p = plan(&[item("", "Secret", false)], &[last, orphan("Service", false)], guards(true, false));
+        assert_eq!(p.prune.len(), 1);
+        assert_eq!(p.prune_last.len(), 1);
+        assert_eq!(p.prune_last[0].key.kind, "ConfigMap");
     }
 
     #[test]
     fn when_to_sync() {
+        use crate::config::SyncPolicy;
         let auto = SyncPolicy { automated: true, ..Default::default() };
         let heal = SyncPolicy { automated: true, self_heal: true, ..Default::default() };
         let manual = SyncPolicy::default();
@@ -330,14 +632,75 @@ mod tests {
     }
 
     #[test]
-    fn options_parse() {
+    fn options_parse_values_and_merge() {
         assert!(SyncOptions::parse(["Prune=false"]).prune_disabled);
         assert!(SyncOptions::parse(["Prune=confirm"]).prune_confirm);
         assert!(SyncOptions::parse(["CreateNamespace=true"]).create_namespace);
+        let all = SyncOptions::parse([
+            "PruneLast=true",
+            "Replace=true",
+            "Force=true",
+            "ApplyOutOfSyncOnly=false",
+            "Validate=false",
+            "PrunePropagationPolicy=background",
+        ]);
+        assert!(all.prune_last && all.replace && all.force && all.apply_all && all.validate_disabled);
+        assert_eq!(all.propagation, Some(Propagation::Background));
+        assert!(!SyncOptions::parse(["ApplyOutOfSyncOnly=true"]).apply_all);
         assert!(SyncOptions::parse_one("Bogus=1").is_err());
         assert!(SyncOptions::parse_one("Prune").is_err());
-        let obj =
-            serde_json::json!({"metadata": {"annotations": {"plumb.dev/sync-options": "PruneLast=true, Prune=false"}}});
-        assert!(SyncOptions::of_object(&obj).prune_disabled);
+        assert!(SyncOptions::parse_one("Prune=maybe").unwrap_err().contains("true, false, confirm"));
+        assert!(SyncOptions::parse_one("PrunePropagationPolicy=cascade").is_err());
+        assert!(SyncOptions::parse_one("ServerSideApply=false").unwrap_err().contains("always uses server-side apply"));
+        let obj = serde_json::json!({"metadata": {"annotations": {"plumb.dev/sync-options": "PruneLast=true, Prune=false, Bogus=1"}}});
+        let o = SyncOptions::of_object(&obj);
+        assert!(o.prune_disabled && o.prune_last);
+        assert_eq!(SyncOptions::problems(&obj).len(), 1);
+        let app = SyncOptions::parse(["Prune=confirm", "PrunePropagationPolicy=orphan"]);
+        let merged = app.with_object(&SyncOptions::parse(["Prune=false"]));
+        assert!(merged.prune_disabled && !merged.prune_confirm);
+        assert_eq!(merged.propagation, Some(Propagation::Orphan));
+    }
+
+    #[test]
+    fn orphans_worth_reporting() {
+        use serde_json::json;
+        let cm = |name: &str, extra: serde_json::Value| {
+            let mut o =
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "lab"}});
+            if let (Some(m), Some(e)) = (o["metadata"].as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            o
+        };
+        assert!(orphan_reported(&cm("hand-made", json!({})), &[]));
+        assert!(!orphan_reported(&cm("kube-root-ca.crt", json!({})), &[]));
+        assert!(!orphan_reported(&cm("x", json!({"ownerReferences": [{"uid": "u"}]})), &[]));
+        assert!(!orphan_reported(
+            &cm("x", json!({"annotations": {"plumb.dev/tracking-id": "a:/ConfigMap:lab/x"}})),
+            &[]
+        ));
+        let sa =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "lab"}});
+        assert!(!orphan_reported(&sa, &[]));
+        let ignore =
+            [crate::config::OrphanIgnore { group: None, kind: Some("ConfigMap".into()), name: Some("hand-*".into()) }];
+        assert!(!orphan_reported(&cm("hand-made", json!({})), &ignore));
+        assert!(orphan_reported(&cm("other", json!({})), &ignore));
+    }
+
+    #[test]
+    fn waves_and_approvals_from_annotations() {
+        let w = |v: &str| serde_json::json!({"metadata": {"annotations": {"plumb.dev/sync-wave": v}}});
+        assert_eq!(sync_wave(&w("-3")), Ok(-3));
+        assert_eq!(sync_wave(&serde_json::json!({"metadata": {}})), Ok(0));
+        assert!(sync_wave(&w("first")).unwrap_err().contains("plumb.dev/sync-wave: `first`"));
+        let now: jiff::Timestamp = "2026-11-29T18:00:00Z".parse().unwrap();
+        let a = |v: &str| serde_json::json!({"metadata": {"annotations": {"plumb.dev/prune-approved": v}}});
+        assert!(prune_approved(&a("2026-11-29T17:00:00Z"), now));
+        assert!(!prune_approved(&a("2026-11-27T17:00:00Z"), now), "older than a day");
+        assert!(!prune_approved(&a("2026-11-30T17:00:00Z"), now), "in the future");
+        assert!(!prune_approved(&a("yes"), now));
+        assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
     }
 }

@@ -45,6 +45,26 @@ use crate::{
 /// How many objects are compared or applied at once.
 const CONCURRENCY: usize = 16;
 
+/// Longest wait for a CustomResourceDefinition to be Established (and its kind
+/// served), or for a `Force=true` delete to finish: 60 s (Flux's staged apply waits as
+/// long).
+const CRD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Everything [`Context::execute`] needs from the pass.
+struct SyncJob<'a> {
+    snapshot: &'a source::Snapshot,
+    reason: SyncReason,
+    plan: &'a plan::Plan,
+    compared: &'a [Arc<Compared>],
+    orphans: &'a [(PruneCandidate, Kind)],
+    compare_errors: &'a [String],
+    started_at: &'a str,
+    app_options: &'a SyncOptions,
+    rules: &'a IgnoreRules,
+    namespace: &'a str,
+    no_health_check: &'a HashSet<String>,
+}
+
 /// What a pass may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -57,8 +77,23 @@ pub enum Mode {
         /// Also prune objects that need approval (`Prune=confirm`, data-loss classes).
         approve: bool,
     },
-    /// Compare only; write nothing (`plumb diff`, `plumb sync --dry-run`).
+    /// Compare only; write nothing (`plumb diff`, health waits).
     CompareOnly,
+    /// Compare and plan as [`Mode::Manual`] would, write nothing (`plumb sync --dry-run`):
+    /// the report's plan says what would be created, updated, pruned and skipped.
+    Preview {
+        /// Plan the prune of objects Git no longer declares.
+        prune: bool,
+        /// Plan the prune of objects that need approval.
+        approve: bool,
+    },
+}
+
+impl Mode {
+    /// Whether passes in this mode write to the cluster (objects, status, history).
+    pub fn writes(self) -> bool {
+        matches!(self, Mode::Policy | Mode::Manual { .. })
+    }
 }
 
 /// Everything a pass needs, shared by all applications of one process.
@@ -166,8 +201,12 @@ pub struct PassReport {
     pub diffs: Vec<ObjectDiff>,
     /// The sync made in this pass, if any.
     pub sync: Option<SyncRecord>,
+    /// What a sync of this pass does (or would do): waves, prunes, skips, refusal. Its
+    /// indexes point into `diffs`.
+    pub plan: plan::Plan,
 }
 
+#[derive(Clone)]
 struct Compared {
     key: ObjectKey,
     kind: Option<Kind>,
@@ -180,6 +219,37 @@ struct Compared {
     /// `managedFields` to install before applying: the takeover of fields held by
     /// client-side tools (see [`compare::managers::takeover`]).
     takeover: Option<Value>,
+    /// Where the manifest came from (`file#document`).
+    source: String,
+    /// The kind is not served yet, but a CustomResourceDefinition of this render defines
+    /// it: the object is created after that CRD is Established.
+    awaits_crd: bool,
+    /// Sync wave (`plumb.dev/sync-wave`).
+    wave: i32,
+    /// The object's own sync options (`plumb.dev/sync-options`).
+    options: SyncOptions,
+}
+
+/// Kinds defined by the CustomResourceDefinitions of a render: (group, kind) → namespaced.
+type CrdKinds = HashMap<(String, String), bool>;
+
+fn crd_kinds(manifests: &[render::Manifest]) -> CrdKinds {
+    manifests
+        .iter()
+        .filter(|m| {
+            m.object.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
+                && m.object
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .filter_map(|m| {
+            let group = m.object.pointer("/spec/group")?.as_str()?;
+            let kind = m.object.pointer("/spec/names/kind")?.as_str()?;
+            let namespaced = m.object.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster");
+            Some(((group.to_string(), kind.to_string()), namespaced))
+        })
+        .collect()
 }
 
 impl Context {
@@ -383,6 +453,38 @@ impl Context {
         Ok((app, env, repo))
     }
 
+    /// Fetches `wanted` of `repo` (blocking git2 off the async threads) and renders the
+    /// files under `path`; renders are remembered by revision and path.
+    async fn desired(&self, name: &str, repo: &Repository, wanted: String, path: String) -> Desired {
+        let dir = path.clone();
+        let fetched = match self.mirror(repo) {
+            Err(e) => Err(e),
+            Ok(m) => tokio::task::spawn_blocking(move || -> Result<source::Snapshot, String> {
+                let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+                let resolved = m.resolve(&wanted).map_err(|e| e.to_string())?;
+                m.snapshot(&resolved.revision, &dir).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("source task: {e}"))),
+        };
+        let snapshot = match fetched {
+            Ok(s) => s,
+            Err(e) => return Desired::FetchFailed(e),
+        };
+        let memo = self.rendered.lock().ok().and_then(|m| {
+            m.get(name).filter(|(rev, p, _)| *rev == snapshot.revision && *p == path).map(|(_, _, v)| v.clone())
+        });
+        match memo.map_or_else(|| render::render(&snapshot.files), Ok) {
+            Ok(m) => {
+                if let Ok(mut r) = self.rendered.lock() {
+                    r.insert(name.to_string(), (snapshot.revision.clone(), path, m.clone()));
+                }
+                Desired::Rendered(snapshot, m)
+            }
+            Err(e) => Desired::RenderFailed(snapshot, e.to_string()),
+        }
+    }
+
     /// Runs one pass of application `name`. `revision` overrides the configured
     /// revision (only with [`Mode::CompareOnly`], for previews).
     ///
@@ -410,73 +512,36 @@ impl Context {
             ..AppStatus::default()
         };
 
-        // 1–2. source and render (blocking git2 off the async threads)
+        // 1–2. source and render
         let wanted = revision.unwrap_or(&app.revision.value).to_string();
-        let path = app.path.value.clone();
-        let fetched = match self.mirror(repo) {
-            Err(e) => Err(e),
-            Ok(m) => tokio::task::spawn_blocking(move || -> Result<source::Snapshot, String> {
-                let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
-                let resolved = m.resolve(&wanted).map_err(|e| e.to_string())?;
-                m.snapshot(&resolved.revision, &path).map_err(|e| e.to_string())
-            })
-            .await
-            .unwrap_or_else(|e| Err(format!("source task: {e}"))),
-        };
-        let snapshot = match fetched {
-            Ok(s) => s,
-            Err(e) => {
-                return self
-                    .finish_early(
-                        st,
-                        previous,
-                        history,
-                        "ComparisonError",
-                        format!("fetch {}: {e}", repo.url.value),
-                        started,
-                        mode,
-                    )
-                    .await;
+        let (snapshot, manifests) = match self.desired(name, repo, wanted, app.path.value.clone()).await {
+            Desired::Rendered(snapshot, manifests) => (snapshot, manifests),
+            Desired::FetchFailed(e) => {
+                let message = format!("fetch {}: {e}", repo.url.value);
+                return self.finish_early(st, previous, history, "ComparisonError", message, started, mode).await;
+            }
+            Desired::RenderFailed(snapshot, e) => {
+                st.revision = snapshot.revision.clone();
+                st.subject = snapshot.subject.clone();
+                let message = format!("render {}: {e}", &snapshot.revision[..7.min(snapshot.revision.len())]);
+                return self.finish_early(st, previous, history, "ComparisonError", message, started, mode).await;
             }
         };
         st.revision = snapshot.revision.clone();
         st.subject = snapshot.subject.clone();
         let t_source = started.elapsed();
-        let memo = self.rendered.lock().ok().and_then(|m| {
-            m.get(name)
-                .filter(|(rev, p, _)| *rev == snapshot.revision && *p == app.path.value)
-                .map(|(_, _, v)| v.clone())
-        });
-        let manifests = match memo.map_or_else(|| render::render(&snapshot.files), Ok) {
-            Ok(m) => {
-                if let Ok(mut r) = self.rendered.lock() {
-                    r.insert(name.to_string(), (snapshot.revision.clone(), app.path.value.clone(), m.clone()));
-                }
-                m
-            }
-            Err(e) => {
-                return self
-                    .finish_early(
-                        st,
-                        previous,
-                        history,
-                        "ComparisonError",
-                        format!("render {}: {e}", &snapshot.revision[..7.min(snapshot.revision.len())]),
-                        started,
-                        mode,
-                    )
-                    .await;
-            }
-        };
 
         // 3. compare
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
         let namespace = app.namespace.value.clone();
+        let crds = crd_kinds(&manifests);
         let mut jobs = Vec::with_capacity(manifests.len());
         for m in manifests {
-            jobs.push(self.compare_one(name, &namespace, &rules, m.object, m.source).boxed());
+            jobs.push(self.compare_one(name, &namespace, &rules, m.object, m.source, &crds).boxed());
         }
-        let compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        self.check_namespaces(&mut compared, &namespace, app_options.create_namespace).await;
         let t_compare = started.elapsed();
         let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut compare_errors: Vec<String> = compared
@@ -535,13 +600,60 @@ impl Context {
                         if plan::ignores_extraneous(o) {
                             extraneous.insert(key.to_string());
                         }
-                        orphans.push((PruneCandidate { key, uid, options: SyncOptions::of_object(o) }, kind.clone()));
+                        let candidate = PruneCandidate {
+                            key,
+                            uid,
+                            options: app_options.with_object(&SyncOptions::of_object(o)),
+                            approved: plan::prune_approved(o, jiff::Timestamp::now()),
+                        };
+                        orphans.push((candidate, kind.clone()));
                     }
                 }
                 Err(e) => compare_errors.push(e.to_string()),
             }
         }
 
+        // what a sync would do (also shown by previews and the status)
+        let (prune, approved) = match mode {
+            Mode::Manual { prune, approve } | Mode::Preview { prune, approve } => (prune, approve),
+            _ => (env.sync_policy.prune, false),
+        };
+        let items: Vec<DesiredItem> = compared
+            .iter()
+            .map(|c| DesiredItem {
+                key: c.key.clone(),
+                out_of_sync: c.sync != SyncStatus::Synced,
+                exists: c.live.is_some(),
+                wave: c.wave,
+                options: app_options.with_object(&c.options),
+            })
+            .collect();
+        let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
+        let guards = plan::Guards {
+            prune,
+            allow_empty: env.sync_policy.allow_empty,
+            manual: matches!(mode, Mode::Manual { .. } | Mode::Preview { .. }),
+            approved,
+            protect_data_loss: env.sync_policy.protect_data_loss,
+        };
+        let mut the_plan = plan::plan(&items, &candidates, guards);
+        let handed_over = self.hand_over(name, &mut the_plan).await;
+        extraneous.extend(handed_over);
+        let orphan_reasons: HashMap<String, String> = the_plan
+            .skipped
+            .iter()
+            .map(|(o, why)| {
+                let why =
+                    if why.starts_with("requires pruning") { why.clone() } else { format!("requires pruning; {why}") };
+                (o.clone(), why)
+            })
+            .chain(the_plan.prune.iter().chain(&the_plan.prune_last).map(|c| {
+                let class = plan::data_loss_class(&c.key.group, &c.key.kind)
+                    .map_or_else(String::new, |k| format!(" (data-loss class {k}, approved)"));
+                let last = if c.options.prune_last { "; PruneLast" } else { "" };
+                (c.key.to_string(), format!("requires pruning{class}{last}"))
+            }))
+            .collect();
         let t_orphans = started.elapsed();
         tracing::debug!(app = name, ?t_source, ?t_compare, ?t_orphans, objects = compared.len(), "pass stages");
         // 4. status and health
@@ -573,11 +685,13 @@ impl Context {
                 health_message: h.message,
             });
         }
+        let orphan_reason =
+            |k: &ObjectKey| orphan_reasons.get(&k.to_string()).cloned().unwrap_or_else(|| "requires pruning".into());
         for (o, _) in &orphans {
             resources.push(ResourceStatus {
                 object: o.key.to_string(),
                 sync: SyncStatus::OutOfSync,
-                reason: "requires pruning".into(),
+                reason: orphan_reason(&o.key),
                 health: HealthStatus::Healthy,
                 health_message: String::new(),
             });
@@ -588,7 +702,7 @@ impl Context {
             desired: Value::Null,
             live: None,
             differences: vec![],
-            reason: "requires pruning".into(),
+            reason: orphan_reason(&o.key),
         }));
         st.resources = resources;
         st.sync = compare::roll_up(st.resources.iter().filter(|r| !extraneous.contains(&r.object)).map(|r| r.sync));
@@ -607,7 +721,7 @@ impl Context {
         st.health = health::roll_up(
             st.resources
                 .iter()
-                .filter(|r| r.reason != "requires pruning" && !no_health_check.contains(&r.object))
+                .filter(|r| !r.reason.starts_with("requires pruning") && !no_health_check.contains(&r.object))
                 .map(|r| &r.health),
         );
         // Objects Progressing for too long: a warning, health stays Progressing.
@@ -624,12 +738,38 @@ impl Context {
         if st.sync == SyncStatus::Synced {
             st.synced_revision = st.revision.clone();
         }
+        if env.orphaned_resources.warn {
+            let mut namespaces: BTreeSet<String> =
+                compared.iter().map(|c| c.key.namespace.clone()).filter(|n| !n.is_empty()).collect();
+            namespaces.insert(namespace.clone());
+            match self.orphaned_resources(env, &namespaces, &kinds).await {
+                Ok(found) if !found.is_empty() => {
+                    let shown: Vec<&str> = found.iter().take(10).map(String::as_str).collect();
+                    let more = found.len().saturating_sub(shown.len());
+                    st.conditions.push(Condition {
+                        type_: "OrphanedResourceWarning".into(),
+                        message: format!(
+                            "{} object(s) in the application's namespaces are tracked by no application (never deleted): {}{}",
+                            found.len(),
+                            shown.join(", "),
+                            if more > 0 { format!(" and {more} more") } else { String::new() }
+                        ),
+                    });
+                    st.orphaned = found;
+                }
+                Ok(_) => {}
+                Err(e) => st.conditions.push(Condition {
+                    type_: "OrphanedResourceWarning".into(),
+                    message: format!("orphaned resources could not be listed: {e}"),
+                }),
+            }
+        }
 
         // 5. sync
         let out_of_sync = st.sync != SyncStatus::Synced;
         let revision_changed = st.revision != previous.synced_revision;
         let reason = match mode {
-            Mode::CompareOnly => None,
+            Mode::CompareOnly | Mode::Preview { .. } => None,
             Mode::Manual { .. } => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true),
             Mode::Policy => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, false),
         };
@@ -649,15 +789,8 @@ impl Context {
         if let Some(c) = self.heal_condition(name) {
             st.conditions.push(c);
         }
-        let (prune, approved) = match mode {
-            Mode::Manual { prune, approve } => (prune, approve),
-            _ => (env.sync_policy.prune, false),
-        };
         let shared = st.conditions.iter().any(|c| c.type_ == "SharedResourceWarning");
-        let reason = if reason.is_some()
-            && shared
-            && SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str)).fail_on_shared
-        {
+        let reason = if reason.is_some() && shared && app_options.fail_on_shared {
             st.conditions.push(Condition {
                 type_: "SyncError".into(),
                 message: "FailOnSharedResource=true: not syncing objects another application tracks".into(),
@@ -668,18 +801,24 @@ impl Context {
         };
         let mut record = None;
         if let Some(reason) = reason {
-            if SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str)).create_namespace {
+            if app_options.create_namespace {
                 self.ensure_namespace(&namespace).await;
             }
-            let items: Vec<DesiredItem> = compared
-                .iter()
-                .map(|c| DesiredItem { key: c.key.clone(), out_of_sync: c.sync != SyncStatus::Synced })
-                .collect();
-            let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
-            let p = plan::plan(&items, &candidates, prune, env.sync_policy.allow_empty, approved);
             let heal = reason == SyncReason::SelfHeal;
-            let rec =
-                self.execute(&mut st, &snapshot, reason, &p, &compared, &orphans, &compare_errors, &started_at).await;
+            let job = SyncJob {
+                snapshot: &snapshot,
+                reason,
+                plan: &the_plan,
+                compared: &compared,
+                orphans: &orphans,
+                compare_errors: &compare_errors,
+                started_at: &started_at,
+                app_options: &app_options,
+                rules: &rules,
+                namespace: &namespace,
+                no_health_check: &no_health_check,
+            };
+            let rec = self.execute(&mut st, &job).await;
             for k in &compared {
                 if let (Some(_), Some(av)) = (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str)) {
                     kinds.insert((av.to_string(), k.key.kind.clone()));
@@ -711,7 +850,7 @@ impl Context {
         }
 
         // 6. record
-        if mode != Mode::CompareOnly && previous.health != st.health && !previous.app.is_empty() {
+        if mode.writes() && previous.health != st.health && !previous.app.is_empty() {
             let degraded = st
                 .resources
                 .iter()
@@ -738,11 +877,11 @@ impl Context {
             (None, SyncStatus::Unknown) => "error",
             (None, _) => "compared",
         };
-        if mode != Mode::CompareOnly {
+        if mode.writes() {
             self.save(&st, &previous, history.as_mut(), record.clone()).await?;
         }
         self.observe(name, result_word, &st, started);
-        Ok(PassReport { status: st, diffs, sync: record })
+        Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
     }
 
     async fn compare_one(
@@ -752,9 +891,11 @@ impl Context {
         rules: &IgnoreRules,
         mut obj: Value,
         source: String,
+        crds: &CrdKinds,
     ) -> Arc<Compared> {
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let src = source.clone();
         let unknown = |key: ObjectKey, obj: Value, kind: Option<Kind>, reason: String| Compared {
             diff: ObjectDiff {
                 object: key.to_string(),
@@ -770,12 +911,43 @@ impl Context {
             sync: SyncStatus::Unknown,
             reason,
             takeover: None,
+            source: src.clone(),
+            awaits_crd: false,
+            wave: 0,
+            options: SyncOptions::default(),
         };
         let kind = match self.cluster.kind(&api_version, &kind_name).await {
             Ok(k) => k,
             Err(e) => {
-                let key = ObjectKey::of(&obj).unwrap_or_else(unknown_key);
-                return Arc::new(unknown(key, obj, None, format!("{e} ({source})")));
+                let mut key = ObjectKey::of(&obj).unwrap_or_else(unknown_key);
+                let Some(&namespaced) = crds.get(&(key.group.clone(), key.kind.clone())) else {
+                    return Arc::new(unknown(key, obj, None, format!("{e} ({source})")));
+                };
+                // Its CRD is part of this render: created after the CRD is Established.
+                if namespaced && key.namespace.is_empty() {
+                    key.namespace = namespace.to_string();
+                }
+                let reason = "missing (its CustomResourceDefinition is applied first in this sync)".to_string();
+                return Arc::new(Compared {
+                    diff: ObjectDiff {
+                        object: key.to_string(),
+                        desired: obj.clone(),
+                        live: None,
+                        differences: vec![],
+                        reason: reason.clone(),
+                    },
+                    key,
+                    kind: None,
+                    wave: plan::sync_wave(&obj).unwrap_or(0),
+                    options: SyncOptions::of_object(&obj),
+                    apply: obj,
+                    live: None,
+                    sync: SyncStatus::OutOfSync,
+                    reason,
+                    takeover: None,
+                    source,
+                    awaits_crd: true,
+                });
             }
         };
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -790,6 +962,15 @@ impl Context {
         let Some(key) = ObjectKey::of(&obj) else {
             return Arc::new(unknown(unknown_key(), obj, Some(kind), format!("{source}: no identity")));
         };
+        let wave = match plan::sync_wave(&obj) {
+            Ok(w) => w,
+            Err(e) => return Arc::new(unknown(key, obj, Some(kind), format!("{source}: {e}"))),
+        };
+        if let Some(e) = SyncOptions::problems(&obj).into_iter().next() {
+            let e = format!("{source}: annotation {}: {e}", tracking::SYNC_OPTIONS_ANNOTATION);
+            return Arc::new(unknown(key, obj, Some(kind), e));
+        }
+        let options = SyncOptions::of_object(&obj);
         tracking::stamp(&mut obj, app, &key, self.config.settings.installation_id.as_deref());
         // Same manifest and same live resourceVersion as last time: same answer.
         let manifest_hash = crate::watch::value_hash(&obj);
@@ -847,6 +1028,10 @@ impl Context {
                 sync: SyncStatus::OutOfSync,
                 reason: "missing".into(),
                 takeover: None,
+                source,
+                awaits_crd: false,
+                wave,
+                options,
             });
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
@@ -946,6 +1131,10 @@ impl Context {
             sync,
             reason,
             takeover,
+            source,
+            awaits_crd: false,
+            wave,
+            options,
         });
         if let (Some(rv), Ok(mut m)) = (live_rv, self.compared.lock()) {
             m.insert(result.key.clone(), (manifest_hash, rv, result.clone()));
@@ -953,24 +1142,20 @@ impl Context {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn execute(
-        &self,
-        st: &mut AppStatus,
-        snapshot: &source::Snapshot,
-        reason: SyncReason,
-        p: &plan::Plan,
-        compared: &[Arc<Compared>],
-        orphans: &[(PruneCandidate, Kind)],
-        compare_errors: &[String],
-        started_at: &str,
-    ) -> SyncRecord {
+    /// Runs a planned sync: wave by wave (kind order within a wave, concurrently within
+    /// a kind), waiting for applied CustomResourceDefinitions to be Established before
+    /// the custom resources they define; a later wave starts only when every object of
+    /// the earlier ones is Healthy — otherwise the sync is `Running` and the next pass
+    /// goes on. Prunes follow the last wave, only when nothing failed; `PruneLast`
+    /// objects only once everything is Healthy.
+    async fn execute(&self, st: &mut AppStatus, job: &SyncJob<'_>) -> SyncRecord {
+        let p = job.plan;
         let mut rec = SyncRecord {
-            revision: snapshot.revision.clone(),
-            subject: snapshot.subject.clone(),
-            started_at: started_at.into(),
+            revision: job.snapshot.revision.clone(),
+            subject: job.snapshot.subject.clone(),
+            started_at: job.started_at.into(),
             finished_at: String::new(),
-            reason: format!("{reason:?}"),
+            reason: format!("{:?}", job.reason),
             result: SyncResult::Succeeded,
             message: String::new(),
             applied: vec![],
@@ -984,97 +1169,144 @@ impl Context {
             tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
             return rec;
         }
+        // Health of every desired object: as assessed this pass, then as applied.
+        let mut health: Vec<HealthStatus> = st.resources.iter().take(job.compared.len()).map(|r| r.health).collect();
+        for (i, c) in job.compared.iter().enumerate() {
+            if job.no_health_check.contains(&c.key.to_string()) {
+                health[i] = HealthStatus::Healthy;
+            }
+        }
         let mut failures = Vec::new();
-        // Apply rank by rank (Namespaces before what lives in them), concurrently within a rank.
-        let mut i = 0;
-        while i < p.apply.len() {
-            let rank = |j: usize| plan::kind_rank(&compared[p.apply[j]].key.group, &compared[p.apply[j]].key.kind);
-            let r = rank(i);
-            let mut end = i;
-            while end < p.apply.len() && rank(end) == r {
-                end += 1;
-            }
-            let mut jobs = Vec::with_capacity(end - i);
-            for &idx in &p.apply[i..end] {
-                jobs.push(self.apply_one(&compared[idx], idx).boxed());
-            }
-            let results: Vec<(usize, Result<Value, String>)> =
-                stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
-            for (idx, res) in results {
-                let c = &compared[idx];
-                match res {
-                    Ok(obj) => {
-                        rec.applied.push(c.key.to_string());
-                        if let (Some(rv), Ok(mut m)) =
-                            (obj.pointer("/metadata/resourceVersion").and_then(Value::as_str), self.written.lock())
-                        {
-                            m.insert(c.key.clone(), rv.to_string());
-                        }
-                        let git = format!("Git {} \"{}\"", &rec.revision[..rec.revision.len().min(7)], rec.subject);
-                        let fields = || {
-                            c.diff.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ")
-                        };
-                        match (&c.live, reason) {
-                            (None, _) => tracing::info!(app = %st.app, object = %c.key, "created ({git})"),
-                            (Some(live), SyncReason::SelfHeal) => {
-                                let line = format!("reverted {} ({git})", fields());
-                                tracing::info!(app = %st.app, object = %c.key, "{line}");
-                                self.cluster.event(live, true, "SelfHealed", "Revert", line).await;
-                            }
-                            (Some(live), _) => {
-                                let line = format!("updated {} ({git})", fields());
-                                tracing::info!(app = %st.app, object = %c.key, "{line}");
-                                self.cluster.event(live, false, "Synced", "Apply", line).await;
-                            }
-                        }
-                        if let Some(rs) = st.resources.iter_mut().find(|r| r.object == c.key.to_string()) {
-                            rs.sync = SyncStatus::Synced;
-                            rs.reason.clear();
-                            let h = health::assess(Some(&obj));
-                            rs.health = h.status;
-                            rs.health_message = h.message;
-                        }
+        let mut waiting = None;
+        'waves: for (w, wave) in p.waves.iter().enumerate() {
+            let mut i = 0;
+            while i < wave.apply.len() {
+                let rank = |j: usize| {
+                    let c = &job.compared[wave.apply[j]];
+                    plan::kind_rank(&c.key.group, &c.key.kind)
+                };
+                let r = rank(i);
+                let mut end = i;
+                while end < wave.apply.len() && rank(end) == r {
+                    end += 1;
+                }
+                let mut targets = Vec::with_capacity(end - i);
+                for &idx in &wave.apply[i..end] {
+                    match self.resolve_deferred(&st.app, job, &job.compared[idx]).await {
+                        Ok(c) => targets.push((idx, c)),
+                        Err(e) => failures.push(format!("{}: {e}", job.compared[idx].key)),
                     }
-                    Err(e) => failures.push(format!("{}: {e}", c.key)),
+                }
+                let mut jobs = Vec::with_capacity(targets.len());
+                for (idx, c) in &targets {
+                    let options = job.app_options.with_object(&c.options);
+                    let idx = *idx;
+                    jobs.push(async move { (idx, self.apply_one(c, &options).await) }.boxed());
+                }
+                let results: Vec<(usize, Result<Value, String>)> =
+                    stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+                for (idx, res) in results {
+                    let c = &job.compared[idx];
+                    match res {
+                        Ok(obj) => {
+                            health[idx] = if job.no_health_check.contains(&c.key.to_string()) {
+                                HealthStatus::Healthy
+                            } else {
+                                health::assess(Some(&obj)).status
+                            };
+                            self.applied(st, &mut rec, c, job.reason, &obj).await;
+                        }
+                        Err(e) => failures.push(format!("{}: {e}", c.key)),
+                    }
+                }
+                // Custom resources need their CRD served before they can be applied.
+                for (_, c) in targets.iter().filter(|(idx, _)| {
+                    let k = &job.compared[*idx].key;
+                    k.group == "apiextensions.k8s.io" && k.kind == "CustomResourceDefinition"
+                }) {
+                    if let Err(e) = self.cluster.wait_established(&c.key.name, CRD_TIMEOUT).await {
+                        failures.push(e);
+                    }
+                }
+                if !failures.is_empty() {
+                    break 'waves; // later objects may depend on what failed
+                }
+                i = end;
+            }
+            // The next wave (with something to apply) starts when this one is Healthy.
+            if let Some(next) = p.waves[w + 1..].iter().find(|n| !n.apply.is_empty()) {
+                let not_ready: Vec<String> = wave
+                    .members
+                    .iter()
+                    .filter(|&&m| !plan::health_ready(health[m]))
+                    .map(|&m| format!("{} {}", job.compared[m].key, health[m]))
+                    .collect();
+                if !not_ready.is_empty() {
+                    waiting = Some(format!(
+                        "wave {} waits until wave {} is Healthy: {}",
+                        next.wave,
+                        wave.wave,
+                        not_ready.join(", ")
+                    ));
+                    break;
                 }
             }
-            i = end;
         }
         rec.applied.sort();
-        if failures.is_empty() && compare_errors.is_empty() {
-            for cand in &p.prune {
-                let Some((_, kind)) = orphans.iter().find(|(o, _)| o.key == cand.key) else {
-                    continue;
-                };
-                match self.cluster.delete(kind, &cand.key, &cand.uid).await {
-                    Ok(()) => {
-                        tracing::info!(app = %st.app, object = %cand.key, revision = %rec.revision, "pruned: no longer in Git");
-                        rec.pruned.push(cand.key.to_string());
-                        st.resources.retain(|r| r.object != cand.key.to_string());
-                    }
-                    Err(e) => failures.push(format!("prune {}: {e}", cand.key)),
+        let clean = failures.is_empty() && job.compare_errors.is_empty();
+        if clean && waiting.is_none() {
+            self.prune(st, &mut rec, &p.prune, job.orphans, &mut failures).await;
+            if !p.prune_last.is_empty() {
+                let not_ready: Vec<String> = health
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| !plan::health_ready(**h))
+                    .map(|(m, h)| format!("{} {h}", job.compared[m].key))
+                    .collect();
+                if not_ready.is_empty() && failures.is_empty() {
+                    self.prune(st, &mut rec, &p.prune_last, job.orphans, &mut failures).await;
+                } else if failures.is_empty() {
+                    waiting = Some(format!(
+                        "PruneLast: {} object(s) are pruned once everything is Healthy: {}",
+                        p.prune_last.len(),
+                        not_ready.join(", ")
+                    ));
                 }
             }
-        } else if !p.prune.is_empty() {
-            failures.push(format!("{} prune(s) held back because the sync was not clean", p.prune.len()));
+        } else if !clean && (!p.prune.is_empty() || !p.prune_last.is_empty()) {
+            failures.push(format!(
+                "{} prune(s) held back because the sync was not clean",
+                p.prune.len() + p.prune_last.len()
+            ));
         }
         for (obj, why) in &p.skipped {
             if let Some(rs) = st.resources.iter_mut().find(|r| &r.object == obj) {
-                rs.reason = why.clone();
+                rs.reason =
+                    if why.starts_with("requires pruning") { why.clone() } else { format!("requires pruning; {why}") };
             }
         }
         let mut problems = failures;
-        problems.extend(compare_errors.iter().cloned());
+        problems.extend(job.compare_errors.iter().cloned());
         if !problems.is_empty() {
             rec.result = SyncResult::Failed;
             rec.message = problems.join("; ");
             st.conditions.push(Condition { type_: "SyncError".into(), message: rec.message.clone() });
+        } else if let Some(w) = waiting {
+            tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {w}");
+            rec.result = SyncResult::Running;
+            rec.message = w.clone();
+            st.conditions.push(Condition { type_: "SyncRunning".into(), message: w });
         }
         st.sync = compare::roll_up(st.resources.iter().map(|r| r.sync));
-        if !compare_errors.is_empty() {
+        if !job.compare_errors.is_empty() {
             st.sync = SyncStatus::Unknown;
         }
-        st.health = health::roll_up(st.resources.iter().filter(|r| r.reason != "requires pruning").map(|r| &r.health));
+        st.health = health::roll_up(
+            st.resources
+                .iter()
+                .filter(|r| !r.reason.starts_with("requires pruning") && !job.no_health_check.contains(&r.object))
+                .map(|r| &r.health),
+        );
         if rec.result == SyncResult::Succeeded {
             st.synced_revision = rec.revision.clone();
         }
@@ -1082,19 +1314,280 @@ impl Context {
         rec
     }
 
-    async fn apply_one(&self, c: &Compared, idx: usize) -> (usize, Result<Value, String>) {
-        let res = match &c.kind {
-            Some(kind) => {
-                if let Some(fields) = &c.takeover
-                    && let Err(e) = self.cluster.replace_managed_fields(kind, &c.key, fields).await
-                {
-                    return (idx, Err(e.to_string()));
-                }
-                self.cluster.apply(kind, &c.key, &c.apply, false).await.map_err(|e| e.to_string())
+    /// Records one successful apply: log, Event, written resourceVersion, status.
+    async fn applied(&self, st: &mut AppStatus, rec: &mut SyncRecord, c: &Compared, reason: SyncReason, obj: &Value) {
+        rec.applied.push(c.key.to_string());
+        if let (Some(rv), Ok(mut m)) =
+            (obj.pointer("/metadata/resourceVersion").and_then(Value::as_str), self.written.lock())
+        {
+            m.insert(c.key.clone(), rv.to_string());
+        }
+        let git = format!("Git {} \"{}\"", &rec.revision[..rec.revision.len().min(7)], rec.subject);
+        let fields = || c.diff.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ");
+        match (&c.live, reason) {
+            (None, _) => tracing::info!(app = %st.app, object = %c.key, "created ({git})"),
+            (Some(live), SyncReason::SelfHeal) => {
+                let line = format!("reverted {} ({git})", fields());
+                tracing::info!(app = %st.app, object = %c.key, "{line}");
+                self.cluster.event(live, true, "SelfHealed", "Revert", line).await;
             }
-            None => Err(c.reason.clone()),
+            (Some(live), _) => {
+                let line = format!("updated {} ({git})", fields());
+                tracing::info!(app = %st.app, object = %c.key, "{line}");
+                self.cluster.event(live, false, "Synced", "Apply", line).await;
+            }
+        }
+        if let Some(rs) = st.resources.iter_mut().find(|r| r.object == c.key.to_string()) {
+            rs.sync = SyncStatus::Synced;
+            rs.reason.clear();
+            let h = health::assess(Some(obj));
+            rs.health = h.status;
+            rs.health_message = h.message;
+        }
+    }
+
+    /// Deletes `candidates` in order (UID precondition, their propagation policy).
+    async fn prune(
+        &self,
+        st: &mut AppStatus,
+        rec: &mut SyncRecord,
+        candidates: &[PruneCandidate],
+        orphans: &[(PruneCandidate, Kind)],
+        failures: &mut Vec<String>,
+    ) {
+        for cand in candidates {
+            let Some((_, kind)) = orphans.iter().find(|(o, _)| o.key == cand.key) else {
+                continue;
+            };
+            let propagation = cand.options.propagation.unwrap_or_default();
+            match self.cluster.delete(kind, &cand.key, &cand.uid, propagation).await {
+                Ok(()) => {
+                    tracing::info!(app = %st.app, object = %cand.key, revision = %rec.revision, ?propagation, "pruned: no longer in Git");
+                    rec.pruned.push(cand.key.to_string());
+                    st.resources.retain(|r| r.object != cand.key.to_string());
+                }
+                Err(e) => failures.push(format!("prune {}: {e}", cand.key)),
+            }
+        }
+    }
+
+    /// An object whose kind a CRD of this sync defines: once that CRD is served,
+    /// compared again (now with its kind, namespace and tracking-id). Others as they are.
+    async fn resolve_deferred(&self, app: &str, job: &SyncJob<'_>, c: &Arc<Compared>) -> Result<Arc<Compared>, String> {
+        if !c.awaits_crd {
+            return Ok(c.clone());
+        }
+        let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        self.cluster.wait_kind(api_version, &c.key.kind, CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
+        let fresh =
+            self.compare_one(app, job.namespace, job.rules, c.apply.clone(), c.source.clone(), &CrdKinds::new()).await;
+        match fresh.sync {
+            SyncStatus::Unknown => Err(fresh.reason.clone()),
+            _ => Ok(fresh),
+        }
+    }
+
+    /// Writes one object: server-side apply (or a replace with `Replace=true`), after
+    /// taking over client-side tools' fields. A change to an immutable field is
+    /// refused with the field named and `Force=true` suggested; with `Force=true` the
+    /// object is deleted (UID precondition) and created again.
+    async fn apply_one(&self, c: &Compared, options: &SyncOptions) -> Result<Value, String> {
+        let Some(kind) = &c.kind else { return Err(c.reason.clone()) };
+        if let Some(fields) = &c.takeover {
+            self.cluster.replace_managed_fields(kind, &c.key, fields).await.map_err(|e| e.to_string())?;
+        }
+        let write = || async {
+            if options.replace {
+                self.cluster.replace(kind, &c.key, &c.apply).await
+            } else {
+                self.cluster.apply_validated(kind, &c.key, &c.apply, false, !options.validate_disabled).await
+            }
         };
-        (idx, res)
+        let err = match write().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let fields = err.immutable_fields();
+        let uid = c.live.as_ref().and_then(|l| l.pointer("/metadata/uid")).and_then(Value::as_str);
+        match (fields.is_empty(), options.force, uid) {
+            (true, _, _) => Err(err.to_string()),
+            (false, true, Some(uid)) => {
+                tracing::warn!(object = %c.key, fields = %fields.join(", "), "Force=true: deleting and re-creating (immutable fields changed)");
+                self.cluster
+                    .delete(kind, &c.key, uid, plan::Propagation::Foreground)
+                    .await
+                    .map_err(|e| format!("Force=true: {e}"))?;
+                self.cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(|e| format!("Force=true: {e}"))?;
+                write().await.map_err(|e| format!("Force=true: re-create: {e}"))
+            }
+            (false, _, _) => Err(format!(
+                "{err} — immutable field(s) {}: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
+                fields.join(", "),
+                tracking::SYNC_OPTIONS_ANNOTATION
+            )),
+        }
+    }
+
+    /// Marks objects that would be created in a namespace neither in the cluster nor
+    /// declared in Git (nor created by `CreateNamespace=true`) as errors, so a preview
+    /// does not promise what the sync cannot do. A namespace declared in Git makes its
+    /// objects "missing" (created after it), never an error.
+    async fn check_namespaces(&self, compared: &mut [Arc<Compared>], app_namespace: &str, create: bool) {
+        let declared: HashSet<String> = compared
+            .iter()
+            .filter(|c| c.key.group.is_empty() && c.key.kind == "Namespace")
+            .map(|c| c.key.name.clone())
+            .collect();
+        let mut known: HashMap<String, bool> = HashMap::new();
+        for c in compared.iter_mut() {
+            let namespaced = c.awaits_crd || c.kind.as_ref().is_some_and(|k| k.namespaced);
+            let ns = c.key.namespace.clone();
+            if c.live.is_some() || c.sync != SyncStatus::OutOfSync || !namespaced || ns.is_empty() {
+                continue;
+            }
+            if declared.contains(&ns) || (create && ns == app_namespace) {
+                continue;
+            }
+            let exists = match known.get(&ns) {
+                Some(e) => *e,
+                None => {
+                    let e = self.namespace_exists(&ns).await;
+                    known.insert(ns.clone(), e);
+                    e
+                }
+            };
+            if !exists {
+                let mut u = (**c).clone();
+                u.sync = SyncStatus::Unknown;
+                u.reason = format!("namespace \"{ns}\" not found: it is neither in the cluster nor declared in Git");
+                u.diff.reason = u.reason.clone();
+                *c = Arc::new(u);
+            }
+        }
+    }
+
+    /// Whether a Namespace exists (true when that cannot be told: the apply will say).
+    async fn namespace_exists(&self, name: &str) -> bool {
+        let key =
+            ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() };
+        match self.cluster.kind("v1", "Namespace").await {
+            Ok(kind) => !matches!(self.cluster.get(&kind, &key).await, Ok(None)),
+            Err(_) => true,
+        }
+    }
+
+    /// Before anything is pruned: objects another application declares (at its own
+    /// revision) moved there — they are left for it to adopt, never deleted. When
+    /// another application's desired state cannot be read, no prune happens at all.
+    /// Returns the objects handed over.
+    async fn hand_over(&self, name: &str, p: &mut plan::Plan) -> Vec<String> {
+        if p.prune.is_empty() && p.prune_last.is_empty() {
+            return vec![];
+        }
+        let mut claims: HashMap<ObjectKey, String> = HashMap::new();
+        let mut unreadable = Vec::new();
+        for other in self.config.applications.iter().filter(|a| a.name.value != name) {
+            let Ok((app, _, repo)) = self.app(&other.name.value) else { continue };
+            let who = &app.name.value;
+            match self.desired(who, repo, app.revision.value.clone(), app.path.value.clone()).await {
+                Desired::Rendered(_, manifests) => {
+                    for m in manifests {
+                        if let Some(mut k) = ObjectKey::of(&m.object) {
+                            if k.namespace.is_empty() {
+                                k.namespace = app.namespace.value.clone();
+                            }
+                            claims.entry(k).or_insert_with(|| who.clone());
+                        }
+                    }
+                }
+                Desired::FetchFailed(e) | Desired::RenderFailed(_, e) => unreadable.push(format!("{who}: {e}")),
+            }
+        }
+        let claimed = |k: &ObjectKey| -> Option<String> {
+            claims.get(k).cloned().or_else(|| {
+                // cluster-scoped: the other application's manifest got its namespace
+                k.namespace.is_empty().then_some(())?;
+                claims
+                    .iter()
+                    .find(|(c, _)| c.group == k.group && c.kind == k.kind && c.name == k.name)
+                    .map(|(_, a)| a.clone())
+            })
+        };
+        let mut handed = Vec::new();
+        for list in [&mut p.prune, &mut p.prune_last] {
+            let mut keep = Vec::new();
+            for c in list.drain(..) {
+                if !unreadable.is_empty() {
+                    p.skipped.push((
+                        c.key.to_string(),
+                        format!(
+                            "prune held back: the desired state of other applications could not be read, so plumb cannot tell whether {} moved there ({})",
+                            c.key,
+                            unreadable.join("; ")
+                        ),
+                    ));
+                } else if let Some(other) = claimed(&c.key) {
+                    tracing::info!(app = name, object = %c.key, to = %other, "moved to another application: not pruned");
+                    handed.push(c.key.to_string());
+                    p.skipped.push((
+                        c.key.to_string(),
+                        format!("moved to application {other}, which declares it: left for it to adopt, not deleted"),
+                    ));
+                } else {
+                    keep.push(c);
+                }
+            }
+            *list = keep;
+        }
+        handed
+    }
+
+    /// `orphanedResources.warn`: objects in the application's namespaces that no
+    /// application tracks, as `Kind/namespace/name`, sorted. Looks at the common
+    /// namespaced kinds and every kind the application applied.
+    async fn orphaned_resources(
+        &self,
+        env: &Environment,
+        namespaces: &BTreeSet<String>,
+        kinds: &BTreeSet<(String, String)>,
+    ) -> Result<Vec<String>, String> {
+        const COMMON: &[(&str, &str)] = &[
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "Service"),
+            ("v1", "ServiceAccount"),
+            ("v1", "PersistentVolumeClaim"),
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("batch/v1", "Job"),
+            ("batch/v1", "CronJob"),
+            ("networking.k8s.io/v1", "Ingress"),
+            ("rbac.authorization.k8s.io/v1", "Role"),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+        ];
+        let mut all: BTreeSet<(String, String)> =
+            COMMON.iter().map(|(a, k)| ((*a).to_string(), (*k).to_string())).collect();
+        all.extend(kinds.iter().cloned());
+        let mut out = Vec::new();
+        for (api_version, kind_name) in &all {
+            let Ok(kind) = self.cluster.kind(api_version, kind_name).await else { continue };
+            if !kind.namespaced {
+                continue;
+            }
+            for ns in namespaces {
+                for o in self.cluster.list_unlabelled(&kind, ns).await.map_err(|e| e.to_string())? {
+                    if plan::orphan_reported(&o, &env.orphaned_resources.ignore)
+                        && let Some(k) = ObjectKey::of(&o)
+                    {
+                        out.push(k.to_string());
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
     }
 
     async fn ensure_namespace(&self, namespace: &str) {
@@ -1137,11 +1630,11 @@ impl Context {
             st.revision = previous.revision.clone();
             st.subject = previous.subject.clone();
         }
-        if mode != Mode::CompareOnly {
+        if mode.writes() {
             self.save(&st, &previous, history.as_mut(), None).await?;
         }
         self.observe(&st.app.clone(), "error", &st, started);
-        Ok(PassReport { status: st, diffs: vec![], sync: None })
+        Ok(PassReport { status: st, diffs: vec![], sync: None, plan: plan::Plan::default() })
     }
 
     async fn save(
@@ -1182,6 +1675,16 @@ impl Context {
     pub async fn history(&self, app: &str) -> Result<Vec<SyncRecord>, Error> {
         Ok(self.store.load(app).await?.1)
     }
+}
+
+/// The outcome of fetching and rendering an application's source.
+enum Desired {
+    /// The commit and its manifests.
+    Rendered(source::Snapshot, Vec<render::Manifest>),
+    /// The repository could not be read.
+    FetchFailed(String),
+    /// The commit was read but does not render.
+    RenderFailed(source::Snapshot, String),
 }
 
 /// Placeholder identity of a manifest that has none (reported as an error).

@@ -62,6 +62,9 @@ pub enum SyncResult {
     Failed,
     /// A guard refused the sync; nothing was written.
     Refused,
+    /// Part of the sync is done; a later sync wave (or a `PruneLast` prune) waits for
+    /// objects to become Healthy, and the next pass goes on (see the message).
+    Running,
 }
 
 /// One sync, as recorded in the history.
@@ -126,6 +129,10 @@ pub struct AppStatus {
     /// The newest sync record, if any.
     #[serde(default)]
     pub last_sync: Option<SyncRecord>,
+    /// Objects in the application's namespaces that no application tracks
+    /// (`orphanedResources.warn`), as `Kind/namespace/name`. Reported, never deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphaned: Vec<String>,
 }
 
 /// Reads and writes application status ConfigMaps.

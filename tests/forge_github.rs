@@ -86,6 +86,7 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             ..AppStatus::default()
         },
         diffs: vec![],
+        plan: plumb::plan::Plan::default(),
         sync: sync.map(|result| SyncRecord {
             revision: SHA.into(),
             subject: "web: bump".into(),

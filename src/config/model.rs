@@ -158,6 +158,9 @@ pub struct Environment {
     /// How health is assessed in this environment: thresholds and per-kind overrides.
     #[serde(default)]
     pub health: HealthPolicy,
+    /// Report untracked objects in the applications' namespaces.
+    #[serde(default)]
+    pub orphaned_resources: OrphanedResources,
 }
 
 impl Environment {
@@ -168,7 +171,7 @@ impl Environment {
 }
 
 /// Switches of automated sync (Argo CD's `syncPolicy`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SyncPolicy {
     /// Sync by itself when a new revision appears. Off: only `plumb sync` applies.
@@ -183,9 +186,60 @@ pub struct SyncPolicy {
     /// Allow a sync whose render produced zero objects (default false: refuse).
     #[serde(default)]
     pub allow_empty: bool,
-    /// Sync options, `Name=value` (e.g. `CreateNamespace=true`, `PruneLast=true`).
+    /// Sync options, `Name=value` (e.g. `CreateNamespace=true`, `PruneLast=true`); see
+    /// [`crate::plan::SyncOptions`].
     #[serde(default)]
     pub sync_options: Vec<String>,
+    /// PersistentVolumeClaims, Namespaces and CustomResourceDefinitions are pruned only
+    /// with an approval, as if `Prune=confirm` (default true; see
+    /// [`crate::plan::data_loss_class`]).
+    #[serde(default = "yes")]
+    pub protect_data_loss: bool,
+}
+
+impl Default for SyncPolicy {
+    fn default() -> Self {
+        Self {
+            automated: false,
+            prune: false,
+            self_heal: false,
+            allow_empty: false,
+            sync_options: Vec::new(),
+            protect_data_loss: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `orphanedResources`: report objects in an application's namespaces that no
+/// application tracks (Argo CD's AppProject setting of the same name). Never deletes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OrphanedResources {
+    /// Report them: an `OrphanedResourceWarning` condition and the list in the status.
+    #[serde(default)]
+    pub warn: bool,
+    /// Objects never reported, by group/kind/name globs (omitted = any).
+    #[serde(default)]
+    pub ignore: Vec<OrphanIgnore>,
+}
+
+/// One `orphanedResources.ignore` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OrphanIgnore {
+    /// API group glob (`""` is the core group).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind glob.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name glob.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// One `ignoreDifferences` rule (Argo CD's shape).

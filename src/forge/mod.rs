@@ -12,6 +12,7 @@
 //! | sync Succeeded, health Unknown                   | `error`   |
 //! | sync Failed                                      | `failure` |
 //! | sync Refused by a guard (nothing written)        | `error`   |
+//! | sync Running (a later wave waits for health)     | `pending` |
 //!
 //! The description carries the application's sync and health (`Synced, Healthy: …`,
 //! at most 140 characters: GitHub rejects longer ones with 422). The four states are the
@@ -265,7 +266,7 @@ pub fn state_for(result: SyncResult, health: HealthStatus) -> State {
         (SyncResult::Failed, _) => State::Failure,
         (SyncResult::Refused, _) => State::Error,
         (SyncResult::Succeeded, HealthStatus::Healthy | HealthStatus::Suspended) => State::Success,
-        (SyncResult::Succeeded, HealthStatus::Progressing) => State::Pending,
+        (SyncResult::Succeeded, HealthStatus::Progressing) | (SyncResult::Running, _) => State::Pending,
         (SyncResult::Succeeded, HealthStatus::Degraded | HealthStatus::Missing) => State::Failure,
         (SyncResult::Succeeded, HealthStatus::Unknown) => State::Error,
     }
@@ -300,6 +301,7 @@ pub fn next_status(app: &str, report: &PassReport, last: Option<&CommitStatus>) 
             SyncResult::Succeeded => format!("applied {}, pruned {}", rec.applied.len(), rec.pruned.len()),
             SyncResult::Failed => format!("sync failed: {}", rec.message),
             SyncResult::Refused => format!("sync refused: {}", rec.message),
+            SyncResult::Running => format!("sync running: {}", rec.message),
         };
         CommitStatus {
             sha: rec.revision.clone(),

@@ -143,6 +143,7 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             ..AppStatus::default()
         },
         diffs: vec![],
+        plan: crate::plan::Plan::default(),
         sync: sync.map(|result| SyncRecord {
             revision: SHA.into(),
             subject: "s".into(),
