@@ -50,6 +50,19 @@ const CONCURRENCY: usize = 16;
 /// long).
 const CRD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// What [`Context::compare_one`] needs to know of the application.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    app: &'a str,
+    /// Destination namespace (default of namespaced objects).
+    namespace: &'a str,
+    rules: &'a IgnoreRules,
+    /// Kinds defined by CRDs of the same render.
+    crds: &'a CrdKinds,
+    /// The application's sync options.
+    defaults: &'a SyncOptions,
+}
+
 /// Everything [`Context::execute`] needs from the pass.
 struct SyncJob<'a> {
     snapshot: &'a source::Snapshot,
@@ -535,12 +548,13 @@ impl Context {
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
         let namespace = app.namespace.value.clone();
         let crds = crd_kinds(&manifests);
+        let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        let scope = Scope { app: name, namespace: &namespace, rules: &rules, crds: &crds, defaults: &app_options };
         let mut jobs = Vec::with_capacity(manifests.len());
         for m in manifests {
-            jobs.push(self.compare_one(name, &namespace, &rules, m.object, m.source, &crds).boxed());
+            jobs.push(self.compare_one(&scope, m.object, m.source).boxed());
         }
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
-        let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         self.check_namespaces(&mut compared, &namespace, app_options.create_namespace).await;
         let t_compare = started.elapsed();
         let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
@@ -884,15 +898,8 @@ impl Context {
         Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
     }
 
-    async fn compare_one(
-        &self,
-        app: &str,
-        namespace: &str,
-        rules: &IgnoreRules,
-        mut obj: Value,
-        source: String,
-        crds: &CrdKinds,
-    ) -> Arc<Compared> {
+    async fn compare_one(&self, scope: &Scope<'_>, mut obj: Value, source: String) -> Arc<Compared> {
+        let Scope { app, namespace, rules, crds, defaults } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let src = source.clone();
@@ -1053,12 +1060,40 @@ impl Context {
         let desired = match remembered {
             Some(d) => d,
             None => {
-                let dry = match self.cluster.apply(&kind, &key, &apply, true).await {
+                let strict = !(defaults.validate_disabled || options.validate_disabled);
+                let dry = match self.cluster.apply_validated(&kind, &key, &apply, true, strict).await {
                     Ok(d) => d,
                     // The server cannot answer a dry-run for this object: compare on our side.
                     Err(e) if e.refuses_dry_run() => {
                         client_side = true;
                         apply.clone()
+                    }
+                    // Git changes a field that cannot change: known to differ, needs re-creation.
+                    Err(e) if !e.immutable_fields().is_empty() => {
+                        let reason = format!(
+                            "differs at immutable field(s) {}: the object must be deleted and re-created (sync option Force=true)",
+                            e.immutable_fields().join(", ")
+                        );
+                        return Arc::new(Compared {
+                            diff: ObjectDiff {
+                                object: key.to_string(),
+                                desired: normalize(&apply),
+                                live: Some(normalized_live),
+                                differences: vec![],
+                                reason: reason.clone(),
+                            },
+                            key,
+                            kind: Some(kind),
+                            apply,
+                            live: Some(live_obj),
+                            sync: SyncStatus::OutOfSync,
+                            reason,
+                            takeover: None,
+                            source,
+                            awaits_crd: false,
+                            wave,
+                            options,
+                        });
                     }
                     Err(e) => return Arc::new(unknown(key, apply, Some(kind), e.to_string())),
                 };
@@ -1379,8 +1414,10 @@ impl Context {
         }
         let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         self.cluster.wait_kind(api_version, &c.key.kind, CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
-        let fresh =
-            self.compare_one(app, job.namespace, job.rules, c.apply.clone(), c.source.clone(), &CrdKinds::new()).await;
+        let no_crds = CrdKinds::new();
+        let scope =
+            Scope { app, namespace: job.namespace, rules: job.rules, crds: &no_crds, defaults: job.app_options };
+        let fresh = self.compare_one(&scope, c.apply.clone(), c.source.clone()).await;
         match fresh.sync {
             SyncStatus::Unknown => Err(fresh.reason.clone()),
             _ => Ok(fresh),
