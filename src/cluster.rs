@@ -224,8 +224,11 @@ impl Cluster {
         self.apply_validated(kind, key, obj, dry_run, true).await
     }
 
-    /// [`Cluster::apply`], with field validation `Strict` when `strict`, else `Ignore`
-    /// (sync option `Validate=false`: unknown fields are dropped by the server).
+    /// [`Cluster::apply`] when `strict`; otherwise (sync option `Validate=false`) a JSON
+    /// merge patch, or a create when the object is absent, with field validation
+    /// `Ignore`: the server drops unknown fields. Server-side apply cannot take unknown
+    /// fields whatever the validation ("failed to create typed patch object"), and a
+    /// merge patch does not remove fields Git stopped declaring.
     ///
     /// # Errors
     /// [`Error::Request`].
@@ -238,18 +241,36 @@ impl Cluster {
         strict: bool,
     ) -> Result<Value, Error> {
         self.count(!dry_run);
-        let mut pp = PatchParams::apply(FIELD_MANAGER).force();
-        pp = if strict { pp.validation_strict() } else { pp.validation_ignore() };
         if dry_run {
-            pp = pp.dry_run();
             self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let out = self
-            .api(kind, &key.namespace)
-            .patch(&key.name, &pp, &Patch::Apply(obj))
-            .await
-            .map_err(|e| Error::request(if dry_run { "dry-run apply" } else { "apply" }, key, e))?;
-        Ok(to_value(out))
+        let action = if dry_run { "dry-run apply" } else { "apply" };
+        let api = self.api(kind, &key.namespace);
+        if strict {
+            let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
+            if dry_run {
+                pp = pp.dry_run();
+            }
+            let out =
+                api.patch(&key.name, &pp, &Patch::Apply(obj)).await.map_err(|e| Error::request(action, key, e))?;
+            return Ok(to_value(out));
+        }
+        let mut pp =
+            PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }.validation_ignore();
+        if dry_run {
+            pp = pp.dry_run();
+        }
+        match api.patch(&key.name, &pp, &Patch::Merge(obj)).await {
+            Ok(out) => Ok(to_value(out)),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                let dynamic: DynamicObject = serde_json::from_value(obj.clone())
+                    .map_err(|e| Error::request(action, key, kube::Error::SerdeError(e)))?;
+                let post = kube::api::PostParams { dry_run, field_manager: Some(FIELD_MANAGER.into()) };
+                let out = api.create(&post, &dynamic).await.map_err(|e| Error::request(action, key, e))?;
+                Ok(to_value(out))
+            }
+            Err(e) => Err(Error::request(action, key, e)),
+        }
     }
 
     /// Replaces `metadata.managedFields` of an object (a JSON patch), e.g. to take over

@@ -607,7 +607,9 @@ impl Context {
                         .filter(|o| tracking::is_owned_by(o, name, self.config.settings.installation_id.as_deref()))
                     {
                         let Some(key) = ObjectKey::of(o) else { continue };
-                        if desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key) {
+                        // already being deleted (a foreground prune waits for dependents): done
+                        let terminating = o.pointer("/metadata/deletionTimestamp").is_some();
+                        if terminating || desired_keys.contains(&key) || orphans.iter().any(|(c, _)| c.key == key) {
                             continue;
                         }
                         let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();

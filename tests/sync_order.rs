@@ -87,13 +87,13 @@ async fn crd_and_its_resource_in_one_pass_flux_04() {
     let preview = plumb::cli::preview(&a.pass(Mode::Preview { prune: true, approve: false }).await);
     assert!(
         preview.contains(
-            "create   Widget/widgets/w1  (missing (its CustomResourceDefinition is applied first in this sync))"
+            "create   Widget.demo.example.com/widgets/w1  (missing (its CustomResourceDefinition is applied first in this sync))"
         ),
         "{preview}"
     );
     let order: Vec<&str> = preview.lines().filter_map(|l| l.strip_prefix("create   ")).collect();
     assert!(
-        order[0].starts_with("Namespace//widgets") && order[1].starts_with("CustomResourceDefinition//"),
+        order[0] == "Namespace/widgets" && order[1].starts_with("CustomResourceDefinition.apiextensions.k8s.io/"),
         "{preview}"
     );
     assert!(!kubectl(&["get", "crd", "-o", "name"]).contains("widgets.demo.example.com"), "a preview writes nothing");
@@ -107,13 +107,17 @@ async fn crd_and_its_resource_in_one_pass_flux_04() {
     assert_eq!(kubectl(&["-n", "widgets", "get", "widgets", "w1", "-o", "jsonpath={.spec.size}"]), "3");
 
     // Everything removed: a person prunes with approval (CRD and Namespace are data-loss classes).
-    a.commit(&[], &["all.yaml"]);
+    a.commit(&[("README.md", "nothing to deploy\n")], &["all.yaml"]);
     let (code, out, err) = plumb_cli(&["prune", "flux04", "--config", a.policy.to_str().unwrap(), "--approve"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let pruned: Vec<&str> = out.lines().filter_map(|l| l.trim().strip_prefix("pruned  ")).collect();
     assert_eq!(
         pruned,
-        ["Widget/widgets/w1", "CustomResourceDefinition//widgets.demo.example.com", "Namespace//widgets"],
+        [
+            "Widget.demo.example.com/widgets/w1",
+            "CustomResourceDefinition.apiextensions.k8s.io/widgets.demo.example.com",
+            "Namespace/widgets"
+        ],
         "{out}"
     );
 }
@@ -173,7 +177,7 @@ async fn waves_wait_for_health_and_prune_last_goes_last() {
     let r = a.pass(Mode::Policy).await;
     let rec = r.sync.unwrap();
     assert_eq!(rec.result, SyncResult::Running, "{}", rec.message);
-    assert_eq!(rec.applied, [format!("ConfigMap/{ns}/first"), format!("Deployment/{ns}/web")]);
+    assert_eq!(rec.applied, [format!("ConfigMap/{ns}/first"), format!("Deployment.apps/{ns}/web")]);
     assert!(rec.message.contains("wave 1 waits until wave 0 is Healthy"), "{}", rec.message);
     assert!(!kubectl(&["-n", ns, "get", "configmaps", "-o", "name"]).contains("after"));
 
@@ -270,7 +274,7 @@ async fn validate_replace_and_propagation_options() {
     .await;
     a.commit(&[], &["web.yaml"]);
     let rec = a.pass(Mode::Policy).await.sync.unwrap();
-    assert_eq!(rec.pruned, [format!("Deployment/{ns}/web")], "{}", rec.message);
+    assert_eq!(rec.pruned, [format!("Deployment.apps/{ns}/web")], "{}", rec.message);
     wait_for("web gone", Duration::from_secs(60), || async {
         (!kubectl(&["-n", ns, "get", "deployments", "-o", "name"]).contains("web")).then_some(())
     })
@@ -301,7 +305,7 @@ async fn allow_empty_guard_argocd_07() {
         let r = a.pass(Mode::Policy).await;
         let rec = r.sync.unwrap();
         if allow {
-            assert_eq!(rec.pruned, [format!("Deployment/{ns}/solo")], "{}", rec.message);
+            assert_eq!(rec.pruned, [format!("Deployment.apps/{ns}/solo")], "{}", rec.message);
             let r = a.pass(Mode::Policy).await;
             assert_eq!(r.status.sync, SyncStatus::Synced);
             assert_ne!(r.status.health, HealthStatus::Missing);
@@ -314,7 +318,7 @@ async fn allow_empty_guard_argocd_07() {
             let (code, out, err) =
                 plumb_cli(&["sync", &a.name, "--config", a.policy.to_str().unwrap(), "--prune", "true"]);
             assert_eq!(code, 0, "{out}\n{err}");
-            assert!(out.contains(&format!("pruned  Deployment/{ns}/solo")), "{out}");
+            assert!(out.contains(&format!("pruned  Deployment.apps/{ns}/solo")), "{out}");
         }
     }
 }
