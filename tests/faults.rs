@@ -37,6 +37,8 @@ struct Fault {
 type Live = BTreeMap<String, (String, Value)>;
 
 impl Fault {
+    /// Application names must be unique across the tests of this binary: plumb lists an
+    /// application's objects by label in every namespace.
     async fn new(name: &str, apps: &[&str], allow_empty: bool) -> Fault {
         Fault::on(control_plane(), name, apps, allow_empty).await
     }
