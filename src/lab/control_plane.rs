@@ -30,6 +30,8 @@ impl Default for Options {
 pub struct ControlPlane {
     dir: tempfile::TempDir,
     children: Vec<(String, Child)>,
+    /// kube-apiserver's arguments, to start it again after [`ControlPlane::stop_apiserver`].
+    apiserver_args: Vec<String>,
     /// Path of an admin kubeconfig (static bearer token, `system:masters`).
     pub kubeconfig: PathBuf,
     /// `https://127.0.0.1:<port>`.
@@ -93,12 +95,39 @@ impl ControlPlane {
                 ca = pki.join("ca.crt").display()
             ),
         )?;
-        let mut cp = ControlPlane { dir, children: Vec::new(), kubeconfig: kubeconfig.clone(), server: server.clone() };
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let p = |f: &str| pki.join(f).display().to_string();
+        let apiserver_args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            "--advertise-address=127.0.0.1".into(),
+            "--endpoint-reconciler-type=none".into(),
+            format!("--tls-cert-file={}", p("apiserver.crt")),
+            format!("--tls-private-key-file={}", p("apiserver.key")),
+            format!("--client-ca-file={}", p("ca.crt")),
+            format!("--token-auth-file={}", p("tokens.csv")),
+            "--authorization-mode=RBAC".into(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", p("sa.pub")),
+            format!("--service-account-signing-key-file={}", p("sa.key")),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            format!("--cert-dir={}", run_dir.join("apiserver-certs").display()),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        let mut cp = ControlPlane {
+            dir,
+            children: Vec::new(),
+            apiserver_args,
+            kubeconfig: kubeconfig.clone(),
+            server: server.clone(),
+        };
 
         let etcd_dir = run_dir.join("etcd");
         std::fs::create_dir_all(&etcd_dir)?;
         std::fs::set_permissions(&etcd_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer}");
         cp.spawn(
             "etcd",
@@ -116,32 +145,7 @@ impl ControlPlane {
                 "--log-level=warn".into(),
             ],
         )?;
-        let p = |f: &str| pki.join(f).display().to_string();
-        cp.spawn(
-            "kube-apiserver",
-            &bin("k8s", "kube-apiserver")?,
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                "--advertise-address=127.0.0.1".into(),
-                "--endpoint-reconciler-type=none".into(),
-                format!("--tls-cert-file={}", p("apiserver.crt")),
-                format!("--tls-private-key-file={}", p("apiserver.key")),
-                format!("--client-ca-file={}", p("ca.crt")),
-                format!("--token-auth-file={}", p("tokens.csv")),
-                "--authorization-mode=RBAC".into(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", p("sa.pub")),
-                format!("--service-account-signing-key-file={}", p("sa.key")),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--allow-privileged=true".into(),
-                format!("--cert-dir={}", run_dir.join("apiserver-certs").display()),
-                "--profiling=false".into(),
-                "--v=1".into(),
-            ],
-        )?;
-        cp.wait_ready(Duration::from_secs(90))?;
+        cp.start_apiserver()?;
         let kc = kubeconfig.display().to_string();
         if opts.controller_manager {
             let port = free_port()?;
@@ -197,6 +201,41 @@ impl ControlPlane {
             cp.wait_node_ready(Duration::from_secs(60))?;
         }
         Ok(cp)
+    }
+
+    /// Starts kube-apiserver (on the same port, with the same PKI and etcd as before)
+    /// and waits until it is ready (90 s): at start, and again after
+    /// [`ControlPlane::stop_apiserver`].
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start`].
+    pub fn start_apiserver(&mut self) -> anyhow::Result<()> {
+        let args = self.apiserver_args.clone();
+        self.spawn("kube-apiserver", &bin("k8s", "kube-apiserver")?, &args)?;
+        self.wait_ready(Duration::from_secs(90))
+    }
+
+    /// Kills kube-apiserver with SIGKILL, as a crash would, and returns once it is gone;
+    /// etcd and the other components keep running (clients see connection refused until
+    /// [`ControlPlane::start_apiserver`]).
+    ///
+    /// # Errors
+    /// When the API server is not running.
+    pub fn stop_apiserver(&mut self) -> anyhow::Result<()> {
+        let i = self
+            .children
+            .iter()
+            .position(|(name, _)| name == "kube-apiserver")
+            .context("kube-apiserver is not running")?;
+        let (_, mut watchdog) = self.children.remove(i);
+        // Kill the server itself (the watchdog would only notice within half a second);
+        // the watchdog then reaps it and exits.
+        let out = Command::new("pgrep").args(["-x", "kube-apiserver", "-P"]).arg(watchdog.id().to_string()).output()?;
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            run(Command::new("kill").args(["-KILL", pid]))?;
+        }
+        watchdog.wait()?;
+        Ok(())
     }
 
     /// Runs the machine's `kubectl` against this control plane.

@@ -70,16 +70,22 @@ impl GitServer {
             .context("git server thread")?;
         Ok(Self { base: format!("http://{addr}"), shutdown: Some(tx), thread: Some(thread) })
     }
-}
 
-impl Drop for GitServer {
-    fn drop(&mut self) {
+    /// Stops serving and returns once the port is closed (clients then get connection
+    /// refused). Dropping the server does the same.
+    pub fn stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

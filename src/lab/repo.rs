@@ -77,9 +77,28 @@ impl Repo {
         let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(&self.work).output()?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+
+    /// Rewrites history: commits the work tree as a new root commit (no parent, so
+    /// unrelated to everything before), force-pushes it to `main`, and returns its SHA.
+    ///
+    /// # Errors
+    /// When git fails.
+    pub fn commit_unrelated(&self, message: &str) -> anyhow::Result<String> {
+        git(&self.work, &["add", "-A"])?;
+        let tree = git_output(&self.work, &["write-tree"])?;
+        let sha = git_output(&self.work, &["commit-tree", &tree, "-m", message])?;
+        git(&self.work, &["update-ref", "refs/heads/main", &sha])?;
+        git(&self.work, &["push", "-q", "--force", "origin", "main"])?;
+        Ok(sha)
+    }
 }
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    git_output(dir, args).map(drop)
+}
+
+/// Runs git in `dir`; returns its trimmed stdout.
+fn git_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -92,5 +111,5 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     if !out.status.success() {
         bail!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -86,8 +86,13 @@ impl Lab {
 /// A Context (no server) for the policy file `policy`, its status namespace created;
 /// with `watches`, live objects come from the watch cache as in `plumb serve`.
 pub async fn context_for(policy: &Path, cache: &Path, watches: bool) -> Arc<Context> {
+    context_on(control_plane(), policy, cache, watches).await
+}
+
+/// [`context_for`] on another control plane than the shared one.
+pub async fn context_on(cp: &ControlPlane, policy: &Path, cache: &Path, watches: bool) -> Arc<Context> {
     let config = plumb::config::load(policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
+    let cluster = Cluster::new(cp.client().await.unwrap()).await.unwrap();
     let mut ctx = Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default()));
     if watches {
         ctx = ctx.with_watches();
