@@ -784,6 +784,16 @@ impl Context {
         // 5. sync
         let out_of_sync = st.sync != SyncStatus::Synced;
         let revision_changed = st.revision != previous.synced_revision;
+        // What a guard keeps (Prune=false, prune off, awaiting approval) leaves the
+        // application OutOfSync, but no automated sync can change it: none is started.
+        let actionable = the_plan.refused.is_some()
+            || the_plan.waves.iter().any(|w| !w.apply.is_empty())
+            || !the_plan.prune.is_empty()
+            || !the_plan.prune_last.is_empty();
+        if !actionable && compare_errors.is_empty() {
+            st.synced_revision = st.revision.clone();
+        }
+        let out_of_sync = out_of_sync && actionable;
         let reason = match mode {
             Mode::CompareOnly | Mode::Preview { .. } => None,
             Mode::Manual { .. } => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true),

@@ -265,7 +265,7 @@ async fn empty_render_is_refused_without_allow_empty() {
     let (st, history) = f.stored(app);
     assert_eq!(st.sync, SyncStatus::OutOfSync);
     let cond = condition(&st, "SyncError");
-    assert!(cond.message.contains("allowEmpty") && cond.message.contains("1 tracked object(s)"), "{cond:?}");
+    assert!(cond.message.contains("allowEmpty") && cond.message.contains("all (1) tracked objects"), "{cond:?}");
     let res = st.resources.iter().find(|x| x.object == id).unwrap_or_else(|| panic!("{st:#?}"));
     assert_eq!(res.reason, "requires pruning");
     assert_eq!((st.revision.as_str(), st.synced_revision.as_str()), (c2.as_str(), c1.as_str()));
@@ -385,9 +385,8 @@ async fn force_push_of_unrelated_history_is_followed_with_guards() {
 }
 
 /// 3c. (Found by 3b.) An object that Git no longer declares but that a guard keeps
-/// (`Prune=false`) is not drift that selfHeal can revert: once the sync that kept it is
-/// done, later passes at the same revision neither sync again (an empty SelfHeal
-/// record) nor report NonConverging.
+/// (`Prune=false`) is not drift a sync can fix: the application stays OutOfSync
+/// ("prune skipped"), and no pass syncs (no empty records) or reports NonConverging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn object_kept_by_prune_false_is_not_self_heal_drift() {
     let app = "kept";
@@ -397,16 +396,18 @@ async fn object_kept_by_prune_false_is_not_self_heal_drift() {
         "a, keep",
     );
     assert_eq!(f.pass(app).await.status.sync, SyncStatus::Synced);
-    f.commit(&[("kept/keep.yaml", None)], "drop keep from Git");
-    let rec = f.pass(app).await.sync.unwrap();
-    assert!(rec.result == SyncResult::Succeeded && rec.pruned.is_empty(), "{rec:?}");
+    let c2 = f.commit(&[("kept/keep.yaml", None)], "drop keep from Git");
     let before = f.live();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let r = f.pass(app).await;
         let stuck = r.status.conditions.iter().find(|c| c.type_ == "NonConverging");
-        assert!(r.sync.is_none() && stuck.is_none(), "nothing to heal, yet: {:?}\n{stuck:?}", r.sync);
+        assert!(r.sync.is_none() && stuck.is_none(), "nothing a sync could do, yet: {:?}\n{stuck:?}", r.sync);
+        assert_eq!(r.status.sync, SyncStatus::OutOfSync, "the kept object still differs from Git");
+        let kept = r.status.resources.iter().find(|x| x.object == f.cm_id("keep")).unwrap();
+        assert!(kept.reason.contains("prune skipped: Prune=false"), "{kept:?}");
+        assert_eq!(r.status.synced_revision, c2, "everything Git declares runs at the new revision");
     }
-    assert_eq!(f.stored(app).1.len(), 2, "no records beyond the two syncs");
+    assert_eq!(f.stored(app).1.len(), 1, "no record beyond the first sync");
     assert_kept(&before, &f.live(), &[]);
 }
 
