@@ -688,3 +688,88 @@ async fn copied_tracking_id_is_never_pruned() {
     assert_kept(&without_other, &f.live(), &[]);
     assert!(!f.live().contains_key("ConfigMap/other"));
 }
+
+/// argocd-08: an I/O failure while reading the commit must never shrink the desired
+/// state. The blob of `config.yaml` at the new commit is made unreadable in plumb's
+/// mirror (commit and tree intact, as when the file exists in Git but reading it fails):
+/// the pass is Unknown with the error, nothing is applied or pruned (the ConfigMap a
+/// renderer skipping the file would drop stays, the Deployment keeps 4 replicas). With
+/// the fault gone the new commit syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_file_never_shrinks_the_desired_state_argocd_08() {
+    let app = "payments";
+    let f = Fault::new(app, &[app], false).await;
+    let live = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases/argocd-08/live.yaml"))
+        .unwrap()
+        .replace("namespace: payments", &format!("namespace: {}", f.ns));
+    let (deployment, config) = live.split_once("\n---\n").unwrap();
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.contains("argocd.argoproj.io") && !l.contains("annotations:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (deployment, config) = (strip(deployment), strip(config));
+    let c1 = f.commit(
+        &[("payments/deployment.yaml", Some(&deployment)), ("payments/config.yaml", Some(&config))],
+        "payments",
+    );
+    assert_eq!(f.pass(app).await.sync.unwrap().result, SyncResult::Succeeded);
+    let changed = config.replace("PROVIDER_MODE: live", "PROVIDER_MODE: live\n  RETRIES: \"3\"");
+    let c2 = f.commit(&[("payments/config.yaml", Some(&changed))], "payments: retries");
+    // fetch the new commit into the mirror without syncing
+    f.ctx.run_pass(app, Mode::CompareOnly, None).await.unwrap();
+    let before = f.live();
+
+    // the fault: the new blob cannot be read (objects unpacked, that one removed)
+    let cache = f.lab.tmp.path().join("cache");
+    let mirror = std::fs::read_dir(&cache).unwrap().next().unwrap().unwrap().path();
+    let blob = git(&f.lab.tmp.path().join(format!("{app}.git")), &["rev-parse", &format!("{c2}:payments/config.yaml")]);
+    let packs = mirror.join("objects/pack");
+    let moved = f.lab.tmp.path().join("packs");
+    std::fs::create_dir_all(&moved).unwrap();
+    for e in std::fs::read_dir(&packs).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::rename(&p, moved.join(p.file_name().unwrap())).unwrap();
+    }
+    for e in std::fs::read_dir(&moved).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "pack") {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&mirror)
+                .arg("unpack-objects")
+                .stdin(std::fs::File::open(&p).unwrap())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    std::fs::remove_file(mirror.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
+
+    let fresh = context_for(&f.policy, &cache, false).await; // no remembered render
+    let r = fresh.run_pass(app, Mode::Policy, None).await.unwrap();
+    assert!(r.sync.is_none(), "no apply, no prune: {:?}", r.sync);
+    assert_eq!(r.status.sync, SyncStatus::Unknown);
+    let cond = condition(&r.status, "ComparisonError");
+    assert!(cond.message.contains(&blob[..7]) || cond.message.contains("object not found"), "{cond:?}");
+    assert_eq!(r.status.synced_revision, c1, "what runs is still the last good revision");
+    assert_ne!(r.status.health, HealthStatus::Unknown, "health is still assessed from live");
+    assert_kept(&before, &f.live(), &[]);
+    assert_eq!(f.kubectl(&["-n", &f.ns, "get", "deployment", "payments", "-o", "jsonpath={.spec.replicas}"]), "4");
+
+    // fault removed (a fresh mirror): the full render syncs
+    std::fs::remove_dir_all(&cache).unwrap();
+    let healed = context_for(&f.policy, &cache, false).await;
+    let rec = healed.run_pass(app, Mode::Policy, None).await.unwrap().sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Succeeded, "{}", rec.message);
+    assert_eq!(rec.revision, c2);
+    assert!(rec.pruned.is_empty());
+    assert_eq!(f.kubectl(&["-n", &f.ns, "get", "configmap", "payments-config", "-o", "jsonpath={.data.RETRIES}"]), "3");
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(out.status.success(), "git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -106,6 +106,17 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
+        for i in &e.orphaned_resources.ignore {
+            for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
+                if let Err(err) = globset::Glob::new(g) {
+                    let m = format!(
+                        "environment `{}`: orphanedResources.ignore: `{g}` is not a valid glob: {err}",
+                        e.name.value
+                    );
+                    problem(line(&e.name), m);
+                }
+            }
+        }
         for o in &e.health.overrides {
             if let Some(m) = health_override_problem(o) {
                 problem(line(&o.kind), format!("environment `{}`: {m}", e.name.value));
@@ -228,7 +239,8 @@ repositories:
     url: https://git.example/fleet.git
 environments:
   - name: dev
-    syncPolicy: {automated: true, syncOptions: [Bogus=true]}
+    syncPolicy: {automated: true, syncOptions: [Bogus=true, Prune=maybe, ServerSideApply=false]}
+    orphanedResources: {warn: true, ignore: [{kind: 'Secret[', name: ok}]}
 applications:
   - name: Web
     repository: nope
@@ -240,10 +252,13 @@ applications:
         let msg = err.to_string();
         for want in [
             "dev.yaml:5: environment `dev`: unknown sync option `Bogus`",
-            "dev.yaml:8: application name `Web` must be a DNS-1123 label",
-            "dev.yaml:9: application `Web`: unknown repository `nope`",
-            "dev.yaml:10: application `Web`: path `../etc` must be relative",
-            "dev.yaml:12: application `Web`: unknown environment `prod`",
+            "dev.yaml:5: environment `dev`: sync option `Prune=maybe`: value must be one of true, false, confirm",
+            "dev.yaml:5: environment `dev`: sync option `ServerSideApply` is not offered",
+            "dev.yaml:5: environment `dev`: orphanedResources.ignore: `Secret[` is not a valid glob",
+            "dev.yaml:9: application name `Web` must be a DNS-1123 label",
+            "dev.yaml:10: application `Web`: unknown repository `nope`",
+            "dev.yaml:11: application `Web`: path `../etc` must be relative",
+            "dev.yaml:13: application `Web`: unknown environment `prod`",
         ] {
             assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
         }
