@@ -30,13 +30,7 @@ async fn setup(name: &str, namespace: &str, files: &[(&str, String)], env: &str)
         lab.repo.write(&format!("app/{f}"), text).unwrap();
     }
     lab.repo.commit(&format!("{name}: initial")).unwrap();
-    let policy = lab.policy(
-        "policy.yaml",
-        &format!(
-            "settings: {{statusNamespace: plumb-cases}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n{env}\napplications:\n  - {{name: {name}, repository: r, revision: main, path: app, namespace: {namespace}, environment: e}}\n",
-            lab.url
-        ),
-    );
+    let policy = lab.app_policy("plumb-cases", name, namespace, env);
     let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     kubectl(&["create", "namespace", namespace]);
     (lab, ctx)

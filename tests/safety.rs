@@ -22,12 +22,11 @@ async fn pvc_prune_waits_for_approval() {
         .unwrap();
     lab.repo.write("app/pvc.yaml", &format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Gi}}}}\n")).unwrap();
     lab.repo.commit("app with a volume claim").unwrap();
-    let policy = lab.policy(
-        "p.yaml",
-        &format!(
-            "settings: {{statusNamespace: plumb-safety}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\napplications:\n  - {{name: safety, repository: r, revision: main, path: app, namespace: {ns}, environment: e}}\n",
-            lab.url
-        ),
+    let policy = lab.app_policy(
+        "plumb-safety",
+        "safety",
+        ns,
+        "    syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}",
     );
     let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     let r = ctx.run_pass("safety", Mode::Policy, None).await.unwrap();
@@ -88,4 +87,45 @@ async fn shared_resources_are_named_and_can_fail_the_sync() {
         "b",
         "app one's value stays"
     );
+}
+
+/// `Prune=confirm` by annotation: the object Git dropped waits ("prune needs
+/// approval"); annotating it `plumb.dev/prune-approved=<now>` lets the next automated
+/// pass delete it. A stale approval (older than a day) does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_confirm_approved_by_annotation() {
+    let ns = "safety-confirm";
+    let lab = Lab::new("confirm");
+    let cm = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{plumb.dev/sync-options: Prune=confirm}}\ndata: {{a: b}}\n"
+        )
+    };
+    lab.repo.write("app/keep.yaml", &cm("keep")).unwrap();
+    lab.repo.write("app/old.yaml", &cm("old")).unwrap();
+    lab.repo.write("app/stale.yaml", &cm("stale")).unwrap();
+    lab.repo.commit("three").unwrap();
+    let policy = lab.app_policy(
+        "plumb-safety",
+        "confirm",
+        ns,
+        "    syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}",
+    );
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+    ctx.run_pass("confirm", Mode::Policy, None).await.unwrap();
+    lab.repo.remove("app/old.yaml").unwrap();
+    lab.repo.remove("app/stale.yaml").unwrap();
+    lab.repo.commit("drop two").unwrap();
+    let r = ctx.run_pass("confirm", Mode::Policy, None).await.unwrap();
+    let old = r.status.resources.iter().find(|x| x.object == format!("ConfigMap/{ns}/old")).unwrap();
+    assert!(old.reason.contains("prune needs approval (Prune=confirm)"), "{old:?}");
+
+    let now = jiff::Timestamp::now();
+    let stale = now.checked_sub(jiff::SignedDuration::from_hours(48)).unwrap();
+    kubectl(&["-n", ns, "annotate", "configmap", "old", &format!("plumb.dev/prune-approved={now}")]);
+    kubectl(&["-n", ns, "annotate", "configmap", "stale", &format!("plumb.dev/prune-approved={stale}")]);
+    let r = ctx.run_pass("confirm", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.sync.unwrap().pruned, [format!("ConfigMap/{ns}/old")]);
+    let names = kubectl(&["-n", ns, "get", "configmaps", "-o", "name"]);
+    assert!(names.contains("stale") && names.contains("keep"), "{names}");
 }

@@ -15,7 +15,7 @@ use support::*;
 const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases");
 
 /// A repository whose `app/` holds `files`, and a policy with one application `name`
-/// in namespace `ns` whose environment has `env` (YAML flow fields after `name: e`).
+/// in namespace `ns` whose environment has `env` (YAML lines after `name: e`).
 struct App {
     lab: Lab,
     policy: PathBuf,
@@ -29,13 +29,7 @@ async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
         lab.repo.write(&format!("app/{path}"), text).unwrap();
     }
     lab.repo.commit("first").unwrap();
-    let policy = lab.policy(
-        "p.yaml",
-        &format!(
-            "settings: {{statusNamespace: plumb-order}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - {{name: e, {env}}}\napplications:\n  - {{name: {name}, repository: r, revision: main, path: app, namespace: {ns}, environment: e}}\n",
-            lab.url
-        ),
-    );
+    let policy = lab.app_policy("plumb-order", name, ns, &format!("    {env}"));
     let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     App { lab, policy, ctx, name: name.into() }
 }
@@ -329,7 +323,7 @@ async fn allow_empty_guard_argocd_07() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_resources_are_reported_never_deleted() {
     let ns = "order-orphans";
-    let env = "syncPolicy: {automated: true, prune: true, syncOptions: [CreateNamespace=true]}, orphanedResources: {warn: true, ignore: [{kind: Secret, name: 'ignored-*'}]}";
+    let env = "syncPolicy: {automated: true, prune: true, syncOptions: [CreateNamespace=true]}\n    orphanedResources: {warn: true, ignore: [{kind: Secret, name: 'ignored-*'}]}";
     let a = app("orphans", ns, env, &[("cm.yaml", &cm("declared", ns, ""))]).await;
     a.pass(Mode::Policy).await;
     kubectl(&["-n", ns, "create", "configmap", "hand-made", "--from-literal=a=b"]);

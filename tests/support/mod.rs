@@ -52,6 +52,19 @@ impl Lab {
         Lab { tmp, repo, git, url, secret }
     }
 
+    /// A policy file with one environment `e` (`env`: its YAML lines after the name,
+    /// indented four spaces) and one application `app` reading `app/` of this
+    /// repository into namespace `ns`; statuses in namespace `status_ns`.
+    pub fn app_policy(&self, status_ns: &str, app: &str, ns: &str, env: &str) -> PathBuf {
+        self.policy(
+            "policy.yaml",
+            &format!(
+                "settings: {{statusNamespace: {status_ns}}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n{env}\napplications:\n  - {{name: {app}, repository: r, revision: main, path: app, namespace: {ns}, environment: e}}\n",
+                self.url
+            ),
+        )
+    }
+
     /// Writes a policy file and returns its path.
     pub fn policy(&self, name: &str, text: &str) -> PathBuf {
         let p = self.tmp.path().join(name);
