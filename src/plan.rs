@@ -356,6 +356,9 @@ pub struct Guards {
     pub approved: bool,
     /// Whether the data-loss classes need approval (policy `protectDataLoss`, default on).
     pub protect_data_loss: bool,
+    /// `maxPrunePercent`: an automated sync pruning more than this share of the tracked
+    /// objects is refused.
+    pub max_prune_percent: Option<u8>,
 }
 
 /// One sync wave: what to apply, and every desired object in it (for the health gate).
@@ -474,6 +477,19 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
     let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
     p.prune.sort_by_key(reverse);
     p.prune_last.sort_by_key(reverse);
+    let tracked = desired.iter().filter(|d| d.exists).count() + orphans.len();
+    let pruning = p.prune.len() + p.prune_last.len();
+    if let (false, Some(max)) = (guards.manual, guards.max_prune_percent)
+        && pruning * 100 > usize::from(max) * tracked
+    {
+        return Plan {
+            refused: Some(format!(
+                "auto-sync skipped: it would delete {pruning} of {tracked} tracked objects ({} %), more than maxPrunePercent {max}; `plumb prune APP` does it by hand",
+                pruning * 100 / tracked.max(1)
+            )),
+            ..Plan::default()
+        };
+    }
     p
 }
 
@@ -504,7 +520,7 @@ mod tests {
         }
     }
     fn guards(prune: bool, approved: bool) -> Guards {
-        Guards { prune, allow_empty: false, manual: false, approved, protect_data_loss: true }
+        Guards { prune, allow_empty: false, manual: false, approved, protect_data_loss: true, max_prune_percent: None }
     }
 
     #[test]
@@ -598,6 +614,18 @@ mod tests {
         assert_eq!(plan(&d, std::slice::from_ref(&confirm), guards(true, true)).prune.len(), 1);
         confirm.approved = true;
         assert_eq!(plan(&d, &[confirm], guards(true, false)).prune.len(), 1, "approved by annotation");
+    }
+
+    #[test]
+    fn mass_deletion_needs_a_person_when_capped() {
+        let d = [item("", "ConfigMap", false)];
+        let orphans = [orphan("ConfigMap", false), orphan("Secret", false)];
+        let capped = Guards { max_prune_percent: Some(50), ..guards(true, false) };
+        let p = plan(&d, &orphans, capped);
+        assert!(p.refused.as_deref().is_some_and(|r| r.contains("delete 2 of 3 tracked objects (66 %)")), "{p:?}");
+        assert!(p.prune.is_empty() && p.waves.is_empty());
+        assert_eq!(plan(&d, &orphans[..1], capped).prune.len(), 1, "1 of 2 is 50 %: allowed");
+        assert_eq!(plan(&d, &orphans, Guards { manual: true, ..capped }).prune.len(), 2);
     }
 
     #[test]

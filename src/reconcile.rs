@@ -651,6 +651,7 @@ impl Context {
             manual: matches!(mode, Mode::Manual { .. } | Mode::Preview { .. }),
             approved,
             protect_data_loss: env.sync_policy.protect_data_loss,
+            max_prune_percent: env.sync_policy.max_prune_percent,
         };
         let mut the_plan = plan::plan(&items, &candidates, guards);
         let handed_over = self.hand_over(name, &mut the_plan).await;
@@ -824,6 +825,21 @@ impl Context {
             None
         } else {
             reason
+        };
+        // A guard's refusal is recorded once per revision, not at every pass.
+        let refused_again = the_plan.refused.as_ref().is_some_and(|why| {
+            previous
+                .last_sync
+                .as_ref()
+                .is_some_and(|l| l.result == SyncResult::Refused && l.revision == st.revision && &l.message == why)
+        });
+        let reason = match (reason, &the_plan.refused) {
+            (Some(SyncReason::Manual), _) | (_, None) => reason,
+            (Some(_), Some(why)) if refused_again => {
+                st.conditions.push(Condition { type_: "SyncError".into(), message: why.clone() });
+                None
+            }
+            (r, _) => r,
         };
         let mut record = None;
         if let Some(reason) = reason {

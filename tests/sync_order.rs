@@ -309,6 +309,12 @@ async fn allow_empty_guard_argocd_07() {
             assert_eq!(r.status.sync, SyncStatus::OutOfSync);
             assert!(r.status.resources[0].reason.starts_with("requires pruning"), "{:?}", r.status.resources);
             assert!(kubectl(&["-n", &ns, "get", "deployments", "-o", "name"]).contains("solo"));
+            let again = a.pass(Mode::Policy).await;
+            assert!(again.sync.is_none(), "a refusal is recorded once per revision");
+            assert!(again.status.conditions.iter().any(|c| c.type_ == "SyncError" && c.message.contains("allowEmpty")));
+            let refused =
+                a.ctx.history(&a.name).await.unwrap().iter().filter(|h| h.result == SyncResult::Refused).count();
+            assert_eq!(refused, 1);
             let (code, out, err) =
                 plumb_cli(&["sync", &a.name, "--config", a.policy.to_str().unwrap(), "--prune", "true"]);
             assert_eq!(code, 0, "{out}\n{err}");

@@ -195,6 +195,11 @@ pub struct SyncPolicy {
     /// [`crate::plan::data_loss_class`]).
     #[serde(default = "yes")]
     pub protect_data_loss: bool,
+    /// Refuse an automated sync that would prune more than this percentage of the
+    /// application's tracked objects (1–100; unset: no limit). A mass deletion then
+    /// needs `plumb prune APP`.
+    #[serde(default)]
+    pub max_prune_percent: Option<u8>,
 }
 
 impl Default for SyncPolicy {
@@ -206,6 +211,7 @@ impl Default for SyncPolicy {
             allow_empty: false,
             sync_options: Vec::new(),
             protect_data_loss: true,
+            max_prune_percent: None,
         }
     }
 }

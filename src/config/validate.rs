@@ -106,6 +106,9 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
+        if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
+            problem(line(&e.name), format!("environment `{}`: maxPrunePercent must be 1–100", e.name.value));
+        }
         for i in &e.orphaned_resources.ignore {
             for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
                 if let Err(err) = globset::Glob::new(g) {
