@@ -426,7 +426,11 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
             } else if d.live.is_none() {
                 let why = if d.reason == "missing" { String::new() } else { format!("  ({})", d.reason) };
                 format!("create   {}{why}", d.object)
-            } else if d.differences.is_empty() {
+            } else if d.reason.starts_with("differs at immutable field") && p.recreate.contains(&i) {
+                format!("recreate {}  delete and create (Force=true): {}", d.object, d.reason)
+            } else if d.reason.starts_with("differs at immutable field") {
+                format!("error    {}  {}", d.object, d.reason)
+            } else if d.reason.is_empty() {
                 format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
             } else {
                 let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();

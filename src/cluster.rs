@@ -224,11 +224,11 @@ impl Cluster {
         self.apply_validated(kind, key, obj, dry_run, true).await
     }
 
-    /// [`Cluster::apply`] when `strict`; otherwise (sync option `Validate=false`) a JSON
-    /// merge patch, or a create when the object is absent, with field validation
-    /// `Ignore`: the server drops unknown fields. Server-side apply cannot take unknown
-    /// fields whatever the validation ("failed to create typed patch object"), and a
-    /// merge patch does not remove fields Git stopped declaring.
+    /// [`Cluster::apply`] with field validation `Strict` when `strict`; otherwise (sync
+    /// option `Validate=false`) `Ignore`, and the fields the server says are not in the
+    /// schema are removed before applying: server-side apply cannot carry unknown fields
+    /// whatever the validation ("failed to create typed patch object (…): .extra: field
+    /// not declared in schema"), and dropping them is what `Validate=false` asks for.
     ///
     /// # Errors
     /// [`Error::Request`].
@@ -240,37 +240,37 @@ impl Cluster {
         dry_run: bool,
         strict: bool,
     ) -> Result<Value, Error> {
-        self.count(!dry_run);
-        if dry_run {
-            self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
         let action = if dry_run { "dry-run apply" } else { "apply" };
-        let api = self.api(kind, &key.namespace);
-        if strict {
-            let mut pp = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
-            if dry_run {
-                pp = pp.dry_run();
-            }
-            let out =
-                api.patch(&key.name, &pp, &Patch::Apply(obj)).await.map_err(|e| Error::request(action, key, e))?;
-            return Ok(to_value(out));
-        }
-        let mut pp =
-            PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }.validation_ignore();
+        let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+        pp = if strict { pp.validation_strict() } else { pp.validation_ignore() };
         if dry_run {
             pp = pp.dry_run();
         }
-        match api.patch(&key.name, &pp, &Patch::Merge(obj)).await {
-            Ok(out) => Ok(to_value(out)),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                let dynamic: DynamicObject = serde_json::from_value(obj.clone())
-                    .map_err(|e| Error::request(action, key, kube::Error::SerdeError(e)))?;
-                let post = kube::api::PostParams { dry_run, field_manager: Some(FIELD_MANAGER.into()) };
-                let out = api.create(&post, &dynamic).await.map_err(|e| Error::request(action, key, e))?;
-                Ok(to_value(out))
+        let mut body = std::borrow::Cow::Borrowed(obj);
+        for _ in 0..16 {
+            self.count(!dry_run);
+            if dry_run {
+                self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Err(e) => Err(Error::request(action, key, e)),
+            match self.api(kind, &key.namespace).patch(&key.name, &pp, &Patch::Apply(body.as_ref())).await {
+                Ok(out) => return Ok(to_value(out)),
+                Err(kube::Error::Api(s)) if !strict => {
+                    let unknown = undeclared_fields(&s.message);
+                    let mut stripped = body.clone().into_owned();
+                    let removed = unknown.iter().filter(|p| remove_undeclared(&mut stripped, p)).count();
+                    if removed == 0 {
+                        return Err(Error::request(action, key, kube::Error::Api(s)));
+                    }
+                    body = std::borrow::Cow::Owned(stripped);
+                }
+                Err(e) => return Err(Error::request(action, key, e)),
+            }
         }
+        Err(Error::request(
+            action,
+            key,
+            kube::Error::Api(kube::core::Status::failure("too many unknown fields", "Invalid").boxed()),
+        ))
     }
 
     /// Replaces `metadata.managedFields` of an object (a JSON patch), e.g. to take over
@@ -490,7 +490,8 @@ impl Cluster {
                 kube::runtime::events::EventType::Normal
             },
             reason: reason.into(),
-            note: Some(note),
+            // the API server refuses notes over 1024 bytes
+            note: Some(truncate(note, 1024)),
             action: action.into(),
             secondary: None,
         };
@@ -501,28 +502,122 @@ impl Cluster {
     }
 }
 
+/// Whether a cause's message says the field is immutable: its last `: `-separated part
+/// (the server's own words; the earlier parts quote the invalid value, which may contain
+/// anything) mentions "immutable" — "field is immutable", "spec is immutable after
+/// creation except …".
+fn says_immutable(message: &str) -> bool {
+    message.rsplit(": ").next().is_some_and(|t| t.contains("immutable"))
+}
+
 /// See [`Error::immutable_fields`].
 fn immutable_fields(s: &kube::core::Status) -> Vec<String> {
     let mut fields: Vec<String> = s
         .details
         .iter()
         .flat_map(|d| &d.causes)
-        .filter(|c| c.message.contains("immutable"))
+        .filter(|c| says_immutable(&c.message))
         .map(|c| c.field.clone())
         .filter(|f| !f.is_empty())
         .collect();
-    if fields.is_empty() && s.message.contains("field is immutable") {
+    if fields.is_empty() {
         // "Job.batch \"x\" is invalid: spec.template: Invalid value: …: field is immutable"
         fields.extend(
             s.message
                 .split("; ")
-                .filter(|part| part.contains("immutable"))
-                .filter_map(|part| part.rsplit_once(": Invalid value").map(|(f, _)| f))
-                .map(|f| f.rsplit(": ").next().unwrap_or(f).trim().to_string()),
+                .filter(|part| says_immutable(part))
+                .filter_map(|part| part.rsplit_once(": Invalid value").or_else(|| part.rsplit_once(": Forbidden")))
+                .map(|(f, _)| f.rsplit(": ").next().unwrap_or(f).trim().to_string()),
         );
     }
     fields.dedup();
     fields
+}
+
+/// Paths the server names in a server-side apply refused for unknown fields
+/// ("failed to create typed patch object (…): .spec.foo: field not declared in
+/// schema"), as written: `.spec.template.spec.containers[name="main"].foo`.
+fn undeclared_fields(message: &str) -> Vec<String> {
+    const MARK: &str = ": field not declared in schema";
+    let mut out = Vec::new();
+    let mut rest = message;
+    while let Some(i) = rest.find(MARK) {
+        let before = &rest[..i];
+        let start = before.rfind([' ', '\n']).map_or(0, |j| j + 1);
+        if before[start..].starts_with('.') {
+            out.push(before[start..].to_string());
+        }
+        rest = &rest[i + MARK.len()..];
+    }
+    out
+}
+
+/// Removes the field at a structured-merge-diff path (`.a.b[k="v",n=1].c`, list
+/// elements selected by their key fields) from `obj`. Returns whether it was there.
+fn remove_undeclared(obj: &mut Value, path: &str) -> bool {
+    // tokens: ("field", None) or (_, Some(selector)) for a list element
+    let mut tokens: Vec<Result<String, Vec<(String, String)>>> = Vec::new();
+    let mut chars = path.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '.' => {
+                let end = path[i + 1..].find(['.', '[']).map_or(path.len(), |j| i + 1 + j);
+                tokens.push(Ok(path[i + 1..end].to_string()));
+                while chars.peek().is_some_and(|(j, _)| *j < end) {
+                    chars.next();
+                }
+            }
+            '[' => {
+                let Some(close) = path[i..].find(']').map(|j| i + j) else { return false };
+                let pairs = path[i + 1..close]
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+                    .collect();
+                tokens.push(Err(pairs));
+                while chars.peek().is_some_and(|(j, _)| *j <= close) {
+                    chars.next();
+                }
+            }
+            _ => return false,
+        }
+    }
+    let Some((last, parents)) = tokens.split_last() else { return false };
+    let mut cur = obj;
+    for t in parents {
+        let next = match t {
+            Ok(field) => cur.get_mut(field.as_str()),
+            Err(pairs) => cur.as_array_mut().and_then(|items| {
+                items.iter_mut().find(|item| {
+                    pairs.iter().all(|(k, v)| {
+                        item.get(k).is_some_and(|x| {
+                            x.as_str()
+                                .map_or_else(|| serde_json::from_str::<Value>(v).is_ok_and(|n| n == *x), |s| s == v)
+                        })
+                    })
+                })
+            }),
+        };
+        let Some(n) = next else { return false };
+        cur = n;
+    }
+    match last {
+        Ok(field) => cur.as_object_mut().is_some_and(|m| m.remove(field).is_some()),
+        Err(_) => false,
+    }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, ending with `…` when cut.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max - '…'.len_utf8();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
 }
 
 fn to_value(obj: DynamicObject) -> Value {
@@ -588,5 +683,36 @@ mod tests {
             &[("spec.replicas", "Invalid value: -1: must be greater than or equal to 0")],
         );
         assert!(immutable_fields(&other).is_empty(), "a 422 alone is not an immutable field");
+        let quoted = status(
+            "ConfigMap \"x\" is invalid: data[immutable key]: Invalid value: \"immutable key\": a valid config key must consist of alphanumeric characters",
+            &[(
+                "data[immutable key]",
+                "Invalid value: \"immutable key\": a valid config key must consist of alphanumeric characters",
+            )],
+        );
+        assert!(immutable_fields(&quoted).is_empty(), "the word in a quoted value does not count");
+        let pvc = status(
+            "PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests",
+            &[("spec", "Forbidden: spec is immutable after creation except resources.requests")],
+        );
+        assert_eq!(immutable_fields(&pvc), ["spec"]);
+    }
+
+    #[test]
+    fn unknown_fields_named_by_the_server_are_removed() {
+        let message = "failed to create typed patch object (ns/web; apps/v1, Kind=Deployment): errors:\n  .spec.template.spec.containers[name=\"main\"].colour: field not declared in schema\n  .extra: field not declared in schema";
+        let paths = undeclared_fields(message);
+        assert_eq!(paths, [".spec.template.spec.containers[name=\"main\"].colour", ".extra"]);
+        let mut obj = serde_json::json!({"extra": 1, "spec": {"template": {"spec": {"containers": [
+            {"name": "side", "colour": "red"}, {"name": "main", "colour": "blue", "image": "x"}]}}}});
+        assert!(paths.iter().all(|p| remove_undeclared(&mut obj, p)));
+        assert_eq!(
+            obj,
+            serde_json::json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "side", "colour": "red"}, {"name": "main", "image": "x"}]}}}})
+        );
+        assert!(!remove_undeclared(&mut obj, ".nope.deeper"));
+        let cut = truncate("é".repeat(600), 1024);
+        assert!(cut.len() <= 1024 && cut.ends_with('…'), "{}", cut.len());
     }
 }

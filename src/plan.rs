@@ -309,8 +309,13 @@ pub struct DesiredItem {
     pub key: ObjectKey,
     /// Whether it differs from live (missing counts as differing).
     pub out_of_sync: bool,
-    /// Whether it exists live.
-    pub exists: bool,
+    /// Whether it exists live *and* this application tracks it (see
+    /// [`crate::tracking::is_owned_by`]).
+    pub tracked: bool,
+    /// Its comparison failed (bad annotation, unknown kind, …): never applied.
+    pub error: bool,
+    /// Git changes an immutable field of it: only a delete and re-create syncs it.
+    pub immutable: bool,
     /// Its sync wave.
     pub wave: i32,
     /// Its options, the application's included.
@@ -383,6 +388,10 @@ pub struct Plan {
     /// `PruneLast=true` objects, deleted once everything else is applied and Healthy.
     #[serde(skip)]
     pub prune_last: Vec<PruneCandidate>,
+    /// Indexes of desired objects `Force=true` may delete and re-create when Git changes
+    /// an immutable field: not those protected from deletion (`Prune=false`,
+    /// `Prune=confirm`, a data-loss class).
+    pub recreate: Vec<usize>,
     /// Objects left alone, with the reason (`prune skipped: Prune=false`, …).
     pub skipped: Vec<(String, String)>,
     /// Set when the whole sync is refused; nothing is applied or pruned.
@@ -434,9 +443,9 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
             ));
             return p;
         }
-        if guards.prune && !orphans.is_empty() && desired.iter().all(|d| !d.exists) {
+        if guards.prune && !orphans.is_empty() && desired.iter().all(|d| !d.tracked) {
             p.refused = Some(format!(
-                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared exists yet) and allowEmpty is false; `plumb sync APP --prune true` does it by hand",
+                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared is tracked yet) and allowEmpty is false; `plumb sync APP --prune true` does it by hand",
                 orphans.len(),
                 desired.len()
             ));
@@ -452,8 +461,27 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
         }
         let Some(w) = p.waves.last_mut() else { continue };
         w.members.push(i);
-        if d.out_of_sync || d.options.apply_all {
+        if !d.error && (d.out_of_sync || d.options.apply_all) {
             w.apply.push(i);
+        }
+        if d.options.force {
+            let protected = if d.options.prune_disabled {
+                Some("Prune=false".to_string())
+            } else if d.options.prune_confirm {
+                Some("Prune=confirm".to_string())
+            } else {
+                data_loss_class(&d.key.group, &d.key.kind)
+                    .filter(|_| guards.protect_data_loss)
+                    .map(|c| format!("data-loss class {c}"))
+            };
+            match protected {
+                None => p.recreate.push(i),
+                Some(why) if d.immutable => p.skipped.push((
+                    d.key.to_string(),
+                    format!("Force=true does not delete and re-create it ({why}); re-create it by hand"),
+                )),
+                Some(_) => {}
+            }
         }
     }
     for o in orphans {
@@ -477,7 +505,7 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
     let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
     p.prune.sort_by_key(reverse);
     p.prune_last.sort_by_key(reverse);
-    let tracked = desired.iter().filter(|d| d.exists).count() + orphans.len();
+    let tracked = desired.iter().filter(|d| d.tracked).count() + orphans.len();
     let pruning = p.prune.len() + p.prune_last.len();
     if let (false, Some(max)) = (guards.manual, guards.max_prune_percent)
         && pruning * 100 > usize::from(max) * tracked
@@ -506,7 +534,9 @@ mod tests {
         DesiredItem {
             key: key(group, kind, "x"),
             out_of_sync: out,
-            exists: true,
+            tracked: true,
+            error: false,
+            immutable: false,
             wave: 0,
             options: SyncOptions::default(),
         }
@@ -572,11 +602,11 @@ mod tests {
     #[test]
     fn pruning_every_tracked_object_is_refused() {
         let mut fresh = item("", "ConfigMap", true);
-        fresh.exists = false;
+        fresh.tracked = false;
         let orphans = [orphan("ConfigMap", false)];
         let p = plan(std::slice::from_ref(&fresh), &orphans, guards(true, false));
         assert!(p.refused.as_deref().is_some_and(|r| r.contains("delete all (1)")), "{p:?}");
-        // one declared object already exists: not everything goes
+        // one declared object is already tracked: not everything goes
         let p = plan(&[fresh, item("", "Secret", false)], &orphans, guards(true, false));
         assert!(p.refused.is_none());
         assert_eq!(p.prune.len(), 1);
@@ -626,6 +656,22 @@ mod tests {
         assert!(p.prune.is_empty() && p.waves.is_empty());
         assert_eq!(plan(&d, &orphans[..1], capped).prune.len(), 1, "1 of 2 is 50 %: allowed");
         assert_eq!(plan(&d, &orphans, Guards { manual: true, ..capped }).prune.len(), 2);
+    }
+
+    #[test]
+    fn errors_are_never_applied_and_force_spares_protected_objects() {
+        let mut bad = item("", "ConfigMap", true);
+        bad.error = true;
+        let mut pvc = item("", "PersistentVolumeClaim", true);
+        pvc.options.force = true;
+        pvc.immutable = true;
+        let mut job = item("batch", "Job", true);
+        job.options.force = true;
+        job.immutable = true;
+        let p = plan(&[bad, pvc, job], &[], guards(true, false));
+        assert_eq!(p.apply_order().collect::<Vec<_>>(), [1, 2], "the erroring object is not applied");
+        assert_eq!(p.recreate, [2], "a PersistentVolumeClaim is never deleted by Force=true");
+        assert!(p.skipped[0].1.contains("data-loss class PersistentVolumeClaim"), "{:?}", p.skipped);
     }
 
     #[test]

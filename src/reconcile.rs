@@ -237,6 +237,8 @@ struct Compared {
     /// The kind is not served yet, but a CustomResourceDefinition of this render defines
     /// it: the object is created after that CRD is Established.
     awaits_crd: bool,
+    /// Git changes an immutable field: only a delete and re-create (`Force=true`) syncs it.
+    immutable: bool,
     /// Sync wave (`plumb.dev/sync-wave`).
     wave: i32,
     /// The object's own sync options (`plumb.dev/sync-options`).
@@ -555,6 +557,7 @@ impl Context {
             jobs.push(self.compare_one(&scope, m.object, m.source).boxed());
         }
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        declared_twice(&mut compared);
         self.check_namespaces(&mut compared, &namespace, app_options.create_namespace).await;
         let t_compare = started.elapsed();
         let desired_keys: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
@@ -568,7 +571,7 @@ impl Context {
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         for c in &compared {
             if let Some(av) = c.apply.get("apiVersion").and_then(Value::as_str)
-                && c.kind.is_some()
+                && (c.kind.is_some() || c.awaits_crd)
             {
                 kinds.insert((av.to_string(), c.key.kind.clone()));
             }
@@ -634,12 +637,15 @@ impl Context {
             Mode::Manual { prune, approve } | Mode::Preview { prune, approve } => (prune, approve),
             _ => (env.sync_policy.prune, false),
         };
+        let installation = self.config.settings.installation_id.as_deref();
         let items: Vec<DesiredItem> = compared
             .iter()
             .map(|c| DesiredItem {
                 key: c.key.clone(),
                 out_of_sync: c.sync != SyncStatus::Synced,
-                exists: c.live.is_some(),
+                tracked: c.live.as_ref().is_some_and(|l| tracking::is_owned_by(l, name, installation)),
+                error: c.sync == SyncStatus::Unknown,
+                immutable: c.immutable,
                 wave: c.wave,
                 options: app_options.with_object(&c.options),
             })
@@ -795,6 +801,9 @@ impl Context {
             st.synced_revision = st.revision.clone();
         }
         let out_of_sync = out_of_sync && actionable;
+        // a prune approved by annotation since the last sync is a reason to sync
+        let approval = the_plan.prune.iter().chain(&the_plan.prune_last).any(|c| c.approved);
+        let revision_changed = revision_changed || approval;
         let reason = match mode {
             Mode::CompareOnly | Mode::Preview { .. } => None,
             Mode::Manual { .. } => plan::sync_reason(&env.sync_policy, out_of_sync, revision_changed, true),
@@ -861,8 +870,8 @@ impl Context {
                 no_health_check: &no_health_check,
             };
             let rec = self.execute(&mut st, &job).await;
-            for k in &compared {
-                if let (Some(_), Some(av)) = (&k.kind, k.apply.get("apiVersion").and_then(Value::as_str)) {
+            for k in compared.iter().filter(|k| k.kind.is_some() || k.awaits_crd) {
+                if let Some(av) = k.apply.get("apiVersion").and_then(Value::as_str) {
                     kinds.insert((av.to_string(), k.key.kind.clone()));
                 }
             }
@@ -948,6 +957,7 @@ impl Context {
             takeover: None,
             source: src.clone(),
             awaits_crd: false,
+            immutable: false,
             wave: 0,
             options: SyncOptions::default(),
         };
@@ -982,6 +992,7 @@ impl Context {
                     takeover: None,
                     source,
                     awaits_crd: true,
+                    immutable: false,
                 });
             }
         };
@@ -1065,13 +1076,21 @@ impl Context {
                 takeover: None,
                 source,
                 awaits_crd: false,
+                immutable: false,
                 wave,
                 options,
             });
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
         let mut apply = obj;
-        if let Err(e) = rules.prepare_apply(&key, &mut apply, &live_obj) {
+        // Replace=true writes the whole object: ignored fields carry their live values.
+        let replace = defaults.replace || options.replace;
+        let prepared = if replace {
+            rules.keep_live(&key, &mut apply, &live_obj)
+        } else {
+            rules.prepare_apply(&key, &mut apply, &live_obj)
+        };
+        if let Err(e) = prepared {
             return Arc::new(unknown(key, apply, Some(kind), e));
         }
         let apply_hash = crate::watch::value_hash(&apply);
@@ -1119,6 +1138,7 @@ impl Context {
                             takeover: None,
                             source,
                             awaits_crd: false,
+                            immutable: true,
                             wave,
                             options,
                         });
@@ -1149,7 +1169,8 @@ impl Context {
         }
         // Fields held by client-side tools: Git no longer declaring them would not remove
         // them (SSA keeps another manager's fields), so plumb takes them over first.
-        let takeover = compare::managers::takeover(&live_obj, crate::FIELD_MANAGER);
+        // (a replace owns every field it writes: nothing to take over)
+        let takeover = if replace { None } else { compare::managers::takeover(&live_obj, crate::FIELD_MANAGER) };
         let mut legacy_owner = None;
         if takeover.is_some() {
             for (tokens, owner) in compare::managers::legacy_paths(&live_obj, crate::FIELD_MANAGER) {
@@ -1196,6 +1217,7 @@ impl Context {
             takeover,
             source,
             awaits_crd: false,
+            immutable: false,
             wave,
             options,
         });
@@ -1264,7 +1286,8 @@ impl Context {
                 for (idx, c) in &targets {
                     let options = job.app_options.with_object(&c.options);
                     let idx = *idx;
-                    jobs.push(async move { (idx, self.apply_one(c, &options).await) }.boxed());
+                    let may_recreate = p.recreate.contains(&idx);
+                    jobs.push(async move { (idx, self.apply_one(c, &options, may_recreate).await) }.boxed());
                 }
                 let results: Vec<(usize, Result<Value, String>)> =
                     stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
@@ -1456,7 +1479,7 @@ impl Context {
     /// taking over client-side tools' fields. A change to an immutable field is
     /// refused with the field named and `Force=true` suggested; with `Force=true` the
     /// object is deleted (UID precondition) and created again.
-    async fn apply_one(&self, c: &Compared, options: &SyncOptions) -> Result<Value, String> {
+    async fn apply_one(&self, c: &Compared, options: &SyncOptions, may_recreate: bool) -> Result<Value, String> {
         let Some(kind) = &c.kind else { return Err(c.reason.clone()) };
         if let Some(fields) = &c.takeover {
             self.cluster.replace_managed_fields(kind, &c.key, fields).await.map_err(|e| e.to_string())?;
@@ -1474,9 +1497,9 @@ impl Context {
         };
         let fields = err.immutable_fields();
         let uid = c.live.as_ref().and_then(|l| l.pointer("/metadata/uid")).and_then(Value::as_str);
-        match (fields.is_empty(), options.force, uid) {
-            (true, _, _) => Err(err.to_string()),
-            (false, true, Some(uid)) => {
+        match (fields.is_empty(), options.force, may_recreate, uid) {
+            (true, ..) => Err(err.to_string()),
+            (false, true, true, Some(uid)) => {
                 tracing::warn!(object = %c.key, fields = %fields.join(", "), "Force=true: deleting and re-creating (immutable fields changed)");
                 self.cluster
                     .delete(kind, &c.key, uid, plan::Propagation::Foreground)
@@ -1485,7 +1508,11 @@ impl Context {
                 self.cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(|e| format!("Force=true: {e}"))?;
                 write().await.map_err(|e| format!("Force=true: re-create: {e}"))
             }
-            (false, _, _) => Err(format!(
+            (false, true, ..) => Err(format!(
+                "{err} — immutable field(s) {}: the object must be deleted and re-created, but it is protected from deletion (Prune=false, Prune=confirm or a data-loss class), so Force=true does not apply; re-create it by hand",
+                fields.join(", ")
+            )),
+            (false, false, ..) => Err(format!(
                 "{err} — immutable field(s) {}: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
                 fields.join(", "),
                 tracking::SYNC_OPTIONS_ANNOTATION
@@ -1522,11 +1549,10 @@ impl Context {
                 }
             };
             if !exists {
-                let mut u = (**c).clone();
-                u.sync = SyncStatus::Unknown;
-                u.reason = format!("namespace \"{ns}\" not found: it is neither in the cluster nor declared in Git");
-                u.diff.reason = u.reason.clone();
-                *c = Arc::new(u);
+                *c = failed(
+                    c,
+                    format!("namespace \"{ns}\" not found: it is neither in the cluster nor declared in Git"),
+                );
             }
         }
     }
@@ -1739,6 +1765,38 @@ impl Context {
     /// [`Error::Status`].
     pub async fn history(&self, app: &str) -> Result<Vec<SyncRecord>, Error> {
         Ok(self.store.load(app).await?.1)
+    }
+}
+
+/// `c`, compared as failed with `reason` (Unknown: never applied, holds prune back).
+fn failed(c: &Compared, reason: String) -> Arc<Compared> {
+    let mut u = c.clone();
+    u.sync = SyncStatus::Unknown;
+    u.diff.reason.clone_from(&reason);
+    u.reason = reason;
+    Arc::new(u)
+}
+
+/// Marks objects declared more than once (after namespaces were defaulted: one
+/// manifest with `metadata.namespace`, one without) as failed, naming both sources.
+fn declared_twice(compared: &mut [Arc<Compared>]) {
+    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
+    let mut twice = Vec::new();
+    for (i, c) in compared.iter().enumerate() {
+        if c.key.kind == "?" {
+            continue;
+        }
+        match first.get(&c.key) {
+            Some(&j) => twice.push((j, i)),
+            None => {
+                first.insert(c.key.clone(), i);
+            }
+        }
+    }
+    for (j, i) in twice {
+        let why = format!("{} is declared twice: {} and {}", compared[i].key, compared[j].source, compared[i].source);
+        compared[j] = failed(&compared[j], why.clone());
+        compared[i] = failed(&compared[i], why);
     }
 }
 

@@ -156,6 +156,55 @@ impl IgnoreRules {
     }
 }
 
+impl IgnoreRules {
+    /// Prepares the body of a full replace (`Replace=true`) of an **existing** object:
+    /// every ignored field gets its live value (absent live: left out), since a replace
+    /// removes whatever the body does not carry, whoever owns it.
+    ///
+    /// # Errors
+    /// A jq expression that fails on this object.
+    pub fn keep_live(&self, key: &ObjectKey, body: &mut Value, live: &Value) -> Result<(), String> {
+        let mut paths = self.paths(key, body, Some(live))?;
+        paths.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| cmp_tokens(b, a)));
+        paths.dedup();
+        for p in &paths {
+            let pointer: String = p.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+            match live.pointer(&pointer) {
+                Some(v) => set_path(body, p, v.clone()),
+                None => remove_path(body, p),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sets `value` at `path` in `obj`, creating missing objects on the way; an array
+/// index out of range (or a non-container on the way) leaves `obj` as it is.
+fn set_path(obj: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut cur = obj;
+    for t in parents {
+        let next = match cur {
+            Value::Object(m) => Some(m.entry(t.clone()).or_insert_with(|| Value::Object(serde_json::Map::new()))),
+            Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        let Some(n) = next else { return };
+        cur = n;
+    }
+    match cur {
+        Value::Object(m) => {
+            m.insert(last.clone(), value);
+        }
+        Value::Array(a) => {
+            if let Some(slot) = last.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                *slot = value;
+            }
+        }
+        _ => {}
+    }
+}
+
 fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
     for (x, y) in a.iter().zip(b) {
         let o = match (x.parse::<usize>(), y.parse::<usize>()) {
@@ -278,6 +327,18 @@ mod tests {
             rules.strip(k, &mut got, None).expect("strip");
             assert_eq!(&got, want, "case {i}");
         }
+    }
+
+    #[test]
+    fn a_replace_carries_live_values_of_ignored_fields() {
+        let rules = IgnoreRules::new(&[rule(Some("apps"), "Deployment", None, &["/spec/replicas", "/spec/paused"])]);
+        let mut body = json!({"spec": {"template": {}}});
+        let live = json!({"spec": {"replicas": 8, "template": {}}});
+        rules.keep_live(&key("apps", "Deployment", "web"), &mut body, &live).expect("no jq");
+        assert_eq!(body, json!({"spec": {"replicas": 8, "template": {}}}), "live value kept, absent stays absent");
+        let mut body = json!({"spec": {"paused": true}});
+        rules.keep_live(&key("apps", "Deployment", "web"), &mut body, &live).expect("no jq");
+        assert_eq!(body, json!({"spec": {"replicas": 8}}), "Git's value of an ignored field is not written");
     }
 
     #[test]
