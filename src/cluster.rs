@@ -502,12 +502,14 @@ impl Cluster {
     }
 }
 
-/// Whether a cause's message says the field is immutable: its last `: `-separated part
-/// (the server's own words; the earlier parts quote the invalid value, which may contain
-/// anything) mentions "immutable" — "field is immutable", "spec is immutable after
-/// creation except …".
+/// Whether a cause's message says the field is immutable, in the server's own words
+/// rather than in the invalid value it quotes (which may contain anything): the last
+/// `: `-separated part of the message's first or last line mentions "immutable" —
+/// "…: field is immutable" (after a multi-line value), "Forbidden: spec is immutable
+/// after creation except …" (before one).
 fn says_immutable(message: &str) -> bool {
-    message.rsplit(": ").next().is_some_and(|t| t.contains("immutable"))
+    let tail = |line: &str| line.rsplit(": ").next().is_some_and(|t| t.contains("immutable"));
+    message.lines().next().is_some_and(tail) || message.lines().last().is_some_and(tail)
 }
 
 /// See [`Error::immutable_fields`].
@@ -692,8 +694,11 @@ mod tests {
         );
         assert!(immutable_fields(&quoted).is_empty(), "the word in a quoted value does not count");
         let pvc = status(
-            "PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests",
-            &[("spec", "Forbidden: spec is immutable after creation except resources.requests")],
+            "PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests\n  core.PersistentVolumeClaimSpec{\n- AccessModes: {\"ReadWriteOnce\"},\n+ AccessModes: {\"ReadWriteMany\"},\n  }",
+            &[(
+                "spec",
+                "Forbidden: spec is immutable after creation except resources.requests\n  core.PersistentVolumeClaimSpec{\n- AccessModes: x,\n  }",
+            )],
         );
         assert_eq!(immutable_fields(&pvc), ["spec"]);
     }
