@@ -418,9 +418,12 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
         if multi {
             let _ = writeln!(out, "wave {}:", w.wave);
         }
-        for &i in &w.apply {
+        for &i in &w.members {
             let d = &report.diffs[i];
             let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
+            if !unknown && !w.apply.contains(&i) {
+                continue; // Synced: nothing to do
+            }
             let line = if unknown {
                 format!("error    {}  {}", d.object, d.reason)
             } else if d.live.is_none() {
