@@ -14,7 +14,7 @@ use prometheus_client::{
 pub struct PassLabels {
     /// Application.
     pub app: String,
-    /// `synced`, `applied`, `failed`, `refused`, `error`.
+    /// `compared` (no sync), `applied`, `running` (a later wave waits), `failed`, `refused`, `error`.
     pub result: String,
 }
 

@@ -924,6 +924,7 @@ impl Context {
         let result_word = match (&record, st.sync) {
             (Some(r), _) if r.result == SyncResult::Succeeded => "applied",
             (Some(r), _) if r.result == SyncResult::Refused => "refused",
+            (Some(r), _) if r.result == SyncResult::Running => "running",
             (Some(_), _) => "failed",
             (None, SyncStatus::Unknown) => "error",
             (None, _) => "compared",
