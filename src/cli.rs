@@ -70,7 +70,7 @@ enum Command {
         #[arg(long)]
         revision: Option<String>,
         /// Output: `text` (unified diff) or `json`.
-        #[arg(long, short = 'o', default_value = "text")]
+        #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
         output: String,
     },
     /// Sync one application now, whatever its policy, and print what was done.
@@ -112,6 +112,9 @@ enum Command {
         /// Print the plan; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Longest wait for later sync waves and PruneLast (e.g. 90s, 5m).
+        #[arg(long, default_value = "5m", value_parser = config::parse_duration)]
+        timeout: std::time::Duration,
     },
     /// Table of every application: environment, revision, sync, health, last sync.
     Status {
@@ -273,9 +276,8 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             sync_command(&ctx, &app, prune.unwrap_or(policy_prune), approve, dry_run, wait.then_some(timeout), timeout)
                 .await
         }
-        Command::Prune { app, cluster, approve, dry_run } => {
+        Command::Prune { app, cluster, approve, dry_run, timeout } => {
             let ctx = context(&cluster, false).await?;
-            let timeout = std::time::Duration::from_secs(300);
             sync_command(&ctx, &app, true, approve, dry_run, None, timeout).await
         }
         Command::Status { cluster } => {
@@ -289,6 +291,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             let config = config::load(&cluster.config)?;
             let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
             let store = crate::status::Store::new(client, &config.settings.status_namespace);
+            if !config.applications.iter().any(|a| a.name.value == app) {
+                anyhow::bail!("no application '{app}' in the policy");
+            }
             let (_, history) = store.load(&app).await?;
             for r in history {
                 println!(
@@ -350,18 +355,18 @@ async fn sync_command(
     if dry_run {
         let report = ctx.run_pass(app, Mode::Preview { prune, approve }, None).await?;
         print!("{}", preview(&report));
-        return Ok(ExitCode::from(u8::from(report.status.sync == crate::compare::SyncStatus::Unknown)));
+        let bad = report.status.sync == crate::compare::SyncStatus::Unknown || report.plan.refused.is_some();
+        return Ok(ExitCode::from(u8::from(bad)));
     }
     let deadline = tokio::time::Instant::now() + timeout;
     let mut report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    let mut said = String::new();
     while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
-        println!(
-            "{app} {}: {} (applied {}, pruned {})",
-            short(&r.revision),
-            r.message,
-            r.applied.len(),
-            r.pruned.len()
-        );
+        if r.message != said {
+            let (a, p) = (r.applied.len(), r.pruned.len());
+            println!("{app} {}: {} (so far applied {a}, pruned {p})", short(&r.revision), r.message);
+            said.clone_from(&r.message);
+        }
         if tokio::time::Instant::now() >= deadline {
             println!("{app}: sync still running after {timeout:?}");
             return Ok(ExitCode::from(1));
@@ -415,9 +420,7 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
     }
     let multi = p.waves.len() > 1;
     for w in &p.waves {
-        if multi {
-            let _ = writeln!(out, "wave {}:", w.wave);
-        }
+        let mut header = multi.then(|| format!("wave {}:", w.wave));
         for &i in &w.members {
             let d = &report.diffs[i];
             let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
@@ -439,6 +442,9 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
                 let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
                 format!("update   {}  {}", d.object, paths.join(", "))
             };
+            if let Some(h) = header.take() {
+                let _ = writeln!(out, "{h}");
+            }
             let _ = writeln!(out, "{}{line}", if multi { "  " } else { "" });
         }
     }

@@ -30,7 +30,7 @@ pub enum Error {
         kind: String,
     },
     /// A request failed.
-    #[error("{action} {object}: {source}")]
+    #[error("{action} {object}: {}", brief(source))]
     Request {
         /// What was attempted (`get`, `dry-run apply`, `apply`, `list`, `delete`).
         action: &'static str,
@@ -499,6 +499,15 @@ impl Cluster {
         if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::warn!("event {reason} on {:?}: {e}", reference.name);
         }
+    }
+}
+
+/// kube's error in one line: for an API answer, the server's message (kube's own
+/// rendering adds the whole Status, object included).
+fn brief(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
     }
 }
 

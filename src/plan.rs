@@ -209,18 +209,30 @@ pub fn sync_wave(obj: &serde_json::Value) -> Result<i32, String> {
 
 /// Whether a live object carries a prune approval ([`PRUNE_APPROVED_ANNOTATION`]) valid
 /// at `now`: a timestamp no older than [`APPROVAL_VALIDITY`] and not more than 5
-/// minutes in the future (clock skew).
-pub fn prune_approved(obj: &serde_json::Value, now: jiff::Timestamp) -> bool {
-    let Some(at) = obj
+/// minutes in the future (clock skew). `Ok(false)` without the annotation.
+///
+/// # Errors
+/// Why an annotation present does not approve: not an RFC 3339 time, expired, or in
+/// the future.
+pub fn prune_approval(obj: &serde_json::Value, now: jiff::Timestamp) -> Result<bool, String> {
+    let Some(text) = obj
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(PRUNE_APPROVED_ANNOTATION))
         .and_then(serde_json::Value::as_str)
-        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
     else {
-        return false;
+        return Ok(false);
     };
+    let at = text
+        .parse::<jiff::Timestamp>()
+        .map_err(|_| format!("{PRUNE_APPROVED_ANNOTATION} `{text}` is not an RFC 3339 time (e.g. {now:.0})"))?;
     let age = now.as_second() - at.as_second();
-    (-300..=APPROVAL_VALIDITY).contains(&age)
+    if age > APPROVAL_VALIDITY {
+        return Err(format!("{PRUNE_APPROVED_ANNOTATION} `{text}` has expired (approvals last 24 h)"));
+    }
+    if age < -300 {
+        return Err(format!("{PRUNE_APPROVED_ANNOTATION} `{text}` is in the future"));
+    }
+    Ok(true)
 }
 
 /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
@@ -333,6 +345,8 @@ pub struct PruneCandidate {
     pub options: SyncOptions,
     /// Whether it carries a valid [`PRUNE_APPROVED_ANNOTATION`].
     pub approved: bool,
+    /// Why its [`PRUNE_APPROVED_ANNOTATION`] does not approve, when it has one.
+    pub approval_problem: Option<String>,
 }
 
 /// Why a sync is started.
@@ -348,7 +362,9 @@ pub enum SyncReason {
 
 /// What the policy (or the person) allows a sync to do.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Guards {
+pub struct Guards<'a> {
+    /// The application (named in the hints of messages).
+    pub app: &'a str,
     /// Delete what Git no longer declares.
     pub prune: bool,
     /// `allowEmpty`: let an automated sync proceed with an empty render, or prune every
@@ -433,7 +449,7 @@ pub fn sync_reason(
 
 /// Plans a sync of `desired` (render output, compared) against the application's
 /// `orphans` (owned live objects not in `desired`), under `guards`.
-pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards) -> Plan {
+pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<'_>) -> Plan {
     let mut p = Plan::default();
     if !guards.manual && !guards.allow_empty {
         if desired.is_empty() {
@@ -445,9 +461,10 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
         }
         if guards.prune && !orphans.is_empty() && desired.iter().all(|d| !d.tracked) {
             p.refused = Some(format!(
-                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared is tracked yet) and allowEmpty is false; `plumb sync APP --prune true` does it by hand",
+                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared is tracked yet) and allowEmpty is false; `plumb prune {}` does it by hand",
                 orphans.len(),
-                desired.len()
+                desired.len(),
+                guards.app
             ));
             return p;
         }
@@ -492,9 +509,13 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
             p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
         } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
             let why = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+            let problem = o.approval_problem.as_ref().map_or_else(String::new, |p| format!("; {p}"));
             p.skipped.push((
                 o.key.to_string(),
-                format!("prune needs approval ({why}): plumb prune APP --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now>"),
+                format!(
+                    "prune needs approval ({why}): plumb prune {} --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now, RFC 3339>{problem}",
+                    guards.app
+                ),
             ));
         } else if o.options.prune_last {
             p.prune_last.push(o.clone());
@@ -512,8 +533,9 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards)
     {
         return Plan {
             refused: Some(format!(
-                "auto-sync skipped: it would delete {pruning} of {tracked} tracked objects ({} %), more than maxPrunePercent {max}; `plumb prune APP` does it by hand",
-                pruning * 100 / tracked.max(1)
+                "auto-sync skipped: it would delete {pruning} of {tracked} tracked objects ({} %), more than maxPrunePercent {max}; `plumb prune {}` does it by hand",
+                pruning * 100 / tracked.max(1),
+                guards.app
             )),
             ..Plan::default()
         };
@@ -547,10 +569,19 @@ mod tests {
             uid: "u".into(),
             options: SyncOptions { prune_disabled, ..Default::default() },
             approved: false,
+            approval_problem: None,
         }
     }
-    fn guards(prune: bool, approved: bool) -> Guards {
-        Guards { prune, allow_empty: false, manual: false, approved, protect_data_loss: true, max_prune_percent: None }
+    fn guards(prune: bool, approved: bool) -> Guards<'static> {
+        Guards {
+            app: "web",
+            prune,
+            allow_empty: false,
+            manual: false,
+            approved,
+            protect_data_loss: true,
+            max_prune_percent: None,
+        }
     }
 
     #[test]
@@ -642,6 +673,12 @@ mod tests {
         confirm.options.prune_confirm = true;
         assert!(plan(&d, std::slice::from_ref(&confirm), guards(true, false)).prune.is_empty());
         assert_eq!(plan(&d, std::slice::from_ref(&confirm), guards(true, true)).prune.len(), 1);
+        confirm.approval_problem = Some("plumb.dev/prune-approved `yes` is not an RFC 3339 time".into());
+        let p = plan(&d, std::slice::from_ref(&confirm), guards(true, false));
+        assert!(
+            p.skipped[0].1.contains("plumb prune web --approve") && p.skipped[0].1.ends_with("RFC 3339 time"),
+            "{p:?}"
+        );
         confirm.approved = true;
         assert_eq!(plan(&d, &[confirm], guards(true, false)).prune.len(), 1, "approved by annotation");
     }
@@ -771,10 +808,11 @@ mod tests {
         assert!(sync_wave(&w("first")).unwrap_err().contains("plumb.dev/sync-wave: `first`"));
         let now: jiff::Timestamp = "2026-11-29T18:00:00Z".parse().unwrap();
         let a = |v: &str| serde_json::json!({"metadata": {"annotations": {"plumb.dev/prune-approved": v}}});
-        assert!(prune_approved(&a("2026-11-29T17:00:00Z"), now));
-        assert!(!prune_approved(&a("2026-11-27T17:00:00Z"), now), "older than a day");
-        assert!(!prune_approved(&a("2026-11-30T17:00:00Z"), now), "in the future");
-        assert!(!prune_approved(&a("yes"), now));
+        assert_eq!(prune_approval(&a("2026-11-29T17:00:00Z"), now), Ok(true));
+        assert_eq!(prune_approval(&serde_json::json!({"metadata": {}}), now), Ok(false));
+        assert!(prune_approval(&a("2026-11-27T17:00:00Z"), now).unwrap_err().contains("expired"));
+        assert!(prune_approval(&a("2026-11-30T17:00:00Z"), now).unwrap_err().contains("in the future"));
+        assert!(prune_approval(&a("yes"), now).unwrap_err().contains("not an RFC 3339 time"));
         assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
     }
 }

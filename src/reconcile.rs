@@ -338,9 +338,9 @@ impl Context {
         (state.next > now).then(|| Condition {
             type_: "SelfHealBackoff".into(),
             message: format!(
-                "selfHeal attempt {} in {}s (backoff 2 s ×3, capped at 300 s)",
-                state.attempts + 1,
-                (state.next - now).as_secs()
+                "the next selfHeal sync may start in {}s if drift remains (attempt {}; backoff 2 s ×3, capped at 300 s)",
+                (state.next - now).as_secs(),
+                state.attempts + 1
             ),
         })
     }
@@ -619,11 +619,13 @@ impl Context {
                         if plan::ignores_extraneous(o) {
                             extraneous.insert(key.to_string());
                         }
+                        let approval = plan::prune_approval(o, jiff::Timestamp::now());
                         let candidate = PruneCandidate {
                             key,
                             uid,
                             options: app_options.with_object(&SyncOptions::of_object(o)),
-                            approved: plan::prune_approved(o, jiff::Timestamp::now()),
+                            approved: approval == Ok(true),
+                            approval_problem: approval.err(),
                         };
                         orphans.push((candidate, kind.clone()));
                     }
@@ -652,6 +654,7 @@ impl Context {
             .collect();
         let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
         let guards = plan::Guards {
+            app: name,
             prune,
             allow_empty: env.sync_policy.allow_empty,
             manual: matches!(mode, Mode::Manual { .. } | Mode::Preview { .. }),
@@ -881,7 +884,7 @@ impl Context {
             {
                 state.failed = rec.result != SyncResult::Succeeded;
             }
-            record = Some(rec);
+            record = Some(status::continue_sync(previous.last_sync.as_ref(), rec));
         } else if out_of_sync
             && env.sync_policy.automated
             && !env.sync_policy.self_heal
@@ -1361,9 +1364,11 @@ impl Context {
                 }
             }
         } else if !clean && (!p.prune.is_empty() || !p.prune_last.is_empty()) {
+            let held: Vec<String> = p.prune.iter().chain(&p.prune_last).map(|c| c.key.to_string()).collect();
             failures.push(format!(
-                "{} prune(s) held back because the sync was not clean",
-                p.prune.len() + p.prune_last.len()
+                "{} prune(s) held back because the sync was not clean: {}",
+                held.len(),
+                held.join(", ")
             ));
         }
         for (obj, why) in &p.skipped {
@@ -1510,11 +1515,11 @@ impl Context {
                 write().await.map_err(|e| format!("Force=true: re-create: {e}"))
             }
             (false, true, ..) => Err(format!(
-                "{err} — immutable field(s) {}: the object must be deleted and re-created, but it is protected from deletion (Prune=false, Prune=confirm or a data-loss class), so Force=true does not apply; re-create it by hand",
+                "immutable field(s) {} changed in Git: the object must be deleted and re-created, but it is protected from deletion (Prune=false, Prune=confirm or a data-loss class), so Force=true does not apply; re-create it by hand",
                 fields.join(", ")
             )),
             (false, false, ..) => Err(format!(
-                "{err} — immutable field(s) {}: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
+                "immutable field(s) {} changed in Git: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
                 fields.join(", "),
                 tracking::SYNC_OPTIONS_ANNOTATION
             )),

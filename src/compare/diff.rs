@@ -19,7 +19,7 @@ pub struct Difference {
 }
 
 impl Difference {
-    /// One line: `/spec/replicas 5→3 (set by kubectl-scale at 2026-11-29T14:02:11Z)`.
+    /// One line: `/spec/replicas 5→3 (set by kubectl via scale at 2026-11-29T14:02:11Z)`.
     pub fn describe(&self) -> String {
         let show = |v: &Option<Value>| match v {
             None => "(absent)".to_string(),
@@ -32,6 +32,9 @@ impl Difference {
         let mut s = format!("{} {}→{}", self.path, show(&self.live), show(&self.desired));
         if let Some(o) = &self.manager {
             s.push_str(&format!(" (set by {}", o.manager));
+            if let Some(sub) = &o.subresource {
+                s.push_str(&format!(" via {sub}"));
+            }
             if let Some(t) = &o.time {
                 s.push_str(&format!(" at {t}"));
             }
