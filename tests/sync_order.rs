@@ -178,6 +178,9 @@ async fn waves_wait_for_health_and_prune_last_goes_last() {
     let r = a.settle().await;
     assert_eq!((r.status.sync, r.status.health), (SyncStatus::Synced, HealthStatus::Healthy), "{:?}", r.status);
     assert!(kubectl(&["-n", ns, "get", "configmaps", "-o", "name"]).contains("after"));
+    let history = a.ctx.history("waves").await.unwrap();
+    assert_eq!(history.len(), 1, "one sync, one entry, however many passes: {history:?}");
+    assert_eq!((history[0].result, history[0].applied.len()), (SyncResult::Succeeded, 3), "{history:?}");
 
     // "first" leaves Git while the Deployment rolls out: it goes once all is Healthy.
     a.commit(&[("web.yaml", &deployment("web", ns, "registry.example/web:2", ""))], &["first.yaml"]);
