@@ -188,7 +188,11 @@ pub fn main() -> ExitCode {
 fn init_tracing(filter: &str) {
     let filter =
         tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Loads the policy and connects to the cluster.
@@ -513,7 +517,12 @@ async fn wait_for_health(
                 for x in
                     st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
                 {
-                    println!("  {}: {} {} {}", x.object, x.sync, x.health, x.health_message);
+                    let why = [x.reason.as_str(), x.health_message.as_str()]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    println!("  {}: {} {} {why}", x.object, x.sync, x.health);
                 }
                 return Ok(ExitCode::from(1));
             }
@@ -708,6 +717,11 @@ pub fn status_table(config: &Config, statuses: &[crate::status::AppStatus]) -> S
             "{name:<16} {:<8} {rev:<9} {sync:<11} {health:<12} {subject:<36} {last}\n",
             app.environment.value
         ));
+        for c in st.map(|s| s.conditions.as_slice()).unwrap_or_default() {
+            let text: String = c.message.chars().take(160).collect();
+            let more = if c.message.chars().count() > 160 { "…" } else { "" };
+            out.push_str(&format!("  {}: {text}{more}\n", c.type_));
+        }
     }
     out
 }

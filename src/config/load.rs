@@ -59,7 +59,7 @@ pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
             file: file.into(),
             line: loc.map_or(0, |l| l.line() as u32),
             column: loc.map_or(0, |l| l.column() as u32),
-            message: first_line(&e.to_string()),
+            message: without_position(&first_line(&e.to_string())),
         }
     })?;
     config.file = file.into();
@@ -100,6 +100,16 @@ pub fn read_secret(file: &Path) -> std::io::Result<Vec<u8>> {
         bytes.truncate(bytes.len() - 1);
     }
     Ok(bytes)
+}
+
+/// A parser message without its own "error: line N column M: " prefix (the error
+/// already says `file:line:column`).
+fn without_position(message: &str) -> String {
+    let m = message.strip_prefix("error: ").unwrap_or(message);
+    match m.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains(" column ") => rest.to_string(),
+        _ => m.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -268,6 +268,13 @@ applications:
     }
 
     #[test]
+    fn a_parse_error_names_its_position_once() {
+        let text = "environments:\n  - name: dev\n    syncPolicy: {prun: true}\n";
+        let msg = load_str(text, Path::new("bad.yaml"), Path::new(".")).expect_err("unknown key").to_string();
+        assert!(msg.starts_with("bad.yaml:3:") && msg.contains("prun") && !msg.contains("line 3"), "{msg}");
+    }
+
+    #[test]
     fn commit_status_needs_a_token_file_and_a_target() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("forge-token"), "t\n").expect("write");
