@@ -7,9 +7,11 @@
 //!    dry-run it; normalize both, strip ignored fields, diff; list the application's
 //!    owned objects that Git no longer declares ("requires pruning");
 //! 4. **health** of every object; roll-ups;
-//! 5. **sync** when the policy (or a person) says so: apply in order, then prune — only
-//!    if the render succeeded, every compare and every apply succeeded, and the guards
-//!    agree;
+//! 5. **sync** when the policy (or a person) says so and the plan ([`crate::plan`]) has
+//!    something to do: apply wave by wave in kind order (a later wave once the earlier
+//!    ones are Healthy; custom resources once their CRD is Established), then prune —
+//!    only if the render succeeded, every compare and every apply succeeded, no other
+//!    application now declares the object, and the guards agree;
 //! 6. **record** status and history in the cluster.
 //!
 //! A failed fetch or render stops the pass before anything is compared or written: the
@@ -675,7 +677,7 @@ impl Context {
             })
             .chain(the_plan.prune.iter().chain(&the_plan.prune_last).map(|c| {
                 let class = plan::data_loss_class(&c.key.group, &c.key.kind)
-                    .map_or_else(String::new, |k| format!(" (data-loss class {k}, approved)"));
+                    .map_or_else(String::new, |k| format!(" (data-loss class {k})"));
                 let last = if c.options.prune_last { "; PruneLast" } else { "" };
                 (c.key.to_string(), format!("requires pruning{class}{last}"))
             }))

@@ -5,7 +5,7 @@
 //! Passes read live objects from the store instead of GETting each one, and list an
 //! application's owned objects from it instead of LISTing. When an object's spec-like
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
-//! other server-populated fields of [`crate::compare::normalize`]), the application
+//! other server-populated fields of [normalize](fn@crate::compare::normalize)), the application
 //! named by its label gets a pass within seconds instead of at the next poll.
 //! Status-only changes (a controller updating `status`) trigger nothing.
 

@@ -3,10 +3,11 @@
 //! The desired side is the API server's answer to a server-side-apply **dry-run** of the
 //! manifest (field manager `plumb`, force): it carries the server's defaults, admission
 //! mutations and list-merge semantics, and keeps fields other managers own. The live
-//! side is the object as read. Both are [`normalize`]d (server-populated fields removed),
-//! the environment's ignore rules are applied to both ([`ignore`]), and what remains is
-//! diffed ([`diff`]). When there is no live object the dry-run is still made (it
-//! validates the manifest) and the object is `missing`.
+//! side is the object as read. Both are [normalized](fn@normalize) (server-populated
+//! fields removed), the environment's ignore rules are applied to both ([`ignore`]), and
+//! what remains is [diffed](fn@diff). When there is no live object no dry-run is made:
+//! the object is `missing`, and the sync's apply is what validates it (its namespace is
+//! checked first: it must exist or be declared in Git).
 
 pub mod client_side;
 pub mod diff;
