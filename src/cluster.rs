@@ -296,14 +296,17 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn list_app(&self, kind: &Kind, app: &str) -> Result<Vec<Value>, Error> {
-        self.count(false);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-        let lp = ListParams::default().labels(&format!("{APP_LABEL}={app}"));
-        let list = api
-            .list(&lp)
-            .await
-            .map_err(|e| Error::request("list", format!("{} -l {APP_LABEL}={app}", kind.resource.kind), e))?;
-        // List items come without apiVersion/kind; put them back so objects are self-describing.
+        self.list(kind, &api, &format!("{APP_LABEL}={app}")).await
+    }
+
+    /// The objects of `kind` that `api` lists (all namespaces or one) matching label
+    /// selector `selector`, with their apiVersion and kind (list items come without them).
+    async fn list(&self, kind: &Kind, api: &Api<DynamicObject>, selector: &str) -> Result<Vec<Value>, Error> {
+        self.count(false);
+        let what = format!("{} -l {selector}", kind.resource.kind);
+        let list =
+            api.list(&ListParams::default().labels(selector)).await.map_err(|e| Error::request("list", what, e))?;
         Ok(list
             .items
             .into_iter()
@@ -448,24 +451,8 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn list_unlabelled(&self, kind: &Kind, namespace: &str) -> Result<Vec<Value>, Error> {
-        self.count(false);
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &kind.resource);
-        let lp = ListParams::default().labels(&format!("!{APP_LABEL}"));
-        let list = api
-            .list(&lp)
-            .await
-            .map_err(|e| Error::request("list", format!("{} -n {namespace}", kind.resource.kind), e))?;
-        Ok(list
-            .items
-            .into_iter()
-            .map(|mut o| {
-                o.types = Some(kube::core::TypeMeta {
-                    api_version: kind.resource.api_version.clone(),
-                    kind: kind.resource.kind.clone(),
-                });
-                to_value(o)
-            })
-            .collect())
+        self.list(kind, &api, &format!("!{APP_LABEL}")).await
     }
 }
 

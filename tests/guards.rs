@@ -5,49 +5,16 @@
 
 mod support;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::time::Duration;
 
-use plumb::{compare::SyncStatus, reconcile::Context, reconcile::Mode, status::SyncResult};
+use plumb::{compare::SyncStatus, reconcile::Mode, status::SyncResult};
 use support::*;
 
 /// Status namespace of every application of this binary.
 const STATUS_NS: &str = "plumb-breaker";
 
-/// A repository whose `app/` holds `files`, and a policy with one application `name`
-/// in namespace `ns` whose environment has `env` (YAML lines after `name: e`, each
-/// indented four spaces).
-struct App {
-    lab: Lab,
-    policy: PathBuf,
-    ctx: Arc<Context>,
-    name: String,
-}
-
 async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
-    let lab = Lab::new(name);
-    for (path, text) in files {
-        lab.repo.write(&format!("app/{path}"), text).unwrap();
-    }
-    lab.repo.commit("first").unwrap();
-    let policy = lab.app_policy(STATUS_NS, name, ns, &format!("    {env}"));
-    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
-    App { lab, policy, ctx, name: name.into() }
-}
-
-impl App {
-    async fn pass(&self, mode: Mode) -> plumb::reconcile::PassReport {
-        self.ctx.run_pass(&self.name, mode, None).await.unwrap()
-    }
-
-    fn commit(&self, writes: &[(&str, &str)], removes: &[&str]) {
-        for (path, text) in writes {
-            self.lab.repo.write(&format!("app/{path}"), text).unwrap();
-        }
-        for path in removes {
-            self.lab.repo.remove(&format!("app/{path}")).unwrap();
-        }
-        self.lab.repo.commit("change").unwrap();
-    }
+    App::new(STATUS_NS, name, ns, env, files).await
 }
 
 const AUTO_NS: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}";
@@ -282,7 +249,7 @@ async fn custom_resource_created_with_its_crd_is_pruned_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_keeps_a_field_ignore_differences_leaves_to_another_manager() {
     let ns = "brk-replaceignore";
-    let env = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}\n    ignoreDifferences: [{group: apps, kind: Deployment, jsonPointers: [/spec/replicas]}]";
+    let env = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}\nignoreDifferences: [{group: apps, kind: Deployment, jsonPointers: [/spec/replicas]}]";
     let opts = "plumb.dev/sync-options: Replace=true";
     let a =
         app("replaceignore", ns, env, &[("web.yaml", &deployment("web", ns, "registry.example/web:1", opts))]).await;

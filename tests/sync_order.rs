@@ -7,60 +7,15 @@
 
 mod support;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::time::Duration;
 
-use plumb::{compare::SyncStatus, health::HealthStatus, reconcile::Context, reconcile::Mode, status::SyncResult};
+use plumb::{compare::SyncStatus, health::HealthStatus, reconcile::Mode, status::SyncResult};
 use support::*;
 
 const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases");
 
-/// A repository whose `app/` holds `files`, and a policy with one application `name`
-/// in namespace `ns` whose environment has `env` (YAML lines after `name: e`).
-struct App {
-    lab: Lab,
-    policy: PathBuf,
-    ctx: Arc<Context>,
-    name: String,
-}
-
 async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
-    let lab = Lab::new(name);
-    for (path, text) in files {
-        lab.repo.write(&format!("app/{path}"), text).unwrap();
-    }
-    lab.repo.commit("first").unwrap();
-    let policy = lab.app_policy("plumb-order", name, ns, &format!("    {env}"));
-    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
-    App { lab, policy, ctx, name: name.into() }
-}
-
-impl App {
-    async fn pass(&self, mode: Mode) -> plumb::reconcile::PassReport {
-        self.ctx.run_pass(&self.name, mode, None).await.unwrap()
-    }
-
-    /// Policy passes until a pass makes no sync or a sync that is not Running.
-    async fn settle(&self) -> plumb::reconcile::PassReport {
-        wait_for("the sync to finish its waves", Duration::from_secs(120), || async {
-            let r = self.pass(Mode::Policy).await;
-            if r.sync.as_ref().is_some_and(|s| s.result == SyncResult::Running) {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                return None;
-            }
-            Some(r)
-        })
-        .await
-    }
-
-    fn commit(&self, writes: &[(&str, &str)], removes: &[&str]) {
-        for (path, text) in writes {
-            self.lab.repo.write(&format!("app/{path}"), text).unwrap();
-        }
-        for path in removes {
-            self.lab.repo.remove(&format!("app/{path}")).unwrap();
-        }
-        self.lab.repo.commit("change").unwrap();
-    }
+    App::new("plumb-order", name, ns, env, files).await
 }
 
 const AUTO: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true}";
@@ -332,7 +287,7 @@ async fn allow_empty_guard_argocd_07() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_resources_are_reported_never_deleted() {
     let ns = "order-orphans";
-    let env = "syncPolicy: {automated: true, prune: true, syncOptions: [CreateNamespace=true]}\n    orphanedResources: {warn: true, ignore: [{kind: Secret, name: 'ignored-*'}]}";
+    let env = "syncPolicy: {automated: true, prune: true, syncOptions: [CreateNamespace=true]}\norphanedResources: {warn: true, ignore: [{kind: Secret, name: 'ignored-*'}]}";
     let a = app("orphans", ns, env, &[("cm.yaml", &cm("declared", ns, ""))]).await;
     a.pass(Mode::Policy).await;
     kubectl(&["-n", ns, "create", "configmap", "hand-made", "--from-literal=a=b"]);

@@ -224,3 +224,56 @@ pub fn plumb_cli(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into(),
     )
 }
+
+/// One application over its own repository: `app/` holds the manifests; the policy has
+/// one environment `e` (see [`Lab::app_policy`]); a Context without watches.
+pub struct App {
+    pub lab: Lab,
+    pub policy: PathBuf,
+    pub ctx: Arc<Context>,
+    pub name: String,
+}
+
+impl App {
+    /// `files` committed under `app/`; statuses in `status_ns`; the environment's YAML
+    /// lines `env` (after `name: e`, without indentation: indented here).
+    pub async fn new(status_ns: &str, name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
+        let lab = Lab::new(name);
+        for (path, text) in files {
+            lab.repo.write(&format!("app/{path}"), text).unwrap();
+        }
+        lab.repo.commit("first").unwrap();
+        let env: String = env.lines().map(|l| format!("    {l}\n")).collect();
+        let policy = lab.app_policy(status_ns, name, ns, env.trim_end());
+        let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+        App { lab, policy, ctx, name: name.into() }
+    }
+
+    pub async fn pass(&self, mode: plumb::reconcile::Mode) -> plumb::reconcile::PassReport {
+        self.ctx.run_pass(&self.name, mode, None).await.unwrap()
+    }
+
+    /// Policy passes until one makes no sync, or a sync that is not Running.
+    pub async fn settle(&self) -> plumb::reconcile::PassReport {
+        wait_for("the sync to finish its waves", Duration::from_secs(120), || async {
+            let r = self.pass(plumb::reconcile::Mode::Policy).await;
+            if r.sync.as_ref().is_some_and(|s| s.result == plumb::status::SyncResult::Running) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return None;
+            }
+            Some(r)
+        })
+        .await
+    }
+
+    /// Writes and removes files under `app/`, commits and pushes.
+    pub fn commit(&self, writes: &[(&str, &str)], removes: &[&str]) {
+        for (path, text) in writes {
+            self.lab.repo.write(&format!("app/{path}"), text).unwrap();
+        }
+        for path in removes {
+            self.lab.repo.remove(&format!("app/{path}")).unwrap();
+        }
+        self.lab.repo.commit("change").unwrap();
+    }
+}
