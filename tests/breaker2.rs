@@ -1,0 +1,278 @@
+//! Adversarial tests (breaker2) of the newest behaviour: one history entry per sync,
+//! guard refusals recorded once per revision, `maxPrunePercent`, `Validate=false` and
+//! previews. Each test fails on the code it was written against; its doc comment gives
+//! the setup, what is expected, what happened and the suspected cause.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use plumb::{compare::SyncStatus, reconcile::Mode, status::SyncResult};
+use support::*;
+
+const STATUS_NS: &str = "plumb-breaker2";
+
+const AUTO_NS: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}";
+
+async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
+    App::new(STATUS_NS, name, ns, env, files).await
+}
+
+fn cm(name: &str, ns: &str, annotations: &str, data: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{{annotations}}}\ndata: {{{data}}}\n"
+    )
+}
+
+/// A PersistentVolumeClaim no provisioner ever binds: Pending (Progressing) for good.
+fn pending_pvc(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec:\n  storageClassName: none-such\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Gi}}}}\n"
+    )
+}
+
+fn exists(ns: &str, kind: &str, name: &str) -> bool {
+    kubectl(&["-n", ns, "get", kind, "-o", "name"]).lines().any(|l| l.rsplit('/').next() == Some(name))
+}
+
+fn history(app: &str) -> Vec<plumb::status::SyncRecord> {
+    let name = plumb::status::configmap_name(app);
+    let text = kubectl(&["-n", STATUS_NS, "get", "configmap", &name, "-o", "jsonpath={.data.history\\.json}"]);
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+/// Finding: the "every tracked object would be deleted" guard counts orphans that will
+/// never be deleted (`Prune=false`), refuses the whole automated sync, and so a new
+/// object is never applied.
+///
+/// Setup: automated sync with prune; the application tracks ConfigMap `a`, annotated
+/// `Prune=false`. One commit replaces `a.yaml` by `b.yaml` (ConfigMap `b`).
+///
+/// Expected (README: `Prune=false` "never delete the object"; the guard is about
+/// syncs that "would remove every tracked object"): nothing would be deleted, so the
+/// sync applies `b` and `a` is kept ("prune skipped").
+///
+/// Actual: the sync is Refused ("it would delete all (1) tracked objects …") and `b` is
+/// never created by automation.
+///
+/// Suspected cause: `src/plan.rs`, `plan`: the allowEmpty guard tests
+/// `!orphans.is_empty()` before the orphans are sorted into prune / skipped; it should
+/// count only the orphans that would actually be pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_false_orphan_does_not_trip_the_delete_everything_guard() {
+    let ns = "b2-keepall";
+    let a =
+        app("b2keepall", ns, AUTO_NS, &[("a.yaml", &cm("a", ns, "plumb.dev/sync-options: Prune=false", "k: v"))]).await;
+    assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
+
+    a.commit(&[("b.yaml", &cm("b", ns, "", "k: v"))], &["a.yaml"]);
+    let r = a.pass(Mode::Policy).await;
+    assert!(exists(ns, "configmaps", "a"), "Prune=false object deleted");
+    let rec = r.sync.as_ref().map(|s| (s.result, s.message.clone()));
+    assert!(exists(ns, "configmaps", "b"), "new object never applied; sync {rec:?}");
+}
+
+/// Finding: a selfHeal sync long after a `Running` sync that was never continued is
+/// merged into that old sync's history entry: the original entry is lost and the
+/// selfHeal sync is recorded with the old start time.
+///
+/// Setup: a Pending PVC (never Healthy), ConfigMaps `keep` and `old` (`PruneLast=true`).
+/// Git drops `old`: the sync is `Running` (PruneLast waits for the PVC). An operator
+/// deletes `old` by hand; the next pass has nothing to do (no sync; the `Running` record
+/// stays the last sync). Later `keep` drifts and selfHeal reverts it.
+///
+/// Expected (README: one history entry per sync): two entries for the two syncs — the
+/// `NewRevision` one and the `SelfHeal` one, the latter starting after the drift.
+///
+/// Actual: `continue_sync` sees a `Running` last sync at the same revision and gives
+/// the selfHeal record the old start; `push_history` then replaces the `NewRevision`
+/// entry with it.
+///
+/// Suspected cause: `src/status.rs`, `continue_sync` (and the call in
+/// `src/reconcile.rs`, `run_pass`): "continues" any sync at the same revision while the
+/// last record is `Running`, even when passes in between made no sync (the sync was
+/// over) or the new sync has another reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_self_heal_is_not_merged_into_an_abandoned_running_sync() {
+    let ns = "b2-abandon";
+    let a = app(
+        "b2abandon",
+        ns,
+        AUTO_NS,
+        &[
+            ("pvc.yaml", &pending_pvc(ns)),
+            ("keep.yaml", &cm("keep", ns, "", "k: v")),
+            ("old.yaml", &cm("old", ns, "plumb.dev/sync-options: PruneLast=true", "k: v")),
+        ],
+    )
+    .await;
+    assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
+    a.commit(&[], &["old.yaml"]);
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Running, "{rec:?}");
+    let running_start = rec.started_at.clone();
+
+    kubectl(&["-n", ns, "delete", "configmap", "old"]);
+    let r = a.pass(Mode::Policy).await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+
+    let before_drift = plumb::status::now();
+    kubectl(&["-n", ns, "patch", "configmap", "keep", "--type", "merge", "-p", "{\"data\":{\"k\":\"drifted\"}}"]);
+    let heal = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(heal.result, SyncResult::Succeeded, "{heal:?}");
+    assert_eq!(kubectl(&["-n", ns, "get", "configmap", "keep", "-o", "jsonpath={.data.k}"]), "v");
+    let h = history("b2abandon");
+    let summary: Vec<(String, String, SyncResult)> =
+        h.iter().map(|r| (r.reason.clone(), r.started_at.clone(), r.result)).collect();
+    assert!(
+        heal.started_at >= before_drift,
+        "the selfHeal sync is recorded as started at {} (the abandoned Running sync began {running_start}); history {summary:?}",
+        heal.started_at
+    );
+    assert!(
+        h.iter().any(|r| r.started_at == running_start && r.reason == "NewRevision"),
+        "the NewRevision sync's entry was lost: {summary:?}"
+    );
+}
+
+/// Held: a maxPrunePercent refusal is recorded once per revision, the
+/// SyncError condition stays on later passes, and a manual sync still prunes.
+///
+/// Setup: `maxPrunePercent: 50`, three tracked ConfigMaps; Git drops two (66 %).
+///
+/// Expected: one Refused entry; the next pass makes no record but keeps the SyncError
+/// condition and OutOfSync; `plumb sync` prunes both; afterwards Synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_recorded_once_and_a_manual_sync_still_prunes() {
+    let ns = "b2-refuse";
+    let env = "syncPolicy: {automated: true, prune: true, selfHeal: true, maxPrunePercent: 50, syncOptions: [CreateNamespace=true]}";
+    let files: Vec<(String, String)> =
+        ["a", "b", "c"].iter().map(|n| (format!("{n}.yaml"), cm(n, ns, "", "k: v"))).collect();
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let a = app("b2refuse", ns, env, &files).await;
+    assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
+
+    a.commit(&[], &["b.yaml", "c.yaml"]);
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Refused, "{rec:?}");
+    assert!(rec.message.contains("2 of 3") && rec.message.contains("66 %"), "{}", rec.message);
+    for _ in 0..2 {
+        let r = a.pass(Mode::Policy).await;
+        assert!(r.sync.is_none(), "refusal recorded again: {:?}", r.sync);
+        assert_eq!(r.status.sync, SyncStatus::OutOfSync);
+        assert!(
+            r.status.conditions.iter().any(|c| c.type_ == "SyncError" && c.message == rec.message),
+            "{:?}",
+            r.status
+        );
+    }
+    assert_eq!(history("b2refuse").len(), 2);
+
+    let (code, out, err) = plumb_cli(&["sync", "b2refuse", "--config", a.policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!exists(ns, "configmaps", "b") && !exists(ns, "configmaps", "c"), "{out}");
+    let r = a.pass(Mode::Policy).await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
+    assert_eq!(history("b2refuse").len(), 3);
+}
+
+fn validate_deployment(ns: &str, env: &str, toleration_extra: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\n  annotations: {{plumb.dev/sync-options: Validate=false}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      tolerations:\n        - {{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}}\n        - {{key: other, operator: Exists{toleration_extra}}}\n      containers:\n        - name: main\n          image: registry.example/web:1\n          bogusField: x\n          env: [{env}]\n"
+    )
+}
+
+/// Held: Validate=false with an unknown field inside a container (a keyed list element):
+/// the sync succeeds, the next pass is Synced, and an env var Git drops is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_false_strips_a_nested_unknown_field_and_removes_what_git_dropped() {
+    let ns = "b2-validate";
+    let both = "{name: A, value: '1'}, {name: B, value: '2'}";
+    let a = app("b2validate", ns, AUTO_NS, &[("web.yaml", &validate_deployment(ns, both, ""))]).await;
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
+    let r = a.pass(Mode::Policy).await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
+
+    a.commit(&[("web.yaml", &validate_deployment(ns, "{name: A, value: '1'}", ""))], &[]);
+    a.pass(Mode::Policy).await;
+    let env = kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].env[*].name}",
+    ]);
+    assert_eq!(env, "A");
+}
+
+/// Finding: `Validate=false` cannot drop an unknown field in an element of an atomic
+/// list (the server names it by index), so the sync fails.
+///
+/// Setup: a Deployment with `Validate=false` whose *second* toleration (tolerations is
+/// an atomic list) carries an unknown field `bogusTol`.
+///
+/// Expected (README: with `Validate=false` "the server drops unknown fields instead of
+/// refusing the object"): the field is dropped, the sync succeeds, then Synced.
+///
+/// Actual: Failed: "…: .spec.template.spec.tolerations[1].bogusTol: field not declared in
+/// schema".
+///
+/// Suspected cause: `src/cluster.rs`, `remove_undeclared`: a `[1]` selector has no
+/// `k=v` pair, so it parses to an empty selector that matches the *first* element; the
+/// field is not there, nothing is removed and `apply_validated` gives up. Index
+/// selectors need their own token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_false_strips_an_unknown_field_in_an_atomic_list_element() {
+    let ns = "b2-validateatomic";
+    let a = app(
+        "b2validateatomic",
+        ns,
+        AUTO_NS,
+        &[("web.yaml", &validate_deployment(ns, "{name: A, value: '1'}", ", bogusTol: y"))],
+    )
+    .await;
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
+    let r = a.pass(Mode::Policy).await;
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
+}
+
+/// Finding (low): a preview (`plumb sync --dry-run`) for an application whose namespace
+/// CreateNamespace=true will create says an invalid object "would be created" and exits 0;
+/// the real sync then fails on it.
+///
+/// Setup: CreateNamespace=true, the namespace does not exist; a ConfigMap with a data key
+/// the API server rejects (`bad key`).
+///
+/// Expected (README: the preview and `--dry-run` exit 1 on error; comparison is a
+/// server-side dry-run): the preview writes nothing (held) and reports the invalid
+/// object as an error, exit 1 — as it does when the namespace exists.
+///
+/// Actual: `create   ConfigMap/b2-previewns/bad`, exit 0; the automated sync then
+/// fails on "bad key".
+///
+/// Suspected cause: `src/reconcile.rs`, `compare_one` / `check_namespaces`: an object
+/// whose namespace is to be created is taken as "missing" without any validation (a
+/// server dry-run of the Namespace plus the object, or client-side schema checks, would
+/// catch it), so the preview's exit code in `src/cli.rs`, `sync_command`, is 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_of_a_namespace_to_be_created_still_reports_an_invalid_object() {
+    let ns = "b2-previewns";
+    let a = app("b2previewns", ns, AUTO_NS, &[("cfg.yaml", &cm("cfg", ns, "", "k: v"))]).await;
+    let policy = a.policy.to_str().unwrap();
+    let (code, out, err) = plumb_cli(&["sync", "b2previewns", "--config", policy, "--dry-run"]);
+    assert!(!kubectl(&["get", "namespaces", "-o", "name"]).lines().any(|l| l == format!("namespace/{ns}")), "{out}");
+    assert!(!kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "name"]).contains("plumb-app-b2previewns"));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(&format!("ConfigMap/{ns}/cfg")), "{out}");
+
+    a.commit(&[("bad.yaml", &cm("bad", ns, "", "'bad key': x"))], &[]);
+    let (code, out, err) = plumb_cli(&["sync", "b2previewns", "--config", policy, "--dry-run"]);
+    assert!(!kubectl(&["get", "namespaces", "-o", "name"]).lines().any(|l| l == format!("namespace/{ns}")), "{out}");
+    let real = a.pass(Mode::Policy).await.sync.map(|s| (s.result, s.message));
+    assert_eq!(code, 1, "preview said:\n{out}{err}\nthen the real sync: {real:?}");
+}
