@@ -71,6 +71,11 @@ impl Error {
         immutable_fields(s)
     }
 
+    /// Whether the server answered 404: the object, or its namespace, does not exist.
+    pub fn not_found(&self) -> bool {
+        matches!(self, Error::Request { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))
+    }
+
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
         Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }
@@ -567,12 +572,18 @@ fn remove_undeclared(obj: &mut Value, path: &str) -> bool {
             }
             '[' => {
                 let Some(close) = path[i..].find(']').map(|j| i + j) else { return false };
-                let pairs = path[i + 1..close]
-                    .split(',')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-                    .collect();
-                tokens.push(Err(pairs));
+                let inside = &path[i + 1..close];
+                if let Ok(index) = inside.trim().parse::<usize>() {
+                    // an element of a list without keys, by position
+                    tokens.push(Ok(index.to_string()));
+                } else {
+                    let pairs = inside
+                        .split(',')
+                        .filter_map(|kv| kv.split_once('='))
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+                        .collect();
+                    tokens.push(Err(pairs));
+                }
                 while chars.peek().is_some_and(|(j, _)| *j <= close) {
                     chars.next();
                 }
@@ -584,6 +595,7 @@ fn remove_undeclared(obj: &mut Value, path: &str) -> bool {
     let mut cur = obj;
     for t in parents {
         let next = match t {
+            Ok(field) if cur.is_array() => field.parse::<usize>().ok().and_then(|i| cur.get_mut(i)),
             Ok(field) => cur.get_mut(field.as_str()),
             Err(pairs) => cur.as_array_mut().and_then(|items| {
                 items.iter_mut().find(|item| {
@@ -713,6 +725,9 @@ mod tests {
                 {"name": "side", "colour": "red"}, {"name": "main", "image": "x"}]}}}})
         );
         assert!(!remove_undeclared(&mut obj, ".nope.deeper"));
+        let mut tolerations = serde_json::json!({"tolerations": [{"key": "a"}, {"key": "b", "bogus": 1}]});
+        assert!(remove_undeclared(&mut tolerations, ".tolerations[1].bogus"));
+        assert_eq!(tolerations, serde_json::json!({"tolerations": [{"key": "a"}, {"key": "b"}]}));
         let cut = truncate("é".repeat(600), 1024);
         assert!(cut.len() <= 1024 && cut.ends_with('…'), "{}", cut.len());
     }

@@ -347,6 +347,9 @@ pub struct PruneCandidate {
     pub approved: bool,
     /// Why its [`PRUNE_APPROVED_ANNOTATION`] does not approve, when it has one.
     pub approval_problem: Option<String>,
+    /// Why it must not be pruned whatever the options, e.g. another application now
+    /// declares it (it moved there), or that could not be checked.
+    pub held: Option<String>,
 }
 
 /// Why a sync is started.
@@ -451,23 +454,12 @@ pub fn sync_reason(
 /// `orphans` (owned live objects not in `desired`), under `guards`.
 pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<'_>) -> Plan {
     let mut p = Plan::default();
-    if !guards.manual && !guards.allow_empty {
-        if desired.is_empty() {
-            p.refused = Some(format!(
-                "auto-sync skipped: the render produced no objects and allowEmpty is false; it would delete all ({}) tracked objects",
-                orphans.len()
-            ));
-            return p;
-        }
-        if guards.prune && !orphans.is_empty() && desired.iter().all(|d| !d.tracked) {
-            p.refused = Some(format!(
-                "auto-sync skipped: it would delete all ({}) tracked objects (none of the {} declared is tracked yet) and allowEmpty is false; `plumb prune {}` does it by hand",
-                orphans.len(),
-                desired.len(),
-                guards.app
-            ));
-            return p;
-        }
+    if !guards.manual && !guards.allow_empty && desired.is_empty() {
+        p.refused = Some(format!(
+            "auto-sync skipped: the render produced no objects and allowEmpty is false; it would delete all ({}) tracked objects",
+            orphans.len()
+        ));
+        return p;
     }
     let mut order: Vec<usize> = (0..desired.len()).collect();
     order.sort_by_key(|&i| (desired[i].wave, kind_rank(&desired[i].key.group, &desired[i].key.kind), i));
@@ -505,6 +497,8 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
         let class = data_loss_class(&o.key.group, &o.key.kind).filter(|_| guards.protect_data_loss);
         if !guards.prune {
             p.skipped.push((o.key.to_string(), "requires pruning (prune is off)".into()));
+        } else if let Some(why) = &o.held {
+            p.skipped.push((o.key.to_string(), why.clone()));
         } else if o.options.prune_disabled {
             p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
         } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
@@ -526,8 +520,19 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
     let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
     p.prune.sort_by_key(reverse);
     p.prune_last.sort_by_key(reverse);
+    // Counted on what would really be deleted (not what a guard keeps or what moved).
     let tracked = desired.iter().filter(|d| d.tracked).count() + orphans.len();
     let pruning = p.prune.len() + p.prune_last.len();
+    if !guards.manual && !guards.allow_empty && pruning > 0 && pruning == tracked {
+        return Plan {
+            refused: Some(format!(
+                "auto-sync skipped: it would delete all ({pruning}) tracked objects (none of the {} declared is tracked yet) and allowEmpty is false; `plumb prune {}` does it by hand",
+                desired.len(),
+                guards.app
+            )),
+            ..Plan::default()
+        };
+    }
     if let (false, Some(max)) = (guards.manual, guards.max_prune_percent)
         && pruning * 100 > usize::from(max) * tracked
     {
@@ -570,6 +575,7 @@ mod tests {
             options: SyncOptions { prune_disabled, ..Default::default() },
             approved: false,
             approval_problem: None,
+            held: None,
         }
     }
     fn guards(prune: bool, approved: bool) -> Guards<'static> {
@@ -637,6 +643,13 @@ mod tests {
         let orphans = [orphan("ConfigMap", false)];
         let p = plan(std::slice::from_ref(&fresh), &orphans, guards(true, false));
         assert!(p.refused.as_deref().is_some_and(|r| r.contains("delete all (1)")), "{p:?}");
+        let kept = [orphan("ConfigMap", true)];
+        let p = plan(std::slice::from_ref(&fresh), &kept, guards(true, false));
+        assert!(p.refused.is_none() && p.prune.is_empty(), "a Prune=false object is not deleted: no refusal");
+        let mut moved = orphan("ConfigMap", false);
+        moved.held = Some("moved to application b".into());
+        let p = plan(std::slice::from_ref(&fresh), &[moved], guards(true, false));
+        assert!(p.refused.is_none() && p.skipped[0].1 == "moved to application b", "{p:?}");
         // one declared object is already tracked: not everything goes
         let p = plan(&[fresh, item("", "Secret", false)], &orphans, guards(true, false));
         assert!(p.refused.is_none());

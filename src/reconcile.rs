@@ -628,6 +628,7 @@ impl Context {
                             options: app_options.with_object(&SyncOptions::of_object(o)),
                             approved: approval == Ok(true),
                             approval_problem: approval.err(),
+                            held: None,
                         };
                         orphans.push((candidate, kind.clone()));
                     }
@@ -654,7 +655,10 @@ impl Context {
                 options: app_options.with_object(&c.options),
             })
             .collect();
-        let candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
+        let mut candidates: Vec<PruneCandidate> = orphans.iter().map(|(o, _)| o.clone()).collect();
+        if prune {
+            extraneous.extend(self.hand_over(name, &mut candidates).await);
+        }
         let guards = plan::Guards {
             app: name,
             prune,
@@ -664,9 +668,7 @@ impl Context {
             protect_data_loss: env.sync_policy.protect_data_loss,
             max_prune_percent: env.sync_policy.max_prune_percent,
         };
-        let mut the_plan = plan::plan(&items, &candidates, guards);
-        let handed_over = self.hand_over(name, &mut the_plan).await;
-        extraneous.extend(handed_over);
+        let the_plan = plan::plan(&items, &candidates, guards);
         let orphan_reasons: HashMap<String, String> = the_plan
             .skipped
             .iter()
@@ -900,6 +902,22 @@ impl Context {
                         .into(),
             });
         }
+        // A Running sync with nothing left to do (its last objects got there some other
+        // way) is over: its entry says so instead of staying Running.
+        if let Some(prev) = previous.last_sync.as_ref().filter(|l| {
+            record.is_none()
+                && l.result == SyncResult::Running
+                && l.revision == st.revision
+                && !actionable
+                && compare_errors.is_empty()
+                && mode.writes()
+        }) {
+            let mut done = prev.clone();
+            done.result = SyncResult::Succeeded;
+            done.message = "finished: nothing left to do".into();
+            done.finished_at = status::now();
+            record = Some(done);
+        }
         st.kinds = kinds.into_iter().collect();
         if let Some(r) = &record {
             st.last_sync = Some(r.clone());
@@ -1064,7 +1082,15 @@ impl Context {
             },
         };
         let Some(live_obj) = live else {
-            let desired = normalize(&obj);
+            // A dry-run of the create validates the object before anything is written
+            // (a preview shows the error; the sync does not apply it). Not possible yet
+            // when its namespace is still to be created (404): then it is just missing.
+            let strict = !(defaults.validate_disabled || options.validate_disabled);
+            let desired = match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
+                Ok(d) => normalize(&d),
+                Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
+                Err(e) => return Arc::new(unknown(key, obj, Some(kind), e.to_string())),
+            };
             return Arc::new(Compared {
                 diff: ObjectDiff {
                     object: key.to_string(),
@@ -1576,11 +1602,11 @@ impl Context {
     }
 
     /// Before anything is pruned: objects another application declares (at its own
-    /// revision) moved there — they are left for it to adopt, never deleted. When
-    /// another application's desired state cannot be read, no prune happens at all.
+    /// revision) moved there — they are held for it to adopt, never deleted. When
+    /// another application's desired state cannot be read, every candidate is held.
     /// Returns the objects handed over.
-    async fn hand_over(&self, name: &str, p: &mut plan::Plan) -> Vec<String> {
-        if p.prune.is_empty() && p.prune_last.is_empty() {
+    async fn hand_over(&self, name: &str, candidates: &mut [PruneCandidate]) -> Vec<String> {
+        if candidates.is_empty() {
             return vec![];
         }
         let mut claims: HashMap<ObjectKey, String> = HashMap::new();
@@ -1613,30 +1639,19 @@ impl Context {
             })
         };
         let mut handed = Vec::new();
-        for list in [&mut p.prune, &mut p.prune_last] {
-            let mut keep = Vec::new();
-            for c in list.drain(..) {
-                if !unreadable.is_empty() {
-                    p.skipped.push((
-                        c.key.to_string(),
-                        format!(
-                            "prune held back: the desired state of other applications could not be read, so plumb cannot tell whether {} moved there ({})",
-                            c.key,
-                            unreadable.join("; ")
-                        ),
-                    ));
-                } else if let Some(other) = claimed(&c.key) {
-                    tracing::info!(app = name, object = %c.key, to = %other, "moved to another application: not pruned");
-                    handed.push(c.key.to_string());
-                    p.skipped.push((
-                        c.key.to_string(),
-                        format!("moved to application {other}, which declares it: left for it to adopt, not deleted"),
-                    ));
-                } else {
-                    keep.push(c);
-                }
+        for c in candidates.iter_mut() {
+            if !unreadable.is_empty() {
+                c.held = Some(format!(
+                    "prune held back: the desired state of other applications could not be read, so plumb cannot tell whether {} moved there ({})",
+                    c.key,
+                    unreadable.join("; ")
+                ));
+            } else if let Some(other) = claimed(&c.key) {
+                tracing::info!(app = name, object = %c.key, to = %other, "moved to another application: not pruned");
+                handed.push(c.key.to_string());
+                c.held =
+                    Some(format!("moved to application {other}, which declares it: left for it to adopt, not deleted"));
             }
-            *list = keep;
         }
         handed
     }

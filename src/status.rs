@@ -251,10 +251,12 @@ pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
 }
 
 /// The record of a pass that goes on with a `Running` sync (`previous`, at the same
-/// revision): it keeps the sync's start and adds up what each pass applied and pruned.
-/// Any other `next` is returned as it is.
+/// revision, for the same reason): it keeps the sync's start and adds up what each
+/// pass applied and pruned. Any other `next` is returned as it is.
 pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> SyncRecord {
-    if let Some(p) = previous.filter(|p| p.result == SyncResult::Running && p.revision == next.revision) {
+    if let Some(p) =
+        previous.filter(|p| p.result == SyncResult::Running && p.revision == next.revision && p.reason == next.reason)
+    {
         next.started_at.clone_from(&p.started_at);
         let mut applied = p.applied.clone();
         applied.extend(next.applied.drain(..).filter(|a| !p.applied.contains(a)));
@@ -299,6 +301,10 @@ mod tests {
         assert_eq!(history[0].applied, ["a", "b"]);
         let fresh = continue_sync(Some(&history[0].clone()), record("t4", SyncResult::Succeeded, &["c"]));
         assert_eq!(fresh.started_at, "t4", "a finished sync is not continued");
+        let running = record("t5", SyncResult::Running, &[]);
+        let mut heal = record("t6", SyncResult::Succeeded, &[]);
+        heal.reason = "SelfHeal".into();
+        assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
     }
 
     #[test]
