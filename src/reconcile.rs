@@ -807,6 +807,17 @@ impl Context {
         if !actionable && compare_errors.is_empty() {
             st.synced_revision = st.revision.clone();
         }
+        // Objects that fail their comparison are never applied; a sync due with only
+        // those is recorded as Failed naming them — once per revision and errors.
+        let errors = compare_errors.join("; ");
+        let failed_before = previous
+            .last_sync
+            .as_ref()
+            .is_some_and(|l| l.result == SyncResult::Failed && l.revision == st.revision && l.message == errors);
+        if !actionable && !compare_errors.is_empty() && failed_before {
+            st.conditions.push(Condition { type_: "SyncError".into(), message: errors.clone() });
+        }
+        let actionable = actionable || (!compare_errors.is_empty() && !failed_before);
         let out_of_sync = out_of_sync && actionable;
         // a prune approved by annotation since the last sync is a reason to sync
         let approval = the_plan.prune.iter().chain(&the_plan.prune_last).any(|c| c.approved);

@@ -316,7 +316,9 @@ async fn force_ignores_a_validation_error_quoting_the_word_immutable() {
 
     a.commit(&[("cfg.yaml", &cm("cfg", ns, opts, "k: v, 'immutable key': x"))], &[]);
     let r = a.pass(Mode::Policy).await;
-    assert!(r.sync.is_none(), "an object that fails its comparison is not applied: {:?}", r.sync);
+    let rec = r.sync.as_ref().expect("the due sync is recorded as failed");
+    assert!(rec.result == SyncResult::Failed && rec.applied.is_empty(), "not applied: {rec:?}");
+    assert!(a.pass(Mode::Policy).await.sync.is_none(), "the same failure is recorded once");
     assert_eq!(r.status.sync, SyncStatus::Unknown);
     assert!(
         r.status
