@@ -63,6 +63,9 @@ struct Scope<'a> {
     crds: &'a CrdKinds,
     /// The application's sync options.
     defaults: &'a SyncOptions,
+    /// Dry-run the create of missing objects, so a preview reports what the server would
+    /// reject (a sync does not need it: a create that fails writes nothing).
+    validate_new: bool,
 }
 
 /// Everything [`Context::execute`] needs from the pass.
@@ -553,7 +556,14 @@ impl Context {
         let namespace = app.namespace.value.clone();
         let crds = crd_kinds(&manifests);
         let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
-        let scope = Scope { app: name, namespace: &namespace, rules: &rules, crds: &crds, defaults: &app_options };
+        let scope = Scope {
+            app: name,
+            namespace: &namespace,
+            rules: &rules,
+            crds: &crds,
+            defaults: &app_options,
+            validate_new: !mode.writes(),
+        };
         let mut jobs = Vec::with_capacity(manifests.len());
         for m in manifests {
             jobs.push(self.compare_one(&scope, m.object, m.source).boxed());
@@ -971,7 +981,7 @@ impl Context {
     }
 
     async fn compare_one(&self, scope: &Scope<'_>, mut obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults } = *scope;
+        let Scope { app, namespace, rules, crds, defaults, validate_new } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let src = source.clone();
@@ -1093,14 +1103,18 @@ impl Context {
             },
         };
         let Some(live_obj) = live else {
-            // A dry-run of the create validates the object before anything is written
-            // (a preview shows the error; the sync does not apply it). Not possible yet
-            // when its namespace is still to be created (404): then it is just missing.
+            // In a preview, a dry-run of the create shows what the server would reject
+            // (not possible yet when its namespace is still to be created: 404). A sync
+            // skips it: a create that fails writes nothing and fails the sync anyway.
             let strict = !(defaults.validate_disabled || options.validate_disabled);
-            let desired = match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
-                Ok(d) => normalize(&d),
-                Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
-                Err(e) => return Arc::new(unknown(key, obj, Some(kind), e.to_string())),
+            let desired = if validate_new {
+                match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
+                    Ok(d) => normalize(&d),
+                    Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
+                    Err(e) => return Arc::new(unknown(key, obj, Some(kind), e.to_string())),
+                }
+            } else {
+                normalize(&obj)
             };
             return Arc::new(Compared {
                 diff: ObjectDiff {
@@ -1511,8 +1525,14 @@ impl Context {
         let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         self.cluster.wait_kind(api_version, &c.key.kind, CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
         let no_crds = CrdKinds::new();
-        let scope =
-            Scope { app, namespace: job.namespace, rules: job.rules, crds: &no_crds, defaults: job.app_options };
+        let scope = Scope {
+            app,
+            namespace: job.namespace,
+            rules: job.rules,
+            crds: &no_crds,
+            defaults: job.app_options,
+            validate_new: false,
+        };
         let fresh = self.compare_one(&scope, c.apply.clone(), c.source.clone()).await;
         match fresh.sync {
             SyncStatus::Unknown => Err(fresh.reason.clone()),
