@@ -1018,27 +1018,10 @@ impl Context {
                     key.namespace = namespace.to_string();
                 }
                 let reason = "missing (its CustomResourceDefinition is applied first in this sync)".to_string();
-                return Arc::new(Compared {
-                    diff: ObjectDiff {
-                        object: key.to_string(),
-                        desired: obj.clone(),
-                        live: None,
-                        differences: vec![],
-                        reason: reason.clone(),
-                    },
-                    key,
-                    kind: None,
-                    wave: plan::sync_wave(&obj).unwrap_or(0),
-                    options: SyncOptions::of_object(&obj),
-                    apply: obj,
-                    live: None,
-                    sync: SyncStatus::OutOfSync,
-                    reason,
-                    takeover: None,
-                    source,
-                    awaits_crd: true,
-                    immutable: false,
-                });
+                let (wave, options) = (plan::sync_wave(&obj).unwrap_or(0), SyncOptions::of_object(&obj));
+                let mut c = unknown(key, obj, None, reason);
+                (c.sync, c.awaits_crd, c.wave, c.options) = (SyncStatus::OutOfSync, true, wave, options);
+                return Arc::new(c);
             }
         };
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -1116,27 +1099,10 @@ impl Context {
             } else {
                 normalize(&obj)
             };
-            return Arc::new(Compared {
-                diff: ObjectDiff {
-                    object: key.to_string(),
-                    desired,
-                    live: None,
-                    differences: vec![],
-                    reason: "missing".into(),
-                },
-                key,
-                kind: Some(kind),
-                apply: obj,
-                live: None,
-                sync: SyncStatus::OutOfSync,
-                reason: "missing".into(),
-                takeover: None,
-                source,
-                awaits_crd: false,
-                immutable: false,
-                wave,
-                options,
-            });
+            let mut c = unknown(key, obj, Some(kind), "missing".into());
+            c.diff.desired = desired;
+            (c.sync, c.wave, c.options) = (SyncStatus::OutOfSync, wave, options);
+            return Arc::new(c);
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them.
         let mut apply = obj;
