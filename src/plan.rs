@@ -417,13 +417,6 @@ pub struct Plan {
     pub refused: Option<String>,
 }
 
-impl Plan {
-    /// Indexes of every object to apply, in order.
-    pub fn apply_order(&self) -> impl Iterator<Item = usize> + '_ {
-        self.waves.iter().flat_map(|w| w.apply.iter().copied())
-    }
-}
-
 /// Whether a pass should sync, and why.
 ///
 /// `out_of_sync` is the application's roll-up; `revision_changed` compares the
@@ -578,6 +571,10 @@ mod tests {
             held: None,
         }
     }
+    fn order(p: &Plan) -> Vec<usize> {
+        p.waves.iter().flat_map(|w| w.apply.iter().copied()).collect()
+    }
+
     fn guards(prune: bool, approved: bool) -> Guards<'static> {
         Guards {
             app: "web",
@@ -601,7 +598,7 @@ mod tests {
             item("networking.k8s.io", "Ingress", true),
         ];
         let p = plan(&d, &[], guards(true, false));
-        assert_eq!(p.apply_order().collect::<Vec<_>>(), [2, 3, 0, 4, 5], "custom resources before everything else");
+        assert_eq!(order(&p), [2, 3, 0, 4, 5], "custom resources before everything else");
         assert_eq!(p.waves.len(), 1);
         assert_eq!(p.waves[0].members.len(), 6);
         assert!(p.refused.is_none());
@@ -719,7 +716,7 @@ mod tests {
         job.options.force = true;
         job.immutable = true;
         let p = plan(&[bad, pvc, job], &[], guards(true, false));
-        assert_eq!(p.apply_order().collect::<Vec<_>>(), [1, 2], "the erroring object is not applied");
+        assert_eq!(order(&p), [1, 2], "the erroring object is not applied");
         assert_eq!(p.recreate, [2], "a PersistentVolumeClaim is never deleted by Force=true");
         assert!(p.skipped[0].1.contains("data-loss class PersistentVolumeClaim"), "{:?}", p.skipped);
     }

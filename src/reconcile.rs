@@ -1590,10 +1590,8 @@ impl Context {
 
     /// Whether a Namespace exists (true when that cannot be told: the apply will say).
     async fn namespace_exists(&self, name: &str) -> bool {
-        let key =
-            ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() };
         match self.cluster.kind("v1", "Namespace").await {
-            Ok(kind) => !matches!(self.cluster.get(&kind, &key).await, Ok(None)),
+            Ok(kind) => !matches!(self.cluster.get(&kind, &namespace_key(name)).await, Ok(None)),
             Err(_) => true,
         }
     }
@@ -1701,23 +1699,19 @@ impl Context {
         Ok(out)
     }
 
+    /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
+    /// logged (the applies into it then say what went wrong).
     async fn ensure_namespace(&self, namespace: &str) {
-        match self.cluster.kind("v1", "Namespace").await {
-            Ok(kind) => {
-                let key = ObjectKey {
-                    group: String::new(),
-                    kind: "Namespace".into(),
-                    namespace: String::new(),
-                    name: namespace.into(),
-                };
-                let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-                if let Ok(None) = self.cluster.get(&kind, &key).await
-                    && let Err(e) = self.cluster.apply(&kind, &key, &ns, false).await
-                {
-                    tracing::warn!(namespace, "CreateNamespace: {e}");
-                }
-            }
-            Err(e) => tracing::warn!(namespace, "CreateNamespace: {e}"),
+        if self.namespace_exists(namespace).await {
+            return;
+        }
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let created = match self.cluster.kind("v1", "Namespace").await {
+            Ok(kind) => self.cluster.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = created {
+            tracing::warn!(namespace, "CreateNamespace: {e}");
         }
     }
 
@@ -1828,6 +1822,11 @@ enum Desired {
     FetchFailed(String),
     /// The commit was read but does not render.
     RenderFailed(source::Snapshot, String),
+}
+
+/// The identity of Namespace `name`.
+fn namespace_key(name: &str) -> ObjectKey {
+    ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() }
 }
 
 /// Placeholder identity of a manifest that has none (reported as an error).
