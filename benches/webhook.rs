@@ -96,7 +96,7 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
     let scheduler = Scheduler::start_with(
         [("web".to_string(), Duration::from_secs(3600))],
         pass,
-        metrics.clone(),
+        plumb::serve::trigger_metrics(metrics.clone()),
         &tracker,
         token.clone(),
     );

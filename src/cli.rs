@@ -11,17 +11,17 @@ use std::{
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
+pub use crate::serve::{ServeHandle, serve};
 use crate::{
     cluster::Cluster,
-    compare::diff::unified,
+    compare::{ObjectReason, diff::unified},
     config::{self, Config},
     metrics::Metrics,
     reconcile::{Context, Mode},
-    scheduler::Scheduler,
     server,
-    webhook::Dedupe,
+    status::ConditionType,
 };
 
 /// plumb keeps a Kubernetes cluster equal to a Git repository.
@@ -244,7 +244,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                         continue;
                     }
                     println!("# {} ({})", d.object, d.reason);
-                    let text = if d.reason.starts_with("requires pruning") {
+                    let text = if d.verdict.is_none() {
                         String::new()
                     } else {
                         unified(
@@ -434,13 +434,14 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
             let line = if unknown {
                 format!("error    {}  {}", d.object, d.reason)
             } else if d.live.is_none() {
-                let why = if d.reason == "missing" { String::new() } else { format!("  ({})", d.reason) };
+                let why =
+                    if d.verdict == Some(ObjectReason::Missing) { String::new() } else { format!("  ({})", d.reason) };
                 format!("create   {}{why}", d.object)
-            } else if d.reason.starts_with("differs at immutable field") && p.recreate.contains(&i) {
+            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) && p.recreate.contains(&i) {
                 format!("recreate {}  delete and create (Force=true): {}", d.object, d.reason)
-            } else if d.reason.starts_with("differs at immutable field") {
+            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) {
                 format!("error    {}  {}", d.object, d.reason)
-            } else if d.reason.is_empty() {
+            } else if d.verdict == Some(ObjectReason::Synced) {
                 format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
             } else {
                 let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
@@ -463,7 +464,7 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
     for (object, why) in &p.skipped {
         let _ = writeln!(out, "skip     {object}  {why}");
     }
-    for c in report.status.conditions.iter().filter(|c| c.type_ == "OrphanedResourceWarning") {
+    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::OrphanedResourceWarning) {
         let _ = writeln!(out, "warning  {}", c.message);
     }
     if out.is_empty() {
@@ -620,54 +621,6 @@ fn is_request_line(line: &str) -> bool {
         && words.next().is_some_and(|v| v.starts_with("HTTP/"))
         && !method.is_empty()
         && method.bytes().all(|b| b.is_ascii_uppercase())
-}
-
-/// A running server: its address and the tasks to wait for after cancelling.
-pub struct ServeHandle {
-    /// Bound address.
-    pub addr: SocketAddr,
-    /// Actors and the HTTP server.
-    pub tracker: TaskTracker,
-    /// Scheduler (to trigger passes).
-    pub scheduler: Scheduler,
-}
-
-/// Starts the actors and the HTTP server on `listen` (port 0 picks a free port).
-///
-/// # Errors
-/// Secret files unreadable, address in use.
-pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
-    // A rule that matches no served kind is most likely a typo (`app` for `apps`).
-    let rules = ctx
-        .config
-        .environments
-        .iter()
-        .flat_map(|e| &e.ignore_differences)
-        .chain(ctx.config.applications.iter().flat_map(|a| &a.ignore_differences));
-    for r in rules {
-        if !ctx.cluster.serves_kind_like(r.group.as_deref(), &r.kind).await {
-            tracing::warn!(group = ?r.group, kind = %r.kind, "ignoreDifferences rule matches no kind the cluster serves");
-        }
-    }
-    let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
-    let limits = server::Limits::from_settings(&ctx.config.settings);
-    let tracker = TaskTracker::new();
-    let scheduler = Scheduler::start(ctx.clone(), &tracker, token.clone());
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
-    let addr = listener.local_addr()?;
-    let (intake, queue) =
-        server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
-    tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
-    let state = server::AppState {
-        metrics: ctx.metrics.clone(),
-        ctx: Some(ctx),
-        intake: Arc::new(intake),
-        max_body_bytes: limits.max_body_bytes,
-    };
-    let app = server::router(state, &limits);
-    tracker.spawn(server::serve_http(listener, app, limits, token));
-    tracker.close();
-    Ok(ServeHandle { addr, tracker, scheduler })
 }
 
 async fn shutdown_signal() {

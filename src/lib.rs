@@ -9,12 +9,22 @@
 //!   manual)     one ref)  dirs)      sync status, health) refuse)             ConfigMap)
 //! ```
 //!
-//! The pure core — [`config`], [`render`], [`compare`], [`health`], [`plan`],
-//! [`webhook`], [`tracking`] — takes values and returns values. The IO adapters —
-//! [`source`] (git2), [`cluster`] (kube), [`status`], [`server`], [`forge`] (commit
-//! statuses) — are thin; [`reconcile`]
-//! is the one place that sequences them, and [`scheduler`] decides when it runs.
+//! Dependencies point one way:
+//!
+//! - **wiring**: [`serve`] (actors, watches, HTTP, commit statuses) and [`cli`];
+//! - **driver**: [`reconcile`] — [`reconcile::Context::run_pass`] is a short list of
+//!   stage calls;
+//! - **IO**, thin: [`source`] (git2 mirrors, renders), [`cluster`] (kube), [`apply`] (the
+//!   writes of a sync), [`status`]'s store, [`watch`], [`server`] (HTTP), [`forge`]
+//!   (commit statuses), [`scheduler`] (when passes run; it knows no other module);
+//! - **pure core**, values in and out: [`config`], [`render`], [`compare`] (with
+//!   [`compare::object`]: one object prepared and judged), [`health`], [`plan`] (guards,
+//!   order, the sync gate [`plan::decide`], sync progress, hand-over), [`status`]'s
+//!   types and roll-up, [`webhook`], [`tracking`].
+//!
+//! No module imports one that imports it back (`tests/module_cycles.rs` checks).
 
+pub mod apply;
 pub mod cli;
 pub mod cluster;
 pub mod compare;
@@ -27,6 +37,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod render;
 pub mod scheduler;
+pub mod serve;
 pub mod server;
 pub mod source;
 pub mod status;

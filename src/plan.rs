@@ -17,7 +17,15 @@
 //! Namespaces, CRDs, ServiceAccounts and RBAC, ConfigMaps and Secrets, PVCs, Services,
 //! workloads, custom resources, then everything else. Prune goes in the reverse order.
 
+mod decide;
+mod hand_over;
+mod progress;
+
 use serde::Serialize;
+
+pub use decide::{Decision, Drifted, GateInput, HealState, Mode, decide, heal_backoff};
+pub use hand_over::{Claims, hand_over};
+pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
 
 use crate::{health::HealthStatus, tracking::ObjectKey};
 
@@ -415,6 +423,26 @@ pub struct Plan {
     pub skipped: Vec<(String, String)>,
     /// Set when the whole sync is refused; nothing is applied or pruned.
     pub refused: Option<String>,
+}
+
+/// The reason the status gives each prune candidate (`Kind/namespace/name` → reason):
+/// why it is kept (`requires pruning; prune needs approval …`, `requires pruning (prune
+/// is off)`), or that it goes (`requires pruning (data-loss class …); PruneLast`).
+pub fn prune_reasons(p: &Plan) -> std::collections::HashMap<String, String> {
+    p.skipped
+        .iter()
+        .map(|(o, why)| {
+            let why =
+                if why.starts_with("requires pruning") { why.clone() } else { format!("requires pruning; {why}") };
+            (o.clone(), why)
+        })
+        .chain(p.prune.iter().chain(&p.prune_last).map(|c| {
+            let class = data_loss_class(&c.key.group, &c.key.kind)
+                .map_or_else(String::new, |k| format!(" (data-loss class {k})"));
+            let last = if c.options.prune_last { "; PruneLast" } else { "" };
+            (c.key.to_string(), format!("requires pruning{class}{last}"))
+        }))
+        .collect()
 }
 
 /// Whether a pass should sync, and why.

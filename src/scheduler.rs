@@ -4,6 +4,9 @@
 //! its reconcile interval (plus up to 10 % random jitter, so that applications spread
 //! out) and runs the next. Triggers coalesce: at most one pass runs and one waits per
 //! application, so a burst of webhooks during a pass leads to exactly one more pass.
+//!
+//! The scheduler knows no other part of plumb: it is given the pass to run (a closure
+//! taking the application's name) and what to do when a trigger starts one.
 
 use std::{
     collections::HashMap,
@@ -14,8 +17,6 @@ use std::{
 use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-
-use crate::reconcile::{Context, Mode};
 
 /// Why a pass was requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,52 +55,32 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Starts one actor per application of `ctx.config`, on `tracker`, until `token` is
-    /// cancelled.
-    pub fn start(ctx: Arc<Context>, tracker: &TaskTracker, token: CancellationToken) -> Self {
-        let mut senders = HashMap::new();
-        for app in &ctx.config.applications {
-            let interval = ctx
-                .config
-                .environments
-                .iter()
-                .find(|e| e.name.value == app.environment.value)
-                .map_or(crate::config::DEFAULT_RECONCILE_INTERVAL, crate::config::Environment::interval);
-            let (tx, rx) = mpsc::channel(1);
-            senders.insert(app.name.value.clone(), tx);
-            tracker.spawn(actor(ctx.clone(), app.name.value.clone(), interval, rx, token.clone()));
-        }
-        let sched = Self { senders: Arc::new(senders) };
-        if let Some(rx) = ctx.take_drift_receiver() {
-            tracker.spawn(crate::watch::forward(rx, sched.clone(), token));
-        }
-        sched
-    }
-
-    /// Starts one actor per `(application, reconcile interval)` whose pass is `pass(app)`
-    /// instead of a reconcile pass; `pass` returns true while things are settling (see
-    /// [`SETTLE_INTERVAL`]). Triggers coalesce exactly as with [`Scheduler::start`]. For
-    /// benchmarks and tests of everything in front of the scheduler (the webhook
-    /// intake), without a cluster.
-    pub fn start_with<F, Fut>(
+    /// Starts one actor per `(application, reconcile interval)` on `tracker`, until
+    /// `token` is cancelled. Each runs `pass(app)`, which returns true while things are
+    /// settling (see [`SETTLE_INTERVAL`]); `started` sees each trigger just before the
+    /// pass it starts (for metrics).
+    pub fn start_with<F, Fut, S>(
         apps: impl IntoIterator<Item = (String, Duration)>,
         pass: F,
-        metrics: Arc<crate::metrics::Metrics>,
+        started: S,
         tracker: &TaskTracker,
         token: CancellationToken,
     ) -> Self
     where
         F: Fn(String) -> Fut + Clone + Send + 'static,
         Fut: std::future::Future<Output = bool> + Send + 'static,
+        S: Fn(Trigger) + Clone + Send + 'static,
     {
         let mut senders = HashMap::new();
         for (app, interval) in apps {
             let (tx, rx) = mpsc::channel(1);
             senders.insert(app.clone(), tx);
             let pass = pass.clone();
-            let metrics = metrics.clone();
-            let run = move |_why: String| pass(app.clone());
-            tracker.spawn(run_loop(run, interval, rx, token.clone(), move |t| record_trigger(&metrics, t)));
+            let run = move |why: String| {
+                tracing::debug!(app = %app, trigger = %why, "pass starts");
+                pass(app.clone())
+            };
+            tracker.spawn(run_loop(run, interval, rx, token.clone(), started.clone()));
         }
         Self { senders: Arc::new(senders) }
     }
@@ -122,51 +103,6 @@ impl Scheduler {
 pub fn jittered(interval: Duration) -> Duration {
     let max = interval.as_millis() as u64 / 10;
     interval + Duration::from_millis(if max == 0 { 0 } else { rand::rng().random_range(0..=max) })
-}
-
-async fn actor(
-    ctx: Arc<Context>,
-    app: String,
-    interval: Duration,
-    rx: mpsc::Receiver<Trigger>,
-    token: CancellationToken,
-) {
-    // Commit statuses go out after each pass, in order, before the next pass starts.
-    let notifier = match crate::forge::Notifier::for_app(&ctx.config, &app) {
-        Ok(n) => n.map(Arc::new),
-        Err(e) => {
-            tracing::warn!(app = %app, "commit statuses off: {e}");
-            None
-        }
-    };
-    let pass = |why: String| {
-        let ctx = ctx.clone();
-        let app = app.clone();
-        let notifier = notifier.clone();
-        async move {
-            match ctx.run_pass(&app, Mode::Policy, None).await {
-                Ok(r) => {
-                    tracing::debug!(app = %app, trigger = %why, sync = %r.status.sync, health = %r.status.health, "pass done");
-                    if let Some(n) = &notifier {
-                        n.after_pass(&app, &r).await;
-                    }
-                    r.sync.is_some() || r.status.health == crate::health::HealthStatus::Progressing
-                }
-                Err(e) => {
-                    tracing::warn!(app = %app, "pass failed: {e}");
-                    false
-                }
-            }
-        }
-    };
-    run_loop(pass, interval, rx, token, |t| record_trigger(&ctx.metrics, t)).await;
-}
-
-/// Called when a trigger is about to start a pass: records how long a webhook waited.
-fn record_trigger(metrics: &crate::metrics::Metrics, trigger: Trigger) {
-    if let Trigger::Webhook { received } = trigger {
-        metrics.webhook_to_pass_seconds.observe(received.elapsed().as_secs_f64());
-    }
 }
 
 /// The actor's loop: run `pass`, then wait for a trigger, the interval (jittered), or

@@ -9,6 +9,8 @@
 //! inside the repository. git2 is blocking: call these functions from
 //! `tokio::task::spawn_blocking`.
 
+mod pool;
+
 use std::path::{Component, Path, PathBuf};
 
 use base64::Engine;
@@ -16,6 +18,8 @@ use git2::{
     AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository,
 };
 use sha2::Digest;
+
+pub use pool::{Desired, FetchError, Pool};
 
 /// How to authenticate to a repository.
 #[derive(Clone, Default)]

@@ -10,20 +10,55 @@
 //! [`SyncRecord`]s, newest first). Written by server-side apply with field manager
 //! `plumb-status`, and only when the content changed.
 
-use std::collections::BTreeMap;
+mod assess;
+mod record;
+mod store;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-};
 use serde::{Deserialize, Serialize};
 
-use crate::{compare::SyncStatus, health::HealthStatus};
+pub use assess::{Exclusions, roll_up};
+pub use record::{continue_sync, now, push_history};
+pub use store::{Error, Store, configmap_name};
+
+use crate::health::HealthStatus;
+
+/// Sync status of an object or an application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum SyncStatus {
+    /// Live equals Git.
+    Synced,
+    /// Live differs from Git (or is missing, or must be pruned).
+    OutOfSync,
+    /// Could not be compared (fetch, render or compare error).
+    #[default]
+    Unknown,
+}
+
+impl std::fmt::Display for SyncStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Synced => "Synced",
+            Self::OutOfSync => "OutOfSync",
+            Self::Unknown => "Unknown",
+        })
+    }
+}
+
+/// Roll-up: Unknown if any is Unknown, else OutOfSync if any is, else Synced.
+pub fn roll_up_sync(statuses: impl IntoIterator<Item = SyncStatus>) -> SyncStatus {
+    let mut out = SyncStatus::Synced;
+    for s in statuses {
+        match s {
+            SyncStatus::Unknown => return SyncStatus::Unknown,
+            SyncStatus::OutOfSync => out = SyncStatus::OutOfSync,
+            SyncStatus::Synced => {}
+        }
+    }
+    out
+}
 
 /// How many sync records are kept per application.
 pub const HISTORY_LEN: usize = 10;
-const MANAGER: &str = "plumb-status";
 
 /// Status of one object of an application.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,9 +83,87 @@ pub struct ResourceStatus {
 pub struct Condition {
     /// Condition type.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: ConditionType,
     /// What happened, naming the file, object or revision concerned.
     pub message: String,
+}
+
+impl Condition {
+    /// A condition of type `type_` saying `message`.
+    pub fn new(type_: ConditionType, message: impl Into<String>) -> Self {
+        Self { type_, message: message.into() }
+    }
+}
+
+/// The types of [`Condition`]: errors (`…Error`) stop or fail something, warnings
+/// (`…Warning`, `HealthStalled`, `NonConverging`) report, the rest say what a sync is
+/// doing. Serialized (and displayed) by the variant's name, as Argo CD's application
+/// conditions are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionType {
+    /// The desired state could not be read or compared (fetch, render, an object's
+    /// comparison, listing the live objects): sync status is Unknown.
+    ComparisonError,
+    /// A sync failed, was refused by a guard, or was not started (shared objects with
+    /// `FailOnSharedResource=true`).
+    SyncError,
+    /// A sync goes on over several passes: a later wave or a `PruneLast` prune waits for
+    /// objects to become Healthy.
+    SyncRunning,
+    /// Live drifted from Git and selfHeal is off: nothing reverts it before the next
+    /// commit or a manual sync.
+    OutOfSync,
+    /// Another application also tracks one of this application's objects.
+    SharedResourceWarning,
+    /// `orphanedResources.warn`: objects in the application's namespaces that no
+    /// application tracks.
+    OrphanedResourceWarning,
+    /// Objects have been Progressing longer than the environment's stall limit.
+    HealthStalled,
+    /// selfHeal gave up: the drift it reverted came straight back at the same revision.
+    NonConverging,
+    /// selfHeal waits before its next attempt (backoff 2 s ×3, capped at 300 s).
+    SelfHealBackoff,
+}
+
+impl ConditionType {
+    /// The type's name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ComparisonError => "ComparisonError",
+            Self::SyncError => "SyncError",
+            Self::SyncRunning => "SyncRunning",
+            Self::OutOfSync => "OutOfSync",
+            Self::SharedResourceWarning => "SharedResourceWarning",
+            Self::OrphanedResourceWarning => "OrphanedResourceWarning",
+            Self::HealthStalled => "HealthStalled",
+            Self::NonConverging => "NonConverging",
+            Self::SelfHealBackoff => "SelfHealBackoff",
+        }
+    }
+
+    /// Whether the name ends with `suffix` (`Error`, `Warning`).
+    pub fn ends_with(self, suffix: &str) -> bool {
+        self.as_str().ends_with(suffix)
+    }
+}
+
+impl std::fmt::Display for ConditionType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ConditionType {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ConditionType {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
 }
 
 /// Result of one sync.
@@ -133,184 +246,4 @@ pub struct AppStatus {
     /// (`orphanedResources.warn`), as `Kind/namespace/name`. Reported, never deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphaned: Vec<String>,
-}
-
-/// Reads and writes application status ConfigMaps.
-#[derive(Clone)]
-pub struct Store {
-    api: Api<ConfigMap>,
-    namespace: String,
-    client: Client,
-}
-
-/// Failure of the status store.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// API request failed.
-    #[error("status ConfigMap {name}: {source}")]
-    Kube {
-        /// ConfigMap name.
-        name: String,
-        /// kube's error.
-        #[source]
-        source: Box<kube::Error>,
-    },
-}
-
-/// Name of the status ConfigMap of `app`.
-pub fn configmap_name(app: &str) -> String {
-    format!("plumb-app-{app}")
-}
-
-impl Store {
-    /// A store in `namespace`.
-    pub fn new(client: Client, namespace: &str) -> Self {
-        Self { api: Api::namespaced(client.clone(), namespace), namespace: namespace.into(), client }
-    }
-
-    /// Creates the status namespace when missing.
-    ///
-    /// # Errors
-    /// [`Error::Kube`].
-    pub async fn ensure_namespace(&self) -> Result<(), Error> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
-        api.patch(&self.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
-            .await
-            .map_err(|e| Error::Kube { name: self.namespace.clone(), source: Box::new(e) })?;
-        Ok(())
-    }
-
-    /// Reads status and history of `app` (defaults when never written).
-    ///
-    /// # Errors
-    /// [`Error::Kube`].
-    pub async fn load(&self, app: &str) -> Result<(AppStatus, Vec<SyncRecord>), Error> {
-        let name = configmap_name(app);
-        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
-        let data = cm.and_then(|c| c.data).unwrap_or_default();
-        let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-        let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-        Ok((status, history))
-    }
-
-    /// Lists every application status in the namespace.
-    ///
-    /// # Errors
-    /// [`Error::Kube`].
-    pub async fn list(&self) -> Result<Vec<AppStatus>, Error> {
-        let lp = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=plumb");
-        let list = self.api.list(&lp).await.map_err(|e| Error::Kube { name: "(list)".into(), source: Box::new(e) })?;
-        let mut out: Vec<AppStatus> = list
-            .items
-            .into_iter()
-            .filter_map(|c| c.data?.get("status.json").and_then(|s| serde_json::from_str(s).ok()))
-            .collect();
-        out.sort_by(|a, b| a.app.cmp(&b.app));
-        Ok(out)
-    }
-
-    /// Writes status and history of `status.app`.
-    ///
-    /// # Errors
-    /// [`Error::Kube`].
-    pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
-        let name = configmap_name(&status.app);
-        let mut data = BTreeMap::new();
-        data.insert("status.json".to_string(), serde_json::to_string_pretty(status).unwrap_or_default());
-        data.insert("history.json".to_string(), serde_json::to_string_pretty(history).unwrap_or_default());
-        let cm = serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "plumb", "plumb.dev/status-of": status.app}},
-            "data": data,
-        });
-        self.api
-            .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
-            .await
-            .map_err(|e| Error::Kube { name, source: Box::new(e) })?;
-        Ok(())
-    }
-}
-
-/// Now, RFC 3339 (UTC).
-pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
-/// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
-/// record continuing the newest one (see [`continue_sync`]: same revision and start)
-/// replaces it: one sync is one entry, however many passes its waves took.
-pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
-    if history.first().is_some_and(|h| h.revision == record.revision && h.started_at == record.started_at) {
-        history[0] = record;
-        return;
-    }
-    history.insert(0, record);
-    history.truncate(HISTORY_LEN);
-}
-
-/// The record of a pass that goes on with a `Running` sync (`previous`, at the same
-/// revision, for the same reason): it keeps the sync's start and adds up what each
-/// pass applied and pruned. Any other `next` is returned as it is.
-pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> SyncRecord {
-    if let Some(p) =
-        previous.filter(|p| p.result == SyncResult::Running && p.revision == next.revision && p.reason == next.reason)
-    {
-        next.started_at.clone_from(&p.started_at);
-        let mut applied = p.applied.clone();
-        applied.extend(next.applied.drain(..).filter(|a| !p.applied.contains(a)));
-        applied.sort();
-        next.applied = applied;
-        let mut pruned = p.pruned.clone();
-        pruned.append(&mut next.pruned);
-        next.pruned = pruned;
-    }
-    next
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(started: &str, result: SyncResult, applied: &[&str]) -> SyncRecord {
-        SyncRecord {
-            revision: "abc".into(),
-            subject: "s".into(),
-            started_at: started.into(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
-            result,
-            message: String::new(),
-            applied: applied.iter().map(|a| (*a).to_string()).collect(),
-            pruned: vec![],
-        }
-    }
-
-    #[test]
-    fn a_sync_over_several_passes_is_one_entry() {
-        let mut history = vec![record("t0", SyncResult::Succeeded, &["old"])];
-        let first = record("t1", SyncResult::Running, &["a"]);
-        push_history(&mut history, first.clone());
-        let second = continue_sync(Some(&first), record("t2", SyncResult::Running, &[]));
-        push_history(&mut history, second.clone());
-        let last = continue_sync(Some(&second), record("t3", SyncResult::Succeeded, &["b"]));
-        push_history(&mut history, last);
-        assert_eq!(history.len(), 2);
-        assert_eq!((history[0].started_at.as_str(), history[0].result), ("t1", SyncResult::Succeeded));
-        assert_eq!(history[0].applied, ["a", "b"]);
-        let fresh = continue_sync(Some(&history[0].clone()), record("t4", SyncResult::Succeeded, &["c"]));
-        assert_eq!(fresh.started_at, "t4", "a finished sync is not continued");
-        let running = record("t5", SyncResult::Running, &[]);
-        let mut heal = record("t6", SyncResult::Succeeded, &[]);
-        heal.reason = "SelfHeal".into();
-        assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
-    }
-
-    #[test]
-    fn timestamps_have_one_width() {
-        let t = now();
-        assert_eq!(t.len(), "2026-11-29T18:00:00.000Z".len(), "{t}");
-        assert!(t.parse::<jiff::Timestamp>().is_ok());
-    }
 }

@@ -168,20 +168,3 @@ pub fn value_hash(v: &Value) -> u64 {
     v.to_string().hash(&mut h);
     h.finish()
 }
-
-/// Forwards drift notifications to the scheduler until `token` is cancelled.
-pub async fn forward(
-    mut rx: mpsc::UnboundedReceiver<String>,
-    scheduler: crate::scheduler::Scheduler,
-    token: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            () = token.cancelled() => return,
-            m = rx.recv() => match m {
-                Some(app) => { scheduler.trigger(&app, crate::scheduler::Trigger::Drift); }
-                None => return,
-            },
-        }
-    }
-}

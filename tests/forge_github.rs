@@ -22,7 +22,6 @@ use plumb::{
     config::CommitStatusConfig,
     forge::{CommitStatus, Error, Notifier, State as CsState, Target},
     health::HealthStatus,
-    reconcile::PassReport,
     status::{AppStatus, SyncRecord, SyncResult},
 };
 
@@ -75,9 +74,10 @@ fn token_file(dir: &Path) -> std::path::PathBuf {
     f
 }
 
-fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
-    PassReport {
-        status: AppStatus {
+/// What a pass left: its status and the sync it made.
+fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<SyncRecord>) {
+    (
+        AppStatus {
             app: "web".into(),
             revision: SHA.into(),
             synced_revision: SHA.into(),
@@ -85,9 +85,7 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             health,
             ..AppStatus::default()
         },
-        diffs: vec![],
-        plan: plumb::plan::Plan::default(),
-        sync: sync.map(|result| SyncRecord {
+        sync.map(|result| SyncRecord {
             revision: SHA.into(),
             subject: "web: bump".into(),
             started_at: String::new(),
@@ -98,7 +96,7 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             applied: vec!["apps/Deployment/web/web".into(), "v1/ConfigMap/web/site".into()],
             pruned: vec![],
         }),
-    }
+    )
 }
 
 #[tokio::test]
@@ -108,10 +106,11 @@ async fn github_statuses_follow_a_rollout_on_the_wire() {
     let n = notifier(&api, &token_file(dir.path()));
 
     // sync done, Deployment still rolling out → pending; then Healthy → success; then quiet.
-    n.after_pass("web", &report(Some(SyncResult::Succeeded), HealthStatus::Progressing)).await;
-    n.after_pass("web", &report(None, HealthStatus::Progressing)).await;
-    n.after_pass("web", &report(None, HealthStatus::Healthy)).await;
-    n.after_pass("web", &report(None, HealthStatus::Healthy)).await;
+    let (st, rec) = report(Some(SyncResult::Succeeded), HealthStatus::Progressing);
+    n.after_pass("web", &st, rec.as_ref()).await;
+    n.after_pass("web", &report(None, HealthStatus::Progressing).0, None).await;
+    n.after_pass("web", &report(None, HealthStatus::Healthy).0, None).await;
+    n.after_pass("web", &report(None, HealthStatus::Healthy).0, None).await;
 
     let reqs = log.lock().unwrap().clone();
     assert_eq!(reqs.len(), 2, "pending then success, nothing repeated: {reqs:#?}");
@@ -159,8 +158,10 @@ async fn a_rejected_status_is_reported_without_the_token_and_retried() {
     assert_eq!(log.lock().unwrap().len(), 1);
 
     // after_pass forgets a failed post, so the same status goes out again next time
-    n.after_pass("web", &report(Some(SyncResult::Succeeded), HealthStatus::Healthy)).await;
-    n.after_pass("web", &report(Some(SyncResult::Succeeded), HealthStatus::Healthy)).await;
+    let (st, rec) = report(Some(SyncResult::Succeeded), HealthStatus::Healthy);
+    n.after_pass("web", &st, rec.as_ref()).await;
+    let (st, rec) = report(Some(SyncResult::Succeeded), HealthStatus::Healthy);
+    n.after_pass("web", &st, rec.as_ref()).await;
     assert_eq!(log.lock().unwrap().len(), 3, "a rejected status is retried on the next pass");
 }
 

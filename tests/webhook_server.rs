@@ -63,7 +63,8 @@ impl Server {
             }
         };
         let apps = [("web".to_string(), Duration::from_secs(3600))];
-        let scheduler = Scheduler::start_with(apps, pass, metrics.clone(), &tracker, token.clone());
+        let scheduler =
+            Scheduler::start_with(apps, pass, plumb::serve::trigger_metrics(metrics.clone()), &tracker, token.clone());
         let (intake, queue) = Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, metrics.clone());
         tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
         let state = AppState {

@@ -15,44 +15,11 @@ pub mod ignore;
 pub mod jq;
 pub mod managers;
 pub mod normalize;
-
-use serde::{Deserialize, Serialize};
+pub mod object;
 
 pub use diff::{Difference, diff};
 pub use ignore::IgnoreRules;
 pub use normalize::normalize;
+pub use object::{Compared, ObjectDiff, ObjectReason};
 
-/// Sync status of an object or an application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum SyncStatus {
-    /// Live equals Git.
-    Synced,
-    /// Live differs from Git (or is missing, or must be pruned).
-    OutOfSync,
-    /// Could not be compared (fetch, render or compare error).
-    #[default]
-    Unknown,
-}
-
-impl std::fmt::Display for SyncStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Synced => "Synced",
-            Self::OutOfSync => "OutOfSync",
-            Self::Unknown => "Unknown",
-        })
-    }
-}
-
-/// Roll-up: Unknown if any is Unknown, else OutOfSync if any is, else Synced.
-pub fn roll_up(statuses: impl IntoIterator<Item = SyncStatus>) -> SyncStatus {
-    let mut out = SyncStatus::Synced;
-    for s in statuses {
-        match s {
-            SyncStatus::Unknown => return SyncStatus::Unknown,
-            SyncStatus::OutOfSync => out = SyncStatus::OutOfSync,
-            SyncStatus::Synced => {}
-        }
-    }
-    out
-}
+pub use crate::status::{SyncStatus, roll_up_sync as roll_up};

@@ -42,8 +42,7 @@ use crate::{
     compare::SyncStatus,
     config::{CommitStatusConfig, Config, ForgeProvider, read_secret},
     health::HealthStatus,
-    reconcile::PassReport,
-    status::SyncResult,
+    status::{AppStatus, SyncRecord, SyncResult},
     webhook::RepoKey,
 };
 pub use http::{HttpClient, HttpError};
@@ -286,17 +285,22 @@ pub fn describe(sync: SyncStatus, health: HealthStatus, detail: &str) -> String 
     s
 }
 
-/// The status to post after a pass of `app`, given the one posted last (if any).
+/// The status to post after a pass of `app` that left status `st` and made sync
+/// `sync` (if any), given the status posted last (if any).
 ///
 /// - A pass that synced gives a status for the synced commit ([`state_for`]).
 /// - A pass that did not sync updates the last status only while it was `pending` and
 ///   is still about the commit that runs (`synced_revision`), and only once the rollout
 ///   settles into `success`, `failure` or `error`. Nothing is posted when nothing
 ///   changed.
-pub fn next_status(app: &str, report: &PassReport, last: Option<&CommitStatus>) -> Option<CommitStatus> {
-    let st = &report.status;
+pub fn next_status(
+    app: &str,
+    st: &AppStatus,
+    sync: Option<&SyncRecord>,
+    last: Option<&CommitStatus>,
+) -> Option<CommitStatus> {
     let context = format!("plumb/{app}");
-    let next = if let Some(rec) = &report.sync {
+    let next = if let Some(rec) = sync {
         let detail = match rec.result {
             SyncResult::Succeeded => format!("applied {}, pruned {}", rec.applied.len(), rec.pruned.len()),
             SyncResult::Failed => format!("sync failed: {}", rec.message),
@@ -371,11 +375,12 @@ impl Notifier {
         &self.target
     }
 
-    /// Posts what [`next_status`] says after `report`, if anything. Failures are
-    /// logged (without the token) and forgotten, so the next pass tries again.
-    pub async fn after_pass(&self, app: &str, report: &PassReport) {
+    /// Posts what [`next_status`] says after a pass that left `status` and made `sync`,
+    /// if anything. Failures are logged (without the token) and forgotten, so the next
+    /// pass tries again.
+    pub async fn after_pass(&self, app: &str, status: &AppStatus, sync: Option<&SyncRecord>) {
         let last = self.last.lock().ok().and_then(|l| l.clone());
-        let Some(next) = next_status(app, report, last.as_ref()) else {
+        let Some(next) = next_status(app, status, sync, last.as_ref()) else {
             return;
         };
         match self.post(&next).await {

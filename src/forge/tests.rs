@@ -132,9 +132,14 @@ fn descriptions_carry_sync_and_health_and_fit_github() {
     assert!(long.starts_with("OutOfSync, Degraded: ") && long.ends_with('…'));
 }
 
-fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
-    PassReport {
-        status: AppStatus {
+/// [`next_status`] after a pass that left `r.0` and synced `r.1`.
+fn next(app: &str, r: &(AppStatus, Option<SyncRecord>), last: Option<&CommitStatus>) -> Option<CommitStatus> {
+    next_status(app, &r.0, r.1.as_ref(), last)
+}
+
+fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<SyncRecord>) {
+    (
+        AppStatus {
             app: "web".into(),
             revision: SHA.into(),
             synced_revision: SHA.into(),
@@ -142,9 +147,7 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             health,
             ..AppStatus::default()
         },
-        diffs: vec![],
-        plan: crate::plan::Plan::default(),
-        sync: sync.map(|result| SyncRecord {
+        sync.map(|result| SyncRecord {
             revision: SHA.into(),
             subject: "s".into(),
             started_at: String::new(),
@@ -155,32 +158,32 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> PassReport {
             applied: vec!["a".into(), "b".into()],
             pruned: vec![],
         }),
-    }
+    )
 }
 
 #[test]
 fn a_sync_posts_then_the_rollout_settles_once() {
     // sync while the Deployment rolls out: pending
-    let first = next_status("web", &report(Some(SyncResult::Succeeded), HealthStatus::Progressing), None).unwrap();
+    let first = next("web", &report(Some(SyncResult::Succeeded), HealthStatus::Progressing), None).unwrap();
     assert_eq!((first.state, first.context.as_str()), (State::Pending, "plumb/web"));
     assert_eq!(first.description, "Synced, Progressing: applied 2, pruned 0");
     // the next pass, still progressing: nothing new to say
-    assert_eq!(next_status("web", &report(None, HealthStatus::Progressing), Some(&first)), None);
+    assert_eq!(next("web", &report(None, HealthStatus::Progressing), Some(&first)), None);
     // healthy: success on the same commit
-    let done = next_status("web", &report(None, HealthStatus::Healthy), Some(&first)).unwrap();
+    let done = next("web", &report(None, HealthStatus::Healthy), Some(&first)).unwrap();
     assert_eq!((done.sha.as_str(), done.state), (SHA, State::Success));
     assert!(done.description.starts_with("Synced, Healthy"));
     // after success, passes without a sync post nothing
-    assert_eq!(next_status("web", &report(None, HealthStatus::Degraded), Some(&done)), None);
+    assert_eq!(next("web", &report(None, HealthStatus::Degraded), Some(&done)), None);
     // nothing was ever posted and nothing synced: nothing to say
-    assert_eq!(next_status("web", &report(None, HealthStatus::Healthy), None), None);
+    assert_eq!(next("web", &report(None, HealthStatus::Healthy), None), None);
 }
 
 #[test]
 fn failed_and_refused_syncs_say_why() {
-    let s = next_status("web", &report(Some(SyncResult::Failed), HealthStatus::Healthy), None).unwrap();
+    let s = next("web", &report(Some(SyncResult::Failed), HealthStatus::Healthy), None).unwrap();
     assert_eq!(s.state, State::Failure);
     assert!(s.description.contains("sync failed: apply web: forbidden"), "{}", s.description);
-    let s = next_status("web", &report(Some(SyncResult::Refused), HealthStatus::Healthy), None).unwrap();
+    let s = next("web", &report(Some(SyncResult::Refused), HealthStatus::Healthy), None).unwrap();
     assert_eq!(s.state, State::Error);
 }

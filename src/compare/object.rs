@@ -1,0 +1,486 @@
+//! One object of a render, prepared for the cluster and judged against its live
+//! version. Pure: the caller reads the live object and runs the dry-run; these functions
+//! say what to send and what the answer means.
+//!
+//! - [`prepare`]: defaults the namespace of namespaced kinds (and drops it from
+//!   cluster-scoped ones), reads the identity, the sync wave and the sync options, and
+//!   stamps the tracking-id;
+//! - [`judge`]: differences between the dry-run result and the live object (both
+//!   normalized, ignored fields stripped), the field manager of each live value, and the
+//!   fields held by client-side tools that plumb must take over;
+//! - [`Compared`]: the outcome, with its typed [`ObjectReason`].
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Difference, SyncStatus, managers};
+use crate::{
+    cluster::Kind,
+    plan::{self, SyncOptions},
+    tracking::{self, ObjectKey},
+};
+
+/// Why an object is (or is not) in sync — typed; [`Display`](std::fmt::Display) gives
+/// the wording shown in status, diffs and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectReason {
+    /// Live equals Git (shown as the empty string).
+    Synced,
+    /// Not in the cluster: `missing`.
+    Missing,
+    /// Its kind is defined by a CustomResourceDefinition of the same render, not served
+    /// yet: created once that CRD is Established.
+    AwaitsCrd,
+    /// Fields differ: their descriptions (see [`Difference::describe`]); `client_side`
+    /// when the server refused the dry-run and the comparison was made here.
+    Differs {
+        /// One description per differing field.
+        fields: Vec<String>,
+        /// Compared on plumb's side.
+        client_side: bool,
+    },
+    /// Git changes fields that cannot change (their paths): only a delete and re-create
+    /// (`Force=true`) syncs it.
+    Immutable(Vec<String>),
+    /// Fields held by a client-side tool (the manager named) are to be taken over.
+    TakeOver(String),
+    /// The object could not be compared (bad annotation, unknown kind, API error…): it
+    /// is never applied, and holds every prune back.
+    Error(String),
+}
+
+impl ObjectReason {
+    /// The object's sync status: Synced, Unknown for an error, else OutOfSync.
+    pub fn sync(&self) -> SyncStatus {
+        match self {
+            Self::Synced => SyncStatus::Synced,
+            Self::Error(_) => SyncStatus::Unknown,
+            _ => SyncStatus::OutOfSync,
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Synced => Ok(()),
+            Self::Missing => f.write_str("missing"),
+            Self::AwaitsCrd => f.write_str("missing (its CustomResourceDefinition is applied first in this sync)"),
+            Self::Differs { fields, client_side } => {
+                let how = if *client_side { " (client-side comparison: the server refused the dry-run)" } else { "" };
+                write!(f, "differs at {}{how}", fields.join("; "))
+            }
+            Self::Immutable(fields) => write!(
+                f,
+                "differs at immutable field(s) {}: the object must be deleted and re-created (sync option Force=true)",
+                fields.join(", ")
+            ),
+            Self::TakeOver(manager) => write!(f, "fields held by {manager} to be taken over by plumb"),
+            Self::Error(e) => f.write_str(e),
+        }
+    }
+}
+
+/// One object's comparison, for `plumb diff`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectDiff {
+    /// The object.
+    pub object: String,
+    /// Git's side (dry-run result, normalized, ignored fields removed).
+    pub desired: Value,
+    /// The live side (normalized, ignored fields removed); `None` when missing.
+    pub live: Option<Value>,
+    /// Differing fields; empty when Synced.
+    pub differences: Vec<Difference>,
+    /// `missing`, `requires pruning`, `differs at …`, an error, or empty.
+    pub reason: String,
+    /// The typed reason of a desired object; `None` for a prune candidate (an owned
+    /// object Git no longer declares).
+    #[serde(skip)]
+    pub verdict: Option<ObjectReason>,
+}
+
+/// One desired object, compared.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// Its identity (namespace defaulted).
+    pub key: ObjectKey,
+    /// Its served kind; `None` when not served (an error, or awaiting its CRD).
+    pub kind: Option<Kind>,
+    /// What is sent when applying (tracking-stamped; ignored fields removed when live
+    /// exists).
+    pub apply: Value,
+    /// The live object, when it exists.
+    pub live: Option<Value>,
+    /// Why it is (not) in sync.
+    pub reason: ObjectReason,
+    /// Both sides and the differences, for `plumb diff`.
+    pub diff: ObjectDiff,
+    /// `managedFields` to install before applying: the takeover of fields held by
+    /// client-side tools (see [`managers::takeover`]).
+    pub takeover: Option<Value>,
+    /// Where the manifest came from (`file#document`).
+    pub source: String,
+    /// Sync wave (`plumb.dev/sync-wave`).
+    pub wave: i32,
+    /// The object's own sync options (`plumb.dev/sync-options`).
+    pub options: SyncOptions,
+}
+
+impl Compared {
+    /// An object whose comparison ended early with `reason` (an error, missing, or
+    /// awaiting its CRD): Git's side is `obj` as it is.
+    pub fn early(key: ObjectKey, obj: Value, kind: Option<Kind>, reason: ObjectReason, source: &str) -> Self {
+        Compared {
+            diff: ObjectDiff {
+                object: key.to_string(),
+                desired: obj.clone(),
+                live: None,
+                differences: vec![],
+                reason: reason.to_string(),
+                verdict: Some(reason.clone()),
+            },
+            key,
+            kind,
+            apply: obj,
+            live: None,
+            reason,
+            takeover: None,
+            source: source.to_string(),
+            wave: 0,
+            options: SyncOptions::default(),
+        }
+    }
+
+    /// The object's sync status.
+    pub fn sync(&self) -> SyncStatus {
+        self.reason.sync()
+    }
+
+    /// Whether its CRD is applied first in this sync.
+    pub fn awaits_crd(&self) -> bool {
+        self.reason == ObjectReason::AwaitsCrd
+    }
+
+    /// Whether Git changes an immutable field of it.
+    pub fn immutable(&self) -> bool {
+        matches!(self.reason, ObjectReason::Immutable(_))
+    }
+
+    /// This object, failed with `error` (Unknown: never applied, holds prune back).
+    #[must_use]
+    pub fn failed(&self, error: String) -> Self {
+        let mut u = self.clone();
+        u.diff.reason.clone_from(&error);
+        u.reason = ObjectReason::Error(error);
+        u.diff.verdict = Some(u.reason.clone());
+        u
+    }
+}
+
+/// Kinds defined by the CustomResourceDefinitions of a render: (group, kind) →
+/// namespaced.
+pub type CrdKinds = HashMap<(String, String), bool>;
+
+/// The kinds the CRDs among `objects` define.
+pub fn crd_kinds<'a>(objects: impl IntoIterator<Item = &'a Value>) -> CrdKinds {
+    objects
+        .into_iter()
+        .filter(|o| {
+            o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
+                && o.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .filter_map(|o| {
+            let group = o.pointer("/spec/group")?.as_str()?;
+            let kind = o.pointer("/spec/names/kind")?.as_str()?;
+            let namespaced = o.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster");
+            Some(((group.to_string(), kind.to_string()), namespaced))
+        })
+        .collect()
+}
+
+/// Placeholder identity of a manifest that has none (reported as an error).
+pub fn unknown_key() -> ObjectKey {
+    ObjectKey { group: String::new(), kind: "?".into(), namespace: String::new(), name: "?".into() }
+}
+
+/// An object whose kind is not served: awaiting its CRD when one of the same render
+/// defines it (namespace defaulted, wave and options read), otherwise an error naming
+/// `not_served` and the source.
+pub fn unserved(obj: Value, crds: &CrdKinds, namespace: &str, not_served: &str, source: &str) -> Compared {
+    let mut key = ObjectKey::of(&obj).unwrap_or_else(unknown_key);
+    let Some(&namespaced) = crds.get(&(key.group.clone(), key.kind.clone())) else {
+        return Compared::early(key, obj, None, ObjectReason::Error(format!("{not_served} ({source})")), source);
+    };
+    if namespaced && key.namespace.is_empty() {
+        key.namespace = namespace.to_string();
+    }
+    let (wave, options) = (plan::sync_wave(&obj).unwrap_or(0), SyncOptions::of_object(&obj));
+    let mut c = Compared::early(key, obj, None, ObjectReason::AwaitsCrd, source);
+    (c.wave, c.options) = (wave, options);
+    c
+}
+
+/// A manifest ready to be sent: identity, wave, options, tracking-stamped body.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Its identity.
+    pub key: ObjectKey,
+    /// The body to send.
+    pub obj: Value,
+    /// Its sync wave.
+    pub wave: i32,
+    /// Its own sync options.
+    pub options: SyncOptions,
+}
+
+/// A manifest [`prepare`] refused: as far as it got, and why.
+#[derive(Debug, Clone)]
+pub struct Rejected {
+    /// Its identity, or [`unknown_key`] when it has none.
+    pub key: ObjectKey,
+    /// The manifest.
+    pub obj: Value,
+    /// The message, naming the source.
+    pub message: String,
+}
+
+/// Prepares `obj` of a served kind (`namespaced` or not) for application `app`:
+/// defaults the namespace to `namespace` (or drops it for cluster-scoped kinds), reads
+/// identity, sync wave and options, stamps the tracking-id (and `installation`).
+///
+/// # Errors
+/// [`Rejected`] when it has no name, a bad sync wave or bad sync options.
+pub fn prepare(
+    mut obj: Value,
+    namespaced: bool,
+    app: &str,
+    namespace: &str,
+    installation: Option<&str>,
+    source: &str,
+) -> Result<Prepared, Box<Rejected>> {
+    let reject = |key, obj, message| Err(Box::new(Rejected { key, obj, message }));
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if namespaced {
+            if meta.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty) {
+                meta.insert("namespace".into(), Value::String(namespace.into()));
+            }
+        } else {
+            meta.remove("namespace");
+        }
+    }
+    let Some(key) = ObjectKey::of(&obj) else {
+        return reject(unknown_key(), obj, format!("{source}: no identity"));
+    };
+    let wave = match plan::sync_wave(&obj) {
+        Ok(w) => w,
+        Err(e) => return reject(key, obj, format!("{source}: {e}")),
+    };
+    if let Some(e) = SyncOptions::problems(&obj).into_iter().next() {
+        let e = format!("{source}: annotation {}: {e}", tracking::SYNC_OPTIONS_ANNOTATION);
+        return reject(key, obj, e);
+    }
+    let options = SyncOptions::of_object(&obj);
+    tracking::stamp(&mut obj, app, &key, installation);
+    Ok(Prepared { key, obj, wave, options })
+}
+
+/// What [`judge`] found.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    /// Differing fields, each with the manager of its live value.
+    pub differences: Vec<Difference>,
+    /// Why (not) in sync.
+    pub reason: ObjectReason,
+    /// `managedFields` to install before applying (client-side tools' fields taken
+    /// over), when any.
+    pub takeover: Option<Value>,
+}
+
+/// Judges one existing object: `desired` (the dry-run result, or `apply` itself when
+/// `client_side`) against `live` (both normalized, ignored fields stripped), with
+/// `live_obj` the live object as read (its managedFields name who set what), `apply`
+/// what plumb sends, `replace` whether it is written whole (`Replace=true`: nothing to
+/// take over), and `ours` plumb's field manager.
+pub fn judge(
+    desired: &Value,
+    live: &Value,
+    live_obj: &Value,
+    apply: &Value,
+    client_side: bool,
+    replace: bool,
+    ours: &str,
+) -> Judgement {
+    let mut differences =
+        if client_side { super::client_side::diff_subset(desired, live) } else { super::diff(desired, live) };
+    for d in &mut differences {
+        d.manager = managers::owner_of(live_obj, &d.path, ours);
+    }
+    // Fields held by client-side tools: Git no longer declaring them would not remove
+    // them (SSA keeps another manager's fields), so plumb takes them over first.
+    let takeover = if replace { None } else { managers::takeover(live_obj, ours) };
+    let mut legacy_owner = None;
+    if takeover.is_some() {
+        for (tokens, owner) in managers::legacy_paths(live_obj, ours) {
+            let pointer: String =
+                tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+            legacy_owner.get_or_insert_with(|| owner.manager.clone());
+            if apply.pointer(&pointer).is_some()
+                || pointer.ends_with("last-applied-configuration")
+                || differences.iter().any(|d| d.path == pointer)
+            {
+                continue;
+            }
+            differences.push(Difference {
+                desired: None,
+                live: live_obj.pointer(&pointer).cloned(),
+                path: pointer,
+                manager: Some(owner),
+            });
+        }
+    }
+    let reason = if !differences.is_empty() {
+        ObjectReason::Differs { fields: differences.iter().map(Difference::describe).collect(), client_side }
+    } else if let Some(m) = legacy_owner {
+        ObjectReason::TakeOver(m)
+    } else {
+        ObjectReason::Synced
+    };
+    Judgement { differences, reason, takeover }
+}
+
+/// Marks objects declared more than once (after namespaces were defaulted: one
+/// manifest with `metadata.namespace`, one without) as failed, naming both sources.
+pub fn declared_twice(compared: &mut [std::sync::Arc<Compared>]) {
+    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
+    let mut twice = Vec::new();
+    for (i, c) in compared.iter().enumerate() {
+        if c.key.kind == "?" {
+            continue;
+        }
+        match first.get(&c.key) {
+            Some(&j) => twice.push((j, i)),
+            None => {
+                first.insert(c.key.clone(), i);
+            }
+        }
+    }
+    for (j, i) in twice {
+        let why = format!("{} is declared twice: {} and {}", compared[i].key, compared[j].source, compared[i].source);
+        compared[j] = std::sync::Arc::new(compared[j].failed(why.clone()));
+        compared[i] = std::sync::Arc::new(compared[i].failed(why));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn cm(annotations: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": annotations}, "data": {"a": "1"}})
+    }
+
+    #[test]
+    fn prepare_defaults_the_namespace_and_refuses_bad_annotations() {
+        // (manifest, namespaced) → Ok(key, wave) or the error
+        type Case = (Value, bool, Result<(&'static str, i32), &'static str>);
+        let cases: Vec<Case> = vec![
+            (cm(json!({})), true, Ok(("ConfigMap/lab/cfg", 0))),
+            (cm(json!({"plumb.dev/sync-wave": "-2"})), true, Ok(("ConfigMap/lab/cfg", -2))),
+            (
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "namespace": "x"}}),
+                false,
+                Ok(("Namespace/team", 0)),
+            ),
+            (cm(json!({"plumb.dev/sync-wave": "soon"})), true, Err("cm.yaml#0: ")),
+            (
+                cm(json!({"plumb.dev/sync-options": "Prune=maybe"})),
+                true,
+                Err("cm.yaml#0: annotation plumb.dev/sync-options: "),
+            ),
+            (json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}), true, Err("cm.yaml#0: no identity")),
+        ];
+        for (obj, namespaced, want) in cases {
+            match (prepare(obj.clone(), namespaced, "web", "lab", None, "cm.yaml#0"), want) {
+                (Ok(p), Ok((key, wave))) => {
+                    assert_eq!((p.key.to_string().as_str(), p.wave), (key, wave), "{obj}");
+                    assert_eq!(tracking::tracked_app(&p.obj), Some("web"), "stamped: {}", p.obj);
+                }
+                (Err(r), Err(prefix)) => assert!(r.message.starts_with(prefix), "{} / {prefix}", r.message),
+                (got, want) => panic!("{obj}: got {:?}, want {want:?}", got.map(|p| p.key)),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unserved_kind_waits_for_its_crd_only_when_the_render_defines_it() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "spec": {"group": "demo.example.com", "scope": "Namespaced", "names": {"kind": "Widget"}}});
+        let crds = crd_kinds([&crd]);
+        let widget = json!({"apiVersion": "demo.example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
+        let c = unserved(widget.clone(), &crds, "lab", "unknown kind", "w.yaml#0");
+        assert_eq!(
+            (c.key.to_string(), c.sync(), c.awaits_crd()),
+            ("Widget.demo.example.com/lab/w".into(), SyncStatus::OutOfSync, true)
+        );
+        assert_eq!(c.reason.to_string(), "missing (its CustomResourceDefinition is applied first in this sync)");
+        let c = unserved(widget, &CrdKinds::new(), "lab", "unknown kind", "w.yaml#0");
+        assert_eq!((c.sync(), c.reason.to_string()), (SyncStatus::Unknown, "unknown kind (w.yaml#0)".into()));
+    }
+
+    #[test]
+    fn judge_names_fields_managers_and_takeovers() {
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "managedFields": [
+            {"manager": "plumb", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "kubectl", "operation": "Update", "subresource": "scale", "time": "2026-11-29T14:02:11Z",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}, "spec": {"replicas": 5}});
+        let desired = json!({"spec": {"replicas": 3}});
+        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, "plumb");
+        assert_eq!(
+            j.reason.to_string(),
+            "differs at /spec/replicas 5→3 (set by kubectl via scale at 2026-11-29T14:02:11Z)"
+        );
+        assert_eq!(j.reason.sync(), SyncStatus::OutOfSync);
+        let same = judge(&desired, &desired, &live, &desired, false, false, "plumb");
+        assert_eq!((same.reason, same.differences.len()), (ObjectReason::Synced, 0));
+        // a field only a client-side tool holds, that Git no longer declares: taken over, then removed
+        let legacy = json!({"metadata": {"name": "web", "managedFields": [
+            {"manager": "kubectl-client-side-apply", "operation": "Update",
+             "fieldsV1": {"f:data": {"f:a": {}, "f:old": {}}}}]}, "data": {"a": "1", "old": "x"}});
+        let apply = json!({"data": {"a": "1"}});
+        let j = judge(&apply, &apply, &legacy, &apply, false, false, "plumb");
+        assert!(j.takeover.is_some(), "{j:?}");
+        assert_eq!(j.reason.to_string(), "differs at /data/old x→(absent) (set by kubectl-client-side-apply)");
+        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, "plumb");
+        assert!(
+            replaced.takeover.is_none() && replaced.reason == ObjectReason::Synced,
+            "Replace=true owns what it writes"
+        );
+    }
+
+    #[test]
+    fn an_object_declared_twice_fails_naming_both_files() {
+        let key =
+            ObjectKey { group: String::new(), kind: "ConfigMap".into(), namespace: "lab".into(), name: "cfg".into() };
+        let one =
+            |src: &str| std::sync::Arc::new(Compared::early(key.clone(), json!({}), None, ObjectReason::Missing, src));
+        let mut all = [one("a.yaml#0"), one("b.yaml#0")];
+        declared_twice(&mut all);
+        for c in &all {
+            assert_eq!(
+                c.reason,
+                ObjectReason::Error("ConfigMap/lab/cfg is declared twice: a.yaml#0 and b.yaml#0".into())
+            );
+            assert_eq!(
+                (c.sync(), c.diff.reason.as_str()),
+                (SyncStatus::Unknown, "ConfigMap/lab/cfg is declared twice: a.yaml#0 and b.yaml#0")
+            );
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The IO half of comparing one object: resolve its kind, read it live (watch cache,
+//! else GET), dry-run it (or reuse a remembered answer), then let
+//! [`crate::compare::object`] prepare and judge it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Context;
+use crate::{
+    compare::{
+        Compared, IgnoreRules, ObjectReason, normalize,
+        object::{self, CrdKinds},
+    },
+    plan::SyncOptions,
+    watch::value_hash,
+};
+
+/// What comparing one object needs to know of the application.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    pub app: &'a str,
+    /// Destination namespace (default of namespaced objects).
+    pub namespace: &'a str,
+    pub rules: &'a IgnoreRules,
+    /// Kinds defined by CRDs of the same render.
+    pub crds: &'a CrdKinds,
+    /// The application's sync options.
+    pub defaults: &'a SyncOptions,
+    /// Dry-run the create of missing objects, so a preview reports what the server would
+    /// reject (a sync does not need it: a create that fails writes nothing).
+    pub validate_new: bool,
+}
+
+impl Context {
+    /// Compares one manifest of the render with its live object.
+    pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
+        let Scope { app, namespace, rules, crds, defaults, validate_new } = *scope;
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let error =
+            |key, obj, kind, e: String| Arc::new(Compared::early(key, obj, kind, ObjectReason::Error(e), &source));
+        let kind = match self.cluster.kind(&api_version, &kind_name).await {
+            Ok(k) => k,
+            Err(e) => return Arc::new(object::unserved(obj, crds, namespace, &e.to_string(), &source)),
+        };
+        let installation = self.config.settings.installation_id.as_deref();
+        let object::Prepared { key, obj, wave, options } =
+            match object::prepare(obj, kind.namespaced, app, namespace, installation, &source) {
+                Ok(p) => p,
+                Err(r) => return error(r.key, r.obj, Some(kind), r.message),
+            };
+        let with = |mut c: Compared| {
+            (c.wave, c.options) = (wave, options.clone());
+            Arc::new(c)
+        };
+        // Same manifest and same live resourceVersion as last time: same answer.
+        let manifest_hash = value_hash(&obj);
+        let mut cached = self.live.as_ref().and_then(|c| c.get_arc(&kind, &key)).flatten();
+        // Right after plumb applied an object the watch may not have delivered the new
+        // version yet: a cached object older than plumb's own write is not trusted.
+        if let (Some(w), Some(c)) = (self.memo.written(&key), &cached) {
+            if c.metadata.resource_version.as_ref() == Some(&w) {
+                self.memo.seen(&key);
+            } else {
+                cached = None;
+            }
+        }
+        let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
+        if let Some(c) = live_rv.as_ref().and_then(|rv| self.memo.compared(&key, manifest_hash, rv)) {
+            return c;
+        }
+        let live = match cached.map(|o| crate::watch::with_types(&o, &kind)) {
+            Some(l) => Some(l),
+            // not watched yet, absent from the cache (it may exist without our label), or
+            // older than plumb's own last write: read it from the API server
+            None => match self.cluster.get(&kind, &key).await {
+                Ok(l) => {
+                    self.memo.seen(&key);
+                    l
+                }
+                Err(e) => return error(key, obj, Some(kind), e.to_string()),
+            },
+        };
+        let strict = !(defaults.validate_disabled || options.validate_disabled);
+        let Some(live_obj) = live else {
+            // In a preview, a dry-run of the create shows what the server would reject
+            // (not possible yet when its namespace is still to be created: 404). A sync
+            // skips it: a create that fails writes nothing and fails the sync anyway.
+            let desired = if validate_new {
+                match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
+                    Ok(d) => normalize(&d),
+                    Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
+                    Err(e) => return error(key, obj, Some(kind), e.to_string()),
+                }
+            } else {
+                normalize(&obj)
+            };
+            let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, &source);
+            c.diff.desired = desired;
+            return with(c);
+        };
+        // Ignored fields are not sent for an existing object, so plumb never owns them;
+        // Replace=true writes the whole object: ignored fields carry their live values.
+        let mut apply = obj;
+        let replace = defaults.replace || options.replace;
+        let prepared = if replace {
+            rules.keep_live(&key, &mut apply, &live_obj)
+        } else {
+            rules.prepare_apply(&key, &mut apply, &live_obj)
+        };
+        if let Err(e) = prepared {
+            return error(key, apply, Some(kind), e);
+        }
+        let apply_hash = value_hash(&apply);
+        // keyed by the live content without status: a controller writing status does not
+        // invalidate the dry-run
+        let normalized_live = normalize(&live_obj);
+        let live_hash = value_hash(&normalized_live);
+        let mut client_side = false;
+        let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
+            Some(d) => d,
+            None => {
+                let dry = match self.cluster.apply_validated(&kind, &key, &apply, true, strict).await {
+                    Ok(d) => d,
+                    // The server cannot answer a dry-run for this object: compare on our side.
+                    Err(e) if e.refuses_dry_run() => {
+                        client_side = true;
+                        apply.clone()
+                    }
+                    // Git changes a field that cannot change: known to differ, needs re-creation.
+                    Err(e) if !e.immutable_fields().is_empty() => {
+                        let mut c = Compared::early(
+                            key,
+                            apply,
+                            Some(kind),
+                            ObjectReason::Immutable(e.immutable_fields()),
+                            &source,
+                        );
+                        c.diff.desired = normalize(&c.apply);
+                        c.diff.live = Some(normalized_live);
+                        c.live = Some(live_obj);
+                        return with(c);
+                    }
+                    Err(e) => return error(key, apply, Some(kind), e.to_string()),
+                };
+                let mut desired = normalize(&dry);
+                if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
+                    return error(key, apply, Some(kind), e);
+                }
+                if !client_side {
+                    self.memo.remember_dry_run(&key, apply_hash, live_hash, desired.clone());
+                }
+                desired
+            }
+        };
+        let mut live_n = normalized_live;
+        if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
+            return error(key, apply, Some(kind), e);
+        }
+        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, crate::FIELD_MANAGER);
+        let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
+        (c.diff.desired, c.diff.live, c.diff.differences) = (desired, Some(live_n), j.differences);
+        (c.live, c.takeover) = (Some(live_obj), j.takeover);
+        let result = with(c);
+        if let Some(rv) = live_rv {
+            self.memo.remember_compared(manifest_hash, rv, result.clone());
+        }
+        result
+    }
+}

@@ -1,0 +1,278 @@
+//! The live side around the desired objects: what the application owns that Git no
+//! longer declares (prune candidates), the children a workload's health reads, the
+//! namespaces objects go into, what other applications declare (hand-over), and
+//! objects nobody tracks (`orphanedResources.warn`).
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::Arc,
+};
+
+use serde_json::Value;
+
+use super::Context;
+use crate::{
+    cluster::Kind,
+    compare::{Compared, SyncStatus},
+    config::Environment,
+    plan::{self, Claims, PruneCandidate, SyncOptions},
+    source::Desired,
+    tracking::{self, ObjectKey},
+};
+
+/// Owned objects Git no longer declares.
+#[derive(Default)]
+pub(super) struct Candidates {
+    /// Each with its kind (for the delete).
+    pub orphans: Vec<(PruneCandidate, Kind)>,
+    /// Those carrying `IgnoreExtraneous` (never make the application OutOfSync).
+    pub extraneous: HashSet<String>,
+    /// Kinds that could not be listed, or listing errors.
+    pub errors: Vec<String>,
+}
+
+impl Context {
+    /// Lists, for every kind in `kinds`, the objects `app` owns (tracking-id naming the
+    /// application and the object) that are not among `desired` and not already being
+    /// deleted: the prune candidates. `defaults` are the application's sync options.
+    pub(super) async fn prune_candidates(
+        &self,
+        app: &str,
+        desired: &HashSet<ObjectKey>,
+        kinds: &BTreeSet<(String, String)>,
+        defaults: &SyncOptions,
+    ) -> Candidates {
+        let mut out = Candidates::default();
+        let installation = self.config.settings.installation_id.as_deref();
+        for (api_version, kind_name) in kinds {
+            let kind = match self.cluster.kind(api_version, kind_name).await {
+                Ok(k) => k,
+                Err(crate::cluster::Error::UnknownKind { .. }) => continue, // kind gone from the cluster: nothing to prune
+                Err(e) => {
+                    out.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            let listed = match self.live.as_ref().and_then(|c| c.list_app(&kind, app)) {
+                // desired objects are skipped before the (costly) conversion
+                Some(objs) => Ok(objs
+                    .iter()
+                    .filter(|o| {
+                        let key = ObjectKey {
+                            group: kind.resource.group.clone(),
+                            kind: kind.resource.kind.clone(),
+                            namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                            name: o.metadata.name.clone().unwrap_or_default(),
+                        };
+                        !desired.contains(&key)
+                    })
+                    .map(|o| crate::watch::with_types(o, &kind))
+                    .collect()),
+                None => self.cluster.list_app(&kind, app).await,
+            };
+            let objs: Vec<Value> = match listed {
+                Ok(objs) => objs,
+                Err(e) => {
+                    out.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            for o in objs.iter().filter(|o| tracking::is_owned_by(o, app, installation)) {
+                let Some(key) = ObjectKey::of(o) else { continue };
+                // already being deleted (a foreground prune waits for dependents): done
+                let terminating = o.pointer("/metadata/deletionTimestamp").is_some();
+                if terminating || desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
+                    continue;
+                }
+                if plan::ignores_extraneous(o) {
+                    out.extraneous.insert(key.to_string());
+                }
+                let approval = plan::prune_approval(o, jiff::Timestamp::now());
+                let candidate = PruneCandidate {
+                    uid: o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
+                    key,
+                    options: defaults.with_object(&SyncOptions::of_object(o)),
+                    approved: approval == Ok(true),
+                    approval_problem: approval.err(),
+                    held: None,
+                };
+                out.orphans.push((candidate, kind.clone()));
+            }
+        }
+        out
+    }
+
+    /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache;
+    /// empty without watches or before they are ready (health then uses status only).
+    pub(super) async fn children(&self, c: &Compared) -> (Vec<Value>, Vec<Value>) {
+        let (Some(cache), Some(live)) = (&self.live, &c.live) else { return (vec![], vec![]) };
+        let workload = matches!(
+            (c.key.group.as_str(), c.key.kind.as_str()),
+            ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
+        );
+        let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str).filter(|_| workload) else {
+            return (vec![], vec![]);
+        };
+        let (Ok(pod_kind), Ok(rs_kind)) =
+            (self.cluster.kind("v1", "Pod").await, self.cluster.kind("apps/v1", "ReplicaSet").await)
+        else {
+            return (vec![], vec![]);
+        };
+        let ns = &c.key.namespace;
+        if c.key.kind == "Deployment" {
+            let rss = cache.owned_by(&rs_kind, ns, uid).unwrap_or_default();
+            let mut pods = Vec::new();
+            for rs in &rss {
+                if let Some(rs_uid) = rs.pointer("/metadata/uid").and_then(Value::as_str) {
+                    pods.extend(cache.owned_by(&pod_kind, ns, rs_uid).unwrap_or_default());
+                }
+            }
+            (pods, rss)
+        } else {
+            (cache.owned_by(&pod_kind, ns, uid).unwrap_or_default(), vec![])
+        }
+    }
+
+    /// Marks objects that would be created in a namespace neither in the cluster nor
+    /// declared in Git (nor created by `CreateNamespace=true`) as errors, so a preview
+    /// does not promise what the sync cannot do. A namespace declared in Git makes its
+    /// objects "missing" (created after it), never an error.
+    pub(super) async fn check_namespaces(&self, compared: &mut [Arc<Compared>], app_namespace: &str, create: bool) {
+        let declared: HashSet<String> = compared
+            .iter()
+            .filter(|c| c.key.group.is_empty() && c.key.kind == "Namespace")
+            .map(|c| c.key.name.clone())
+            .collect();
+        let mut known: HashMap<String, bool> = HashMap::new();
+        for c in compared.iter_mut() {
+            let namespaced = c.awaits_crd() || c.kind.as_ref().is_some_and(|k| k.namespaced);
+            let ns = c.key.namespace.clone();
+            if c.live.is_some() || c.sync() != SyncStatus::OutOfSync || !namespaced || ns.is_empty() {
+                continue;
+            }
+            if declared.contains(&ns) || (create && ns == app_namespace) {
+                continue;
+            }
+            let exists = match known.get(&ns) {
+                Some(e) => *e,
+                None => {
+                    let e = self.namespace_exists(&ns).await;
+                    known.insert(ns.clone(), e);
+                    e
+                }
+            };
+            if !exists {
+                let why = format!("namespace \"{ns}\" not found: it is neither in the cluster nor declared in Git");
+                *c = Arc::new(c.failed(why));
+            }
+        }
+    }
+
+    /// Whether a Namespace exists (true when that cannot be told: the apply will say).
+    async fn namespace_exists(&self, name: &str) -> bool {
+        match self.cluster.kind("v1", "Namespace").await {
+            Ok(kind) => !matches!(self.cluster.get(&kind, &namespace_key(name)).await, Ok(None)),
+            Err(_) => true,
+        }
+    }
+
+    /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
+    /// logged (the applies into it then say what went wrong).
+    pub(super) async fn ensure_namespace(&self, namespace: &str) {
+        if self.namespace_exists(namespace).await {
+            return;
+        }
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let created = match self.cluster.kind("v1", "Namespace").await {
+            Ok(kind) => self.cluster.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = created {
+            tracing::warn!(namespace, "CreateNamespace: {e}");
+        }
+    }
+
+    /// Before anything is pruned: renders every other application at its revision and
+    /// lets [`plan::hand_over`] hold what moved there. Returns the objects handed over.
+    pub(super) async fn hand_over(&self, name: &str, candidates: &mut [PruneCandidate]) -> Vec<String> {
+        if candidates.is_empty() {
+            return vec![];
+        }
+        let mut claims = Claims::default();
+        for other in self.config.applications.iter().filter(|a| a.name.value != name) {
+            let Ok((app, _, repo)) = self.app(&other.name.value) else { continue };
+            let who = &app.name.value;
+            match self.sources.desired(who, repo, &app.revision.value, &app.path.value).await {
+                Desired::Rendered(_, manifests) => claims.declare(
+                    who,
+                    manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).map(|mut k| {
+                        if k.namespace.is_empty() {
+                            k.namespace = app.namespace.value.clone();
+                        }
+                        k
+                    }),
+                ),
+                Desired::FetchFailed(e) => claims.unreadable.push(format!("{who}: {e}")),
+                Desired::RenderFailed(_, e) => claims.unreadable.push(format!("{who}: {e}")),
+            }
+        }
+        let handed = plan::hand_over(&claims, candidates);
+        for k in &handed {
+            tracing::info!(app = name, object = %k, "moved to another application: not pruned");
+        }
+        handed
+    }
+
+    /// `orphanedResources.warn`: objects in the application's namespaces that no
+    /// application tracks, as `Kind/namespace/name`, sorted. Looks at the common
+    /// namespaced kinds and every kind the application applied.
+    pub(super) async fn orphaned_resources(
+        &self,
+        env: &Environment,
+        namespaces: &BTreeSet<String>,
+        kinds: &BTreeSet<(String, String)>,
+    ) -> Result<Vec<String>, crate::cluster::Error> {
+        const COMMON: &[(&str, &str)] = &[
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "Service"),
+            ("v1", "ServiceAccount"),
+            ("v1", "PersistentVolumeClaim"),
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("batch/v1", "Job"),
+            ("batch/v1", "CronJob"),
+            ("networking.k8s.io/v1", "Ingress"),
+            ("rbac.authorization.k8s.io/v1", "Role"),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+        ];
+        let mut all: BTreeSet<(String, String)> =
+            COMMON.iter().map(|(a, k)| ((*a).to_string(), (*k).to_string())).collect();
+        all.extend(kinds.iter().cloned());
+        let mut out = Vec::new();
+        for (api_version, kind_name) in &all {
+            let Ok(kind) = self.cluster.kind(api_version, kind_name).await else { continue };
+            if !kind.namespaced {
+                continue;
+            }
+            for ns in namespaces {
+                for o in self.cluster.list_unlabelled(&kind, ns).await? {
+                    if plan::orphan_reported(&o, &env.orphaned_resources.ignore)
+                        && let Some(k) = ObjectKey::of(&o)
+                    {
+                        out.push(k.to_string());
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// The identity of Namespace `name`.
+fn namespace_key(name: &str) -> ObjectKey {
+    ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() }
+}

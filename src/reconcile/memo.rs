@@ -1,0 +1,108 @@
+//! What one process remembers between passes, per object and per application, so that
+//! a pass with nothing new costs no API request: dry-run answers, whole comparisons,
+//! plumb's own last writes, selfHeal state and since when objects are Progressing.
+//! Every entry is keyed so that it can never answer for changed content.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use serde_json::Value;
+
+use crate::{compare::Compared, health::ProgressingSince, plan::HealState, tracking::ObjectKey};
+
+/// A dry-run answer: valid while neither the applied configuration (`apply_hash`) nor
+/// the live object without status (`live_hash`) changed.
+struct DryRun {
+    apply_hash: u64,
+    live_hash: u64,
+    desired: Value,
+}
+
+/// A whole comparison: valid while the manifest (its hash) and the live object (its
+/// resourceVersion) are as they were.
+type ComparedMemo = (u64, String, std::sync::Arc<Compared>);
+
+/// The memory of one process. Lock poisoning only loses memory (the next pass asks
+/// the API server again), never correctness.
+#[derive(Default)]
+pub struct Memo {
+    dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
+    /// (manifest hash, live resourceVersion, result) by object.
+    compared: Mutex<HashMap<ObjectKey, ComparedMemo>>,
+    /// resourceVersion of plumb's last write of each object, until the watch shows it.
+    written: Mutex<HashMap<ObjectKey, String>>,
+    heal: Mutex<HashMap<String, HealState>>,
+    progressing: Mutex<HashMap<String, ProgressingSince>>,
+}
+
+impl Memo {
+    /// The dry-run answer for `key` when the applied body and the live object are as
+    /// they were.
+    pub fn dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64) -> Option<Value> {
+        let m = self.dry_runs.lock().ok()?;
+        m.get(key).filter(|d| d.apply_hash == apply_hash && d.live_hash == live_hash).map(|d| d.desired.clone())
+    }
+
+    /// Remembers a dry-run answer.
+    pub fn remember_dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64, desired: Value) {
+        if let Ok(mut m) = self.dry_runs.lock() {
+            m.insert(key.clone(), DryRun { apply_hash, live_hash, desired });
+        }
+    }
+
+    /// The whole comparison of `key` when its manifest and live resourceVersion are as
+    /// they were.
+    pub fn compared(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) -> Option<std::sync::Arc<Compared>> {
+        let m = self.compared.lock().ok()?;
+        m.get(key).filter(|(h, r, _)| *h == manifest_hash && r == live_rv).map(|(_, _, c)| c.clone())
+    }
+
+    /// Remembers a comparison.
+    pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
+        if let Ok(mut m) = self.compared.lock() {
+            m.insert(c.key.clone(), (manifest_hash, live_rv, c));
+        }
+    }
+
+    /// The resourceVersion plumb last wrote `key` at, while the watch has not shown it.
+    pub fn written(&self, key: &ObjectKey) -> Option<String> {
+        self.written.lock().ok()?.get(key).cloned()
+    }
+
+    /// Records plumb's write of `key` at `resource_version`.
+    pub fn wrote(&self, key: &ObjectKey, resource_version: &str) {
+        if let Ok(mut m) = self.written.lock() {
+            m.insert(key.clone(), resource_version.to_string());
+        }
+    }
+
+    /// The watch (or a GET) has shown plumb's last write of `key`.
+    pub fn seen(&self, key: &ObjectKey) {
+        if let Ok(mut m) = self.written.lock() {
+            m.remove(key);
+        }
+    }
+
+    /// selfHeal state of `app`.
+    pub fn heal(&self, app: &str) -> Option<HealState> {
+        self.heal.lock().ok()?.get(app).cloned()
+    }
+
+    /// Sets (or, with `None`, forgets) the selfHeal state of `app`.
+    pub fn set_heal(&self, app: &str, state: Option<HealState>) {
+        if let Ok(mut h) = self.heal.lock() {
+            match state {
+                Some(s) => h.insert(app.to_string(), s),
+                None => h.remove(app),
+            };
+        }
+    }
+
+    /// Since when each object of `app` has been Progressing, replaced by what `update`
+    /// makes of it.
+    pub fn progressing(&self, app: &str, update: impl FnOnce(&ProgressingSince) -> ProgressingSince) {
+        if let Ok(mut all) = self.progressing.lock() {
+            let previous = all.remove(app).unwrap_or_default();
+            all.insert(app.to_string(), update(&previous));
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! History records: one sync is one entry, however many passes its waves take. Pure.
+
+use super::{HISTORY_LEN, SyncRecord, SyncResult};
+
+/// Now, RFC 3339 (UTC).
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
+/// record continuing the newest one (see [`continue_sync`]: same revision and start)
+/// replaces it: one sync is one entry, however many passes its waves took.
+pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
+    if history.first().is_some_and(|h| h.revision == record.revision && h.started_at == record.started_at) {
+        history[0] = record;
+        return;
+    }
+    history.insert(0, record);
+    history.truncate(HISTORY_LEN);
+}
+
+/// The record of a pass that goes on with a `Running` sync (`previous`, at the same
+/// revision, for the same reason): it keeps the sync's start and adds up what each
+/// pass applied and pruned. Any other `next` is returned as it is.
+pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> SyncRecord {
+    if let Some(p) =
+        previous.filter(|p| p.result == SyncResult::Running && p.revision == next.revision && p.reason == next.reason)
+    {
+        next.started_at.clone_from(&p.started_at);
+        let mut applied = p.applied.clone();
+        applied.extend(next.applied.drain(..).filter(|a| !p.applied.contains(a)));
+        applied.sort();
+        next.applied = applied;
+        let mut pruned = p.pruned.clone();
+        pruned.append(&mut next.pruned);
+        next.pruned = pruned;
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::SyncResult;
+
+    fn record(started: &str, result: SyncResult, applied: &[&str]) -> SyncRecord {
+        SyncRecord {
+            revision: "abc".into(),
+            subject: "s".into(),
+            started_at: started.into(),
+            finished_at: String::new(),
+            reason: "NewRevision".into(),
+            result,
+            message: String::new(),
+            applied: applied.iter().map(|a| (*a).to_string()).collect(),
+            pruned: vec![],
+        }
+    }
+
+    #[test]
+    fn a_sync_over_several_passes_is_one_entry() {
+        let mut history = vec![record("t0", SyncResult::Succeeded, &["old"])];
+        let first = record("t1", SyncResult::Running, &["a"]);
+        push_history(&mut history, first.clone());
+        let second = continue_sync(Some(&first), record("t2", SyncResult::Running, &[]));
+        push_history(&mut history, second.clone());
+        let last = continue_sync(Some(&second), record("t3", SyncResult::Succeeded, &["b"]));
+        push_history(&mut history, last);
+        assert_eq!(history.len(), 2);
+        assert_eq!((history[0].started_at.as_str(), history[0].result), ("t1", SyncResult::Succeeded));
+        assert_eq!(history[0].applied, ["a", "b"]);
+        let fresh = continue_sync(Some(&history[0].clone()), record("t4", SyncResult::Succeeded, &["c"]));
+        assert_eq!(fresh.started_at, "t4", "a finished sync is not continued");
+        let running = record("t5", SyncResult::Running, &[]);
+        let mut heal = record("t6", SyncResult::Succeeded, &[]);
+        heal.reason = "SelfHeal".into();
+        assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
+    }
+
+    #[test]
+    fn timestamps_have_one_width() {
+        let t = now();
+        assert_eq!(t.len(), "2026-11-29T18:00:00.000Z".len(), "{t}");
+        assert!(t.parse::<jiff::Timestamp>().is_ok());
+    }
+}
