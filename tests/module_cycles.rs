@@ -89,7 +89,10 @@ fn strip(src: &str) -> String {
         } else if (c == b'r' || c == b'b') && !prev_is_ident(b, i) && raw_string_start(b, i).is_some() {
             let (hashes, body) = raw_string_start(b, i).unwrap_or((0, i));
             let closing: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
-            let end = b[body..].windows(closing.len()).position(|w| w == closing.as_slice()).map_or(b.len(), |p| body + p + closing.len());
+            let end = b[body..]
+                .windows(closing.len())
+                .position(|w| w == closing.as_slice())
+                .map_or(b.len(), |p| body + p + closing.len());
             blank(&mut out, &b[i..end]);
             i = end;
         } else if c == b'"' {
@@ -373,7 +376,8 @@ fn report(g: &Graph, cycles: &[Vec<ModPath>]) -> String {
 }
 
 fn read_tree(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("read src/").map(|e| e.expect("dir entry").path()).collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).expect("read src/").map(|e| e.expect("dir entry").path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
@@ -391,6 +395,14 @@ fn no_module_cycles() {
     let mut files = Vec::new();
     read_tree(&src, &src, &mut files);
     let g = graph(&files);
+    if std::env::var_os("PLUMB_MODULE_GRAPH").is_some() {
+        // `PLUMB_MODULE_GRAPH=1 cargo test --test module_cycles -- --nocapture`: every edge.
+        for (from, tos) in &g {
+            for (to, site) in tos {
+                println!("{} → {}: {}:{} ({})", name(from), name(to), site.file, site.line, site.path);
+            }
+        }
+    }
     let found = cycles(&g);
     assert!(found.is_empty(), "{} module import cycle(s):\n{}", found.len(), report(&g, &found));
 }
@@ -428,7 +440,10 @@ fn checker_passes_a_layered_tree_and_ignores_comments_strings_and_family() {
         ("lib.rs", "pub mod a;\npub mod b;\n"),
         ("a/mod.rs", "pub mod x;\npub mod y;\nuse self::x::X;\n"),
         ("a/x.rs", "use super::y::Y; // crate::b::Z\npub struct X;\n"),
-        ("a/y.rs", "pub struct Y;\n/// See [`crate::b::B`].\nconst S: &str = \"crate::b::B\";\nconst R: &str = r#\"super::x\"#;\nconst C: char = '\"';\nfn f<'a>(_: &'a str) {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::X;\n}\n"),
+        (
+            "a/y.rs",
+            "pub struct Y;\n/// See [`crate::b::B`].\nconst S: &str = \"crate::b::B\";\nconst R: &str = r#\"super::x\"#;\nconst C: char = '\"';\nfn f<'a>(_: &'a str) {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::X;\n}\n",
+        ),
         ("b/mod.rs", "use crate::a::{x::X, y::Y};\n/* crate::b::* and /* nested */ super::a */\n"),
     ]));
     assert_eq!(cycles(&g), Vec::<Vec<ModPath>>::new(), "{g:?}");
