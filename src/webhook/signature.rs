@@ -28,8 +28,8 @@ use sha2::Sha256;
 
 use super::body::{ContentType, form_field};
 use super::provider::{Headers, Provider};
-use super::receiver::WatchedRepository;
 use super::sha1::hmac_sha1;
+use super::watched::WatchedRepository;
 
 type HmacSha256 = Hmac<Sha256>;
 
