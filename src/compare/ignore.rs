@@ -13,6 +13,7 @@
 use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
+pub use super::pointer::parse_pointer;
 use super::jq::JqPath;
 use crate::{config::IgnoreDifference, tracking::ObjectKey};
 
@@ -216,14 +217,6 @@ fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
         }
     }
     a.len().cmp(&b.len())
-}
-
-/// Splits an RFC 6901 pointer into unescaped tokens (`""` → root, no tokens).
-pub fn parse_pointer(p: &str) -> Vec<String> {
-    if p.is_empty() {
-        return vec![];
-    }
-    p.trim_start_matches('/').split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
 }
 
 fn remove_path(v: &mut Value, tokens: &[String]) {

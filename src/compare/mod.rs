@@ -15,6 +15,7 @@ pub mod ignore;
 pub mod jq;
 pub mod managers;
 pub mod normalize;
+pub mod pointer;
 
 use serde::{Deserialize, Serialize};
 
