@@ -4,7 +4,7 @@
 //! A rule selects objects by group and kind (globs; an omitted group means any group),
 //! and optionally name and namespace, and names fields three ways (Argo CD's format):
 //! RFC 6901 `jsonPointers` (`~1` is `/`, `~0` is `~`), `jqPathExpressions` (see
-//! [`super::jq`]), and `managedFieldsManagers` (every field the live object's
+//! [`crate::config::jq`]), and `managedFieldsManagers` (every field the live object's
 //! `managedFields` attribute to those managers). Ignored fields are removed from both
 //! sides before diffing (a missing path is not an error), and from the applied
 //! configuration of an existing object so that plumb's field manager never claims them
@@ -14,8 +14,10 @@ use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
 pub use super::pointer::parse_pointer;
-use super::jq::JqPath;
-use crate::{config::IgnoreDifference, tracking::ObjectKey};
+use crate::{
+    config::{IgnoreDifference, jq::JqPath},
+    tracking::ObjectKey,
+};
 
 /// Compiled ignore rules of one application (environment rules, then application rules).
 #[derive(Debug, Clone, Default)]

@@ -435,7 +435,7 @@ pub struct HealthOverride {
     pub conditions: Vec<ConditionHealth>,
     /// Health when no row of `conditions` matches; omitted: the built-in rules decide.
     #[serde(default)]
-    pub otherwise: Option<crate::health::HealthStatus>,
+    pub otherwise: Option<super::HealthStatus>,
 }
 
 /// Named health rules of a [`HealthOverride`].
@@ -463,7 +463,7 @@ pub struct ConditionHealth {
     #[serde(default)]
     pub reason: Option<String>,
     /// The health this row means (`Healthy`, `Progressing`, `Degraded`, `Suspended`).
-    pub health: crate::health::HealthStatus,
+    pub health: super::HealthStatus,
 }
 
 #[cfg(test)]
