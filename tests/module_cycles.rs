@@ -266,8 +266,7 @@ fn path_base(toks: &[Tok], mut i: usize, current: &ModPath) -> (Option<ModPath>,
 /// it.
 fn use_tree(toks: &[Tok], mut i: usize, mut base: ModPath, out: &mut Vec<(usize, ModPath, String)>) -> usize {
     let line = toks.get(i).map_or(0, |t| t.line);
-    loop {
-        let Some(t) = toks.get(i) else { break };
+    while let Some(t) = toks.get(i) {
         if t.text == "{" {
             i += 1;
             loop {
