@@ -90,41 +90,16 @@ pub struct SyncOptions {
 
 impl SyncOptions {
     /// Names plumb knows (others are rejected when the policy is validated).
-    pub const KNOWN: &'static [&'static str] = &[
-        "Prune",
-        "PruneLast",
-        "CreateNamespace",
-        "FailOnSharedResource",
-        "Replace",
-        "Force",
-        "ApplyOutOfSyncOnly",
-        "Validate",
-        "PrunePropagationPolicy",
-    ];
+    pub const KNOWN: &'static [&'static str] = crate::config::SYNC_OPTION_NAMES;
 
-    /// Checks one `Name=value` option: the name and its value.
+    /// Checks one `Name=value` option: the name and its value (see
+    /// [`crate::config::check_sync_option`]).
     ///
     /// # Errors
     /// A message naming the option when the shape, the name or the value is wrong
     /// (`ServerSideApply=false` is refused: plumb always uses server-side apply).
     pub fn parse_one(opt: &str) -> Result<(&str, &str), String> {
-        let (name, value) = opt.split_once('=').ok_or_else(|| format!("sync option `{opt}` must be Name=value"))?;
-        let (name, value) = (name.trim(), value.trim());
-        if name == "ServerSideApply" {
-            return Err("sync option `ServerSideApply` is not offered: plumb always uses server-side apply".into());
-        }
-        if !Self::KNOWN.contains(&name) {
-            return Err(format!("unknown sync option `{name}` (known: {})", Self::KNOWN.join(", ")));
-        }
-        let allowed: &[&str] = match name {
-            "Prune" => &["true", "false", "confirm"],
-            "PrunePropagationPolicy" => &["foreground", "background", "orphan"],
-            _ => &["true", "false"],
-        };
-        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
-            return Err(format!("sync option `{name}={value}`: value must be one of {}", allowed.join(", ")));
-        }
-        Ok((name, value))
+        crate::config::check_sync_option(opt)
     }
 
     /// Parses a list of options; unknown or malformed entries are ignored here (policy

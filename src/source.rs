@@ -13,7 +13,6 @@ mod pool;
 
 use std::path::{Component, Path, PathBuf};
 
-use base64::Engine;
 use git2::{
     AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository,
 };
@@ -148,6 +147,7 @@ impl Mirror {
             Err(git2::Error::from_str("no credentials configured for this repository"))
         });
         let known_hosts = self.credentials.known_hosts.clone();
+        let port = url_port(&self.url);
         cb.certificate_check(move |cert, host| {
             let Some(hostkey) = cert.as_hostkey() else {
                 // TLS: libgit2 has already verified the chain; keep its verdict.
@@ -159,7 +159,7 @@ impl Mirror {
             let Some(key) = hostkey.hostkey() else {
                 return Err(git2::Error::from_str("server sent no host key"));
             };
-            if known_host_matches(file, host, key) {
+            if known_host_matches(file, host, port, key) {
                 Ok(CertificateCheckStatus::CertificateOk)
             } else {
                 Err(git2::Error::from_str(&format!("host key of {host} is not in {}", file.display())))
@@ -315,23 +315,63 @@ fn is_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Whether `known_hosts` (OpenSSH format, plain host names; `[host]:port` accepted)
-/// lists `host` with exactly `key` (raw key blob).
-fn known_host_matches(file: &Path, host: &str, key: &[u8]) -> bool {
+/// Whether the OpenSSH `known_hosts` file lists `host` with exactly `key` (the raw key
+/// blob the server sent), parsed with `ssh-key`'s known_hosts parser.
+///
+/// - Plain host names are compared exactly (no wildcards); a `[host]:port` entry matches
+///   `host` whatever the port (libgit2 passes the host name alone).
+/// - Hashed entries (`|1|salt|hash`, `ssh-keygen -H`) match when the HMAC-SHA1 of
+///   `host` — or of `[host]:port` when the repository URL names a port other than 22 —
+///   under the salt is the hash.
+/// - A matching `@revoked` entry rejects the key even if another line lists it;
+///   `@cert-authority` entries are not host keys and are skipped, as are lines that do
+///   not parse. Fields may be separated by any run of blanks.
+fn known_host_matches(file: &Path, host: &str, port: Option<u16>, key: &[u8]) -> bool {
+    use ssh_key::known_hosts::{KnownHosts, Marker};
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
-    text.lines().filter(|l| !l.trim_start().starts_with('#')).any(|line| {
-        let mut parts = line.split_whitespace();
-        let (Some(hosts), Some(_kind), Some(b64)) = (parts.next(), parts.next(), parts.next()) else {
-            return false;
-        };
-        let host_ok = hosts.split(',').any(|h| {
+    // ssh-key splits fields at single spaces; OpenSSH accepts any blanks.
+    let text: String = text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") + "\n").collect();
+    let mut listed = false;
+    for entry in KnownHosts::new(&text).filter_map(Result::ok) {
+        if !host_listed(entry.host_patterns(), host, port) || !entry.public_key().to_bytes().is_ok_and(|k| k == key) {
+            continue;
+        }
+        match entry.marker() {
+            Some(Marker::Revoked) => return false,
+            Some(Marker::CertAuthority) => {}
+            None => listed = true,
+        }
+    }
+    listed
+}
+
+/// Whether a known_hosts entry's host field names `host` (see [`known_host_matches`]).
+fn host_listed(patterns: &ssh_key::known_hosts::HostPatterns, host: &str, port: Option<u16>) -> bool {
+    use hmac::{Hmac, KeyInit, Mac};
+    use ssh_key::known_hosts::HostPatterns;
+    match patterns {
+        HostPatterns::Patterns(list) => list.iter().any(|h| {
             let h = h.trim_start_matches('[');
             h == host || h.split(']').next() == Some(host)
-        });
-        host_ok && base64::engine::general_purpose::STANDARD.decode(b64).is_ok_and(|k| k == key)
-    })
+        }),
+        HostPatterns::HashedName { salt, hash } => {
+            let bracketed = port.filter(|&p| p != 22).map(|p| format!("[{host}]:{p}"));
+            std::iter::once(host).chain(bracketed.as_deref()).any(|name| {
+                Hmac::<sha1::Sha1>::new_from_slice(salt).is_ok_and(|mut mac| {
+                    mac.update(name.as_bytes());
+                    mac.verify_slice(hash).is_ok()
+                })
+            })
+        }
+    }
+}
+
+/// The port an `ssh://` repository URL names, if any (scp-style `git@host:path` URLs
+/// have none: port 22).
+fn url_port(url: &str) -> Option<u16> {
+    url::Url::parse(url).ok().and_then(|u| u.port())
 }
 
 #[cfg(test)]
@@ -392,5 +432,95 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// The ed25519 host key of the fixed vectors (`ssh-keygen -t ed25519`), base64.
+    const KEY_B64: &str = "AAAAC3NzaC1lZDI1NTE5AAAAICZDrZSlYNDXFCEgV3YBXLiT/EU8KbcFSjvrYE0g8Rfr";
+
+    fn key_blob(b64: &str) -> Vec<u8> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(b64).expect("base64")
+    }
+
+    /// Another valid ed25519 blob: `string "ssh-ed25519"`, `string <32 bytes>`.
+    fn other_key() -> Vec<u8> {
+        let mut blob = Vec::new();
+        for part in [&b"ssh-ed25519"[..], &[7u8; 32][..]] {
+            blob.extend_from_slice(&u32::try_from(part.len()).expect("len").to_be_bytes());
+            blob.extend_from_slice(part);
+        }
+        blob
+    }
+
+    fn known_hosts(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("known_hosts");
+        std::fs::write(&file, text).expect("write");
+        (dir, file)
+    }
+
+    #[test]
+    fn plain_known_hosts_entries() {
+        let key = key_blob(KEY_B64);
+        let (_dir, file) = known_hosts(&format!(
+            "# a comment\ngarbage line\nalias,git.example.test ssh-ed25519 {KEY_B64} comment\n\
+             [ssh.example.test]:2222\tssh-ed25519  {KEY_B64}\n"
+        ));
+        assert!(known_host_matches(&file, "git.example.test", None, &key));
+        assert!(known_host_matches(&file, "alias", None, &key));
+        assert!(!known_host_matches(&file, "git.example.test", None, &other_key()), "another key");
+        assert!(!known_host_matches(&file, "example.test", None, &key), "another host");
+        // `[host]:port` names the host on any port, as before (libgit2 gives no port).
+        assert!(known_host_matches(&file, "ssh.example.test", Some(2222), &key));
+        assert!(known_host_matches(&file, "ssh.example.test", None, &key));
+        assert!(!known_host_matches(&file.with_file_name("absent"), "git.example.test", None, &key));
+    }
+
+    /// Lines `ssh-keygen -H` wrote on this machine for `[git.example.test]:2222` and
+    /// `git.example.test` with the key above.
+    #[test]
+    fn hashed_entries_from_ssh_keygen() {
+        let key = key_blob(KEY_B64);
+        let port_line = format!("|1|+hn/EfC0HS+3lea/26COFfxraXA=|QzgvuQhyRotGASaBoJf4nTw1LqQ= ssh-ed25519 {KEY_B64}\n");
+        let plain_line =
+            format!("|1|500x9LRedzMKUWH0sVFyf8scvkU=|5MbiaxfvmjECbRN+3iqBzIPEjP8= ssh-ed25519 {KEY_B64}\n");
+        let (_dir, file) = known_hosts(&port_line);
+        assert!(known_host_matches(&file, "git.example.test", Some(2222), &key));
+        assert!(!known_host_matches(&file, "git.example.test", Some(2223), &key), "another port");
+        assert!(!known_host_matches(&file, "git.example.test", None, &key), "port 22");
+        assert!(!known_host_matches(&file, "git.example.test", Some(2222), &other_key()), "another key");
+        let (_dir, file) = known_hosts(&plain_line);
+        assert!(known_host_matches(&file, "git.example.test", None, &key));
+        assert!(known_host_matches(&file, "git.example.test", Some(22), &key));
+        assert!(known_host_matches(&file, "git.example.test", Some(2222), &key), "the bare name on any port");
+        assert!(!known_host_matches(&file, "gitx.example.test", None, &key));
+    }
+
+    /// A hashed entry made here (HMAC-SHA1 of the name under a salt), and markers.
+    #[test]
+    fn hashed_entry_made_in_the_test_and_revocation() {
+        use base64::Engine;
+        use hmac::{Hmac, KeyInit, Mac};
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let salt = [42u8; 20];
+        let mut mac = Hmac::<sha1::Sha1>::new_from_slice(&salt).expect("hmac");
+        mac.update(b"[forge.example.test]:2222");
+        let hash = mac.finalize().into_bytes();
+        let other = b64(&other_key());
+        let (_dir, file) = known_hosts(&format!(
+            "|1|{}|{} ssh-ed25519 {other}\n@cert-authority ca.example.test ssh-ed25519 {KEY_B64}\n",
+            b64(&salt),
+            b64(&hash)
+        ));
+        assert!(known_host_matches(&file, "forge.example.test", Some(2222), &other_key()));
+        assert!(!known_host_matches(&file, "forge.example.test", Some(22), &other_key()));
+        assert!(!known_host_matches(&file, "ca.example.test", None, &key_blob(KEY_B64)), "a CA key is no host key");
+        let (_dir, file) = known_hosts(&format!(
+            "git.example.test ssh-ed25519 {KEY_B64}\n@revoked git.example.test ssh-ed25519 {KEY_B64}\n"
+        ));
+        assert!(!known_host_matches(&file, "git.example.test", None, &key_blob(KEY_B64)), "revoked");
+        assert_eq!(url_port("ssh://git@forge.example.test:2222/a/b.git"), Some(2222));
+        assert_eq!(url_port("git@forge.example.test:a/b.git"), None);
+        assert_eq!(url_port("ssh://git@forge.example.test/a/b.git"), None);
     }
 }

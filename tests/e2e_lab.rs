@@ -65,6 +65,7 @@ fn resource_versions(ns: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // one scenario from first sync to prune, read top to bottom
 async fn the_lab_scenario() {
     let lab = Lab::new("fleet");
     for (f, text) in manifests(NAMESPACE, "nginx:1.27.3") {

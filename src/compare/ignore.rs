@@ -4,7 +4,7 @@
 //! A rule selects objects by group and kind (globs; an omitted group means any group),
 //! and optionally name and namespace, and names fields three ways (Argo CD's format):
 //! RFC 6901 `jsonPointers` (`~1` is `/`, `~0` is `~`), `jqPathExpressions` (see
-//! [`super::jq`]), and `managedFieldsManagers` (every field the live object's
+//! [`crate::config::jq`]), and `managedFieldsManagers` (every field the live object's
 //! `managedFields` attribute to those managers). Ignored fields are removed from both
 //! sides before diffing (a missing path is not an error), and from the applied
 //! configuration of an existing object so that plumb's field manager never claims them
@@ -13,8 +13,11 @@
 use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
-use super::jq::JqPath;
-use crate::{config::IgnoreDifference, tracking::ObjectKey};
+pub use super::pointer::parse_pointer;
+use crate::{
+    config::{IgnoreDifference, jq::JqPath},
+    tracking::ObjectKey,
+};
 
 /// Compiled ignore rules of one application (environment rules, then application rules).
 #[derive(Debug, Clone, Default)]
@@ -216,14 +219,6 @@ fn cmp_tokens(a: &[String], b: &[String]) -> std::cmp::Ordering {
         }
     }
     a.len().cmp(&b.len())
-}
-
-/// Splits an RFC 6901 pointer into unescaped tokens (`""` → root, no tokens).
-pub fn parse_pointer(p: &str) -> Vec<String> {
-    if p.is_empty() {
-        return vec![];
-    }
-    p.trim_start_matches('/').split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
 }
 
 fn remove_path(v: &mut Value, tokens: &[String]) {

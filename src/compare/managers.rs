@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::ignore::parse_pointer;
+use super::pointer::parse_pointer;
 
 /// The manager owning a field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

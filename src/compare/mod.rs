@@ -12,11 +12,14 @@
 pub mod client_side;
 pub mod diff;
 pub mod ignore;
-pub mod jq;
 pub mod managers;
 pub mod normalize;
 pub mod object;
+pub mod pointer;
 
+/// The jq paths of `ignoreDifferences` are part of the policy language: compiled and
+/// validated by [`crate::config::jq`], kept here under their old path.
+pub use crate::config::jq;
 pub use diff::{Difference, diff};
 pub use ignore::IgnoreRules;
 pub use normalize::normalize;

@@ -19,10 +19,17 @@
 //! [`validate`] checks references and values and reports **every** problem with the
 //! file and line it comes from. The model itself ([`model`]) is plain data.
 
+mod commit_status;
+mod health_status;
+pub mod jq;
 mod load;
 pub mod model;
+mod sync_options;
 mod validate;
 
+pub use commit_status::{DestinationError, StatusDestination};
+pub use health_status::HealthStatus;
 pub use load::{Error, load, load_str, read_secret};
 pub use model::*;
+pub use sync_options::{SYNC_OPTION_NAMES, check_sync_option};
 pub use validate::{Problem, validate};

@@ -335,33 +335,34 @@ fn de_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::E
 
 /// Parses `90`, `90s`, `3m`, `1h`, `1h30m`, `500ms` into a duration.
 ///
+/// A bare integer is seconds. Otherwise the text is one or more `<integer><unit>`
+/// parts with no spaces, unit `h`, `m`, `s` or `ms`, summed (`1h30m`, and also `30s1m`);
+/// each part is read by jiff's friendly duration parser
+/// ([`jiff::fmt::friendly::SpanParser`]), which also does the arithmetic. The friendly
+/// format's other forms (spaces, `1.5m`, `2 hours`, signs, ISO 8601 `PT3M`) are not
+/// accepted: the policy language stays the one documented above. Zero is rejected.
+///
 /// # Errors
 /// A message naming the text when it is not a positive number followed by a unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    static PARSER: jiff::fmt::friendly::SpanParser = jiff::fmt::friendly::SpanParser::new();
     let bad = || format!("`{text}` is not a duration (use e.g. 180, 90s, 3m, 1h)");
     let t = text.trim();
     if let Ok(secs) = t.parse::<u64>() {
         return if secs == 0 { Err(bad()) } else { Ok(Duration::from_secs(secs)) };
     }
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'h' | b'm' | b's')) {
+        return Err(bad());
+    }
+    // One part per `<digits><letters>`: a part ends where letters are followed by a digit.
+    let bytes = t.as_bytes();
+    let ends = (1..bytes.len()).filter(|&i| bytes[i].is_ascii_digit() && !bytes[i - 1].is_ascii_digit());
+    let mut start = 0;
     let mut total = Duration::ZERO;
-    let mut rest = t;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        total += match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return Err(bad()),
-        };
+    for end in ends.chain(std::iter::once(bytes.len())) {
+        let part = PARSER.parse_unsigned_duration(&t[start..end]).map_err(|_| bad())?;
+        total = total.checked_add(part).ok_or_else(bad)?;
+        start = end;
     }
     if total.is_zero() { Err(bad()) } else { Ok(total) }
 }
@@ -435,7 +436,7 @@ pub struct HealthOverride {
     pub conditions: Vec<ConditionHealth>,
     /// Health when no row of `conditions` matches; omitted: the built-in rules decide.
     #[serde(default)]
-    pub otherwise: Option<crate::health::HealthStatus>,
+    pub otherwise: Option<super::HealthStatus>,
 }
 
 /// Named health rules of a [`HealthOverride`].
@@ -463,7 +464,7 @@ pub struct ConditionHealth {
     #[serde(default)]
     pub reason: Option<String>,
     /// The health this row means (`Healthy`, `Progressing`, `Degraded`, `Suspended`).
-    pub health: crate::health::HealthStatus,
+    pub health: super::HealthStatus,
 }
 
 #[cfg(test)]
@@ -477,6 +478,39 @@ mod tests {
         }
         for bad in ["", "0", "m", "3x", "-3s", "1.5m"] {
             assert!(parse_duration(bad).is_err(), "{bad} must be rejected");
+        }
+    }
+
+    /// What the hand-written parser before jiff accepted, with the same values, and what
+    /// it rejected — including the friendly forms jiff alone would accept.
+    #[test]
+    fn durations_keep_their_grammar() {
+        for (text, millis) in [
+            (" 90s ", 90_000),
+            ("+5", 5_000),
+            ("007", 7_000),
+            ("05s", 5_000),
+            ("1h1m1s", 3_661_000),
+            ("1h0m", 3_600_000),
+            ("0m30s", 30_000),
+            ("1s500ms", 1_500),
+            ("30s1m", 90_000),
+            ("1m1m", 120_000),
+            ("2h", 7_200_000),
+            ("1ms", 1),
+        ] {
+            assert_eq!(parse_duration(text).map(|d| d.as_millis()), Ok(millis), "{text}");
+        }
+        assert_eq!(parse_duration("18446744073709551615s"), Ok(Duration::from_secs(u64::MAX)));
+        // Too large for a duration: an error (the hand-written parser overflowed here).
+        assert!(parse_duration("18446744073709551615h").is_err());
+        assert!(parse_duration("18446744073709551615s1s").is_err());
+        for bad in [
+            "0s", "0m0s", "1m30", "30 s", "1h 30m", "1H", "2 hours", "3min", "1hms", "+5s", "PT3M", "3m ago", "1d",
+            "1us", "1.5", "s5", "5sm",
+        ] {
+            let err = parse_duration(bad).expect_err(bad);
+            assert!(err.contains(&format!("`{bad}` is not a duration")), "{err}");
         }
     }
 }

@@ -35,7 +35,7 @@ impl fmt::Display for Problem {
 /// applications refer to existing repositories and environments; paths stay inside
 /// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
 /// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
-/// an API URL (see [`crate::forge::Target::new`]); JSON pointers are RFC 6901; sync options
+/// an API URL (see [`super::CommitStatusConfig::destination`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names; health overrides have `rule` or `conditions`.
 pub fn validate(config: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -80,7 +80,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                     ),
                 );
             }
-            if let Err(e) = crate::forge::Target::new(cs, &r.url.value) {
+            if let Err(e) = cs.destination(&r.url.value) {
                 problem(
                     cs.provider.referenced.line() as u32,
                     format!("repository `{}`: commitStatus: {e}", r.name.value),
@@ -101,7 +101,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             problem(line(&e.name), format!("environment `{}`: reconcileInterval must be positive", e.name.value));
         }
         for opt in &e.sync_policy.sync_options {
-            if let Err(m) = crate::plan::SyncOptions::parse_one(opt) {
+            if let Err(m) = super::check_sync_option(opt) {
                 problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
             }
         }
@@ -192,7 +192,7 @@ fn check_ignore_rules(rules: &[super::IgnoreDifference], problem: &mut impl FnMu
             }
         }
         for q in &rule.jq_path_expressions {
-            if let Err(e) = crate::compare::jq::JqPath::compile(&q.value) {
+            if let Err(e) = super::jq::JqPath::compile(&q.value) {
                 problem(line(q), e);
             }
         }
@@ -214,8 +214,7 @@ fn health_override_problem(o: &super::HealthOverride) -> Option<String> {
     if o.rule.is_some() && o.otherwise.is_some() {
         return Some(format!("{what}: `otherwise` goes with `conditions`"));
     }
-    let missing =
-        o.conditions.iter().map(|c| c.health).chain(o.otherwise).any(|h| h == crate::health::HealthStatus::Missing);
+    let missing = o.conditions.iter().map(|c| c.health).chain(o.otherwise).any(|h| h == super::HealthStatus::Missing);
     missing.then(|| format!("{what}: `Missing` is not a health of an existing object"))
 }
 
@@ -341,9 +340,7 @@ applications:
         assert_eq!(health.stall_after, Some(std::time::Duration::from_secs(120)));
         assert_eq!(health.pod_restart_limit, Some(5));
         assert_eq!(health.overrides[0].match_fields["ingressClassName"], serde_json::json!("internal-nginx"));
-        let settings = crate::health::HealthSettings::from_policy(health);
-        assert_eq!((settings.pod_restart_limit, settings.stall_after.as_secs()), (5, 120));
-        assert_eq!(settings.pod_failure_after.as_secs(), 600, "defaults fill the rest");
+        // The thresholds health builds from this block: `health::tests::settings_from_a_loaded_policy`.
     }
 
     #[test]

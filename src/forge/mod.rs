@@ -40,10 +40,9 @@ use bytes::Bytes;
 
 use crate::{
     compare::SyncStatus,
-    config::{CommitStatusConfig, Config, ForgeProvider, read_secret},
+    config::{CommitStatusConfig, Config, DestinationError, ForgeProvider, read_secret},
     health::HealthStatus,
     status::{AppStatus, SyncRecord, SyncResult},
-    webhook::RepoKey,
 };
 pub use http::{HttpClient, HttpError};
 
@@ -143,6 +142,15 @@ pub enum Error {
     },
 }
 
+impl From<DestinationError> for Error {
+    fn from(e: DestinationError) -> Self {
+        match e {
+            DestinationError::NoOwnerRepo { url } => Error::NoOwnerRepo { url },
+            DestinationError::ApiUrl { url, why } => Error::ApiUrl { url, why },
+        }
+    }
+}
+
 /// Where statuses for one repository go: a forge API and the repository on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -162,43 +170,19 @@ pub struct Target {
 }
 
 impl Target {
-    /// The target for a repository's `commitStatus` and clone URL: owner and repository
-    /// are the last two path segments of the URL (any shape [`RepoKey`] accepts: https,
-    /// ssh, scp-style); the API URL is the configured one or the provider's default.
+    /// The target for a repository's `commitStatus` and clone URL (see
+    /// [`CommitStatusConfig::destination`]): owner and repository are the last two path
+    /// segments of the URL, the API URL is the configured one or the provider's default.
     ///
     /// # Errors
     /// [`Error::NoOwnerRepo`], [`Error::ApiUrl`].
     pub fn new(cfg: &CommitStatusConfig, repo_url: &str) -> Result<Target, Error> {
-        let no_owner = || Error::NoOwnerRepo { url: repo_url.to_string() };
-        let key = RepoKey::from_url(repo_url).ok_or_else(no_owner)?;
-        let mut segs = key.as_str().split('/').skip(1).collect::<Vec<_>>();
-        let (Some(repo), Some(owner)) = (segs.pop(), segs.pop()) else {
-            return Err(no_owner());
-        };
-        let api_url = match (&cfg.api_url, cfg.provider.value) {
-            (Some(u), _) => u.value.trim().trim_end_matches('/').to_string(),
-            (None, ForgeProvider::GitHub) => "https://api.github.com".to_string(),
-            (None, ForgeProvider::Gitea) => match url::Url::parse(repo_url) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") => {
-                    format!("{}/api/v1", u.origin().ascii_serialization())
-                }
-                _ => {
-                    return Err(Error::ApiUrl {
-                        url: repo_url.to_string(),
-                        why: "not an http(s) repository URL: set commitStatus.apiUrl".into(),
-                    });
-                }
-            },
-        };
-        match url::Url::parse(&api_url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-            _ => return Err(Error::ApiUrl { url: api_url, why: "must be an absolute http(s) URL".into() }),
-        }
+        let dest = cfg.destination(repo_url)?;
         Ok(Target {
             provider: cfg.provider.value,
-            api_url,
-            owner: owner.to_string(),
-            repo: repo.to_string(),
+            api_url: dest.api_url,
+            owner: dest.owner,
+            repo: dest.repo,
             target_url: cfg.target_url.clone(),
             token_file: cfg.token_file.value.clone(),
         })

@@ -53,35 +53,10 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::config::{ConditionHealth, HealthOverride, HealthRule};
+pub use crate::config::{ConditionHealth, HealthOverride, HealthRule, HealthStatus};
 pub use fields::age;
 pub use rollup::{COMPARE_OPTIONS_ANNOTATION, IGNORE_HEALTH_CHECK, ignores_health_check, roll_up};
 pub use stall::{ProgressingSince, Stall, stalled, track_progressing};
-
-/// Health status, ordered from best to worst for the roll-up:
-/// Healthy < Suspended < Progressing < Missing < Degraded < Unknown (Argo CD's order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
-pub enum HealthStatus {
-    /// Working as declared.
-    Healthy,
-    /// Deliberately paused or suspended.
-    Suspended,
-    /// Not yet working, expected to get there.
-    Progressing,
-    /// Declared in Git, absent live.
-    Missing,
-    /// Failed, will not get better by waiting.
-    Degraded,
-    /// Could not be assessed.
-    #[default]
-    Unknown,
-}
-
-impl std::fmt::Display for HealthStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
 
 /// A status with a one-line message naming the cause (`pod web-7f9c-x2
 /// CrashLoopBackOff, 4 restarts`, `0/3 replicas available`).
@@ -293,5 +268,36 @@ pub(crate) mod test_support {
     pub(crate) fn assess_at(obj: &Value, pods: &[&Value]) -> Health {
         let settings = HealthSettings::default();
         assess_with(&HealthInput::new(Some(obj), now(), &settings).children(pods, &[]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment's `health:` block becomes the thresholds; defaults fill the rest.
+    #[test]
+    fn settings_from_a_loaded_policy() {
+        let text = "\
+repositories:
+  - name: fleet
+    url: https://git.example/fleet.git
+environments:
+  - name: dev
+    health:
+      stallAfter: 2m
+      podRestartLimit: 5
+      overrides:
+        - group: networking.k8s.io
+          kind: Ingress
+          match: {ingressClassName: internal-nginx}
+          rule: healthy-when-present
+applications: []
+";
+        let path = std::path::Path::new("dev.yaml");
+        let config = crate::config::load_str(text, path, std::path::Path::new(".")).expect("valid");
+        let settings = HealthSettings::from_policy(&config.environments[0].health);
+        assert_eq!((settings.pod_restart_limit, settings.stall_after.as_secs()), (5, 120));
+        assert_eq!(settings.pod_failure_after.as_secs(), 600, "defaults fill the rest");
     }
 }

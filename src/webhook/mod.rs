@@ -46,10 +46,12 @@ mod paths;
 mod payload;
 mod provider;
 mod receiver;
+mod refs;
 mod repo_key;
 mod secret;
 mod sha1;
 mod signature;
+mod watched;
 
 #[cfg(test)]
 mod proptests;
@@ -58,11 +60,13 @@ mod vectors_test;
 
 pub use decision::{Action, Decision};
 pub use dedupe::{DEFAULT_DEDUPE_CAPACITY, DEFAULT_DEDUPE_WINDOW, Dedupe, DeliveryKeys};
-pub use matching::{RefKind, revision_matches, split_ref};
+pub use matching::revision_matches;
 pub use paths::{PathVerdict, file_lists_complete, path_verdict};
 pub use payload::{PayloadError, Push, RefDeletion, RepoIdentity};
 pub use provider::Provider;
-pub use receiver::{DEFAULT_MAX_BODY_BYTES, Receiver, Watch, WatchedRepository};
+pub use receiver::{DEFAULT_MAX_BODY_BYTES, Receiver};
+pub use refs::{RefKind, split_ref};
 pub use repo_key::RepoKey;
 pub use secret::Secret;
 pub use signature::{Failure, Scheme, SignedBytes, Verification};
+pub use watched::{Watch, WatchedRepository};

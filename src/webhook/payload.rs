@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::matching::{RefKind, split_ref};
 use super::provider::Provider;
+use super::refs::{RefKind, split_ref};
 use super::repo_key::RepoKey;
 
 /// Why an authenticated payload could not be used (answered with 400). Messages never

@@ -9,45 +9,13 @@ use super::matching::matching_watches;
 use super::paths::path_verdict;
 use super::payload::{self, Event, PayloadError};
 use super::provider::{Headers, Provider};
-use super::repo_key::RepoKey;
-use super::secret::Secret;
 use super::signature::{self, Failure};
+use super::watched::{Watch, WatchedRepository};
 
 /// Default body limit: 25 MiB (26 214 400 bytes), above the 25 MB that GitHub and GitLab
 /// will send at most, so no legitimate delivery is cut (argoproj/argo-events #2088 shows
 /// what a 65 KB cap does). Bitbucket Cloud sends at most 256 KB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 26_214_400;
-
-/// A configured repository the receiver accepts deliveries for.
-#[derive(Debug, Clone)]
-pub struct WatchedRepository {
-    /// Normalized identity, compared for equality with the payload's keys.
-    pub key: RepoKey,
-    /// HMAC key or GitLab token. `None` (or empty) means no verification is configured:
-    /// plumb requires secrets, so no delivery can ever match this repository.
-    pub secret: Option<Secret>,
-    /// Accept GitHub's legacy `X-Hub-Signature: sha1=…` when `X-Hub-Signature-256` is
-    /// absent. Default `false`: SHA-1 fallback is a downgrade path (tektoncd/triggers #1892).
-    pub allow_sha1: bool,
-}
-
-/// One application watching a ref of a repository.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Watch {
-    /// Application name, reported in [`Decision::apps`].
-    pub app: String,
-    /// Repository, matched by key equality against [`WatchedRepository::key`].
-    pub repo: RepoKey,
-    /// Branch name (`main`, `release/1.2`), full ref (`refs/heads/main`, `refs/tags/v1`),
-    /// glob (`release/*`, `v*`, `refs/tags/v*`) or a commit SHA (never matches a push);
-    /// see [`super::revision_matches`].
-    pub revision: String,
-    /// `Some(path)` when the application asked for the changed-path filter
-    /// (`webhookPathFilter`): a push whose complete file lists touch nothing under `path`
-    /// does not reconcile it (see [`super::path_verdict`]). `None`: every matching push
-    /// reconciles.
-    pub path_filter: Option<String>,
-}
 
 /// Push-webhook receiver: the configured repositories, the watches on them and the body
 /// limit. Build it from configuration; [`Receiver::decide`] is pure and cheap to call
@@ -216,7 +184,7 @@ mod tests {
     use serde_json::json;
     use sha2::Sha256;
 
-    use super::super::{Failure, RefKind};
+    use super::super::{Failure, RefKind, RepoKey, Secret};
     use super::*;
 
     const SECRET: &str = "s3cr3t";

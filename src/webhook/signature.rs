@@ -25,11 +25,12 @@ use std::borrow::Cow;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 use super::body::{ContentType, form_field};
 use super::provider::{Headers, Provider};
-use super::receiver::WatchedRepository;
 use super::sha1::hmac_sha1;
+use super::watched::WatchedRepository;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -299,13 +300,10 @@ fn token_matches(secret: &[u8], token: &str) -> bool {
     presented.verify_slice(&expected).is_ok()
 }
 
-/// Equal-length constant-time comparison (length itself is not secret here).
+/// Constant-time equality of the contents (`subtle`'s [`ConstantTimeEq`]); slices of
+/// different lengths are unequal at once (the length itself is not secret here).
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]
@@ -548,7 +546,18 @@ mod tests {
     fn constant_time_eq_basics() {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"abd", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"ab"), "a prefix is not equal");
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        assert!(!constant_time_eq(b"", b"a"));
         assert!(constant_time_eq(b"", b""));
+        // A difference in the first or the last byte of a 20-byte SHA-1 tag.
+        let tag = [0x5a_u8; 20];
+        for i in [0, 19] {
+            let mut other = tag;
+            other[i] ^= 0x01;
+            assert!(!constant_time_eq(&tag, &other), "byte {i}");
+        }
+        assert!(constant_time_eq(&tag, &[0x5a; 20]));
     }
 }
