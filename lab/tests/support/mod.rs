@@ -11,11 +11,7 @@ use std::{
 };
 
 use hmac::{Hmac, KeyInit, Mac};
-use plumb::{
-    cluster::Cluster,
-    metrics::Metrics,
-    reconcile::Context,
-};
+use plumb::{cluster::Cluster, metrics::Metrics, reconcile::Context};
 use plumb_lab::{ControlPlane, ControlPlaneOptions, GitServer, Repo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
