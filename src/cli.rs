@@ -1,4 +1,4 @@
-//! Command line: `plumb serve | diff | sync | status | history | validate | webhook replay | demo`.
+//! Command line: `plumb serve | diff | sync | status | history | validate | webhook replay`.
 
 use std::{
     io::IsTerminal,
@@ -139,9 +139,6 @@ enum Command {
         #[command(subcommand)]
         command: WebhookCommand,
     },
-    /// The demo: a local control plane (unless --kubeconfig), a Git repository served
-    /// over HTTP from `config/examples/`, and `plumb serve` against it.
-    Demo(crate::lab::demo::DemoArgs),
 }
 
 /// `plumb webhook …`
@@ -339,7 +336,6 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             let status = report.get("http_status").and_then(serde_json::Value::as_u64).unwrap_or(0);
             Ok(if (200..300).contains(&status) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Demo(args) => crate::lab::demo::run(args).await,
     }
 }
 

@@ -31,7 +31,6 @@ pub mod compare;
 pub mod config;
 pub mod forge;
 pub mod health;
-pub mod lab;
 pub mod metrics;
 pub mod plan;
 pub mod reconcile;

@@ -15,10 +15,10 @@ use kube::api::{Api, ListParams};
 use plumb::{
     compare::SyncStatus,
     health::HealthStatus,
-    lab::{ControlPlane, ControlPlaneOptions},
     reconcile::{Context, Mode, PassReport},
     status::{AppStatus, Condition, SyncRecord, SyncResult},
 };
+use plumb_lab::{ControlPlane, ControlPlaneOptions};
 use serde_json::Value;
 use support::*;
 
@@ -555,7 +555,7 @@ async fn plumb_killed_mid_sync_converges_on_restart() {
     let c2 = f.commit(&[("killed/big.yaml", Some(&big_commit(&f, 400)))], "400 more");
 
     let cache = f.lab.tmp.path().join("cli-cache");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
         .args(["sync", app, "--config", f.policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
         .env("KUBECONFIG", &control_plane().kubeconfig)
         .env("PLUMB_LOG", "warn")
@@ -699,7 +699,7 @@ async fn copied_tracking_id_is_never_pruned() {
 async fn unreadable_file_never_shrinks_the_desired_state_argocd_08() {
     let app = "payments";
     let f = Fault::new(app, &[app], false).await;
-    let live = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases/argocd-08/live.yaml"))
+    let live = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/cases/argocd-08/live.yaml"))
         .unwrap()
         .replace("namespace: payments", &format!("namespace: {}", f.ns));
     let (deployment, config) = live.split_once("\n---\n").unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use plumb::{compare::SyncStatus, health::HealthStatus, reconcile::Mode, status::SyncResult};
 use support::*;
 
-const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases");
+const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/cases");
 
 async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
     App::new("plumb-order", name, ns, env, files).await

@@ -256,7 +256,7 @@ impl ControlPlane {
     /// # Errors
     /// When the kubeconfig cannot be read.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
-        crate::cluster::client(Some(&self.kubeconfig)).await
+        plumb::cluster::client(Some(&self.kubeconfig)).await
     }
 
     /// The run directory (PKI, data, logs).

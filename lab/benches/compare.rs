@@ -4,7 +4,7 @@
 //!
 //! Prints, for plumb with its watch cache: a no-op pass (wall time, API requests,
 //! writes, dry-runs) and a pass after one object drifted; for kubectl: the same two
-//! diffs. Run: `cargo bench --bench compare` (`PASSES=20` to change the count).
+//! diffs. Run: `cargo bench -p plumb-lab --bench compare` (`PASSES=20` to change the count).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]

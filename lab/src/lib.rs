@@ -1,4 +1,6 @@
-//! The lab: real parts to run plumb against, for the tests and the demo.
+//! plumb-lab: real parts to run plumb against, for the integration tests, the
+//! benchmarks and `plumb-lab demo`. Not part of the product: the `plumb` crate and its
+//! binary contain none of this.
 //!
 //! - [`ControlPlane`]: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 //!   and kwok (fake nodes whose pods "run"), built from their Go modules by

@@ -8,11 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use plumb::{
-    compare::SyncStatus,
-    health::HealthStatus,
-    lab::{Gitea, Repo},
-};
+use plumb::{compare::SyncStatus, health::HealthStatus};
+use plumb_lab::{Gitea, Repo};
 use support::*;
 
 const NAMESPACE: &str = "gitea-e2e";
@@ -41,7 +38,7 @@ fn manifests(image: &str) -> Vec<(&'static str, String)> {
 async fn wait_for_status(
     gitea: &Gitea,
     token: &str,
-    repo: &plumb::lab::GiteaRepo,
+    repo: &plumb_lab::GiteaRepo,
     sha: &str,
     state: &str,
 ) -> serde_json::Value {

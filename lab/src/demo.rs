@@ -1,4 +1,4 @@
-//! `plumb demo`: watch plumb keep a cluster equal to a Git repository.
+//! `plumb-lab demo`: watch plumb keep a cluster equal to a Git repository.
 //!
 //! Starts a local control plane (unless `--kubeconfig` names a cluster), creates a Git
 //! repository from `config/examples/` served over HTTP, installs a `post-receive` hook
@@ -11,10 +11,11 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Du
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use super::{ControlPlane, ControlPlaneOptions, GitServer, Repo};
-use crate::{cluster::Cluster, config, metrics::Metrics, reconcile::Context};
+use plumb::{cluster::Cluster, config, metrics::Metrics, reconcile::Context};
 
-/// Options of `plumb demo`.
+use crate::{ControlPlane, ControlPlaneOptions, GitServer, Repo};
+
+/// Options of `plumb-lab demo`.
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
     /// Run against this cluster instead of starting a local control plane.
@@ -75,14 +76,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ),
     )?;
     let config = config::load(&policy)?;
-    let client = crate::cluster::client(Some(&kubeconfig)).await?;
+    let client = plumb::cluster::client(Some(&kubeconfig)).await?;
     let cluster = Cluster::new(client).await?;
     let ctx = Arc::new(
         Context::new(cluster, Arc::new(config), dir.join("mirrors"), Arc::new(Metrics::default())).with_watches(),
     );
     ctx.store.ensure_namespace().await?;
     let token = CancellationToken::new();
-    let handle = crate::cli::serve(ctx.clone(), args.listen, token.clone()).await?;
+    let handle = plumb::cli::serve(ctx.clone(), args.listen, token.clone()).await?;
 
     println!();
     println!("plumb is serving on http://{}  (GET /api/v1/applications, /metrics)", handle.addr);
@@ -128,7 +129,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 s.conditions.first().map(|c| format!("  [{}: {}]", c.type_, c.message)).unwrap_or_default()
             );
             if line != last {
-                println!("{}  {line}", crate::status::now());
+                println!("{}  {line}", plumb::status::now());
                 last = line;
             }
         }

@@ -21,8 +21,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::control_plane::{bin, free_port, spawn_watched, testbins_dir};
-use crate::forge::HttpClient;
+use plumb::forge::HttpClient;
+
+use crate::control_plane::{bin, free_port, spawn_watched, testbins_dir};
 
 /// Name of the admin user made at start.
 pub const ADMIN: &str = "plumb-admin";

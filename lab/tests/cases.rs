@@ -17,7 +17,7 @@ use plumb::{
 use support::*;
 
 fn case_file(case: &str, file: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/cases").join(case).join(file);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases").join(case).join(file);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

@@ -11,12 +11,8 @@ use std::{
 };
 
 use hmac::{Hmac, KeyInit, Mac};
-use plumb::{
-    cluster::Cluster,
-    lab::{ControlPlane, ControlPlaneOptions, GitServer, Repo},
-    metrics::Metrics,
-    reconcile::Context,
-};
+use plumb::{cluster::Cluster, metrics::Metrics, reconcile::Context};
+use plumb_lab::{ControlPlane, ControlPlaneOptions, GitServer, Repo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -212,7 +208,7 @@ pub fn kubectl(args: &[&str]) -> String {
 
 /// Runs the `plumb` binary with the shared control plane's kubeconfig.
 pub fn plumb_cli(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plumb"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
         .args(args)
         .env("KUBECONFIG", &control_plane().kubeconfig)
         .env("PLUMB_LOG", "warn")

@@ -8,7 +8,7 @@
 //!   --server-side`, `kubectl apply --server-side` on the same files; the clock stops
 //!   when the script returns (the apply is synchronous).
 //!
-//! Prints p50, p95 and max in milliseconds. Run: `cargo bench --bench push_to_apply`
+//! Prints p50, p95 and max in milliseconds. Run: `cargo bench -p plumb-lab --bench push_to_apply`
 //! (`PUSHES=40` to change the count).
 #![allow(clippy::unwrap_used)]
 
@@ -28,7 +28,7 @@ use support::*;
 
 const OBJECTS: usize = 50;
 
-fn write_app(repo: &plumb::lab::Repo, dir: &str, ns: &str, rev: usize) {
+fn write_app(repo: &plumb_lab::Repo, dir: &str, ns: &str, rev: usize) {
     let mut text = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
     for i in 0..OBJECTS - 1 {
         text.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:02}\n  namespace: {ns}\ndata:\n  rev: \"{rev}\"\n  payload: \"{}\"\n", "x".repeat(200)));
