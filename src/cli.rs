@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::serve::{ServeHandle, serve};
+use crate::serve::serve;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},

@@ -83,7 +83,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     ctx.store.ensure_namespace().await?;
     let token = CancellationToken::new();
-    let handle = plumb::cli::serve(ctx.clone(), args.listen, token.clone()).await?;
+    let handle = plumb::serve::serve(ctx.clone(), args.listen, token.clone()).await?;
 
     println!();
     println!("plumb is serving on http://{}  (GET /api/v1/applications, /metrics)", handle.addr);

@@ -128,7 +128,7 @@ impl Plumb {
         );
         ctx.store.ensure_namespace().await.unwrap();
         let token = CancellationToken::new();
-        let h = plumb::cli::serve(ctx.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).await.unwrap();
+        let h = plumb::serve::serve(ctx.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).await.unwrap();
         Plumb { ctx, addr: h.addr, token, tracker: h.tracker }
     }
 
