@@ -131,7 +131,19 @@ async fn the_lab_scenario() {
     assert_eq!(st.synced_revision, c2);
 
     // 6. Bad deliveries: wrong signature 401, malformed 400, unknown repository 2xx; none triggers a pass.
-    let before = plumb.passes("web").await + plumb.passes("web-prod").await;
+    // First the passes that follow the sync (the watch seeing plumb's own writes, settling
+    // while Progressing: every 5 s) must be over, so that any pass after this is the
+    // deliveries' doing.
+    let passes = || async { plumb.passes("web").await + plumb.passes("web-prod").await };
+    let mut before = passes().await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let now = passes().await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     let (h, b) = lab.gitea_push(&lab.url, &c1, &c2, b"wrong-secret");
     assert_eq!(plumb.post_webhook(&h, &b).await, 401);
     let (mut h, _) = lab.gitea_push(&lab.url, &c1, &c2, &lab.secret);
@@ -145,7 +157,7 @@ async fn the_lab_scenario() {
     let code = plumb.post_webhook(&h, &b).await;
     assert!((200..300).contains(&code) && code != 202, "unknown repository: {code}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = plumb.passes("web").await + plumb.passes("web-prod").await;
+    let after = passes().await;
     assert_eq!(before, after, "rejected or unmatched deliveries must not trigger passes");
     plumb.stop().await;
 

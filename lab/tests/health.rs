@@ -101,8 +101,9 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
 
     // (a) the kubelet reports the Deployment's pod crash-looping
     let pod_name = wait_for("the Deployment's pod", Duration::from_secs(30), || async {
-        let name = kubectl(&["-n", ns, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"]);
-        (!name.is_empty()).then_some(name)
+        // `items[*]`: an empty list (the pod not created yet) prints nothing instead of failing
+        let names = kubectl(&["-n", ns, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"]);
+        names.split_whitespace().next().map(str::to_string)
     })
     .await;
     kubectl(&[
