@@ -567,6 +567,13 @@ mod tests {
             ("x-hub-signature-256".to_string(), format!("sha256={signature}")),
         ];
         let mut answers = Vec::new();
+        // tracing caches each callsite's interest process-wide; while at most one
+        // dispatcher exists it asks the registering thread's default (none, on other
+        // tests' threads) and caches "never". A second, idle dispatcher alive for the
+        // whole test makes it ask every live dispatcher instead.
+        let _anchor = tracing::Dispatch::new(
+            tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(std::io::sink).finish(),
+        );
         tracing::subscriber::with_default(subscriber, || {
             for (headers, body) in [
                 (gitlab(SECRET, "ok"), body.clone()),
