@@ -1,25 +1,31 @@
 //! One reconcile pass of one application — the one place that sequences IO and the pure
-//! core, as a short list of stage calls ([`Context::run_pass`]):
+//! core, as a short list of stage calls ([`Context::run_pass`]), each stage's IO in its
+//! own file:
 //!
 //! 1. **source**: resolve the revision, read and render the application's files
 //!    ([`crate::source::Pool`]);
-//! 2. **compare** each object with its live version ([`compare`](self) here for the IO,
-//!    [`crate::compare::object`] for the judgement); list what the application owns that
-//!    Git no longer declares (prune candidates, [`inventory`](self));
+//! 2. **compare** each object with its live version (`compare.rs` reads and dry-runs,
+//!    [`crate::compare::object`] judges); list what the application owns that Git no
+//!    longer declares (`inventory.rs`);
 //! 3. **plan** what a sync would do ([`crate::plan::plan`]), holding back what moved to
 //!    another application ([`crate::plan::hand_over`]);
-//! 4. **assess** health and status ([`crate::health`], [`crate::status::roll_up`]);
+//! 4. **assess** health and status (`assess.rs`; [`crate::status::roll_up`]);
 //! 5. **decide** whether to sync ([`crate::plan::decide`]: policy, selfHeal backoff,
-//!    refusals recorded once) and **apply** ([`crate::apply`]: waves, CRD waits, prune);
-//! 6. **record** status and history in the cluster, Events and metrics.
+//!    refusals recorded once) and **sync** (`sync.rs`; [`crate::apply`]: waves, CRD
+//!    waits, prune);
+//! 6. **record** Events, status and history in the cluster, metrics (`record.rs`).
 //!
-//! A failed fetch or render stops the pass before anything is compared or written: the
-//! application becomes Unknown with the error, and the last synced revision stays
-//! recorded as what runs.
+//! What a process remembers between passes (dry-runs, comparisons, its own writes,
+//! selfHeal state) is in `memo.rs`. A failed fetch or render stops the pass before
+//! anything is compared or written: the application becomes Unknown with the error, and
+//! the last synced revision stays recorded as what runs.
 
+mod assess;
 mod compare;
 mod inventory;
 mod memo;
+mod record;
+mod sync;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -34,15 +40,13 @@ use tokio::sync::RwLock;
 
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
-    apply,
     cluster::Cluster,
     compare::{Compared, IgnoreRules, SyncStatus, object},
     config::{Application, Config, Environment, Repository},
-    health::{self, Health, HealthStatus},
-    metrics::{Metrics, PassLabels, StatusLabels},
+    metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
     source::{self, Desired},
-    status::{self, AppStatus, Condition, ConditionType, Exclusions, ResourceStatus, SyncRecord, SyncResult},
+    status::{self, AppStatus, ConditionType, SyncRecord, SyncResult},
     tracking::{self, ObjectKey},
     watch::LiveCache,
 };
@@ -247,10 +251,10 @@ impl Context {
 
         // 4. status and health
         let excluded = self.assess(&mut st, app, env, &found, &the_plan, &kinds).await;
-        let diffs = diffs(&found, &st);
+        let diffs = assess::diffs(&found, &st);
 
         // 5. sync
-        let drifted = drifted(&found.compared);
+        let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
         let decision = plan::decide(&plan::GateInput {
             app: name,
@@ -284,7 +288,7 @@ impl Context {
             }
             record = Some(status::continue_sync(previous.last_sync.as_ref(), rec));
         } else if decision.settled && mode.writes() {
-            record = finished_running(previous.last_sync.as_ref(), &st.revision);
+            record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
         self.memo.set_heal(name, heal);
         st.kinds = kinds.into_iter().collect();
@@ -339,328 +343,6 @@ impl Context {
             })
             .collect()
     }
-
-    /// Health of every object and the application's status: resources, roll-up,
-    /// conditions (shared objects, comparison errors, stalls, orphaned resources).
-    /// Returns what the roll-up leaves out, for the roll-up after a sync.
-    async fn assess(
-        &self,
-        st: &mut AppStatus,
-        app: &Application,
-        env: &Environment,
-        found: &Found,
-        the_plan: &plan::Plan,
-        kinds: &BTreeSet<(String, String)>,
-    ) -> Exclusions {
-        let settings = health::HealthSettings::from_policy(&env.health);
-        let overrides = health::overrides_for(app, env);
-        let now = jiff::Timestamp::now();
-        let mut excluded = Exclusions { extraneous: found.candidates.extraneous.clone(), ..Exclusions::default() };
-        for c in &found.compared {
-            if c.live.as_ref().is_some_and(health::ignores_health_check) {
-                excluded.no_health_check.insert(c.key.to_string());
-            }
-            let (pods, replica_sets) = self.children(c).await;
-            let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
-                (pods.iter().collect(), replica_sets.iter().collect());
-            let h = match c.sync() {
-                SyncStatus::Unknown => Health { status: HealthStatus::Unknown, message: String::new() },
-                _ => health::assess_with(
-                    &health::HealthInput::new(c.live.as_ref(), now, &settings)
-                        .children(&pod_refs, &rs_refs)
-                        .overrides(&overrides),
-                ),
-            };
-            st.resources.push(ResourceStatus {
-                object: c.key.to_string(),
-                sync: c.sync(),
-                reason: c.reason.to_string(),
-                health: h.status,
-                health_message: h.message,
-            });
-        }
-        let reasons = plan::prune_reasons(the_plan);
-        for (o, _) in &found.candidates.orphans {
-            let object = o.key.to_string();
-            st.resources.push(ResourceStatus {
-                reason: reasons.get(&object).cloned().unwrap_or_else(|| "requires pruning".into()),
-                sync: SyncStatus::OutOfSync,
-                health: HealthStatus::Healthy,
-                health_message: String::new(),
-                object: object.clone(),
-            });
-            excluded.prune_candidates.insert(object);
-        }
-        for c in &found.compared {
-            if let Some(other) = c.live.as_ref().and_then(tracking::tracked_app).filter(|a| *a != st.app) {
-                st.conditions.push(Condition::new(
-                    ConditionType::SharedResourceWarning,
-                    format!("{} is also tracked by application {other}; both declare it", c.key),
-                ));
-            }
-        }
-        if !found.errors.is_empty() {
-            st.conditions.push(Condition::new(ConditionType::ComparisonError, found.errors.join("; ")));
-        }
-        (st.sync, st.health) = status::roll_up(&st.resources, &excluded, !found.errors.is_empty());
-        // Objects Progressing for too long: a warning, health stays Progressing.
-        self.memo.progressing(&st.app, |previous| {
-            let statuses = found.compared.iter().zip(&st.resources).map(|(c, r)| (&c.key, r.health));
-            let since = health::track_progressing(previous, statuses, now);
-            if let Some(stall) = health::stalled(&since, now, settings.stall_after) {
-                st.conditions.push(Condition::new(ConditionType::HealthStalled, stall.message));
-            }
-            since
-        });
-        if st.sync == SyncStatus::Synced {
-            st.synced_revision = st.revision.clone();
-        }
-        if env.orphaned_resources.warn {
-            self.warn_orphaned(st, env, &found.compared, &app.namespace.value, kinds).await;
-        }
-        excluded
-    }
-
-    /// `orphanedResources.warn`: the condition and `status.orphaned`.
-    async fn warn_orphaned(
-        &self,
-        st: &mut AppStatus,
-        env: &Environment,
-        compared: &[Arc<Compared>],
-        namespace: &str,
-        kinds: &BTreeSet<(String, String)>,
-    ) {
-        let mut namespaces: BTreeSet<String> =
-            compared.iter().map(|c| c.key.namespace.clone()).filter(|n| !n.is_empty()).collect();
-        namespaces.insert(namespace.to_string());
-        match self.orphaned_resources(env, &namespaces, kinds).await {
-            Ok(found) if !found.is_empty() => {
-                let shown: Vec<&str> = found.iter().take(10).map(String::as_str).collect();
-                let more = found.len().saturating_sub(shown.len());
-                st.conditions.push(Condition::new(
-                    ConditionType::OrphanedResourceWarning,
-                    format!(
-                        "{} object(s) in the application's namespaces are tracked by no application (never deleted): {}{}",
-                        found.len(),
-                        shown.join(", "),
-                        if more > 0 { format!(" and {more} more") } else { String::new() }
-                    ),
-                ));
-                st.orphaned = found;
-            }
-            Ok(_) => {}
-            Err(e) => st.conditions.push(Condition::new(
-                ConditionType::OrphanedResourceWarning,
-                format!("orphaned resources could not be listed: {e}"),
-            )),
-        }
-    }
-
-    /// Runs a planned sync ([`crate::apply::run`]) and records its outcome in `st`:
-    /// applied objects Synced, pruned ones gone, the result ([`plan::result`]) with its
-    /// condition, the roll-up again.
-    #[allow(clippy::too_many_arguments)]
-    async fn sync(
-        &self,
-        st: &mut AppStatus,
-        snapshot: &source::Snapshot,
-        reason: SyncReason,
-        p: &plan::Plan,
-        found: &Found,
-        scope: &Scope<'_>,
-        excluded: &Exclusions,
-        started_at: String,
-    ) -> SyncRecord {
-        let mut rec = SyncRecord {
-            revision: snapshot.revision.clone(),
-            subject: snapshot.subject.clone(),
-            started_at,
-            finished_at: String::new(),
-            reason: format!("{reason:?}"),
-            result: SyncResult::Succeeded,
-            message: String::new(),
-            applied: vec![],
-            pruned: vec![],
-        };
-        if let Some(refusal) = &p.refused {
-            (rec.result, rec.message, rec.finished_at) = (SyncResult::Refused, refusal.clone(), status::now());
-            st.conditions.push(Condition::new(ConditionType::SyncError, refusal.clone()));
-            tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
-            return rec;
-        }
-        let compared = &found.compared;
-        let app = st.app.clone();
-        let health =
-            compared
-                .iter()
-                .zip(&st.resources)
-                .map(|(c, r)| {
-                    if excluded.no_health_check.contains(&c.key.to_string()) { HealthStatus::Healthy } else { r.health }
-                })
-                .collect();
-        let job = apply::Job {
-            app: &app,
-            revision: &snapshot.revision,
-            subject: &snapshot.subject,
-            reason,
-            plan: p,
-            compared,
-            orphans: &found.candidates.orphans,
-            compared_cleanly: found.errors.is_empty(),
-            app_options: scope.defaults,
-            no_health_check: &excluded.no_health_check,
-            health,
-        };
-        let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        let outcome = apply::run(&self.cluster, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
-        for (idx, obj) in &outcome.applied {
-            let key = compared[*idx].key.to_string();
-            if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
-                let h = health::assess(Some(obj));
-                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message);
-                rs.reason.clear();
-            }
-            rec.applied.push(key);
-        }
-        rec.applied.sort();
-        for key in outcome.pruned.iter().map(ToString::to_string) {
-            st.resources.retain(|r| r.object != key);
-            rec.pruned.push(key);
-        }
-        let mut problems: Vec<String> = outcome.failures.iter().map(ToString::to_string).collect();
-        problems.extend(plan::held_prunes(p).filter(|_| outcome.prunes_held));
-        problems.extend(found.errors.iter().cloned());
-        (rec.result, rec.message) = plan::result(&problems, outcome.waiting.as_deref());
-        match rec.result {
-            SyncResult::Failed => st.conditions.push(Condition::new(ConditionType::SyncError, rec.message.clone())),
-            SyncResult::Running => {
-                tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {}", rec.message);
-                st.conditions.push(Condition::new(ConditionType::SyncRunning, rec.message.clone()));
-            }
-            SyncResult::Succeeded => st.synced_revision = rec.revision.clone(),
-            SyncResult::Refused => {}
-        }
-        (st.sync, st.health) = status::roll_up(&st.resources, excluded, !found.errors.is_empty());
-        rec.finished_at = status::now();
-        rec
-    }
-
-    /// An object whose kind a CRD of this sync defines: once that CRD is served,
-    /// compared again (now with its kind, namespace and tracking-id).
-    async fn recompare(&self, scope: &Scope<'_>, c: Arc<Compared>) -> Result<Arc<Compared>, String> {
-        let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
-        let no_crds = object::CrdKinds::new();
-        let scope = Scope { crds: &no_crds, validate_new: false, ..*scope };
-        let fresh = self.compare_one(&scope, c.apply.clone(), c.source.clone()).await;
-        match fresh.sync() {
-            SyncStatus::Unknown => Err(fresh.reason.to_string()),
-            _ => Ok(fresh),
-        }
-    }
-
-    /// The end of a pass that could not read its source: Unknown with the error; the
-    /// last objects' status and health stay as they were.
-    async fn finish_early(
-        &self,
-        mut st: AppStatus,
-        previous: AppStatus,
-        history: Option<Vec<SyncRecord>>,
-        message: String,
-        started: Instant,
-        mode: Mode,
-    ) -> Result<PassReport, Error> {
-        tracing::warn!(app = %st.app, "{message}");
-        (st.sync, st.health, st.resources) = (SyncStatus::Unknown, previous.health, previous.resources.clone());
-        st.conditions.push(Condition::new(ConditionType::ComparisonError, message));
-        if st.revision.is_empty() {
-            (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());
-        }
-        self.record(&st, &previous, history, None, mode, started).await?;
-        Ok(PassReport { status: st, diffs: vec![], sync: None, plan: plan::Plan::default() })
-    }
-
-    /// Records a pass: a `HealthChanged` Event when health changed, status and history
-    /// saved when they changed (writing modes only), pass metrics.
-    async fn record(
-        &self,
-        st: &AppStatus,
-        previous: &AppStatus,
-        history: Option<Vec<SyncRecord>>,
-        record: Option<SyncRecord>,
-        mode: Mode,
-        started: Instant,
-    ) -> Result<(), Error> {
-        let result = match (&record, st.sync) {
-            (Some(r), _) if r.result == SyncResult::Succeeded => "applied",
-            (Some(r), _) if r.result == SyncResult::Refused => "refused",
-            (Some(r), _) if r.result == SyncResult::Running => "running",
-            (Some(_), _) => "failed",
-            (None, SyncStatus::Unknown) => "error",
-            (None, _) => "compared",
-        };
-        if mode.writes() {
-            if previous.health != st.health && !previous.app.is_empty() {
-                self.health_changed(st, previous).await;
-            }
-            self.save(st, previous, history, record).await?;
-        }
-        self.metrics.passes.get_or_create(&PassLabels { app: st.app.clone(), result: result.into() }).inc();
-        self.metrics
-            .pass_seconds
-            .get_or_create(&StatusLabels { app: st.app.clone(), status: result.into() })
-            .observe(started.elapsed().as_secs_f64());
-        self.metrics.set_status(&st.app, st.sync, st.health);
-        Ok(())
-    }
-
-    /// A `HealthChanged` Event on the status ConfigMap, naming Degraded objects.
-    async fn health_changed(&self, st: &AppStatus, previous: &AppStatus) {
-        let degraded = st
-            .resources
-            .iter()
-            .filter(|r| r.health == HealthStatus::Degraded)
-            .map(|r| format!("{}: {}", r.object, r.health_message));
-        let note = std::iter::once(format!("health {} → {} at {}", previous.health, st.health, short(&st.revision)))
-            .chain(degraded)
-            .collect::<Vec<_>>()
-            .join("; ");
-        tracing::info!(app = %st.app, "{note}");
-        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": status::configmap_name(&st.app), "namespace": self.config.settings.status_namespace}});
-        self.cluster.event(&cm, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
-    }
-
-    async fn save(
-        &self,
-        st: &AppStatus,
-        previous: &AppStatus,
-        history: Option<Vec<SyncRecord>>,
-        record: Option<SyncRecord>,
-    ) -> Result<(), Error> {
-        if st != previous || record.is_some() {
-            let mut h = match history {
-                Some(h) => h,
-                None => self.store.load(&st.app).await?.1,
-            };
-            if let Some(r) = record {
-                status::push_history(&mut h, r);
-            }
-            self.store.save(st, &h).await?;
-        }
-        self.statuses.write().await.insert(st.app.clone(), st.clone());
-        Ok(())
-    }
-}
-
-/// A Running sync with nothing left to do (its last objects got there some other way)
-/// is over: its entry says so instead of staying Running.
-fn finished_running(last: Option<&SyncRecord>, revision: &str) -> Option<SyncRecord> {
-    let prev = last.filter(|l| l.result == SyncResult::Running && l.revision == revision)?;
-    let mut done = prev.clone();
-    (done.result, done.message, done.finished_at) =
-        (SyncResult::Succeeded, "finished: nothing left to do".into(), status::now());
-    Some(done)
 }
 
 /// `(apiVersion, kind)` of every compared object of a served kind (or awaiting its CRD):
@@ -672,74 +354,6 @@ fn applied_kinds(compared: &[Arc<Compared>]) -> impl Iterator<Item = (String, St
     })
 }
 
-/// The OutOfSync objects and their differences, as the selfHeal gate sees them.
-fn drifted(compared: &[Arc<Compared>]) -> Vec<plan::Drifted<'_>> {
-    compared
-        .iter()
-        .filter(|c| c.sync() == SyncStatus::OutOfSync)
-        .map(|c| plan::Drifted {
-            key: &c.key,
-            fields: c
-                .diff
-                .differences
-                .iter()
-                .map(|d| {
-                    let desired = d.desired.as_ref().map(ToString::to_string);
-                    (d.path.as_str(), desired, d.manager.as_ref().map(|m| m.manager.as_str()))
-                })
-                .collect(),
-        })
-        .collect()
-}
-
-/// Per-object comparisons for `plumb diff`: the desired objects, then the prune
-/// candidates with the reason the status gives them.
-fn diffs(found: &Found, st: &AppStatus) -> Vec<ObjectDiff> {
-    let mut diffs: Vec<ObjectDiff> = found.compared.iter().map(|c| c.diff.clone()).collect();
-    let n = found.compared.len();
-    diffs.extend(st.resources[n..].iter().map(|r| ObjectDiff {
-        object: r.object.clone(),
-        desired: Value::Null,
-        live: None,
-        differences: vec![],
-        reason: r.reason.clone(),
-        verdict: None,
-    }));
-    diffs
-}
-
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(7)]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(result: SyncResult, revision: &str) -> SyncRecord {
-        SyncRecord {
-            revision: revision.into(),
-            subject: String::new(),
-            started_at: "t0".into(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
-            result,
-            message: "wave 1 waits".into(),
-            applied: vec!["a".into()],
-            pruned: vec![],
-        }
-    }
-
-    #[test]
-    fn only_a_running_sync_at_the_same_revision_is_finished() {
-        let done = finished_running(Some(&record(SyncResult::Running, "abc")), "abc").expect("finished");
-        assert_eq!(
-            (done.result, done.message.as_str(), done.started_at.as_str()),
-            (SyncResult::Succeeded, "finished: nothing left to do", "t0")
-        );
-        assert_eq!(done.applied, ["a"]);
-        assert!(finished_running(Some(&record(SyncResult::Running, "abc")), "def").is_none());
-        assert!(finished_running(Some(&record(SyncResult::Succeeded, "abc")), "abc").is_none());
-        assert!(finished_running(None, "abc").is_none());
-    }
 }

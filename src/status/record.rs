@@ -38,6 +38,16 @@ pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> Syn
     next
 }
 
+/// A Running sync with nothing left to do (its last objects got there some other way)
+/// is over: its entry says so instead of staying Running.
+pub fn finished_running(last: Option<&SyncRecord>, revision: &str) -> Option<SyncRecord> {
+    let prev = last.filter(|l| l.result == SyncResult::Running && l.revision == revision)?;
+    let mut done = prev.clone();
+    (done.result, done.message, done.finished_at) =
+        (SyncResult::Succeeded, "finished: nothing left to do".into(), now());
+    Some(done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +92,32 @@ mod tests {
         let t = now();
         assert_eq!(t.len(), "2026-11-29T18:00:00.000Z".len(), "{t}");
         assert!(t.parse::<jiff::Timestamp>().is_ok());
+    }
+
+    fn running_record(result: SyncResult, revision: &str) -> SyncRecord {
+        SyncRecord {
+            revision: revision.into(),
+            subject: String::new(),
+            started_at: "t0".into(),
+            finished_at: String::new(),
+            reason: "NewRevision".into(),
+            result,
+            message: "wave 1 waits".into(),
+            applied: vec!["a".into()],
+            pruned: vec![],
+        }
+    }
+
+    #[test]
+    fn only_a_running_sync_at_the_same_revision_is_finished() {
+        let done = finished_running(Some(&running_record(SyncResult::Running, "abc")), "abc").expect("finished");
+        assert_eq!(
+            (done.result, done.message.as_str(), done.started_at.as_str()),
+            (SyncResult::Succeeded, "finished: nothing left to do", "t0")
+        );
+        assert_eq!(done.applied, ["a"]);
+        assert!(finished_running(Some(&running_record(SyncResult::Running, "abc")), "def").is_none());
+        assert!(finished_running(Some(&running_record(SyncResult::Succeeded, "abc")), "abc").is_none());
+        assert!(finished_running(None, "abc").is_none());
     }
 }

@@ -1,0 +1,150 @@
+//! Stage 4 of a pass: health of every object, the application's status (resources,
+//! roll-up, conditions) and the per-object comparisons `plumb diff` shows.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use serde_json::Value;
+
+use super::{Context, Found};
+use crate::{
+    compare::{Compared, ObjectDiff, SyncStatus},
+    config::{Application, Environment},
+    health::{self, Health, HealthStatus},
+    plan,
+    status::{self, AppStatus, Condition, ConditionType, Exclusions, ResourceStatus},
+    tracking,
+};
+
+impl Context {
+    /// Health of every object and the application's status: resources, roll-up,
+    /// conditions (shared objects, comparison errors, stalls, orphaned resources).
+    /// Returns what the roll-up leaves out, for the roll-up after a sync.
+    pub(super) async fn assess(
+        &self,
+        st: &mut AppStatus,
+        app: &Application,
+        env: &Environment,
+        found: &Found,
+        the_plan: &plan::Plan,
+        kinds: &BTreeSet<(String, String)>,
+    ) -> Exclusions {
+        let settings = health::HealthSettings::from_policy(&env.health);
+        let overrides = health::overrides_for(app, env);
+        let now = jiff::Timestamp::now();
+        let mut excluded = Exclusions { extraneous: found.candidates.extraneous.clone(), ..Exclusions::default() };
+        for c in &found.compared {
+            if c.live.as_ref().is_some_and(health::ignores_health_check) {
+                excluded.no_health_check.insert(c.key.to_string());
+            }
+            let (pods, replica_sets) = self.children(c).await;
+            let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
+                (pods.iter().collect(), replica_sets.iter().collect());
+            let h = match c.sync() {
+                SyncStatus::Unknown => Health { status: HealthStatus::Unknown, message: String::new() },
+                _ => health::assess_with(
+                    &health::HealthInput::new(c.live.as_ref(), now, &settings)
+                        .children(&pod_refs, &rs_refs)
+                        .overrides(&overrides),
+                ),
+            };
+            st.resources.push(ResourceStatus {
+                object: c.key.to_string(),
+                sync: c.sync(),
+                reason: c.reason.to_string(),
+                health: h.status,
+                health_message: h.message,
+            });
+        }
+        let reasons = plan::prune_reasons(the_plan);
+        for (o, _) in &found.candidates.orphans {
+            let object = o.key.to_string();
+            st.resources.push(ResourceStatus {
+                reason: reasons.get(&object).cloned().unwrap_or_else(|| "requires pruning".into()),
+                sync: SyncStatus::OutOfSync,
+                health: HealthStatus::Healthy,
+                health_message: String::new(),
+                object: object.clone(),
+            });
+            excluded.prune_candidates.insert(object);
+        }
+        for c in &found.compared {
+            if let Some(other) = c.live.as_ref().and_then(tracking::tracked_app).filter(|a| *a != st.app) {
+                st.conditions.push(Condition::new(
+                    ConditionType::SharedResourceWarning,
+                    format!("{} is also tracked by application {other}; both declare it", c.key),
+                ));
+            }
+        }
+        if !found.errors.is_empty() {
+            st.conditions.push(Condition::new(ConditionType::ComparisonError, found.errors.join("; ")));
+        }
+        (st.sync, st.health) = status::roll_up(&st.resources, &excluded, !found.errors.is_empty());
+        // Objects Progressing for too long: a warning, health stays Progressing.
+        self.memo.progressing(&st.app, |previous| {
+            let statuses = found.compared.iter().zip(&st.resources).map(|(c, r)| (&c.key, r.health));
+            let since = health::track_progressing(previous, statuses, now);
+            if let Some(stall) = health::stalled(&since, now, settings.stall_after) {
+                st.conditions.push(Condition::new(ConditionType::HealthStalled, stall.message));
+            }
+            since
+        });
+        if st.sync == SyncStatus::Synced {
+            st.synced_revision = st.revision.clone();
+        }
+        if env.orphaned_resources.warn {
+            self.warn_orphaned(st, env, &found.compared, &app.namespace.value, kinds).await;
+        }
+        excluded
+    }
+
+    /// `orphanedResources.warn`: the condition and `status.orphaned`.
+    async fn warn_orphaned(
+        &self,
+        st: &mut AppStatus,
+        env: &Environment,
+        compared: &[Arc<Compared>],
+        namespace: &str,
+        kinds: &BTreeSet<(String, String)>,
+    ) {
+        let mut namespaces: BTreeSet<String> =
+            compared.iter().map(|c| c.key.namespace.clone()).filter(|n| !n.is_empty()).collect();
+        namespaces.insert(namespace.to_string());
+        match self.orphaned_resources(env, &namespaces, kinds).await {
+            Ok(found) if !found.is_empty() => {
+                let shown: Vec<&str> = found.iter().take(10).map(String::as_str).collect();
+                let more = found.len().saturating_sub(shown.len());
+                st.conditions.push(Condition::new(
+                    ConditionType::OrphanedResourceWarning,
+                    format!(
+                        "{} object(s) in the application's namespaces are tracked by no application (never deleted): {}{}",
+                        found.len(),
+                        shown.join(", "),
+                        if more > 0 { format!(" and {more} more") } else { String::new() }
+                    ),
+                ));
+                st.orphaned = found;
+            }
+            Ok(_) => {}
+            Err(e) => st.conditions.push(Condition::new(
+                ConditionType::OrphanedResourceWarning,
+                format!("orphaned resources could not be listed: {e}"),
+            )),
+        }
+    }
+}
+
+/// Per-object comparisons for `plumb diff`: the desired objects, then the prune
+/// candidates with the reason the status gives them.
+pub(super) fn diffs(found: &Found, st: &AppStatus) -> Vec<ObjectDiff> {
+    let mut diffs: Vec<ObjectDiff> = found.compared.iter().map(|c| c.diff.clone()).collect();
+    let n = found.compared.len();
+    diffs.extend(st.resources[n..].iter().map(|r| ObjectDiff {
+        object: r.object.clone(),
+        desired: Value::Null,
+        live: None,
+        differences: vec![],
+        reason: r.reason.clone(),
+        verdict: None,
+    }));
+    diffs
+}
