@@ -6,9 +6,9 @@
 //! [`CRD_TIMEOUT`]) and compares their custom resources again before applying them. A
 //! failure stops the sync before the next kind (later objects may depend on it). A later
 //! wave starts only when [`crate::plan::wave_gate`] allows it; prune follows the last
-//! wave only when nothing failed ([`crate::plan::prune_last_gate`], [`crate::plan::result`]). Every write
-//! is server-side apply with field manager `plumb` (or a replace with `Replace=true`);
-//! every delete carries the object's UID as a precondition.
+//! wave only when nothing failed, `PruneLast` objects when [`crate::plan::prune_last_gate`]
+//! allows it. Every write is server-side apply with field manager `plumb` (or a replace
+//! with `Replace=true`); every delete carries the object's UID as a precondition.
 
 use std::{collections::HashSet, sync::Arc};
 
