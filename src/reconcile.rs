@@ -312,6 +312,9 @@ impl Context {
     ) -> Found {
         let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
+        // before objects are failed below: a failed object keeps its kind, but one that
+        // awaited its CRD no longer says so
+        kinds.extend(applied_kinds(&compared));
         object::declared_twice(&mut compared);
         let create = scope.defaults.create_namespace;
         self.check_namespaces(&mut compared, scope.namespace, create).await;
@@ -320,7 +323,6 @@ impl Context {
             .filter(|c| c.sync() == SyncStatus::Unknown)
             .map(|c| format!("{}: {}", c.key, c.reason))
             .collect();
-        kinds.extend(applied_kinds(&compared));
         let desired: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut candidates = self.prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
         errors.append(&mut candidates.errors);

@@ -236,6 +236,35 @@ async fn custom_resource_created_with_its_crd_is_pruned_later() {
     assert_eq!(pruned, [format!("Gadget.brk.example.com/{ns}/g1")], "{:?}", r.sync);
 }
 
+/// Guards against: a custom resource whose CRD is part of the same render, but which
+/// fails its comparison (here: its namespace exists nowhere), is dropped from the
+/// application's kinds, although its kind is recorded for an object of a served kind
+/// that fails the same way.
+///
+/// Setup: a render with a CRD (never applied: compare-only pass) and one custom
+/// resource of it in namespace `brk-nowhere`, which neither exists nor is declared.
+///
+/// Expected: the custom resource is an error naming the namespace, and its kind is among
+/// the application's kinds (`status.kinds`), as for any object of the render.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_awaiting_its_crd_that_fails_keeps_its_kind() {
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.nons.brk.example.com}\nspec:\n  group: nons.brk.example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}\n  versions:\n    - name: v1\n      served: true\n      storage: true\n      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
+    let widget = "apiVersion: nons.brk.example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: brk-nowhere}\nspec: {size: 1}\n";
+    let a = app(
+        "crdkindsnons",
+        "brk-crdkindsnons",
+        "syncPolicy: {automated: false}",
+        &[("crd.yaml", crd), ("w1.yaml", widget)],
+    )
+    .await;
+    let r = a.pass(Mode::CompareOnly).await;
+    let w1 = r.status.resources.iter().find(|x| x.object == "Widget.nons.brk.example.com/brk-nowhere/w1").unwrap();
+    assert_eq!(w1.sync, SyncStatus::Unknown, "{w1:?}");
+    assert!(w1.reason.contains("namespace \"brk-nowhere\" not found"), "{w1:?}");
+    let widget_kind = ("nons.brk.example.com/v1".to_string(), "Widget".to_string());
+    assert!(r.status.kinds.contains(&widget_kind), "kinds: {:?}", r.status.kinds);
+}
+
 /// Guards against: with `Replace=true`, a field left to another manager by
 /// `ignoreDifferences` is reset to its default by the next sync — here a selfHeal
 /// pass with no change in Git at all.
