@@ -232,8 +232,10 @@ pub struct AppStatus {
     /// Per-object status.
     #[serde(default)]
     pub resources: Vec<ResourceStatus>,
-    /// Conditions (errors, refusals).
-    #[serde(default)]
+    /// Conditions (errors, refusals). Conditions of a type this build does not know
+    /// (written by another version) are dropped when read: every pass makes them anew,
+    /// and the rest of the status must still load.
+    #[serde(default, deserialize_with = "known_conditions")]
     pub conditions: Vec<Condition>,
     /// `apiVersion kind` of every kind this application ever applied; prune candidates
     /// are listed from these, so the last object of a kind is still pruned.
@@ -246,4 +248,42 @@ pub struct AppStatus {
     /// (`orphanedResources.warn`), as `Kind/namespace/name`. Reported, never deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphaned: Vec<String>,
+}
+
+/// The conditions of a stored status whose type this build knows.
+fn known_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Known(Condition),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(Vec::<Stored>::deserialize(d)?
+        .into_iter()
+        .filter_map(|c| match c {
+            Stored::Known(c) => Some(c),
+            Stored::Other(_) => None,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_stored_status_loads_whatever_its_condition_types() {
+        let stored = r#"{"app": "web", "environment": "dev", "syncedRevision": "abc", "sync": "OutOfSync", "health": "Healthy",
+            "conditions": [{"type": "SyncError", "message": "m"}, {"type": "FromANewerPlumb", "message": "x"}],
+            "kinds": [["v1", "ConfigMap"]]}"#;
+        let st: AppStatus = serde_json::from_str(stored).unwrap();
+        assert_eq!(st.synced_revision, "abc");
+        assert_eq!(st.kinds, [("v1".to_string(), "ConfigMap".to_string())]);
+        assert_eq!(st.conditions, [Condition::new(ConditionType::SyncError, "m")]);
+        // and conditions are written by their type's name, as before
+        let json = serde_json::to_value(&st.conditions).unwrap();
+        assert_eq!(json, serde_json::json!([{"type": "SyncError", "message": "m"}]));
+    }
 }
