@@ -39,6 +39,9 @@ pub enum FetchError {
     /// A thread panicked while holding the mirror.
     #[error("mirror lock poisoned")]
     Poisoned,
+    /// A thread panicked while opening a mirror.
+    #[error("mirror cache poisoned")]
+    PoolPoisoned,
 }
 
 /// The outcome of fetching and rendering an application's source.
@@ -69,7 +72,7 @@ impl Pool {
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, FetchError> {
-        let mut mirrors = self.mirrors.lock().map_err(|_| FetchError::Poisoned)?;
+        let mut mirrors = self.mirrors.lock().map_err(|_| FetchError::PoolPoisoned)?;
         if let Some(m) = mirrors.get(&repo.name.value) {
             return Ok(m.clone());
         }
