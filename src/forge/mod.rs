@@ -97,21 +97,9 @@ pub struct CommitStatus {
 /// Why commit statuses cannot be posted.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The repository URL has no `owner/repo` at the end of its path.
-    #[error("repository URL `{url}` does not end in <owner>/<repo>")]
-    NoOwnerRepo {
-        /// The repository URL.
-        url: String,
-    },
-    /// The API URL is not an absolute `http(s)://` URL, or none can be derived (Gitea
-    /// with an SSH repository URL and no `apiUrl`).
-    #[error("API URL `{url}`: {why}")]
-    ApiUrl {
-        /// The configured or derived URL.
-        url: String,
-        /// What is wrong.
-        why: String,
-    },
+    /// No destination follows from the `commitStatus` block and the repository URL.
+    #[error(transparent)]
+    Destination(#[from] DestinationError),
     /// The token file could not be read.
     #[error("tokenFile {file}: {source}")]
     Token {
@@ -142,15 +130,6 @@ pub enum Error {
     },
 }
 
-impl From<DestinationError> for Error {
-    fn from(e: DestinationError) -> Self {
-        match e {
-            DestinationError::NoOwnerRepo { url } => Error::NoOwnerRepo { url },
-            DestinationError::ApiUrl { url, why } => Error::ApiUrl { url, why },
-        }
-    }
-}
-
 /// Where statuses for one repository go: a forge API and the repository on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -175,7 +154,7 @@ impl Target {
     /// segments of the URL, the API URL is the configured one or the provider's default.
     ///
     /// # Errors
-    /// [`Error::NoOwnerRepo`], [`Error::ApiUrl`].
+    /// [`Error::Destination`].
     pub fn new(cfg: &CommitStatusConfig, repo_url: &str) -> Result<Target, Error> {
         let dest = cfg.destination(repo_url)?;
         Ok(Target {
@@ -191,9 +170,9 @@ impl Target {
     /// `{api_url}/repos/{owner}/{repo}/statuses/{sha}`, each segment percent-encoded.
     ///
     /// # Errors
-    /// [`Error::ApiUrl`] when the API URL does not parse.
+    /// [`Error::Destination`] when the API URL does not parse.
     pub fn url(&self, sha: &str) -> Result<url::Url, Error> {
-        let bad = |why: &str| Error::ApiUrl { url: self.api_url.clone(), why: why.into() };
+        let bad = |why: &str| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: why.into() });
         let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
         u.path_segments_mut().map_err(|()| bad("cannot be a base URL"))?.pop_if_empty().extend([
             "repos",
@@ -208,7 +187,7 @@ impl Target {
     /// The exact request that posts `status` with `token` (pure: nothing is sent).
     ///
     /// # Errors
-    /// [`Error::ApiUrl`]; [`Error::BadToken`] when the token cannot be a header value.
+    /// [`Error::Destination`]; [`Error::BadToken`] when the token cannot be a header value.
     pub fn request(&self, status: &CommitStatus, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
         let mut body = serde_json::json!({
             "state": status.state.as_str(),
@@ -239,7 +218,7 @@ impl Target {
                 .header("X-GitHub-Api-Version", "2022-11-28"),
         };
         b.body(Bytes::from(body.to_string()))
-            .map_err(|e| Error::ApiUrl { url: self.api_url.clone(), why: e.to_string() })
+            .map_err(|e| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: e.to_string() }))
     }
 }
 

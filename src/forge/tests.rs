@@ -37,12 +37,12 @@ fn owner_and_repo_come_from_every_url_shape() {
 #[test]
 fn bad_targets_are_explained() {
     let e = Target::new(&cfg("provider: github\ntokenFile: /t\n"), "https://github.com/fleet").unwrap_err();
-    assert!(matches!(e, Error::NoOwnerRepo { .. }), "{e}");
+    assert!(matches!(e, Error::Destination(DestinationError::NoOwnerRepo { .. })), "{e}");
     let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\n"), "git@gitea.example:acme/fleet.git").unwrap_err();
     assert!(e.to_string().contains("set commitStatus.apiUrl"), "{e}");
     let e = Target::new(&cfg("provider: gitea\ntokenFile: /t\napiUrl: ftp://x/api\n"), "https://g.example/a/b")
         .unwrap_err();
-    assert!(matches!(e, Error::ApiUrl { .. }), "{e}");
+    assert!(matches!(e, Error::Destination(DestinationError::ApiUrl { .. })), "{e}");
     let t = Target::new(
         &cfg("provider: gitea\ntokenFile: /t\napiUrl: https://g.example/gitea/api/v1/\n"),
         "git@g.example:acme/fleet.git",
