@@ -394,10 +394,71 @@ pub struct Plan {
     /// an immutable field: not those protected from deletion (`Prune=false`,
     /// `Prune=confirm`, a data-loss class).
     pub recreate: Vec<usize>,
-    /// Objects left alone, with the reason (`prune skipped: Prune=false`, …).
-    pub skipped: Vec<(String, String)>,
+    /// Objects left alone (`Kind/namespace/name`), with the reason.
+    pub skipped: Vec<(String, Skip)>,
     /// Set when the whole sync is refused; nothing is applied or pruned.
     pub refused: Option<String>,
+}
+
+/// Why a sync leaves an object alone. [`Display`](std::fmt::Display) gives the line
+/// shown by previews, `plumb sync` and the status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// A prune candidate, and prune is off.
+    PruneOff,
+    /// A prune candidate held back whatever the options (it moved to another
+    /// application, or that cannot be told): the reason.
+    Held(String),
+    /// A prune candidate with `Prune=false`.
+    PruneDisabled,
+    /// A prune candidate that waits for an approval: what it is protected as
+    /// (`Prune=confirm`, `data-loss class PersistentVolumeClaim`), the application (for
+    /// the hint), and why its approval annotation does not count, when it has one.
+    NeedsApproval {
+        /// `Prune=confirm` or `data-loss class <Kind>`.
+        protection: String,
+        /// The application.
+        app: String,
+        /// The approval annotation's problem.
+        problem: Option<String>,
+    },
+    /// A desired object whose immutable fields changed, with `Force=true`, that is
+    /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class): not
+    /// re-created.
+    NoRecreate(String),
+}
+
+impl Skip {
+    /// Whether the object is a prune candidate (everything but [`Skip::NoRecreate`]).
+    pub fn is_prune(&self) -> bool {
+        !matches!(self, Skip::NoRecreate(_))
+    }
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::PruneOff => f.write_str("requires pruning (prune is off)"),
+            Skip::Held(why) => f.write_str(why),
+            Skip::PruneDisabled => f.write_str("prune skipped: Prune=false"),
+            Skip::NeedsApproval { protection, app, problem } => {
+                write!(
+                    f,
+                    "prune needs approval ({protection}): plumb prune {app} --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now, RFC 3339>"
+                )?;
+                problem.as_ref().map_or(Ok(()), |p| write!(f, "; {p}"))
+            }
+            Skip::NoRecreate(why) => {
+                write!(f, "Force=true does not delete and re-create it ({why}); re-create it by hand")
+            }
+        }
+    }
+}
+
+impl Serialize for Skip {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// The reason the status gives each prune candidate (`Kind/namespace/name` → reason):
@@ -406,9 +467,12 @@ pub struct Plan {
 pub fn prune_reasons(p: &Plan) -> std::collections::HashMap<String, String> {
     p.skipped
         .iter()
+        .filter(|(_, why)| why.is_prune())
         .map(|(o, why)| {
-            let why =
-                if why.starts_with("requires pruning") { why.clone() } else { format!("requires pruning; {why}") };
+            let why = match why {
+                Skip::PruneOff => why.to_string(),
+                _ => format!("requires pruning; {why}"),
+            };
             (o.clone(), why)
         })
         .chain(p.prune.iter().chain(&p.prune_last).map(|c| {
@@ -481,10 +545,7 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
             };
             match protected {
                 None => p.recreate.push(i),
-                Some(why) if d.immutable => p.skipped.push((
-                    d.key.to_string(),
-                    format!("Force=true does not delete and re-create it ({why}); re-create it by hand"),
-                )),
+                Some(why) if d.immutable => p.skipped.push((d.key.to_string(), Skip::NoRecreate(why))),
                 Some(_) => {}
             }
         }
@@ -492,21 +553,15 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
     for o in orphans {
         let class = data_loss_class(&o.key.group, &o.key.kind).filter(|_| guards.protect_data_loss);
         if !guards.prune {
-            p.skipped.push((o.key.to_string(), "requires pruning (prune is off)".into()));
+            p.skipped.push((o.key.to_string(), Skip::PruneOff));
         } else if let Some(why) = &o.held {
-            p.skipped.push((o.key.to_string(), why.clone()));
+            p.skipped.push((o.key.to_string(), Skip::Held(why.clone())));
         } else if o.options.prune_disabled {
-            p.skipped.push((o.key.to_string(), "prune skipped: Prune=false".into()));
+            p.skipped.push((o.key.to_string(), Skip::PruneDisabled));
         } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
-            let why = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
-            let problem = o.approval_problem.as_ref().map_or_else(String::new, |p| format!("; {p}"));
-            p.skipped.push((
-                o.key.to_string(),
-                format!(
-                    "prune needs approval ({why}): plumb prune {} --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now, RFC 3339>{problem}",
-                    guards.app
-                ),
-            ));
+            let protection = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+            let (app, problem) = (guards.app.to_string(), o.approval_problem.clone());
+            p.skipped.push((o.key.to_string(), Skip::NeedsApproval { protection, app, problem }));
         } else if o.options.prune_last {
             p.prune_last.push(o.clone());
         } else {
@@ -649,7 +704,7 @@ mod tests {
         let mut moved = orphan("ConfigMap", false);
         moved.held = Some("moved to application b".into());
         let p = plan(std::slice::from_ref(&fresh), &[moved], guards(true, false));
-        assert!(p.refused.is_none() && p.skipped[0].1 == "moved to application b", "{p:?}");
+        assert!(p.refused.is_none() && p.skipped[0].1.to_string() == "moved to application b", "{p:?}");
         // one declared object is already tracked: not everything goes
         let p = plan(&[fresh, item("", "Secret", false)], &orphans, guards(true, false));
         assert!(p.refused.is_none());
@@ -666,11 +721,11 @@ mod tests {
         let on = plan(&d, &orphans, guards(true, false));
         assert_eq!(on.prune.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(), ["ConfigMap"]);
         assert_eq!(
-            on.skipped[0],
-            ("PersistentVolumeClaim/lab/old".to_string(), "prune skipped: Prune=false".to_string())
+            (on.skipped[0].0.as_str(), on.skipped[0].1.to_string().as_str()),
+            ("PersistentVolumeClaim/lab/old", "prune skipped: Prune=false")
         );
         assert!(
-            on.skipped[1].0 == "Namespace/lab/old" && on.skipped[1].1.contains("data-loss class Namespace"),
+            on.skipped[1].0 == "Namespace/lab/old" && on.skipped[1].1.to_string().contains("data-loss class Namespace"),
             "{:?}",
             on.skipped
         );
@@ -689,7 +744,8 @@ mod tests {
         confirm.approval_problem = Some("plumb.dev/prune-approved `yes` is not an RFC 3339 time".into());
         let p = plan(&d, std::slice::from_ref(&confirm), guards(true, false));
         assert!(
-            p.skipped[0].1.contains("plumb prune web --approve") && p.skipped[0].1.ends_with("RFC 3339 time"),
+            p.skipped[0].1.to_string().contains("plumb prune web --approve")
+                && p.skipped[0].1.to_string().ends_with("RFC 3339 time"),
             "{p:?}"
         );
         confirm.approved = true;
@@ -721,7 +777,7 @@ mod tests {
         let p = plan(&[bad, pvc, job], &[], guards(true, false));
         assert_eq!(order(&p), [1, 2], "the erroring object is not applied");
         assert_eq!(p.recreate, [2], "a PersistentVolumeClaim is never deleted by Force=true");
-        assert!(p.skipped[0].1.contains("data-loss class PersistentVolumeClaim"), "{:?}", p.skipped);
+        assert!(p.skipped[0].1.to_string().contains("data-loss class PersistentVolumeClaim"), "{:?}", p.skipped);
     }
 
     #[test]
@@ -827,5 +883,61 @@ mod tests {
         assert!(prune_approval(&a("2026-11-30T17:00:00Z"), now).unwrap_err().contains("in the future"));
         assert!(prune_approval(&a("yes"), now).unwrap_err().contains("not an RFC 3339 time"));
         assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
+    }
+
+    #[test]
+    fn every_prune_candidate_gets_its_status_reason_and_only_those() {
+        let mut pvc = orphan("PersistentVolumeClaim", false);
+        pvc.key.name = "data".into();
+        let mut last = orphan("ConfigMap", false);
+        (last.key.name, last.options.prune_last) = ("late".into(), true);
+        let mut moved = orphan("Secret", false);
+        moved.held = Some("moved to application b, which declares it: left for it to adopt, not deleted".into());
+        let mut job = item("batch", "Job", true);
+        (job.immutable, job.options.force, job.options.prune_disabled) = (true, true, true);
+        let orphans = [orphan("ConfigMap", false), orphan("Service", true), pvc, last, moved];
+        // (prune, approved) → object → reason
+        type Case<'a> = ((bool, bool), &'a [(&'a str, &'a str)]);
+        let cases: [Case<'_>; 3] = [
+            (
+                (false, false),
+                &[
+                    ("ConfigMap/lab/old", "requires pruning (prune is off)"),
+                    ("Service/lab/old", "requires pruning (prune is off)"),
+                ],
+            ),
+            (
+                (true, false),
+                &[
+                    ("ConfigMap/lab/old", "requires pruning"),
+                    ("Service/lab/old", "requires pruning; prune skipped: Prune=false"),
+                    (
+                        "PersistentVolumeClaim/lab/data",
+                        "requires pruning; prune needs approval (data-loss class PersistentVolumeClaim (its volume's data)): plumb prune web --approve, or annotate plumb.dev/prune-approved=<now, RFC 3339>",
+                    ),
+                    ("ConfigMap/lab/late", "requires pruning; PruneLast"),
+                    (
+                        "Secret/lab/old",
+                        "requires pruning; moved to application b, which declares it: left for it to adopt, not deleted",
+                    ),
+                ],
+            ),
+            (
+                (true, true),
+                &[(
+                    "PersistentVolumeClaim/lab/data",
+                    "requires pruning (data-loss class PersistentVolumeClaim (its volume's data))",
+                )],
+            ),
+        ];
+        for ((prune, approved), want) in cases {
+            let p = plan(std::slice::from_ref(&job), &orphans, guards(prune, approved));
+            let reasons = prune_reasons(&p);
+            for (object, reason) in want {
+                assert_eq!(reasons.get(*object).map(String::as_str), Some(*reason), "{prune} {approved} {object}");
+            }
+            assert_eq!(reasons.len(), orphans.len(), "one reason per candidate, none for the desired Job: {reasons:?}");
+            assert!(p.skipped.iter().any(|(o, s)| o == "Job.batch/lab/x" && !s.is_prune()), "{:?}", p.skipped);
+        }
     }
 }
