@@ -211,7 +211,7 @@ fn is_crd(k: &ObjectKey) -> bool {
 /// (a selfHeal revert as a Warning naming the reverted fields).
 async fn announce(cluster: &Cluster, job: &Job<'_>, c: &Compared) {
     let git = format!("Git {} \"{}\"", &job.revision[..job.revision.len().min(7)], job.subject);
-    let fields = || c.diff.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ");
+    let fields = || c.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ");
     match (&c.live, job.reason) {
         (None, _) => tracing::info!(app = %job.app, object = %c.key, "created ({git})"),
         (Some(live), SyncReason::SelfHeal) => {

@@ -116,8 +116,13 @@ pub struct Compared {
     pub live: Option<Value>,
     /// Why it is (not) in sync.
     pub reason: ObjectReason,
-    /// Both sides and the differences, for `plumb diff`.
-    pub diff: ObjectDiff,
+    /// Git's side as compared (dry-run result, normalized, ignored fields removed).
+    pub desired: Value,
+    /// The live side as compared (normalized, ignored fields removed); `None` when
+    /// missing.
+    pub live_compared: Option<Value>,
+    /// Differing fields, each with the manager of its live value; empty when Synced.
+    pub differences: Vec<Difference>,
     /// `managedFields` to install before applying: the takeover of fields held by
     /// client-side tools (see [`managers::takeover`]).
     pub takeover: Option<Value>,
@@ -134,14 +139,9 @@ impl Compared {
     /// awaiting its CRD): Git's side is `obj` as it is.
     pub fn early(key: ObjectKey, obj: Value, kind: Option<Kind>, reason: ObjectReason, source: &str) -> Self {
         Compared {
-            diff: ObjectDiff {
-                object: key.to_string(),
-                desired: obj.clone(),
-                live: None,
-                differences: vec![],
-                reason: reason.to_string(),
-                verdict: Some(reason.clone()),
-            },
+            desired: obj.clone(),
+            live_compared: None,
+            differences: vec![],
             key,
             kind,
             apply: obj,
@@ -169,13 +169,23 @@ impl Compared {
         matches!(self.reason, ObjectReason::Immutable(_))
     }
 
+    /// Both sides, the differences and the reason, for `plumb diff`.
+    pub fn diff(&self) -> ObjectDiff {
+        ObjectDiff {
+            object: self.key.to_string(),
+            desired: self.desired.clone(),
+            live: self.live_compared.clone(),
+            differences: self.differences.clone(),
+            reason: self.reason.to_string(),
+            verdict: Some(self.reason.clone()),
+        }
+    }
+
     /// This object, failed with `error` (Unknown: never applied, holds prune back).
     #[must_use]
     pub fn failed(&self, error: String) -> Self {
         let mut u = self.clone();
-        u.diff.reason.clone_from(&error);
         u.reason = ObjectReason::Error(error);
-        u.diff.verdict = Some(u.reason.clone());
         u
     }
 }
@@ -478,7 +488,7 @@ mod tests {
                 ObjectReason::Error("ConfigMap/lab/cfg is declared twice: a.yaml#0 and b.yaml#0".into())
             );
             assert_eq!(
-                (c.sync(), c.diff.reason.as_str()),
+                (c.sync(), c.diff().reason.as_str()),
                 (SyncStatus::Unknown, "ConfigMap/lab/cfg is declared twice: a.yaml#0 and b.yaml#0")
             );
         }

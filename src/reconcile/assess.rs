@@ -136,7 +136,7 @@ impl Context {
 /// Per-object comparisons for `plumb diff`: the desired objects, then the prune
 /// candidates with the reason the status gives them.
 pub(super) fn diffs(found: &Found, st: &AppStatus) -> Vec<ObjectDiff> {
-    let mut diffs: Vec<ObjectDiff> = found.compared.iter().map(|c| c.diff.clone()).collect();
+    let mut diffs: Vec<ObjectDiff> = found.compared.iter().map(|c| c.diff()).collect();
     let n = found.compared.len();
     diffs.extend(st.resources[n..].iter().map(|r| ObjectDiff {
         object: r.object.clone(),

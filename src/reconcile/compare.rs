@@ -97,7 +97,7 @@ impl Context {
                 normalize(&obj)
             };
             let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, &source);
-            c.diff.desired = desired;
+            c.desired = desired;
             return with(c);
         };
         // Ignored fields are not sent for an existing object, so plumb never owns them;
@@ -137,8 +137,8 @@ impl Context {
                             ObjectReason::Immutable(e.immutable_fields()),
                             &source,
                         );
-                        c.diff.desired = normalize(&c.apply);
-                        c.diff.live = Some(normalized_live);
+                        c.desired = normalize(&c.apply);
+                        c.live_compared = Some(normalized_live);
                         c.live = Some(live_obj);
                         return with(c);
                     }
@@ -160,7 +160,7 @@ impl Context {
         }
         let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, crate::FIELD_MANAGER);
         let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
-        (c.diff.desired, c.diff.live, c.diff.differences) = (desired, Some(live_n), j.differences);
+        (c.desired, c.live_compared, c.differences) = (desired, Some(live_n), j.differences);
         (c.live, c.takeover) = (Some(live_obj), j.takeover);
         let result = with(c);
         if let Some(rv) = live_rv {

@@ -129,7 +129,6 @@ pub(super) fn drifted(compared: &[Arc<Compared>]) -> Vec<plan::Drifted<'_>> {
         .map(|c| plan::Drifted {
             key: &c.key,
             fields: c
-                .diff
                 .differences
                 .iter()
                 .map(|d| {
