@@ -76,9 +76,36 @@ impl Error {
         matches!(self, Error::Request { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))
     }
 
+    /// Whether the server answered 404 for the *resource* rather than for an object:
+    /// the version of the kind is not served (any more), e.g. after a CRD upgrade. Such
+    /// an answer says nothing about the object, which may well exist through another
+    /// served version of its group and kind.
+    pub fn resource_missing(&self) -> bool {
+        matches!(self, Error::Request { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404 && !names_an_object(s)))
+    }
+
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
         Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }
+}
+
+/// Whether a 404 answer names the object it did not find (`details.name`): the API
+/// server's "not found" for an object of a served resource always does; a request to a
+/// resource it does not serve gets a bare 404 ("the server could not find the requested
+/// resource", or a plain-text "404 page not found").
+fn names_an_object(s: &kube::core::Status) -> bool {
+    s.details.as_ref().is_some_and(|d| !d.name.is_empty())
+}
+
+/// How a DELETE the API server accepted ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// The object is gone, or only the garbage collector's own finalizers
+    /// (`foregroundDeletion`, `orphan`) hold it while dependents are handled.
+    Accepted,
+    /// The object now carries `metadata.deletionTimestamp` and stays until finalizers
+    /// other than the garbage collector's are removed by their controllers.
+    Blocked(crate::plan::Deletion),
 }
 
 /// A served kind: its resource and whether objects of it live in namespaces.
@@ -164,12 +191,7 @@ impl Cluster {
         let found = match self.lookup(&gvk).await {
             Some(k) => k,
             None => {
-                self.count(false);
-                let fresh = Discovery::new(self.client.clone())
-                    .run_aggregated()
-                    .await
-                    .map_err(|e| Error::Discovery(Box::new(e)))?;
-                *self.discovery.write().await = fresh;
+                self.refresh().await?;
                 self.lookup(&gvk)
                     .await
                     .ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })?
@@ -179,6 +201,48 @@ impl Cluster {
             m.insert(id, found.clone());
         }
         Ok(found)
+    }
+
+    /// The served resource of `group` + `kind` at the version the API server
+    /// recommends (its preferred version when that serves the kind). An object belongs
+    /// to its group and kind, not to a version: the API server serves a stored object
+    /// through every served version of its kind, so tracked objects are looked up this
+    /// way, never through a remembered version that may no longer be served. Refreshes
+    /// discovery once on a miss.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] (with `group` as apiVersion) when no version of the
+    /// group serves the kind — its CRD is gone, and its objects with it; [`Error::Discovery`].
+    pub async fn served(&self, group: &str, kind: &str) -> Result<Kind, Error> {
+        if let Some(k) = self.recommended(group, kind).await {
+            return Ok(k);
+        }
+        self.refresh().await?;
+        self.recommended(group, kind)
+            .await
+            .ok_or_else(|| Error::UnknownKind { api_version: group.into(), kind: kind.into() })
+    }
+
+    async fn recommended(&self, group: &str, kind: &str) -> Option<Kind> {
+        let d = self.discovery.read().await;
+        let (resource, caps) = d.get(group)?.recommended_kind(kind)?;
+        Some(Kind { resource, namespaced: caps.scope == Scope::Namespaced })
+    }
+
+    /// Runs discovery again and forgets every resolved kind (a CRD may have stopped
+    /// serving a version, or started serving one).
+    ///
+    /// # Errors
+    /// [`Error::Discovery`].
+    pub async fn refresh(&self) -> Result<(), Error> {
+        self.count(false);
+        let fresh =
+            Discovery::new(self.client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
+        *self.discovery.write().await = fresh;
+        if let Ok(mut m) = self.kinds.write() {
+            m.clear();
+        }
+        Ok(())
     }
 
     /// Whether any served kind matches the globs `group` (`None` = any group) and `kind`.
@@ -212,10 +276,14 @@ impl Cluster {
     ///
     /// # Errors
     /// [`Error::Request`].
+    /// A 404 that names no object (the version is not served) is an error, never "absent".
     pub async fn get(&self, kind: &Kind, key: &ObjectKey) -> Result<Option<Value>, Error> {
         self.count(false);
-        let obj = self.api(kind, &key.namespace).get_opt(&key.name).await.map_err(|e| Error::request("get", key, e))?;
-        Ok(obj.map(to_value))
+        match self.api(kind, &key.namespace).get(&key.name).await {
+            Ok(obj) => Ok(Some(to_value(obj))),
+            Err(kube::Error::Api(s)) if s.code == 404 && names_an_object(&s) => Ok(None),
+            Err(e) => Err(Error::request("get", key, e)),
+        }
     }
 
     /// Server-side apply of `obj` as field manager `plumb`, forcing conflicts, with strict
@@ -352,17 +420,40 @@ impl Cluster {
 
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
     /// with the given propagation (default foreground: dependents go first). A 404
-    /// counts as done.
+    /// naming the object counts as done. A 404 for the resource (`kind`'s version is no
+    /// longer served) is retried once through the version discovery now serves for the
+    /// same group and kind; when none serves it, the kind's CRD is gone and its objects
+    /// with it.
     ///
     /// # Errors
-    /// [`Error::Request`] (a 409 means the UID precondition failed).
+    /// [`Error::Request`] (a 409 means the UID precondition failed); [`Error::Discovery`].
     pub async fn delete(
         &self,
         kind: &Kind,
         key: &ObjectKey,
         uid: &str,
         propagation: crate::plan::Propagation,
-    ) -> Result<(), Error> {
+    ) -> Result<Deleted, Error> {
+        match self.delete_through(kind, key, uid, propagation).await {
+            Err(e) if e.resource_missing() => {
+                self.refresh().await?;
+                match self.served(&kind.resource.group, &kind.resource.kind).await {
+                    Ok(now) => self.delete_through(&now, key, uid, propagation).await,
+                    Err(Error::UnknownKind { .. }) => Ok(Deleted::Accepted),
+                    Err(other) => Err(other),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn delete_through(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        uid: &str,
+        propagation: crate::plan::Propagation,
+    ) -> Result<Deleted, Error> {
         self.count(true);
         let dp = match propagation {
             crate::plan::Propagation::Foreground => DeleteParams::foreground(),
@@ -371,8 +462,15 @@ impl Cluster {
         }
         .preconditions(Preconditions { uid: Some(uid.into()), resource_version: None });
         match self.api(kind, &key.namespace).delete(&key.name, &dp).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Ok(either::Either::Left(obj)) => {
+                let deletion = crate::plan::Deletion {
+                    since: obj.metadata.deletion_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+                    finalizers: obj.metadata.finalizers.unwrap_or_default(),
+                };
+                Ok(if deletion.blocking().is_empty() { Deleted::Accepted } else { Deleted::Blocked(deletion) })
+            }
+            Ok(either::Either::Right(_)) => Ok(Deleted::Accepted),
+            Err(kube::Error::Api(s)) if s.code == 404 && names_an_object(&s) => Ok(Deleted::Accepted),
             Err(e) => Err(Error::request("delete", key, e)),
         }
     }

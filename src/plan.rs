@@ -41,6 +41,10 @@ pub const PRUNE_APPROVED_ANNOTATION: &str = "plumb.dev/prune-approved";
 /// old approval left on an object does not approve a later, unrelated prune.
 pub const APPROVAL_VALIDITY: i64 = 24 * 3600;
 
+/// The garbage collector's own finalizers: they go once dependents are deleted or
+/// orphaned (Kubernetes docs, "Garbage Collection", foreground and orphan deletion).
+pub const GC_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
+
 /// How deletes propagate to dependents (`PrunePropagationPolicy`; Kubernetes
 /// `DeleteOptions.propagationPolicy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -333,6 +337,82 @@ pub struct PruneCandidate {
     /// Why it must not be pruned whatever the options, e.g. another application now
     /// declares it (it moved there), or that could not be checked.
     pub held: Option<String>,
+    /// It is already being deleted (`metadata.deletionTimestamp` set) and still exists.
+    pub deletion: Option<Deletion>,
+}
+
+/// An object being deleted: it exists until every finalizer is removed (Kubernetes
+/// docs, "Finalizers"), and until then it is still a difference from Git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    /// `metadata.deletionTimestamp` (RFC 3339).
+    pub since: String,
+    /// `metadata.finalizers`, the garbage collector's included.
+    pub finalizers: Vec<String>,
+}
+
+impl Deletion {
+    /// The propagation the object is being deleted with, while the garbage collector
+    /// still works on its dependents: its finalizer `foregroundDeletion` → foreground,
+    /// `orphan` → orphan (Kubernetes docs, "Garbage Collection"). `None` once that is
+    /// done (or for a background deletion): the dependents are handled.
+    pub fn propagation(&self) -> Option<Propagation> {
+        if self.finalizers.iter().any(|f| f == "foregroundDeletion") {
+            Some(Propagation::Foreground)
+        } else if self.finalizers.iter().any(|f| f == "orphan") {
+            Some(Propagation::Orphan)
+        } else {
+            None
+        }
+    }
+
+    /// The finalizers that hold the object, the garbage collector's left out (they go
+    /// by themselves once dependents are handled).
+    pub fn blocking(&self) -> Vec<&str> {
+        self.finalizers
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !GC_FINALIZERS.contains(f))
+            .collect()
+    }
+
+    /// Whether a DELETE must be sent again: the garbage collector still handles the
+    /// dependents with another propagation than `wanted` (the API server then updates
+    /// its finalizers on the object being deleted). Otherwise one DELETE was enough.
+    pub fn needs_delete(&self, wanted: Propagation) -> bool {
+        self.propagation().is_some_and(|p| p != wanted)
+    }
+}
+
+impl std::fmt::Display for Deletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "deletion pending since {}", self.since)?;
+        match self.finalizers.is_empty() {
+            true => Ok(()),
+            false => write!(f, " (finalizers: {})", self.finalizers.join(", ")),
+        }
+    }
+}
+
+/// `Kind/namespace/name (finalizers: …) since …` of each prune candidate whose deletion
+/// has been pending for longer than `grace` at `now`, for the `PruneStuck` condition;
+/// empty when none is.
+pub fn stuck_deletions<'a>(
+    candidates: impl IntoIterator<Item = &'a PruneCandidate>,
+    now: jiff::Timestamp,
+    grace: std::time::Duration,
+) -> Vec<String> {
+    let grace = jiff::SignedDuration::try_from(grace).unwrap_or(jiff::SignedDuration::MAX);
+    candidates
+        .into_iter()
+        .filter_map(|c| Some((c, c.deletion.as_ref()?)))
+        .filter(|(_, d)| d.since.parse::<jiff::Timestamp>().is_ok_and(|t| now.duration_since(t) > grace))
+        .map(|(c, d)| {
+            let blocking = d.blocking();
+            let by = if blocking.is_empty() { d.finalizers.join(", ") } else { blocking.join(", ") };
+            format!("{} (finalizers: {by}) since {}", c.key, d.since)
+        })
+        .collect()
 }
 
 /// Why a sync is started.
@@ -422,6 +502,9 @@ pub enum Skip {
         /// The approval annotation's problem.
         problem: Option<String>,
     },
+    /// A prune candidate already being deleted (a DELETE was accepted, finalizers hold
+    /// it) with the propagation asked for: no new DELETE.
+    DeletionPending(Deletion),
     /// A desired object whose immutable fields changed, with `Force=true`, that is
     /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class): not
     /// re-created.
@@ -441,6 +524,7 @@ impl std::fmt::Display for Skip {
             Skip::PruneOff => f.write_str("requires pruning (prune is off)"),
             Skip::Held(why) => f.write_str(why),
             Skip::PruneDisabled => f.write_str("prune skipped: Prune=false"),
+            Skip::DeletionPending(d) => d.fmt(f),
             Skip::NeedsApproval { protection, app, problem } => {
                 write!(
                     f,
@@ -552,20 +636,28 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
     }
     for o in orphans {
         let class = data_loss_class(&o.key.group, &o.key.kind).filter(|_| guards.protect_data_loss);
-        if !guards.prune {
-            p.skipped.push((o.key.to_string(), Skip::PruneOff));
+        let skip = if !guards.prune {
+            Some(Skip::PruneOff)
         } else if let Some(why) = &o.held {
-            p.skipped.push((o.key.to_string(), Skip::Held(why.clone())));
+            Some(Skip::Held(why.clone()))
         } else if o.options.prune_disabled {
-            p.skipped.push((o.key.to_string(), Skip::PruneDisabled));
+            Some(Skip::PruneDisabled)
         } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
             let protection = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
             let (app, problem) = (guards.app.to_string(), o.approval_problem.clone());
-            p.skipped.push((o.key.to_string(), Skip::NeedsApproval { protection, app, problem }));
-        } else if o.options.prune_last {
-            p.prune_last.push(o.clone());
+            Some(Skip::NeedsApproval { protection, app, problem })
         } else {
-            p.prune.push(o.clone());
+            None
+        };
+        // Already going (whoever deleted it): a guard has nothing left to keep, and a
+        // second DELETE is sent only to change the propagation it goes with.
+        let propagation = o.options.propagation.unwrap_or_default();
+        let pending = o.deletion.as_ref().filter(|d| skip.is_some() || !d.needs_delete(propagation));
+        match (pending, skip) {
+            (Some(d), _) => p.skipped.push((o.key.to_string(), Skip::DeletionPending(d.clone()))),
+            (None, Some(skip)) => p.skipped.push((o.key.to_string(), skip)),
+            (None, None) if o.options.prune_last => p.prune_last.push(o.clone()),
+            (None, None) => p.prune.push(o.clone()),
         }
     }
     let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
@@ -627,6 +719,7 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
         }
     }
     fn order(p: &Plan) -> Vec<usize> {
@@ -643,6 +736,60 @@ mod tests {
             protect_data_loss: true,
             max_prune_percent: None,
         }
+    }
+
+    /// argocd-20: a candidate already being deleted is listed (OutOfSync) as deletion
+    /// pending, gets no second DELETE with the same propagation, gets one when the
+    /// propagation changed, and the stuck check names it only after the grace period.
+    #[test]
+    fn deletions_pending_are_listed_and_deleted_again_only_for_another_propagation() {
+        let deletion = |finalizers: &[&str]| Deletion {
+            since: "2026-03-02T10:00:00Z".into(),
+            finalizers: finalizers.iter().map(|f| (*f).to_string()).collect(),
+        };
+        // (finalizers, propagation asked for, prune on) → DELETE sent again?
+        let table: &[(&[&str], Propagation, bool, bool)] = &[
+            (&["acme.example/route-cleanup"], Propagation::Background, true, false),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Foreground, true, false),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Background, true, true),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Orphan, true, true),
+            (&["orphan", "x"], Propagation::Orphan, true, false),
+            (&["acme.example/route-cleanup"], Propagation::Foreground, true, false),
+            (&["acme.example/route-cleanup"], Propagation::Orphan, true, false),
+            (&["foregroundDeletion", "x"], Propagation::Background, false, false),
+        ];
+        for (finalizers, propagation, prune, again) in table {
+            let mut o = orphan("ConfigMap", false);
+            o.options.propagation = Some(*propagation);
+            o.deletion = Some(deletion(finalizers));
+            let p = plan(&[item("", "Service", false)], std::slice::from_ref(&o), guards(*prune, false));
+            assert_eq!(p.prune.len() == 1, *again, "{finalizers:?} {propagation:?} prune {prune}");
+            if !again {
+                let reasons = prune_reasons(&p);
+                let want = format!(
+                    "requires pruning; deletion pending since 2026-03-02T10:00:00Z (finalizers: {})",
+                    finalizers.join(", ")
+                );
+                assert_eq!(reasons.get("ConfigMap/lab/old"), Some(&want), "{finalizers:?}");
+            }
+        }
+        // Prune=false or a missing approval does not keep what is already going
+        let mut o = orphan("PersistentVolumeClaim", true);
+        o.deletion = Some(deletion(&["kubernetes.io/pvc-protection"]));
+        let p = plan(&[item("", "Service", false)], std::slice::from_ref(&o), guards(true, false));
+        assert!(matches!(&p.skipped[..], [(_, Skip::DeletionPending(_))]), "{:?}", p.skipped);
+
+        let d = deletion(&["foregroundDeletion", "acme.example/route-cleanup"]);
+        assert_eq!(d.blocking(), ["acme.example/route-cleanup"]);
+        let mut stuck = orphan("ConfigMap", false);
+        stuck.deletion = Some(d);
+        let grace = std::time::Duration::from_secs(300);
+        let at = |t: &str| t.parse::<jiff::Timestamp>().unwrap();
+        assert!(stuck_deletions([&stuck], at("2026-03-02T10:04:59Z"), grace).is_empty(), "within the grace period");
+        assert_eq!(
+            stuck_deletions([&stuck, &orphan("Service", false)], at("2026-03-02T10:05:01Z"), grace),
+            ["ConfigMap/lab/old (finalizers: acme.example/route-cleanup) since 2026-03-02T10:00:00Z"]
+        );
     }
 
     #[test]

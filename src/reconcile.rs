@@ -314,7 +314,11 @@ impl Context {
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
-        kinds.extend(applied_kinds(&compared));
+        for (api_version, kind) in applied_kinds(&compared) {
+            // one entry per group and kind (resolved to a served version at use)
+            kinds.retain(|(a, k)| !(k == &kind && group_of(a) == group_of(&api_version)));
+            kinds.insert((api_version, kind));
+        }
         object::declared_twice(&mut compared);
         let create = scope.defaults.create_namespace;
         self.check_namespaces(&mut compared, scope.namespace, create).await;
@@ -354,6 +358,11 @@ fn applied_kinds(compared: &[Arc<Compared>]) -> impl Iterator<Item = (String, St
         let av = c.apply.get("apiVersion").and_then(Value::as_str)?;
         Some((av.to_string(), c.key.kind.clone()))
     })
+}
+
+/// The group of an apiVersion (`""` for the core group's `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 fn short(sha: &str) -> &str {

@@ -96,7 +96,7 @@ impl Condition {
 }
 
 /// The types of [`Condition`]: errors (`…Error`) stop or fail something, warnings
-/// (`…Warning`, `HealthStalled`, `NonConverging`) report, the rest say what a sync is
+/// (`…Warning`, `HealthStalled`, `NonConverging`, `PruneStuck`) report, the rest say what a sync is
 /// doing. Serialized (and displayed) by the variant's name, as Argo CD's application
 /// conditions are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -124,6 +124,9 @@ pub enum ConditionType {
     NonConverging,
     /// selfHeal waits before its next attempt (backoff 2 s ×3, capped at 300 s).
     SelfHealBackoff,
+    /// Objects plumb deleted (or someone did) still exist after the environment's stall
+    /// limit, held by finalizers: the condition names each object and its finalizers.
+    PruneStuck,
 }
 
 impl ConditionType {
@@ -139,6 +142,7 @@ impl ConditionType {
             Self::HealthStalled => "HealthStalled",
             Self::NonConverging => "NonConverging",
             Self::SelfHealBackoff => "SelfHealBackoff",
+            Self::PruneStuck => "PruneStuck",
         }
     }
 

@@ -16,7 +16,7 @@ use futures::{FutureExt, StreamExt, future::BoxFuture, stream};
 use serde_json::Value;
 
 use crate::{
-    cluster::{Cluster, Kind},
+    cluster::{Cluster, Deleted, Kind},
     compare::{self, Compared},
     health::{self, HealthStatus},
     plan::{self, Plan, PruneCandidate, SyncOptions, SyncReason},
@@ -105,6 +105,9 @@ pub struct Outcome {
     pub applied: Vec<(usize, Value)>,
     /// Objects deleted.
     pub pruned: Vec<ObjectKey>,
+    /// Objects whose DELETE was accepted but that stay, held by finalizers: not pruned
+    /// yet (they stay listed as deletion pending until a read says they are gone).
+    pub pending: Vec<(ObjectKey, plan::Deletion)>,
     /// Failures, in order.
     pub failures: Vec<Error>,
     /// Prunes were planned but held back because something failed.
@@ -235,9 +238,13 @@ async fn prune(cluster: &Cluster, job: &Job<'_>, candidates: &[PruneCandidate], 
         };
         let propagation = cand.options.propagation.unwrap_or_default();
         match cluster.delete(kind, &cand.key, &cand.uid, propagation).await {
-            Ok(()) => {
+            Ok(Deleted::Accepted) => {
                 tracing::info!(app = %job.app, object = %cand.key, revision = %job.revision, ?propagation, "pruned: no longer in Git");
                 out.pruned.push(cand.key.clone());
+            }
+            Ok(Deleted::Blocked(deletion)) => {
+                tracing::warn!(app = %job.app, object = %cand.key, revision = %job.revision, ?propagation, "prune requested: {deletion}");
+                out.pending.push((cand.key.clone(), deletion));
             }
             Err(e) => out.failures.push(Error::Prune {
                 app: job.app.into(),
@@ -283,6 +290,7 @@ async fn apply_one(
                 .delete(kind, &c.key, uid, plan::Propagation::Foreground)
                 .await
                 .map_err(|e| format!("Force=true: {e}"))?;
+            // a finalizer holding it is reported by the wait below
             cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(|e| format!("Force=true: {e}"))?;
             write().await.map_err(|e| format!("Force=true: re-create: {e}"))
         }

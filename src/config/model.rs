@@ -372,7 +372,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 ///
 /// ```yaml
 /// health:
-///   stallAfter: 10m            # Progressing this long -> "health stalled" warning
+///   stallAfter: 10m            # Progressing (or deletion pending) this long -> warning
 ///   podRestartLimit: 3         # a pod of the update revision failing this often ...
 ///   podFailureAfter: 10m       # ... or this long makes its workload Degraded
 ///   unschedulableAfter: 5m     # a Pending pod unschedulable this long is Degraded
@@ -386,7 +386,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HealthPolicy {
     /// An object Progressing longer than this gets a *stalled* warning on its
-    /// application (integer seconds or `10m`; default 10 min).
+    /// application, and an object deleted but still held by finalizers this long gets a
+    /// `PruneStuck` condition (integer seconds or `10m`; default 10 min).
     #[serde(default, deserialize_with = "de_interval")]
     pub stall_after: Option<Duration>,
     /// Restarts after which a crash-looping pod of a workload's update revision makes the

@@ -416,6 +416,7 @@ mod tests {
                 approved: true,
                 approval_problem: None,
                 held: None,
+                deletion: None,
             }],
             ..Plan::default()
         };

@@ -81,6 +81,7 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
         }
     }
 

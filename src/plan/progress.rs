@@ -119,6 +119,7 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
         });
         assert_eq!(prune_last_gate(&p, &[Healthy, Suspended], &names(2)), None);
         assert_eq!(

@@ -75,6 +75,17 @@ impl Context {
                 ));
             }
         }
+        let stuck = plan::stuck_deletions(found.candidates.orphans.iter().map(|(o, _)| o), now, settings.stall_after);
+        if !stuck.is_empty() {
+            st.conditions.push(Condition::new(
+                ConditionType::PruneStuck,
+                format!(
+                    "deleted but still present after {} s, held by finalizers that their controllers did not remove: {}",
+                    settings.stall_after.as_secs(),
+                    stuck.join("; ")
+                ),
+            ));
+        }
         if !found.errors.is_empty() {
             st.conditions.push(Condition::new(ConditionType::ComparisonError, found.errors.join("; ")));
         }

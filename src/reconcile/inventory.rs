@@ -33,8 +33,14 @@ pub(super) struct Candidates {
 
 impl Context {
     /// Lists, for every kind in `kinds`, the objects `app` owns (tracking-id naming the
-    /// application and the object) that are not among `desired` and not already being
-    /// deleted: the prune candidates. `defaults` are the application's sync options.
+    /// application and the object) that are not among `desired`: the prune candidates,
+    /// those already being deleted included (they exist until their finalizers go).
+    /// `defaults` are the application's sync options.
+    ///
+    /// Kinds are looked up by group and kind through the version discovery serves now,
+    /// never through the remembered version (a CRD upgrade may have stopped serving it;
+    /// the objects are still there through another version). A kind none of whose
+    /// versions is served any more has no objects left: nothing to prune.
     pub(super) async fn prune_candidates(
         &self,
         app: &str,
@@ -44,34 +50,12 @@ impl Context {
     ) -> Candidates {
         let mut out = Candidates::default();
         let installation = self.config.settings.installation_id.as_deref();
-        for (api_version, kind_name) in kinds {
-            let kind = match self.cluster.kind(api_version, kind_name).await {
-                Ok(k) => k,
-                Err(crate::cluster::Error::UnknownKind { .. }) => continue, // kind gone from the cluster: nothing to prune
-                Err(e) => {
-                    out.errors.push(e.to_string());
-                    continue;
-                }
-            };
-            let listed = match self.live.as_ref().and_then(|c| c.list_app(&kind, app)) {
-                // desired objects are skipped before the (costly) conversion
-                Some(objs) => Ok(objs
-                    .iter()
-                    .filter(|o| {
-                        let key = ObjectKey {
-                            group: kind.resource.group.clone(),
-                            kind: kind.resource.kind.clone(),
-                            namespace: o.metadata.namespace.clone().unwrap_or_default(),
-                            name: o.metadata.name.clone().unwrap_or_default(),
-                        };
-                        !desired.contains(&key)
-                    })
-                    .map(|o| crate::watch::with_types(o, &kind))
-                    .collect()),
-                None => self.cluster.list_app(&kind, app).await,
-            };
-            let objs: Vec<Value> = match listed {
-                Ok(objs) => objs,
+        let groups: BTreeSet<(&str, &str)> =
+            kinds.iter().map(|(av, k)| (av.rsplit_once('/').map_or("", |(g, _)| g), k.as_str())).collect();
+        for (group, kind_name) in groups {
+            let (kind, objs) = match self.list_served(group, kind_name, app, desired).await {
+                Ok(Some(found)) => found,
+                Ok(None) => continue, // no version served: the CRD is gone, its objects with it
                 Err(e) => {
                     out.errors.push(e.to_string());
                     continue;
@@ -79,15 +63,20 @@ impl Context {
             };
             for o in objs.iter().filter(|o| tracking::is_owned_by(o, app, installation)) {
                 let Some(key) = ObjectKey::of(o) else { continue };
-                // already being deleted (a foreground prune waits for dependents): done
-                let terminating = o.pointer("/metadata/deletionTimestamp").is_some();
-                if terminating || desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
+                if desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
                     continue;
                 }
                 if plan::ignores_extraneous(o) {
                     out.extraneous.insert(key.to_string());
                 }
                 let approval = plan::prune_approval(o, jiff::Timestamp::now());
+                let deletion = o.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).map(|since| {
+                    let finalizers = o.pointer("/metadata/finalizers").and_then(Value::as_array);
+                    plan::Deletion {
+                        since: since.to_string(),
+                        finalizers: finalizers.into_iter().flatten().filter_map(Value::as_str).map(String::from).collect(),
+                    }
+                });
                 let candidate = PruneCandidate {
                     uid: o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
                     key,
@@ -95,11 +84,71 @@ impl Context {
                     approved: approval == Ok(true),
                     approval_problem: approval.err(),
                     held: None,
+                    deletion,
                 };
                 out.orphans.push((candidate, kind.clone()));
             }
         }
         out
+    }
+
+    /// The objects of `group`/`kind` labelled for `app`, through the version discovery
+    /// serves; when that version turns out not to be served any more (a 404 for the
+    /// resource), once more after discovery is refreshed. `None` when no version of the
+    /// kind is served.
+    async fn list_served(
+        &self,
+        group: &str,
+        kind: &str,
+        app: &str,
+        desired: &HashSet<ObjectKey>,
+    ) -> Result<Option<(Kind, Vec<Value>)>, crate::cluster::Error> {
+        let served = |refresh: bool| async move {
+            if refresh {
+                self.cluster.refresh().await?;
+            }
+            match self.cluster.served(group, kind).await {
+                Ok(k) => Ok(Some(k)),
+                Err(crate::cluster::Error::UnknownKind { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let Some(k) = served(false).await? else { return Ok(None) };
+        match self.list_owned(&k, app, desired).await {
+            Ok(objs) => Ok(Some((k, objs))),
+            Err(e) if e.resource_missing() => {
+                let Some(k) = served(true).await? else { return Ok(None) };
+                let objs = self.list_owned(&k, app, desired).await?;
+                Ok(Some((k, objs)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects of `kind` labelled for `app` (watch cache, else a LIST), those in
+    /// `desired` left out before the (costly) conversion of cached objects.
+    async fn list_owned(
+        &self,
+        kind: &Kind,
+        app: &str,
+        desired: &HashSet<ObjectKey>,
+    ) -> Result<Vec<Value>, crate::cluster::Error> {
+        let Some(objs) = self.live.as_ref().and_then(|c| c.list_app(kind, app)) else {
+            return self.cluster.list_app(kind, app).await;
+        };
+        Ok(objs
+            .iter()
+            .filter(|o| {
+                let key = ObjectKey {
+                    group: kind.resource.group.clone(),
+                    kind: kind.resource.kind.clone(),
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                };
+                !desired.contains(&key)
+            })
+            .map(|o| crate::watch::with_types(o, kind))
+            .collect())
     }
 
     /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache;

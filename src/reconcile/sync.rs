@@ -88,10 +88,20 @@ impl Context {
             st.resources.retain(|r| r.object != key);
             rec.pruned.push(key);
         }
+        for (key, deletion) in &outcome.pending {
+            let key = key.to_string();
+            if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
+                rs.reason = format!("requires pruning; {deletion}");
+            }
+        }
         let mut problems: Vec<String> = outcome.failures.iter().map(ToString::to_string).collect();
         problems.extend(plan::held_prunes(p).filter(|_| outcome.prunes_held));
         problems.extend(found.errors.iter().cloned());
         (rec.result, rec.message) = plan::result(&problems, outcome.waiting.as_deref());
+        if rec.result == SyncResult::Succeeded && !outcome.pending.is_empty() {
+            let pending: Vec<String> = outcome.pending.iter().map(|(k, d)| format!("{k} ({d})")).collect();
+            rec.message = format!("deletion requested, object still present: {}", pending.join(", "));
+        }
         match rec.result {
             SyncResult::Failed => st.conditions.push(Condition::new(ConditionType::SyncError, rec.message.clone())),
             SyncResult::Running => {

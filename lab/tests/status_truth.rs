@@ -1,0 +1,201 @@
+//! Status that never lies (shared cases pipecd-01, argocd-20, argocd-18, flux-14 and
+//! the Job that the cluster removes by its own rule), on the real control plane: a
+//! deletion is done when a read through a served version says the object is gone,
+//! objects that wait by design do not block a sync, and hand changes are hand changes
+//! whichever way they were made. Expected values come from each case's `expected.md`.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{path::PathBuf, time::Duration};
+
+use plumb::{
+    compare::SyncStatus,
+    health::HealthStatus,
+    reconcile::Mode,
+    status::{ConditionType, SyncResult},
+};
+use support::*;
+
+fn case_file(case: &str, file: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases").join(case).join(file);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+const AUTO: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true}";
+
+/// Applies a manifest with `kubectl apply --server-side` from a file.
+fn kubectl_apply(dir: &std::path::Path, name: &str, text: &str, extra: &[&str]) -> String {
+    let f = dir.join(name);
+    std::fs::write(&f, text).unwrap();
+    let mut args = vec!["apply", "--server-side", "-f", f.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    kubectl(&args)
+}
+
+/// pipecd-01: after a CRD upgrade stops serving the version a Widget was created
+/// through, a fresh process still finds it through the served version (diff exit 1,
+/// `requires pruning`), and a long-running process that cached the old version prunes
+/// it for real (a 404 from the unserved version is not "gone").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipecd_01_pruning_finds_objects_through_any_served_version() {
+    let ns = "st-p01";
+    let desired = case_file("pipecd-01", "desired.yaml").replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-st-p01", "web-p01", ns, AUTO, &[("widget.yaml", &desired)]).await;
+    let tmp = app.lab.tmp.path().to_path_buf();
+    kubectl_apply(&tmp, "crd.yaml", &case_file("pipecd-01", "live.yaml"), &[]);
+    kubectl(&["wait", "--for=condition=Established", "crd/widgets.acme.example", "--timeout=60s"]);
+    // the long-running process (watches) sees steps 2-3
+    let serve = context_for(&app.policy, &tmp.join("serve-cache"), true).await;
+    let first = serve.run_pass("web-p01", Mode::Policy, None).await.unwrap();
+    assert_eq!(first.sync.as_ref().map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", first.status);
+    assert!(
+        first.status.kinds.iter().any(|(av, k)| av == "acme.example/v1alpha1" && k == "Widget"),
+        "{:?}",
+        first.status.kinds
+    );
+    let cm_uid = || kubectl(&["-n", ns, "get", "cm", "web-settings", "-o", "jsonpath={.metadata.uid}"]);
+    let uid = cm_uid();
+    // the watch store of the Widget's version is ready before the upgrade
+    wait_for("a settled pass with watches", Duration::from_secs(30), || async {
+        let r = serve.run_pass("web-p01", Mode::Policy, None).await.unwrap();
+        (r.status.sync == SyncStatus::Synced && r.sync.is_none()).then_some(())
+    })
+    .await;
+
+    kubectl_apply(&tmp, "crd-upgrade.yaml", &case_file("pipecd-01", "crd-upgrade.yaml"), &["--force-conflicts"]);
+    wait_for("v1alpha1 to stop being served", Duration::from_secs(30), || async {
+        let out = control_plane().kubectl(&["get", "--raw", "/apis/acme.example/v1alpha1"]);
+        out.is_err().then_some(())
+    })
+    .await;
+    kubectl(&["-n", ns, "get", "widgets.v1.acme.example", "web-widget"]);
+
+    // commit 2: the Widget leaves Git, the ConfigMap stays
+    let configmap = desired.split("---").nth(1).unwrap().to_string();
+    app.commit(&[("widget.yaml", &configmap)], &[]);
+
+    // step 5: a fresh CLI process
+    let policy = app.policy.to_str().unwrap();
+    let (code, out, err) = plumb_cli(&["diff", "web-p01", "-c", policy]);
+    assert_eq!(code, 1, "diff exit 1: {out}\n{err}");
+    assert!(out.contains(&format!("Widget.acme.example/{ns}/web-widget")) && out.contains("requires pruning"), "{out}");
+
+    // step 6: the long-running process prunes it through the served version
+    let r = serve.run_pass("web-p01", Mode::Policy, None).await.unwrap();
+    let rec = r.sync.expect("a sync of commit 2");
+    assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
+    assert_eq!(rec.pruned, [format!("Widget.acme.example/{ns}/web-widget")], "{rec:?}");
+    // (a foreground deletion: the garbage collector removes it a moment later)
+    wait_for("the Widget to be gone", Duration::from_secs(30), || async {
+        let gone = control_plane().kubectl(&["-n", ns, "get", "widgets.v1.acme.example", "web-widget"]);
+        gone.is_err_and(|e| format!("{e:#}").contains("NotFound")).then_some(())
+    })
+    .await;
+    assert_eq!(cm_uid(), uid, "the ConfigMap is untouched");
+    let after = app.pass(Mode::Policy).await;
+    assert_eq!(after.status.sync, SyncStatus::Synced, "{:?}", after.status.resources);
+    kubectl(&["delete", "crd", "widgets.acme.example", "--wait=false"]);
+}
+
+fn finalizers(ns: &str, name: &str) -> String {
+    kubectl(&["-n", ns, "get", "cm", name, "-o", "jsonpath={.metadata.finalizers}"])
+}
+
+/// argocd-20: an object held by a finalizer after its prune stays listed (OutOfSync,
+/// `deletion pending … (finalizers: …)`), gets no DELETE storm, a `PruneStuck`
+/// condition after the stall limit, a new DELETE when the propagation changes, and the
+/// application turns Synced once it is really gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_20_an_object_held_by_a_finalizer_is_not_synced() {
+    let ns = "st-a20";
+    let desired = case_file("argocd-20", "desired.yaml").replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+    kubectl(&["create", "namespace", ns]);
+    let env = format!("{AUTO}\nhealth: {{stallAfter: 3}}");
+    let app = App::new("plumb-st-a20", "web-a20", ns, &env, &[("config.yaml", &desired)]).await;
+    assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "cm",
+        "web-legacy-routes",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["acme.example/route-cleanup"]}}"#,
+    ]);
+    // a dependent that blocks the owner's foreground deletion and is held itself, so the
+    // garbage collector's `foregroundDeletion` finalizer stays on the owner (step 5)
+    let owner_uid = kubectl(&["-n", ns, "get", "cm", "web-legacy-routes", "-o", "jsonpath={.metadata.uid}"]);
+    let child = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"web-legacy-child","namespace":"{ns}","finalizers":["acme.example/hold"],"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"web-legacy-routes","uid":"{owner_uid}","blockOwnerDeletion":true}}]}}}}"#
+    );
+    kubectl_apply(app.lab.tmp.path(), "child.json", &child, &[]);
+    let settings = desired.split("---").next().unwrap().to_string();
+    app.commit(&[("config.yaml", &settings)], &[]);
+
+    // step 3-4: the prune is accepted, the object stays: not pruned, not Synced
+    let r = app.pass(Mode::Policy).await;
+    let rec = r.sync.as_ref().expect("the sync of commit 2");
+    assert!(rec.pruned.is_empty(), "a held object is not recorded as pruned: {rec:?}");
+    assert!(rec.message.contains("web-legacy-routes"), "{rec:?}");
+    let object = format!("ConfigMap/{ns}/web-legacy-routes");
+    let listed = |st: &plumb::status::AppStatus| st.resources.iter().find(|x| x.object == object).cloned();
+    let res = listed(&r.status).expect("still listed");
+    assert_eq!(res.sync, SyncStatus::OutOfSync);
+    assert!(
+        res.reason.starts_with("requires pruning; deletion pending since ")
+            && res.reason.contains("acme.example/route-cleanup"),
+        "{}",
+        res.reason
+    );
+    assert_eq!(r.status.sync, SyncStatus::OutOfSync);
+    assert_eq!(r.status.health, HealthStatus::Healthy, "not desired: not in health");
+    let (code, out, err) = plumb_cli(&["diff", "web-a20", "-c", app.policy.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&object) && out.contains("deletion pending since"), "{out}\n{err}");
+
+    // no DELETE storm: later passes write nothing and stay OutOfSync
+    let writes = app.ctx.cluster.requests().1;
+    let again = app.pass(Mode::Policy).await;
+    assert!(again.sync.is_none(), "{:?}", again.sync);
+    assert_eq!(again.status.sync, SyncStatus::OutOfSync);
+    assert_eq!(app.ctx.cluster.requests().1, writes, "no second DELETE with the same propagation");
+    assert!(!again.status.conditions.iter().any(|c| c.type_ == ConditionType::PruneStuck), "within the grace period");
+
+    // after the stall limit: a condition names the object and its finalizer
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let late = app.pass(Mode::Policy).await;
+    let stuck = late.status.conditions.iter().find(|c| c.type_ == ConditionType::PruneStuck).expect("PruneStuck");
+    assert!(stuck.message.contains(&object) && stuck.message.contains("acme.example/route-cleanup"), "{stuck:?}");
+    assert_eq!(late.status.health, HealthStatus::Healthy);
+
+    // step 5: pruned with foreground (the default); background now: one new DELETE
+    assert!(finalizers(ns, "web-legacy-routes").contains("foregroundDeletion"));
+    let (code, out, err) = plumb_cli(&["prune", "web-a20", "-c", app.policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "same propagation: nothing to do\n{out}\n{err}");
+    std::fs::write(&app.policy, std::fs::read_to_string(&app.policy).unwrap().replace(
+        "selfHeal: true}",
+        "selfHeal: true, syncOptions: [PrunePropagationPolicy=background]}",
+    ))
+    .unwrap();
+    let (code, out, err) = plumb_cli(&["prune", "web-a20", "-c", app.policy.to_str().unwrap()]);
+    assert!(!finalizers(ns, "web-legacy-routes").contains("foregroundDeletion"), "re-issued with background\n{out}\n{err}");
+    assert_eq!(code, 0, "{out}\n{err}");
+
+    // step 6: the finalizers go, the object goes, the next pass is Synced and records nothing
+    for name in ["web-legacy-child", "web-legacy-routes"] {
+        kubectl(&["-n", ns, "patch", "cm", name, "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]);
+    }
+    wait_for("the object to go", Duration::from_secs(30), || async {
+        control_plane().kubectl(&["-n", ns, "get", "cm", "web-legacy-routes"]).is_err().then_some(())
+    })
+    .await;
+    let history = app.ctx.history("web-a20").await.unwrap().len();
+    let done = app.pass(Mode::Policy).await;
+    assert_eq!(done.status.sync, SyncStatus::Synced, "{:?}", done.status.resources);
+    assert!(done.sync.is_none());
+    assert_eq!(app.ctx.history("web-a20").await.unwrap().len(), history, "nothing else recorded");
+}
