@@ -100,11 +100,12 @@ fn names_an_object(s: &kube::core::Status) -> bool {
 /// How a DELETE the API server accepted ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deleted {
-    /// The object is gone, or only the garbage collector's own finalizers
-    /// (`foregroundDeletion`, `orphan`) hold it while dependents are handled.
+    /// The object is gone, or only Kubernetes' own finalizers (the garbage collector's
+    /// `foregroundDeletion`, `orphan`; `kubernetes.io/pvc-protection`, …) hold it while
+    /// the control plane finishes (see [`crate::plan::Deletion::blocking`]).
     Accepted,
     /// The object now carries `metadata.deletionTimestamp` and stays until finalizers
-    /// other than the garbage collector's are removed by their controllers.
+    /// of other controllers are removed by them.
     Blocked(crate::plan::Deletion),
 }
 

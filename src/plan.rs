@@ -366,13 +366,16 @@ impl Deletion {
         }
     }
 
-    /// The finalizers that hold the object, the garbage collector's left out (they go
-    /// by themselves once dependents are handled).
+    /// The finalizers of other controllers than Kubernetes' own: the garbage
+    /// collector's ([`GC_FINALIZERS`]) and those of the `kubernetes.io/` domain
+    /// (`kubernetes.io/pvc-protection`, …) are left out, since the control plane removes
+    /// them by itself once dependents and users are gone. A deletion they keep waiting
+    /// is still listed at the next pass, and named by [`stuck_deletions`].
     pub fn blocking(&self) -> Vec<&str> {
         self.finalizers
             .iter()
             .map(String::as_str)
-            .filter(|f| !GC_FINALIZERS.contains(f))
+            .filter(|f| !GC_FINALIZERS.contains(f) && !f.starts_with("kubernetes.io/"))
             .collect()
     }
 
@@ -781,6 +784,7 @@ mod tests {
 
         let d = deletion(&["foregroundDeletion", "acme.example/route-cleanup"]);
         assert_eq!(d.blocking(), ["acme.example/route-cleanup"]);
+        assert!(deletion(&["kubernetes.io/pvc-protection", "foregroundDeletion"]).blocking().is_empty(), "Kubernetes' own");
         let mut stuck = orphan("ConfigMap", false);
         stuck.deletion = Some(d);
         let grace = std::time::Duration::from_secs(300);

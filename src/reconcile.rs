@@ -226,6 +226,7 @@ impl Context {
             rules: &rules,
             crds: &crds,
             defaults: &app_options,
+            take_over: &env.sync_policy.take_over_managers,
             validate_new: !mode.writes(),
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();

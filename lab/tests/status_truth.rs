@@ -199,3 +199,50 @@ async fn argocd_20_an_object_held_by_a_finalizer_is_not_synced() {
     assert!(done.sync.is_none());
     assert_eq!(app.ctx.history("web-a20").await.unwrap().len(), history, "nothing else recorded");
 }
+
+/// flux-14: fields set with `kubectl apply --server-side --force-conflicts` (manager
+/// `kubectl`, operation Apply) are drift selfHeal removes (part A), and fields Git drops
+/// go although kubectl co-owned them (part B).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_14_fields_applied_server_side_by_hand_are_hand_changes() {
+    let ns = "st-f14";
+    let rename = |t: String| t.replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+    let desired = rename(case_file("flux-14", "desired.yaml"));
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-st-f14", "web-f14", ns, AUTO, &[("deploy.yaml", &desired)]).await;
+    assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
+    let tmp = app.lab.tmp.path().to_path_buf();
+    kubectl_apply(&tmp, "hand-apply.yaml", &rename(case_file("flux-14", "hand-apply.yaml")), &["--force-conflicts"]);
+    let env = || kubectl(&["-n", ns, "get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].env}"]);
+    assert!(env().contains("DEBUG_SQL"));
+
+    // part A: reported, set by kubectl, and reverted
+    let policy = app.policy.to_str().unwrap();
+    let (code, out, err) = plumb_cli(&["diff", "web-f14", "-c", policy]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("/spec/template/spec/containers/0/env/2") && out.contains("set by kubectl"), "{out}");
+    let healed = app.pass(Mode::Policy).await;
+    assert_eq!(healed.sync.as_ref().map(|s| s.reason.as_str()), Some("SelfHeal"), "{:?}", healed.status);
+    assert!(!env().contains("DEBUG_SQL"), "{}", env());
+    assert_eq!(app.pass(Mode::Policy).await.status.sync, SyncStatus::Synced);
+
+    // part B: what Git drops goes, though kubectl had applied it too
+    let dropped = desired
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replace("  annotations:\n    acme.example/owner-team: storefront\n", "")
+        .replace("            - {name: FEATURE_X, value: \"on\"}\n", "");
+    assert!(!dropped.contains("FEATURE_X") && !dropped.contains("owner-team"), "the case changed: {dropped}");
+    kubectl_apply(&tmp, "hand-apply.yaml", &rename(case_file("flux-14", "hand-apply.yaml")), &["--force-conflicts"]);
+    app.commit(&[("deploy.yaml", &dropped)], &[]);
+    let r = app.settle().await;
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status.resources);
+    let live_env = env();
+    assert!(!live_env.contains("FEATURE_X") && !live_env.contains("DEBUG_SQL"), "{live_env}");
+    let annotations = kubectl(&["-n", ns, "get", "deploy", "web", "-o", "jsonpath={.metadata.annotations}"]);
+    assert!(!annotations.contains("owner-team"), "{annotations}");
+    let (code, out, _) = plumb_cli(&["diff", "web-f14", "-c", policy]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -321,8 +321,9 @@ pub fn judge(
     apply: &Value,
     client_side: bool,
     replace: bool,
-    ours: &str,
+    takeover: managers::Takeover<'_>,
 ) -> Judgement {
+    let ours = takeover.ours;
     let mut differences =
         if client_side { super::client_side::diff_subset(desired, live) } else { super::diff(desired, live) };
     for d in &mut differences {
@@ -330,12 +331,20 @@ pub fn judge(
     }
     // Fields held by client-side tools: Git no longer declaring them would not remove
     // them (SSA keeps another manager's fields), so plumb takes them over first.
-    let takeover = if replace { None } else { managers::takeover(live_obj, ours) };
+    let (hand, takeover) = (takeover, if replace { None } else { managers::takeover(live_obj, takeover) });
     let mut legacy_owner = None;
     if takeover.is_some() {
-        for (tokens, owner) in managers::legacy_paths(live_obj, ours) {
-            let pointer: String =
-                tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+        for (tokens, owner) in managers::legacy_paths(live_obj, hand) {
+            // the highest field Git does not declare: a whole list element a person
+            // added is one difference, not one per field of it
+            let mut pointer = String::new();
+            for t in &tokens {
+                pointer.push('/');
+                pointer.push_str(&t.replace('~', "~0").replace('/', "~1"));
+                if apply.pointer(&pointer).is_none() {
+                    break;
+                }
+            }
             legacy_owner.get_or_insert_with(|| owner.manager.clone());
             if apply.pointer(&pointer).is_some()
                 || pointer.ends_with("last-applied-configuration")
@@ -391,6 +400,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    const PLUMB: managers::Takeover<'static> = managers::Takeover { ours: "plumb", extra: &[] };
 
     fn cm(annotations: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": annotations}, "data": {"a": "1"}})
@@ -451,27 +462,40 @@ mod tests {
             {"manager": "kubectl", "operation": "Update", "subresource": "scale", "time": "2026-11-29T14:02:11Z",
              "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}, "spec": {"replicas": 5}});
         let desired = json!({"spec": {"replicas": 3}});
-        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, "plumb");
+        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, PLUMB);
         assert_eq!(
             j.reason.to_string(),
             "differs at /spec/replicas 5→3 (set by kubectl via scale at 2026-11-29T14:02:11Z)"
         );
         assert_eq!(j.reason.sync(), SyncStatus::OutOfSync);
-        let same = judge(&desired, &desired, &live, &desired, false, false, "plumb");
+        let same = judge(&desired, &desired, &live, &desired, false, false, PLUMB);
         assert_eq!((same.reason, same.differences.len()), (ObjectReason::Synced, 0));
         // a field only a client-side tool holds, that Git no longer declares: taken over, then removed
         let legacy = json!({"metadata": {"name": "web", "managedFields": [
             {"manager": "kubectl-client-side-apply", "operation": "Update",
              "fieldsV1": {"f:data": {"f:a": {}, "f:old": {}}}}]}, "data": {"a": "1", "old": "x"}});
         let apply = json!({"data": {"a": "1"}});
-        let j = judge(&apply, &apply, &legacy, &apply, false, false, "plumb");
+        let j = judge(&apply, &apply, &legacy, &apply, false, false, PLUMB);
         assert!(j.takeover.is_some(), "{j:?}");
         assert_eq!(j.reason.to_string(), "differs at /data/old x→(absent) (set by kubectl-client-side-apply)");
-        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, "plumb");
+        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, PLUMB);
         assert!(
             replaced.takeover.is_none() && replaced.reason == ObjectReason::Synced,
             "Replace=true owns what it writes"
         );
+        // flux-14 part A: an env entry added with `kubectl apply --server-side` is one
+        // difference (the element), set by kubectl
+        let live = json!({"metadata": {"name": "web", "managedFields": [
+            {"manager": "kubectl", "operation": "Apply", "time": "2026-11-30T09:00:00Z", "fieldsV1": {"f:spec": {"f:env": {
+                "k:{\"name\":\"A\"}": {".": {}, "f:name": {}, "f:value": {}},
+                "k:{\"name\":\"DEBUG_SQL\"}": {".": {}, "f:name": {}, "f:value": {}}}}}}]},
+            "spec": {"env": [{"name": "A", "value": "1"}, {"name": "DEBUG_SQL", "value": "true"}]}});
+        let apply = json!({"spec": {"env": [{"name": "A", "value": "1"}]}});
+        let j = judge(&apply, &apply, &live, &apply, false, false, PLUMB);
+        let paths: Vec<(&str, Option<&str>)> =
+            j.differences.iter().map(|d| (d.path.as_str(), d.manager.as_ref().map(|m| m.manager.as_str()))).collect();
+        assert_eq!(paths, [("/spec/env/1", Some("kubectl"))]);
+        assert!(j.takeover.is_some());
     }
 
     #[test]

@@ -200,6 +200,12 @@ pub struct SyncPolicy {
     /// needs `plumb prune APP`.
     #[serde(default)]
     pub max_prune_percent: Option<u8>,
+    /// Field managers of other tools people change objects with by hand (a dashboard,
+    /// an internal CLI), taken over like kubectl's before plumb applies: their fields
+    /// show as drift and go when Git does not declare them. See
+    /// [`crate::compare::managers::HAND_MANAGERS`] for the built-in list.
+    #[serde(default)]
+    pub take_over_managers: Vec<String>,
 }
 
 impl Default for SyncPolicy {
@@ -212,6 +218,7 @@ impl Default for SyncPolicy {
             sync_options: Vec::new(),
             protect_data_loss: true,
             max_prune_percent: None,
+            take_over_managers: Vec::new(),
         }
     }
 }

@@ -27,6 +27,9 @@ pub(super) struct Scope<'a> {
     pub crds: &'a CrdKinds,
     /// The application's sync options.
     pub defaults: &'a SyncOptions,
+    /// Field managers of hand tools the environment adds to
+    /// [`crate::compare::managers::HAND_MANAGERS`] (`syncPolicy.takeOverManagers`).
+    pub take_over: &'a [String],
     /// Dry-run the create of missing objects, so a preview reports what the server would
     /// reject (a sync does not need it: a create that fails writes nothing).
     pub validate_new: bool,
@@ -35,7 +38,7 @@ pub(super) struct Scope<'a> {
 impl Context {
     /// Compares one manifest of the render with its live object.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults, validate_new } = *scope;
+        let Scope { app, namespace, rules, crds, defaults, take_over, validate_new } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -158,7 +161,8 @@ impl Context {
         if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
             return error(key, apply, Some(kind), e);
         }
-        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, crate::FIELD_MANAGER);
+        let hand = crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: take_over };
+        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, hand);
         let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
         (c.desired, c.live_compared, c.differences) = (desired, Some(live_n), j.differences);
         (c.live, c.takeover) = (Some(live_obj), j.takeover);
