@@ -550,6 +550,28 @@ impl Cluster {
         }
     }
 
+    /// The StorageClass a PersistentVolumeClaim binds through (see
+    /// [`crate::health::storage::class_of`]); `None` when it names none, or it cannot
+    /// be read (health then keeps to the claim's phase).
+    pub async fn storage_class_of(&self, claim: &Value) -> Option<Value> {
+        let kind = self.kind("storage.k8s.io/v1", "StorageClass").await.ok()?;
+        let named = claim.pointer("/spec/storageClassName").and_then(Value::as_str).is_some();
+        let classes = if named {
+            vec![]
+        } else {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+            self.list(&kind, &api, "").await.ok()?
+        };
+        let name = crate::health::storage::class_of(claim, &classes)?;
+        let key = ObjectKey {
+            group: "storage.k8s.io".into(),
+            kind: "StorageClass".into(),
+            namespace: String::new(),
+            name: name.into(),
+        };
+        self.get(&kind, &key).await.ok().flatten()
+    }
+
     /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
     ///
     /// # Errors

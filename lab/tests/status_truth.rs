@@ -246,3 +246,35 @@ async fn flux_14_fields_applied_server_side_by_hand_are_hand_changes() {
     let (code, out, _) = plumb_cli(&["diff", "web-f14", "-c", policy]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// argocd-18: a claim of a `WaitForFirstConsumer` class in wave -1 does not hold back
+/// wave 0, which holds the pod that consumes it: one sync creates both, the claim is
+/// Healthy "waiting for first consumer" meanwhile, and `sync --wait` succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_18_a_claim_waiting_for_its_consumer_does_not_block_the_next_wave() {
+    let ns = "st-a18";
+    let desired = case_file("argocd-18", "desired.yaml").replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-st-a18", "web-a18", ns, AUTO, &[("storage.yaml", &desired)]).await;
+    kubectl_apply(app.lab.tmp.path(), "live.yaml", &case_file("argocd-18", "live.yaml"), &[]);
+
+    let r = app.pass(Mode::Policy).await;
+    let rec = r.sync.as_ref().expect("a sync");
+    assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
+    assert_eq!(
+        rec.applied,
+        [format!("Deployment.apps/{ns}/web"), format!("PersistentVolumeClaim/{ns}/web-data")],
+        "both waves in one sync"
+    );
+    let claim = r.status.resources.iter().find(|x| x.object.starts_with("PersistentVolumeClaim/")).unwrap();
+    assert_eq!(claim.health, HealthStatus::Healthy, "{claim:?}");
+    assert!(claim.health_message.starts_with("waiting for first consumer"), "{claim:?}");
+    assert!(!r.status.conditions.iter().any(|c| c.type_ == ConditionType::HealthStalled));
+    kubectl(&["-n", ns, "get", "deployment", "web"]);
+
+    // the command a person runs: no wave waits on the claim
+    let (code, out, err) =
+        plumb_cli(&["sync", "web-a18", "-c", app.policy.to_str().unwrap(), "--wait", "--timeout", "3m"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!out.contains("waits until wave"), "{out}");
+}

@@ -100,9 +100,9 @@ pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<
 /// What a sync did.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// Desired objects written (index into the job's `compared`) and the object as the
-    /// server returned it.
-    pub applied: Vec<(usize, Value)>,
+    /// Desired objects written (index into the job's `compared`), the object as the
+    /// server returned it, and its health then.
+    pub applied: Vec<(usize, Value, health::Health)>,
     /// Objects deleted.
     pub pruned: Vec<ObjectKey>,
     /// Objects whose DELETE was accepted but that stay, held by finalizers: not pruned
@@ -156,16 +156,14 @@ pub async fn run(
                 let c = &job.compared[idx];
                 match res {
                     Ok(obj) => {
-                        health[idx] = if job.no_health_check.contains(&names[idx]) {
-                            HealthStatus::Healthy
-                        } else {
-                            health::assess(Some(&obj)).status
-                        };
+                        let h = health_after_apply(cluster, &obj).await;
+                        health[idx] =
+                            if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
                         if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
                             written(&c.key, rv);
                         }
                         announce(cluster, job, c).await;
-                        out.applied.push((idx, obj));
+                        out.applied.push((idx, obj, h));
                     }
                     Err(message) => {
                         out.failures.push(Error::Apply { app: job.app.into(), object: c.key.clone(), message });
@@ -200,6 +198,18 @@ pub async fn run(
         out.prunes_held = !p.prune.is_empty() || !p.prune_last.is_empty();
     }
     out
+}
+
+/// Health of an object as a write returned it; a PersistentVolumeClaim's with its
+/// StorageClass (a `WaitForFirstConsumer` claim waits for a pod of a later wave).
+async fn health_after_apply(cluster: &Cluster, obj: &Value) -> health::Health {
+    let claim = obj.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    let class = if claim { cluster.storage_class_of(obj).await } else { None };
+    let settings = health::HealthSettings::default();
+    health::assess_with(
+        &health::HealthInput::new(Some(obj), jiff::Timestamp::now(), &settings).storage_class(class.as_ref()),
+    )
 }
 
 fn rank(c: &Compared) -> u8 {

@@ -109,6 +109,15 @@ pub fn validate(config: &Config) -> Vec<Problem> {
         if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
             problem(line(&e.name), format!("environment `{}`: maxPrunePercent must be 1–100", e.name.value));
         }
+        for m in &e.sync_policy.take_over_managers {
+            if m.trim().is_empty() || m == crate::FIELD_MANAGER {
+                let why = format!(
+                    "environment `{}`: takeOverManagers: `{m}` is not another tool's field manager",
+                    e.name.value
+                );
+                problem(line(&e.name), why);
+            }
+        }
         for i in &e.orphaned_resources.ignore {
             for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
                 if let Err(err) = globset::Glob::new(g) {

@@ -39,12 +39,18 @@ impl Context {
             let (pods, replica_sets) = self.children(c).await;
             let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
                 (pods.iter().collect(), replica_sets.iter().collect());
+            // a Pending claim's health depends on its StorageClass's binding mode
+            let class = match &c.live {
+                Some(l) if is_pending_claim(l) => self.cluster.storage_class_of(l).await,
+                _ => None,
+            };
             let h = match c.sync() {
                 SyncStatus::Unknown => Health { status: HealthStatus::Unknown, message: String::new() },
                 _ => health::assess_with(
                     &health::HealthInput::new(c.live.as_ref(), now, &settings)
                         .children(&pod_refs, &rs_refs)
-                        .overrides(&overrides),
+                        .overrides(&overrides)
+                        .storage_class(class.as_ref()),
                 ),
             };
             st.resources.push(ResourceStatus {
@@ -142,6 +148,13 @@ impl Context {
             )),
         }
     }
+}
+
+/// Whether `obj` is a PersistentVolumeClaim in phase Pending.
+fn is_pending_claim(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && obj.pointer("/status/phase").and_then(Value::as_str) == Some("Pending")
 }
 
 /// Per-object comparisons for `plumb diff`: the desired objects, then the prune

@@ -10,7 +10,7 @@ use super::{Context, Found, compare::Scope};
 use crate::{
     apply,
     compare::{Compared, SyncStatus, object},
-    health::{self, HealthStatus},
+    health::HealthStatus,
     plan::{self, SyncReason},
     source,
     status::{self, AppStatus, Condition, ConditionType, Exclusions, SyncRecord, SyncResult},
@@ -74,11 +74,10 @@ impl Context {
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
         let outcome = apply::run(&self.cluster, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
-        for (idx, obj) in &outcome.applied {
+        for (idx, _, h) in &outcome.applied {
             let key = compared[*idx].key.to_string();
             if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
-                let h = health::assess(Some(obj));
-                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message);
+                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message.clone());
                 rs.reason.clear();
             }
             rec.applied.push(key);
