@@ -91,7 +91,9 @@ enum Command {
         approve: bool,
         /// After syncing, wait until the application is Synced and Healthy (exit 0),
         /// Degraded (exit 1, printing the causes) or the timeout passes (exit 1, printing
-        /// what is still Progressing).
+        /// what is still Progressing); a fetch, render or comparison error stops the wait
+        /// at once (exit 2, printing it). The status stored in the cluster says what
+        /// the wait printed.
         #[arg(long)]
         wait: bool,
         /// Longest wait with `--wait`, and for later sync waves (e.g. 90s, 5m).
@@ -490,14 +492,24 @@ async fn wait_for_health(
         );
         if r.result != crate::status::SyncResult::Succeeded {
             println!("  {}", r.message);
-            return Ok(ExitCode::from(1));
+            if first.status.sync != SyncStatus::Unknown {
+                return Ok(ExitCode::from(1));
+            }
         }
     }
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut r = first;
     loop {
-        let r = ctx.run_pass(app, Mode::CompareOnly, None).await?;
         let st = &r.status;
         match (st.sync, st.health) {
+            // waiting does not mend a fetch, render or comparison error
+            (SyncStatus::Unknown, _) => {
+                println!("{app}: {} at {}", st.sync, short(&st.revision));
+                for c in &st.conditions {
+                    println!("  {}: {}", c.type_, c.message);
+                }
+                return Ok(ExitCode::from(2));
+            }
             (SyncStatus::Synced, HealthStatus::Healthy) => {
                 println!("{app}: Synced and Healthy at {}", short(&st.revision));
                 return Ok(ExitCode::SUCCESS);
@@ -525,6 +537,7 @@ async fn wait_for_health(
             }
             _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
         }
+        r = ctx.run_pass(app, Mode::Observe, None).await?;
     }
 }
 

@@ -367,16 +367,13 @@ impl Deletion {
     }
 
     /// The finalizers of other controllers than Kubernetes' own: the garbage
-    /// collector's ([`GC_FINALIZERS`]) and those of the `kubernetes.io/` domain
-    /// (`kubernetes.io/pvc-protection`, …) are left out, since the control plane removes
-    /// them by itself once dependents and users are gone. A deletion they keep waiting
-    /// is still listed at the next pass, and named by [`stuck_deletions`].
+    /// collector's ([`GC_FINALIZERS`]) and those of Kubernetes' domains
+    /// (`kubernetes.io/pvc-protection`, `customresourcecleanup.apiextensions.k8s.io`, …)
+    /// are left out, since the control plane removes them by itself once dependents
+    /// and users are gone. A deletion they keep waiting is still listed at the next
+    /// pass, and named by [`stuck_deletions`].
     pub fn blocking(&self) -> Vec<&str> {
-        self.finalizers
-            .iter()
-            .map(String::as_str)
-            .filter(|f| !GC_FINALIZERS.contains(f) && !f.starts_with("kubernetes.io/"))
-            .collect()
+        self.finalizers.iter().map(String::as_str).filter(|f| !GC_FINALIZERS.contains(f) && !kubernetes_own(f)).collect()
     }
 
     /// Whether a DELETE must be sent again: the garbage collector still handles the
@@ -385,6 +382,14 @@ impl Deletion {
     pub fn needs_delete(&self, wanted: Propagation) -> bool {
         self.propagation().is_some_and(|p| p != wanted)
     }
+}
+
+/// Whether finalizer `f` belongs to Kubernetes itself: its domain (before `/`, or the
+/// whole name) is `kubernetes.io`, `k8s.io` or a subdomain of one (Kubernetes docs,
+/// "Finalizers": finalizer names are domain-qualified).
+fn kubernetes_own(f: &str) -> bool {
+    let domain = f.split_once('/').map_or(f, |(d, _)| d);
+    ["kubernetes.io", "k8s.io"].iter().any(|k| domain == *k || domain.ends_with(&format!(".{k}")))
 }
 
 impl std::fmt::Display for Deletion {
@@ -785,6 +790,8 @@ mod tests {
         let d = deletion(&["foregroundDeletion", "acme.example/route-cleanup"]);
         assert_eq!(d.blocking(), ["acme.example/route-cleanup"]);
         assert!(deletion(&["kubernetes.io/pvc-protection", "foregroundDeletion"]).blocking().is_empty(), "Kubernetes' own");
+        assert!(deletion(&["customresourcecleanup.apiextensions.k8s.io"]).blocking().is_empty(), "Kubernetes' own");
+        assert_eq!(deletion(&["k8s.io.acme.example/x", "notkubernetes.io/y"]).blocking().len(), 2, "look-alikes are not");
         let mut stuck = orphan("ConfigMap", false);
         stuck.deletion = Some(d);
         let grace = std::time::Duration::from_secs(300);

@@ -278,3 +278,30 @@ async fn argocd_18_a_claim_waiting_for_its_consumer_does_not_block_the_next_wave
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!out.contains("waits until wave"), "{out}");
 }
+
+/// Waiting commands stop on errors: `plumb sync --wait` on a render error exits 2 with
+/// the error at once (a timeout would exit 1); after "Synced and Healthy" the stored
+/// status says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_wait_stops_on_errors_and_leaves_the_status_it_printed() {
+    let ns = "st-wait";
+    kubectl(&["create", "namespace", ns]);
+    let deploy = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: \"nginx:1.27.3\"}}]}}\n"
+    );
+    let app = App::new("plumb-st-wait", "web-wait", ns, "syncPolicy: {prune: true}", &[("deploy.yaml", &deploy)]).await;
+    let policy = app.policy.to_str().unwrap();
+    let (code, out, err) = plumb_cli(&["sync", "web-wait", "-c", policy, "--wait", "--timeout", "2m"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Synced and Healthy"), "{out}");
+    let (stored, _) = app.ctx.store.load("web-wait").await.unwrap();
+    assert_eq!((stored.sync, stored.health), (SyncStatus::Synced, HealthStatus::Healthy), "{stored:?}");
+
+    // a render error: exit 2 with the error, not a wait until the timeout
+    app.commit(&[("broken.yaml", "kind: [unclosed\n")], &[]);
+    let (code, out, err) = plumb_cli(&["sync", "web-wait", "-c", policy, "--wait", "--timeout", "5m"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("ComparisonError") && out.contains("broken.yaml"), "{out}");
+    let (stored, _) = app.ctx.store.load("web-wait").await.unwrap();
+    assert_eq!(stored.sync, SyncStatus::Unknown, "{stored:?}");
+}

@@ -258,8 +258,12 @@ async fn allow_empty_guard_argocd_07() {
         let rec = r.sync.unwrap();
         if allow {
             assert_eq!(rec.pruned, [format!("Deployment.apps/{ns}/solo")], "{}", rec.message);
-            let r = a.pass(Mode::Policy).await;
-            assert_eq!(r.status.sync, SyncStatus::Synced);
+            // (a foreground deletion: listed as deletion pending until its pods are gone)
+            let r = wait_for("the Deployment to be gone", Duration::from_secs(60), || async {
+                let r = a.pass(Mode::Policy).await;
+                (r.status.sync == SyncStatus::Synced).then_some(r)
+            })
+            .await;
             assert_ne!(r.status.health, HealthStatus::Missing);
         } else {
             assert_eq!(rec.result, SyncResult::Refused);
