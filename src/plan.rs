@@ -373,7 +373,11 @@ impl Deletion {
     /// and users are gone. A deletion they keep waiting is still listed at the next
     /// pass, and named by [`stuck_deletions`].
     pub fn blocking(&self) -> Vec<&str> {
-        self.finalizers.iter().map(String::as_str).filter(|f| !GC_FINALIZERS.contains(f) && !kubernetes_own(f)).collect()
+        self.finalizers
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !GC_FINALIZERS.contains(f) && !kubernetes_own(f))
+            .collect()
     }
 
     /// Whether a DELETE must be sent again: the garbage collector still handles the
@@ -789,9 +793,16 @@ mod tests {
 
         let d = deletion(&["foregroundDeletion", "acme.example/route-cleanup"]);
         assert_eq!(d.blocking(), ["acme.example/route-cleanup"]);
-        assert!(deletion(&["kubernetes.io/pvc-protection", "foregroundDeletion"]).blocking().is_empty(), "Kubernetes' own");
+        assert!(
+            deletion(&["kubernetes.io/pvc-protection", "foregroundDeletion"]).blocking().is_empty(),
+            "Kubernetes' own"
+        );
         assert!(deletion(&["customresourcecleanup.apiextensions.k8s.io"]).blocking().is_empty(), "Kubernetes' own");
-        assert_eq!(deletion(&["k8s.io.acme.example/x", "notkubernetes.io/y"]).blocking().len(), 2, "look-alikes are not");
+        assert_eq!(
+            deletion(&["k8s.io.acme.example/x", "notkubernetes.io/y"]).blocking().len(),
+            2,
+            "look-alikes are not"
+        );
         let mut stuck = orphan("ConfigMap", false);
         stuck.deletion = Some(d);
         let grace = std::time::Duration::from_secs(300);

@@ -197,6 +197,7 @@ impl Context {
             synced_revision: previous.synced_revision.clone(),
             kinds: previous.kinds.clone(),
             last_sync: previous.last_sync.clone(),
+            finished: previous.finished.clone(),
             ..AppStatus::default()
         };
 
@@ -227,6 +228,7 @@ impl Context {
             crds: &crds,
             defaults: &app_options,
             take_over: &env.sync_policy.take_over_managers,
+            finished: &previous.finished,
             validate_new: !mode.writes(),
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();

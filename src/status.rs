@@ -252,6 +252,25 @@ pub struct AppStatus {
     /// (`orphanedResources.warn`), as `Kind/namespace/name`. Reported, never deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphaned: Vec<String>,
+    /// Jobs of this application that finished and that the cluster removes by a rule
+    /// their manifest declares (`spec.ttlSecondsAfterFinished`): while Git declares the
+    /// same manifest, their absence is that removal, not drift (see
+    /// [`crate::compare::object::finished_digest`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finished: Vec<Finished>,
+}
+
+/// A Job that finished, remembered by the digest of its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finished {
+    /// `Kind[.group]/namespace/name`.
+    pub object: String,
+    /// [`crate::compare::object::finished_digest`] of the manifest that ran.
+    pub manifest: String,
+    /// Its health when it finished (Healthy: completed; Degraded: failed).
+    pub health: HealthStatus,
+    /// The health message then (`job completed`, `job failed: …`).
+    pub message: String,
 }
 
 /// The conditions of a stored status whose type this build knows.

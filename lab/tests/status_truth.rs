@@ -176,18 +176,33 @@ async fn argocd_20_an_object_held_by_a_finalizer_is_not_synced() {
     assert!(finalizers(ns, "web-legacy-routes").contains("foregroundDeletion"));
     let (code, out, err) = plumb_cli(&["prune", "web-a20", "-c", app.policy.to_str().unwrap()]);
     assert_eq!(code, 0, "same propagation: nothing to do\n{out}\n{err}");
-    std::fs::write(&app.policy, std::fs::read_to_string(&app.policy).unwrap().replace(
-        "selfHeal: true}",
-        "selfHeal: true, syncOptions: [PrunePropagationPolicy=background]}",
-    ))
+    std::fs::write(
+        &app.policy,
+        std::fs::read_to_string(&app.policy)
+            .unwrap()
+            .replace("selfHeal: true}", "selfHeal: true, syncOptions: [PrunePropagationPolicy=background]}"),
+    )
     .unwrap();
     let (code, out, err) = plumb_cli(&["prune", "web-a20", "-c", app.policy.to_str().unwrap()]);
-    assert!(!finalizers(ns, "web-legacy-routes").contains("foregroundDeletion"), "re-issued with background\n{out}\n{err}");
+    assert!(
+        !finalizers(ns, "web-legacy-routes").contains("foregroundDeletion"),
+        "re-issued with background\n{out}\n{err}"
+    );
     assert_eq!(code, 0, "{out}\n{err}");
 
     // step 6: the finalizers go, the object goes, the next pass is Synced and records nothing
     for name in ["web-legacy-child", "web-legacy-routes"] {
-        kubectl(&["-n", ns, "patch", "cm", name, "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]);
+        kubectl(&[
+            "-n",
+            ns,
+            "patch",
+            "cm",
+            name,
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ]);
     }
     wait_for("the object to go", Duration::from_secs(30), || async {
         control_plane().kubectl(&["-n", ns, "get", "cm", "web-legacy-routes"]).is_err().then_some(())
@@ -304,4 +319,48 @@ async fn sync_wait_stops_on_errors_and_leaves_the_status_it_printed() {
     assert!(out.contains("ComparisonError") && out.contains("broken.yaml"), "{out}");
     let (stored, _) = app.ctx.store.load("web-wait").await.unwrap();
     assert_eq!(stored.sync, SyncStatus::Unknown, "{stored:?}");
+}
+
+/// What the cluster removes by a rule the manifest declares is not drift: a Job with
+/// `ttlSecondsAfterFinished` runs, finishes, is deleted by the TTL controller, and is not
+/// created again (no second run of a migration), also by a fresh process; a changed Job
+/// manifest runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_removed_by_its_ttl_after_finishing_is_not_run_again() {
+    let ns = "st-ttl";
+    kubectl(&["create", "namespace", ns]);
+    let job = |image: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: migrate, namespace: {ns}}}\nspec:\n  ttlSecondsAfterFinished: 2\n  template:\n    spec:\n      restartPolicy: Never\n      tolerations: [{{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}}]\n      containers: [{{name: m, image: {image}}}]\n"
+        )
+    };
+    let cm =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{a: b}}\n");
+    let first = job("registry.example.test/migrate:1");
+    let app = App::new("plumb-st-ttl", "web-ttl", ns, AUTO, &[("job.yaml", &first), ("cm.yaml", &cm)]).await;
+    let r = app.pass(Mode::Policy).await;
+    assert_eq!(r.sync.as_ref().map(|s| s.applied.len()), Some(2), "{:?}", r.status);
+    let uid = kubectl(&["-n", ns, "get", "job", "migrate", "-o", "jsonpath={.metadata.uid}"]);
+    wait_for("the Job to finish and be removed by its TTL", Duration::from_secs(90), || async {
+        app.pass(Mode::Policy).await; // a pass may or may not see it finished
+        control_plane().kubectl(&["-n", ns, "get", "job", "migrate"]).is_err().then_some(())
+    })
+    .await;
+    for _ in 0..2 {
+        let r = app.pass(Mode::Policy).await;
+        assert!(r.sync.is_none(), "not created again: {:?}", r.sync);
+        assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status.resources);
+        let res = r.status.resources.iter().find(|x| x.object == format!("Job.batch/{ns}/migrate")).unwrap();
+        assert!(res.health_message.contains("ttlSecondsAfterFinished"), "{res:?}");
+    }
+    assert!(control_plane().kubectl(&["-n", ns, "get", "job", "migrate"]).is_err(), "no second run");
+    let (code, out, err) = plumb_cli(&["diff", "web-ttl", "-c", app.policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "a fresh process knows it too\n{out}\n{err}");
+
+    // a changed manifest runs once
+    app.commit(&[("job.yaml", &job("registry.example.test/migrate:2"))], &[]);
+    let r = app.pass(Mode::Policy).await;
+    assert_eq!(r.sync.as_ref().map(|s| s.applied.clone()), Some(vec![format!("Job.batch/{ns}/migrate")]));
+    let again = kubectl(&["-n", ns, "get", "job", "migrate", "-o", "jsonpath={.metadata.uid}"]);
+    assert_ne!(again, uid);
 }

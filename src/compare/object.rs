@@ -49,13 +49,18 @@ pub enum ObjectReason {
     /// The object could not be compared (bad annotation, unknown kind, API error…): it
     /// is never applied, and holds every prune back.
     Error(String),
+    /// A Job that ran this very manifest to the end and that the cluster then removed
+    /// by the rule the manifest declares (`spec.ttlSecondsAfterFinished`): in sync, not
+    /// re-created until its manifest changes (shown as the empty string; the health
+    /// message says it).
+    Finished(crate::status::Finished),
 }
 
 impl ObjectReason {
     /// The object's sync status: Synced, Unknown for an error, else OutOfSync.
     pub fn sync(&self) -> SyncStatus {
         match self {
-            Self::Synced => SyncStatus::Synced,
+            Self::Synced | Self::Finished(_) => SyncStatus::Synced,
             Self::Error(_) => SyncStatus::Unknown,
             _ => SyncStatus::OutOfSync,
         }
@@ -65,7 +70,7 @@ impl ObjectReason {
 impl std::fmt::Display for ObjectReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Synced => Ok(()),
+            Self::Synced | Self::Finished(_) => Ok(()),
             Self::Missing => f.write_str("missing"),
             Self::AwaitsCrd => f.write_str("missing (its CustomResourceDefinition is applied first in this sync)"),
             Self::Differs { fields, client_side } => {
@@ -132,6 +137,8 @@ pub struct Compared {
     pub wave: i32,
     /// The object's own sync options (`plumb.dev/sync-options`).
     pub options: SyncOptions,
+    /// [`finished_digest`] of its manifest: a Job the cluster removes once finished.
+    pub finished_digest: Option<String>,
 }
 
 impl Compared {
@@ -151,6 +158,7 @@ impl Compared {
             source: source.to_string(),
             wave: 0,
             options: SyncOptions::default(),
+            finished_digest: None,
         }
     }
 
@@ -231,6 +239,74 @@ pub fn unserved(obj: Value, crds: &CrdKinds, namespace: &str, not_served: &str, 
     let mut c = Compared::early(key, obj, None, ObjectReason::AwaitsCrd, source);
     (c.wave, c.options) = (wave, options);
     c
+}
+
+/// The digest of a manifest the cluster removes once it finished by a rule the
+/// manifest itself declares — a `batch` Job with `spec.ttlSecondsAfterFinished`
+/// (Kubernetes docs, "Automatic Cleanup for Finished Jobs") — as the first 16 hex digits
+/// of the SHA-256 of its JSON; `None` for any other manifest. A Job of the same digest
+/// that finished is not re-created when it is gone: it already ran; a changed manifest
+/// (a new digest) runs once.
+pub fn finished_digest(obj: &Value) -> Option<String> {
+    use sha2::Digest as _;
+    let job = obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("batch/"))
+        && obj.get("kind").and_then(Value::as_str) == Some("Job");
+    if !job || obj.pointer("/spec/ttlSecondsAfterFinished").is_none_or(Value::is_null) {
+        return None;
+    }
+    let digest = sha2::Sha256::digest(serde_json::to_vec(obj).ok()?);
+    Some(hex::encode(digest)[..16].to_string())
+}
+
+/// What is remembered of a Job whose live version `live` finished (its health
+/// `health` is Healthy "job completed" or Degraded "job failed…") when its manifest has
+/// a [`finished_digest`]; `None` while it runs, or for other objects.
+pub fn finished(c: &Compared, health: &crate::health::Health) -> Option<crate::status::Finished> {
+    use crate::health::HealthStatus;
+    let digest = c.finished_digest.as_ref()?;
+    let live = c.live.as_ref()?;
+    let done = |t: &str| {
+        live.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|x| {
+                x.get("type").and_then(Value::as_str) == Some(t)
+                    && x.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+    };
+    let finished =
+        (done("Complete") || done("Failed")) && matches!(health.status, HealthStatus::Healthy | HealthStatus::Degraded);
+    finished.then(|| crate::status::Finished {
+        object: c.key.to_string(),
+        manifest: digest.clone(),
+        health: health.status,
+        message: health.message.clone(),
+    })
+}
+
+/// The health shown for a Job that [`ran_before`] and is gone: how it ended, when plumb
+/// saw it finish; else Missing (it is not there; the application's health does not
+/// count a Missing object while others exist), saying it is not created again.
+pub fn finished_health(f: &crate::status::Finished) -> crate::health::Health {
+    use crate::health::{Health, HealthStatus};
+    match f.health {
+        HealthStatus::Missing => Health::new(
+            HealthStatus::Missing,
+            "removed (ttlSecondsAfterFinished, or by hand) before plumb saw it finish; not created again for the same manifest",
+        ),
+        status => Health::new(status, format!("{}; removed by its ttlSecondsAfterFinished", f.message)),
+    }
+}
+
+/// The record of `key`'s manifest `digest` among `remembered`: plumb created that Job,
+/// or saw it finish.
+pub fn ran_before<'a>(
+    key: &ObjectKey,
+    digest: Option<&str>,
+    remembered: &'a [crate::status::Finished],
+) -> Option<&'a crate::status::Finished> {
+    let digest = digest?;
+    let object = key.to_string();
+    remembered.iter().find(|f| f.object == object && f.manifest == digest)
 }
 
 /// A manifest ready to be sent: identity, wave, options, tracking-stamped body.
@@ -496,6 +572,49 @@ mod tests {
             j.differences.iter().map(|d| (d.path.as_str(), d.manager.as_ref().map(|m| m.manager.as_str()))).collect();
         assert_eq!(paths, [("/spec/env/1", Some("kubectl"))]);
         assert!(j.takeover.is_some());
+    }
+
+    /// A Job whose manifest declares its removal after finishing is remembered by the
+    /// digest of that manifest; other objects and other manifests are not.
+    #[test]
+    fn finished_jobs_are_remembered_by_their_manifest() {
+        use crate::health::{Health, HealthStatus};
+        let job = |ttl: Value, image: &str| json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate", "namespace": "ns"}, "spec": {"ttlSecondsAfterFinished": ttl, "template": {"spec": {"containers": [{"name": "m", "image": image}]}}}});
+        let d1 = finished_digest(&job(json!(60), "m:1")).expect("a TTL job");
+        assert_eq!(d1.len(), 16);
+        assert_eq!(finished_digest(&job(json!(60), "m:1")).as_deref(), Some(d1.as_str()), "stable");
+        assert_ne!(finished_digest(&job(json!(60), "m:2")), Some(d1.clone()), "another manifest");
+        assert_eq!(finished_digest(&job(Value::Null, "m:1")), None, "no TTL: the Job stays");
+        assert_eq!(
+            finished_digest(&json!({"apiVersion": "v1", "kind": "ConfigMap", "spec": {"ttlSecondsAfterFinished": 1}})),
+            None
+        );
+
+        let key =
+            ObjectKey { group: "batch".into(), kind: "Job".into(), namespace: "ns".into(), name: "migrate".into() };
+        let mut c = Compared::early(key.clone(), job(json!(60), "m:1"), None, ObjectReason::Synced, "job.yaml#0");
+        c.finished_digest = Some(d1.clone());
+        let running = json!({"status": {"active": 1}});
+        c.live = Some(running);
+        assert_eq!(finished(&c, &Health::new(HealthStatus::Progressing, "job running")), None);
+        c.live = Some(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+        let done = finished(&c, &Health::new(HealthStatus::Healthy, "job completed")).expect("finished");
+        assert_eq!((done.object.as_str(), done.manifest.as_str()), ("Job.batch/ns/migrate", d1.as_str()));
+        let remembered = [done];
+        assert!(ran_before(&key, Some(&d1), &remembered).is_some());
+        assert!(ran_before(&key, Some("0000000000000000"), &remembered).is_none(), "a changed manifest runs");
+        let h = finished_health(&remembered[0]);
+        assert_eq!(
+            (h.status, h.message.as_str()),
+            (HealthStatus::Healthy, "job completed; removed by its ttlSecondsAfterFinished")
+        );
+        let unseen = crate::status::Finished {
+            health: HealthStatus::Missing,
+            message: "created by plumb".into(),
+            ..remembered[0].clone()
+        };
+        assert_eq!(finished_health(&unseen).status, HealthStatus::Missing);
+        assert_eq!(ObjectReason::Finished(unseen).sync(), SyncStatus::Synced);
     }
 
     #[test]

@@ -81,7 +81,10 @@ pub fn class_of<'a>(claim: &'a Value, classes: &'a [Value]) -> Option<&'a str> {
 mod tests {
     use serde_json::json;
 
-    use super::{super::{HealthStatus::*, test_support::assess_at}, *};
+    use super::{
+        super::{HealthStatus::*, test_support::assess_at},
+        *,
+    };
 
     #[test]
     fn claims() {
@@ -128,7 +131,8 @@ mod tests {
             assert_eq!((h.status, h.message.as_str()), (status, message), "{claim} {class:?}");
         }
         // which class: the claim's own, else the single default; "" asks for none
-        let default = |name: &str, on: &str| json!({"metadata": {"name": name, "annotations": {DEFAULT_CLASS_ANNOTATION: on}}});
+        let default =
+            |name: &str, on: &str| json!({"metadata": {"name": name, "annotations": {DEFAULT_CLASS_ANNOTATION: on}}});
         let classes = [default("standard", "true"), default("fast", "false")];
         let claim = |spec: serde_json::Value| json!({"spec": spec});
         assert_eq!(class_of(&claim(json!({"storageClassName": "local"})), &classes), Some("local"));

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Context, Found};
 use crate::{
-    compare::{Compared, ObjectDiff, SyncStatus},
+    compare::{Compared, ObjectDiff, ObjectReason, SyncStatus, object},
     config::{Application, Environment},
     health::{self, Health, HealthStatus},
     plan,
@@ -32,6 +32,8 @@ impl Context {
         let overrides = health::overrides_for(app, env);
         let now = jiff::Timestamp::now();
         let mut excluded = Exclusions { extraneous: found.candidates.extraneous.clone(), ..Exclusions::default() };
+        // Jobs that finished: what this render still declares, with the same manifest
+        let mut finished = Vec::new();
         for c in &found.compared {
             if c.live.as_ref().is_some_and(health::ignores_health_check) {
                 excluded.no_health_check.insert(c.key.to_string());
@@ -44,8 +46,9 @@ impl Context {
                 Some(l) if is_pending_claim(l) => self.cluster.storage_class_of(l).await,
                 _ => None,
             };
-            let h = match c.sync() {
-                SyncStatus::Unknown => Health { status: HealthStatus::Unknown, message: String::new() },
+            let h = match (&c.reason, c.sync()) {
+                (ObjectReason::Finished(f), _) => object::finished_health(f),
+                (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
                 _ => health::assess_with(
                     &health::HealthInput::new(c.live.as_ref(), now, &settings)
                         .children(&pod_refs, &rs_refs)
@@ -53,6 +56,11 @@ impl Context {
                         .storage_class(class.as_ref()),
                 ),
             };
+            let remembered = object::ran_before(&c.key, c.finished_digest.as_deref(), &st.finished);
+            match &c.reason {
+                ObjectReason::Finished(f) => finished.push(f.clone()),
+                _ => finished.extend(object::finished(c, &h).or_else(|| remembered.cloned())),
+            }
             st.resources.push(ResourceStatus {
                 object: c.key.to_string(),
                 sync: c.sync(),
@@ -61,6 +69,7 @@ impl Context {
                 health_message: h.message,
             });
         }
+        st.finished = finished;
         let reasons = plan::prune_reasons(the_plan);
         for (o, _) in &found.candidates.orphans {
             let object = o.key.to_string();

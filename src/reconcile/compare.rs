@@ -30,6 +30,8 @@ pub(super) struct Scope<'a> {
     /// Field managers of hand tools the environment adds to
     /// [`crate::compare::managers::HAND_MANAGERS`] (`syncPolicy.takeOverManagers`).
     pub take_over: &'a [String],
+    /// Jobs that finished, from the last status ([`object::ran_before`]).
+    pub finished: &'a [crate::status::Finished],
     /// Dry-run the create of missing objects, so a preview reports what the server would
     /// reject (a sync does not need it: a create that fails writes nothing).
     pub validate_new: bool,
@@ -38,7 +40,7 @@ pub(super) struct Scope<'a> {
 impl Context {
     /// Compares one manifest of the render with its live object.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults, take_over, validate_new } = *scope;
+        let Scope { app, namespace, rules, crds, defaults, take_over, finished, validate_new } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -53,8 +55,9 @@ impl Context {
                 Ok(p) => p,
                 Err(r) => return error(r.key, r.obj, Some(kind), r.message),
             };
+        let digest = object::finished_digest(&obj);
         let with = |mut c: Compared| {
-            (c.wave, c.options) = (wave, options.clone());
+            (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
             Arc::new(c)
         };
         // Same manifest and same live resourceVersion as last time: same answer.
@@ -87,6 +90,11 @@ impl Context {
         };
         let strict = !(defaults.validate_disabled || options.validate_disabled);
         let Some(live_obj) = live else {
+            // a Job that ran this manifest to the end, removed by its own rule: done
+            if let Some(f) = object::ran_before(&key, digest.as_deref(), finished) {
+                let reason = ObjectReason::Finished(f.clone());
+                return with(Compared::early(key, obj, Some(kind), reason, &source));
+            }
             // In a preview, a dry-run of the create shows what the server would reject
             // (not possible yet when its namespace is still to be created: 404). A sync
             // skips it: a create that fails writes nothing and fails the sync anyway.

@@ -74,7 +74,12 @@ impl Context {
                     let finalizers = o.pointer("/metadata/finalizers").and_then(Value::as_array);
                     plan::Deletion {
                         since: since.to_string(),
-                        finalizers: finalizers.into_iter().flatten().filter_map(Value::as_str).map(String::from).collect(),
+                        finalizers: finalizers
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(String::from)
+                            .collect(),
                     }
                 });
                 let candidate = PruneCandidate {

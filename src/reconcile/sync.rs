@@ -75,6 +75,17 @@ impl Context {
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
         let outcome = apply::run(&self.cluster, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
         for (idx, _, h) in &outcome.applied {
+            let c = &compared[*idx];
+            if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
+                // created: its later absence is the cluster's removal, not drift
+                st.finished.retain(|f| f.object != c.key.to_string());
+                st.finished.push(status::Finished {
+                    object: c.key.to_string(),
+                    manifest: digest.clone(),
+                    health: HealthStatus::Missing,
+                    message: "created by plumb".into(),
+                });
+            }
             let key = compared[*idx].key.to_string();
             if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
                 (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message.clone());
