@@ -364,3 +364,56 @@ async fn a_job_removed_by_its_ttl_after_finishing_is_not_run_again() {
     let again = kubectl(&["-n", ns, "get", "job", "migrate", "-o", "jsonpath={.metadata.uid}"]);
     assert_ne!(again, uid);
 }
+
+/// argocd-21: an object another controller took over (`controller: true` owner
+/// reference to a live owner) is left to it when Git drops it: listed as "controlled by
+/// …", never deleted; a mere dependency link (`controller: false`) does not protect it;
+/// removing the owner too leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_21_an_object_controlled_by_another_owner_is_not_pruned() {
+    let tmp = tempfile::tempdir().unwrap();
+    kubectl_apply(tmp.path(), "crd.yaml", &case_file("argocd-21", "crd.yaml"), &[]);
+    kubectl(&["wait", "--for=condition=Established", "crd/certificates.pki.acme.example", "--timeout=60s"]);
+    for (variant, controller) in [("a", true), ("b", false)] {
+        let ns = format!("st-a21{variant}");
+        let app_name = format!("web-a21{variant}");
+        let desired =
+            case_file("argocd-21", "desired.yaml").replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+        kubectl(&["create", "namespace", &ns]);
+        let app = App::new(&format!("plumb-st-a21{variant}"), &app_name, &ns, AUTO, &[("tls.yaml", &desired)]).await;
+        assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
+        let cert_uid = kubectl(&["-n", &ns, "get", "certificates.pki.acme.example", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
+        let patch = format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"pki.acme.example/v1","kind":"Certificate","name":"web-tls","uid":"{cert_uid}","controller":{controller},"blockOwnerDeletion":true}}]}}}}"#
+        );
+        kubectl(&["-n", &ns, "patch", "secret", "web-tls", "--type", "merge", "-p", &patch]);
+        let secret_uid = || control_plane().kubectl(&["-n", &ns, "get", "secret", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
+        let uid = secret_uid().unwrap();
+
+        // commit 2: the placeholder Secret leaves Git, the Certificate stays
+        let docs: Vec<&str> = desired.split("---").collect();
+        app.commit(&[("tls.yaml", &format!("{}---{}", docs[0], docs[2]))], &[]);
+        let (code, out, _) = plumb_cli(&["diff", &app_name, "-c", app.policy.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        let r = app.settle().await;
+        if controller {
+            let line = format!("Secret/{ns}/web-tls (requires pruning; controlled by Certificate.pki.acme.example/{ns}/web-tls — left to its controller)");
+            assert!(out.contains(&line), "{out}");
+            assert_eq!(secret_uid().ok().as_deref(), Some(uid.as_str()), "not deleted");
+            assert_eq!(r.status.sync, SyncStatus::Synced, "handed to its controller: {:?}", r.status.resources);
+        } else {
+            assert!(out.contains(&format!("Secret/{ns}/web-tls (requires pruning)")), "{out}");
+            wait_for("the Secret pruned", Duration::from_secs(30), || async { secret_uid().is_err().then_some(()) }).await;
+        }
+
+        // commit 3: the Certificate goes too: nothing is left behind
+        app.commit(&[("tls.yaml", docs[2])], &[]);
+        wait_for("the Certificate and its Secret gone", Duration::from_secs(60), || async {
+            let r = app.pass(Mode::Policy).await;
+            let left = control_plane().kubectl(&["-n", &ns, "get", "secret,certificates.pki.acme.example", "-o", "name"]);
+            (left.is_ok_and(|l| l.trim().is_empty()) && r.status.sync == SyncStatus::Synced).then_some(())
+        })
+        .await;
+    }
+    kubectl(&["delete", "crd", "certificates.pki.acme.example", "--wait=false"]);
+}

@@ -82,19 +82,46 @@ impl Context {
                             .collect(),
                     }
                 });
+                // another controller took it over: its controller decides, not Git
+                let held = self.live_controller(o).await.map(|owner| {
+                    out.extraneous.insert(key.to_string());
+                    format!("controlled by {owner} — left to its controller")
+                });
                 let candidate = PruneCandidate {
                     uid: o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
                     key,
                     options: defaults.with_object(&SyncOptions::of_object(o)),
                     approved: approval == Ok(true),
                     approval_problem: approval.err(),
-                    held: None,
+                    held,
                     deletion,
                 };
                 out.orphans.push((candidate, kind.clone()));
             }
         }
         out
+    }
+
+    /// The owner `obj` names as its controller (`ownerReferences[]` with `controller:
+    /// true`; at most one, Kubernetes API conventions) when that owner exists with the
+    /// referenced UID, as `Kind[.group]/namespace/name`. A reference to a gone owner
+    /// (the garbage collector will remove the object) or to a kind no longer served
+    /// protects nothing; a reference without `controller: true` is a dependency link, not
+    /// control (argocd-21).
+    async fn live_controller(&self, obj: &Value) -> Option<String> {
+        let refs = obj.pointer("/metadata/ownerReferences")?.as_array()?;
+        let owner = refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
+        let s = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
+        let kind = self.cluster.kind(s("apiVersion"), s("kind")).await.ok()?;
+        let namespace = if kind.namespaced { obj.pointer("/metadata/namespace").and_then(Value::as_str) } else { None };
+        let key = ObjectKey {
+            group: kind.resource.group.clone(),
+            kind: kind.resource.kind.clone(),
+            namespace: namespace.unwrap_or("").to_string(),
+            name: s("name").to_string(),
+        };
+        let live = self.cluster.get(&kind, &key).await.ok()??;
+        (live.pointer("/metadata/uid").and_then(Value::as_str) == Some(s("uid"))).then(|| key.to_string())
     }
 
     /// The objects of `group`/`kind` labelled for `app`, through the version discovery
