@@ -333,6 +333,12 @@ impl Context {
         let desired: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut candidates = self.prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
         errors.append(&mut candidates.errors);
+        // a kind this render declares (its CRD may be applied by this very sync) stays
+        let gone = |a: &str, k: &str| {
+            candidates.gone.iter().any(|(g, gk)| gk == k && g == group_of(a))
+                && !compared.iter().any(|c| c.key.kind == k && c.key.group == group_of(a))
+        };
+        kinds.retain(|(a, k)| !gone(a, k));
         Found { compared, candidates, errors }
     }
 

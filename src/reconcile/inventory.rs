@@ -29,6 +29,9 @@ pub(super) struct Candidates {
     pub extraneous: HashSet<String>,
     /// Kinds that could not be listed, or listing errors.
     pub errors: Vec<String>,
+    /// `(group, kind)` of remembered kinds no version of which is served any more
+    /// (their CRD is gone, and their objects with it): forgotten.
+    pub gone: Vec<(String, String)>,
 }
 
 impl Context {
@@ -55,7 +58,11 @@ impl Context {
         for (group, kind_name) in groups {
             let (kind, objs) = match self.list_served(group, kind_name, app, desired).await {
                 Ok(Some(found)) => found,
-                Ok(None) => continue, // no version served: the CRD is gone, its objects with it
+                Ok(None) => {
+                    // no version served: the CRD is gone, its objects with it
+                    out.gone.push((group.to_string(), kind_name.to_string()));
+                    continue;
+                }
                 Err(e) => {
                     out.errors.push(e.to_string());
                     continue;
