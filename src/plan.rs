@@ -17,12 +17,14 @@
 //! Namespaces, CRDs, ServiceAccounts and RBAC, ConfigMaps and Secrets, PVCs, Services,
 //! workloads, custom resources, then everything else. Prune goes in the reverse order.
 
+mod boundary;
 mod decide;
 mod hand_over;
 mod progress;
 
 use serde::Serialize;
 
+pub use boundary::Boundary;
 pub use decide::{Decision, Drifted, GateInput, HealState, Mode, decide, heal_backoff};
 pub use hand_over::{Claims, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
@@ -90,6 +92,10 @@ pub struct SyncOptions {
     pub validate_disabled: bool,
     /// `PrunePropagationPolicy=foreground|background|orphan`.
     pub propagation: Option<Propagation>,
+    /// `Adopt=true`: an object that exists without plumb's tracking-id is taken over
+    /// (and remembered as adopted: its prune then needs an approval). Without it, such
+    /// an object refuses the sync: "exists and is not managed by plumb".
+    pub adopt: bool,
 }
 
 impl SyncOptions {
@@ -126,6 +132,7 @@ impl SyncOptions {
                 "Force" => out.force = yes,
                 "ApplyOutOfSyncOnly" => out.apply_all = v.eq_ignore_ascii_case("false"),
                 "Validate" => out.validate_disabled = v.eq_ignore_ascii_case("false"),
+                "Adopt" => out.adopt = yes,
                 "PrunePropagationPolicy" => {
                     out.propagation = Some(match v.to_ascii_lowercase().as_str() {
                         "background" => Propagation::Background,
@@ -163,6 +170,7 @@ impl SyncOptions {
             apply_all: self.apply_all || obj.apply_all,
             validate_disabled: self.validate_disabled || obj.validate_disabled,
             propagation: obj.propagation.or(self.propagation),
+            adopt: self.adopt || obj.adopt,
         }
     }
 }
@@ -219,7 +227,31 @@ pub fn prune_approval(obj: &serde_json::Value, now: jiff::Timestamp) -> Result<b
     if age < -300 {
         return Err(format!("{PRUNE_APPROVED_ANNOTATION} `{text}` is in the future"));
     }
+    if !set_by_someone_else(obj, PRUNE_APPROVED_ANNOTATION, crate::FIELD_MANAGER) {
+        return Err(format!(
+            "{PRUNE_APPROVED_ANNOTATION} came from Git (written by plumb): an approval counts only when a person sets it on the live object (kubectl annotate)"
+        ));
+    }
     Ok(true)
+}
+
+/// Whether annotation `name` of `obj` is owned, in `metadata.managedFields`, by a field
+/// manager other than `ours`: someone wrote it on the live object, rather than plumb
+/// applying it from Git. An object without managedFields says nothing either way and
+/// counts as someone else's (the API server always records them for writes).
+fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> bool {
+    let Some(entries) = obj.pointer("/metadata/managedFields").and_then(serde_json::Value::as_array) else {
+        return true;
+    };
+    let field = format!("f:{name}");
+    let owners: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e.pointer("/fieldsV1/f:metadata/f:annotations").and_then(|a| a.get(&field)).is_some()
+        })
+        .filter_map(|e| e.get("manager").and_then(serde_json::Value::as_str))
+        .collect();
+    owners.is_empty() || owners.iter().any(|m| *m != ours)
 }
 
 /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
@@ -319,6 +351,11 @@ pub struct DesiredItem {
     pub wave: i32,
     /// Its options, the application's included.
     pub options: SyncOptions,
+    /// Why the application's boundaries refuse it ([`Boundary::check`]), with its file:
+    /// the whole sync is then refused.
+    pub refused: Option<String>,
+    /// Who owns it instead (another application that synced it first): never written.
+    pub owned_by: Option<String>,
 }
 
 /// A live object owned by the application that Git no longer declares.
@@ -339,6 +376,9 @@ pub struct PruneCandidate {
     pub held: Option<String>,
     /// It is already being deleted (`metadata.deletionTimestamp` set) and still exists.
     pub deletion: Option<Deletion>,
+    /// plumb adopted it ([`crate::tracking::ADOPTED_ANNOTATION`]) rather than created
+    /// it: its prune needs an approval, as with `Prune=confirm`.
+    pub adopted: bool,
 }
 
 /// An object being deleted: it exists until every finalizer is removed (Kubernetes
@@ -517,6 +557,8 @@ pub enum Skip {
     /// A prune candidate already being deleted (a DELETE was accepted, finalizers hold
     /// it) with the propagation asked for: no new DELETE.
     DeletionPending(Deletion),
+    /// A desired object another application owns (it synced it first).
+    OwnedBy(String),
     /// A desired object whose immutable fields changed, with `Force=true`, that is
     /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class): not
     /// re-created.
@@ -524,9 +566,10 @@ pub enum Skip {
 }
 
 impl Skip {
-    /// Whether the object is a prune candidate (everything but [`Skip::NoRecreate`]).
+    /// Whether the object is a prune candidate (everything but [`Skip::NoRecreate`]
+    /// and [`Skip::OwnedBy`]).
     pub fn is_prune(&self) -> bool {
-        !matches!(self, Skip::NoRecreate(_))
+        !matches!(self, Skip::NoRecreate(_) | Skip::OwnedBy(_))
     }
 }
 
@@ -537,6 +580,7 @@ impl std::fmt::Display for Skip {
             Skip::Held(why) => f.write_str(why),
             Skip::PruneDisabled => f.write_str("prune skipped: Prune=false"),
             Skip::DeletionPending(d) => d.fmt(f),
+            Skip::OwnedBy(who) => write!(f, "owned by {who}, which synced it first: not written"),
             Skip::NeedsApproval { protection, app, problem } => {
                 write!(
                     f,
@@ -610,6 +654,16 @@ pub fn sync_reason(
 /// `orphans` (owned live objects not in `desired`), under `guards`.
 pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<'_>) -> Plan {
     let mut p = Plan::default();
+    let refusals: Vec<String> =
+        desired.iter().filter_map(|d| d.refused.as_ref().map(|why| format!("{} {why}", d.key))).collect();
+    if !refusals.is_empty() {
+        p.refused = Some(format!(
+            "sync refused, nothing written: {} outside the application's boundaries: {}",
+            if refusals.len() == 1 { "an object is" } else { "objects are" },
+            refusals.join("; ")
+        ));
+        return p;
+    }
     if !guards.manual && !guards.allow_empty && desired.is_empty() {
         p.refused = Some(format!(
             "auto-sync skipped: the render produced no objects and allowEmpty is false; it would delete all ({}) tracked objects",
@@ -626,7 +680,9 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
         }
         let Some(w) = p.waves.last_mut() else { continue };
         w.members.push(i);
-        if !d.error && (d.out_of_sync || d.options.apply_all) {
+        if let Some(who) = &d.owned_by {
+            p.skipped.push((d.key.to_string(), Skip::OwnedBy(who.clone())));
+        } else if !d.error && (d.out_of_sync || d.options.apply_all) {
             w.apply.push(i);
         }
         if d.options.force {
@@ -654,8 +710,12 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
             Some(Skip::Held(why.clone()))
         } else if o.options.prune_disabled {
             Some(Skip::PruneDisabled)
-        } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
-            let protection = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+        } else if !guards.approved && !o.approved && (o.options.prune_confirm || o.adopted || class.is_some()) {
+            let protection = match (class, o.adopted) {
+                (Some(c), _) => format!("data-loss class {c}"),
+                (None, true) => "adopted: plumb did not create it".to_string(),
+                (None, false) => "Prune=confirm".to_string(),
+            };
             let (app, problem) = (guards.app.to_string(), o.approval_problem.clone());
             Some(Skip::NeedsApproval { protection, app, problem })
         } else {
@@ -721,6 +781,8 @@ mod tests {
             immutable: false,
             wave: 0,
             options: SyncOptions::default(),
+            refused: None,
+            owned_by: None,
         }
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
@@ -732,6 +794,7 @@ mod tests {
             approval_problem: None,
             held: None,
             deletion: None,
+            adopted: false,
         }
     }
     fn order(p: &Plan) -> Vec<usize> {
@@ -1051,6 +1114,17 @@ mod tests {
         assert!(prune_approval(&a("2026-11-27T17:00:00Z"), now).unwrap_err().contains("expired"));
         assert!(prune_approval(&a("2026-11-30T17:00:00Z"), now).unwrap_err().contains("in the future"));
         assert!(prune_approval(&a("yes"), now).unwrap_err().contains("not an RFC 3339 time"));
+        // who wrote it: a person (any other field manager), not plumb applying Git
+        let by = |managers: &[&str]| {
+            let mut o = a("2026-11-29T17:00:00Z");
+            o["metadata"]["managedFields"] = serde_json::Value::Array(managers.iter().map(|m| serde_json::json!({
+                "manager": m, "operation": "Update",
+                "fieldsV1": {"f:metadata": {"f:annotations": {"f:plumb.dev/prune-approved": {}}}}})).collect());
+            o
+        };
+        assert_eq!(prune_approval(&by(&["kubectl-annotate"]), now), Ok(true));
+        assert_eq!(prune_approval(&by(&["plumb", "kubectl-annotate"]), now), Ok(true));
+        assert!(prune_approval(&by(&["plumb"]), now).unwrap_err().contains("came from Git"));
         assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
     }
 

@@ -41,7 +41,7 @@ use tokio::sync::RwLock;
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
     cluster::Cluster,
-    compare::{Compared, IgnoreRules, SyncStatus, object},
+    compare::{Compared, IgnoreRules, ObjectReason, SyncStatus, object},
     config::{Application, Config, Environment, Repository},
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
@@ -219,8 +219,17 @@ impl Context {
 
         // 2. compare, and what the application owns that Git no longer declares
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
-        let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        app_options.adopt |= env.sync_policy.adopt;
         let crds = object::crd_kinds(manifests.iter().map(|m| &m.object));
+        let own_namespace = &self.config.settings.status_namespace;
+        let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
+            Ok(b) => b,
+            Err(e) => {
+                let message = format!("boundaries of application {name}: {e}");
+                return self.finish_early(st, previous, history, message, started, mode).await;
+            }
+        };
         let scope = Scope {
             app: name,
             namespace: &app.namespace.value,
@@ -229,6 +238,7 @@ impl Context {
             defaults: &app_options,
             take_over: &env.sync_policy.take_over_managers,
             finished: &previous.finished,
+            boundary: &boundary,
             validate_new: !mode.writes(),
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
@@ -323,6 +333,7 @@ impl Context {
             kinds.insert((api_version, kind));
         }
         object::declared_twice(&mut compared);
+        object::refuse_outside(&mut compared, scope.boundary, scope.crds);
         let create = scope.defaults.create_namespace;
         self.check_namespaces(&mut compared, scope.namespace, create).await;
         let mut errors: Vec<String> = compared
@@ -355,6 +366,14 @@ impl Context {
                 immutable: c.immutable(),
                 wave: c.wave,
                 options: defaults.with_object(&c.options),
+                refused: match &c.reason {
+                    ObjectReason::Refused(why) => Some(why.clone()),
+                    _ => None,
+                },
+                owned_by: match &c.reason {
+                    ObjectReason::OwnedBy(who) => Some(who.clone()),
+                    _ => None,
+                },
             })
             .collect()
     }

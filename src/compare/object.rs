@@ -49,6 +49,12 @@ pub enum ObjectReason {
     /// The object could not be compared (bad annotation, unknown kind, API error…): it
     /// is never applied, and holds every prune back.
     Error(String),
+    /// Another application (or plumb installation) tracks it, having synced it first:
+    /// never written by this one (the text names the owner).
+    OwnedBy(String),
+    /// The application's boundaries refuse it ([`crate::plan::Boundary`]): never
+    /// written, and the whole sync is refused. The text names its file and the rule.
+    Refused(String),
     /// A Job that ran this very manifest to the end and that the cluster then removed
     /// by the rule the manifest declares (`spec.ttlSecondsAfterFinished`): in sync, not
     /// re-created until its manifest changes (shown as the empty string; the health
@@ -61,7 +67,7 @@ impl ObjectReason {
     pub fn sync(&self) -> SyncStatus {
         match self {
             Self::Synced | Self::Finished(_) => SyncStatus::Synced,
-            Self::Error(_) => SyncStatus::Unknown,
+            Self::Error(_) | Self::Refused(_) => SyncStatus::Unknown,
             _ => SyncStatus::OutOfSync,
         }
     }
@@ -84,6 +90,8 @@ impl std::fmt::Display for ObjectReason {
             ),
             Self::TakeOver(manager) => write!(f, "fields held by {manager} to be taken over by plumb"),
             Self::Error(e) => f.write_str(e),
+            Self::Refused(why) => write!(f, "refused: {why}"),
+            Self::OwnedBy(who) => write!(f, "owned by {who}, which synced it first: not written by this application"),
         }
     }
 }
@@ -469,6 +477,60 @@ pub fn declared_twice(compared: &mut [std::sync::Arc<Compared>]) {
     }
 }
 
+/// Whose a live object is, for application `app` of installation `installation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Its tracking-id names `app` (plumb created it, or adopted it).
+    Ours,
+    /// It carries no tracking-id plumb could honour and adoption is allowed: taken
+    /// over, marked [`tracking::ADOPTED_ANNOTATION`].
+    Adopt,
+    /// Another application (or another plumb installation) tracks it: never taken over.
+    Theirs(String),
+    /// It exists, plumb did not create it, and adoption is not allowed.
+    Unmanaged,
+}
+
+/// Whose `live` is ([`Ownership`]); `adopt` is `Adopt=true` (object or application).
+/// A tracking-id naming `app` but another object (copied by hand) counts as the
+/// application's: plumb stamps the right one.
+pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: bool) -> Ownership {
+    let theirs = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(tracking::INSTALLATION_ANNOTATION))
+        .and_then(Value::as_str);
+    if theirs.is_some() && theirs != installation {
+        return Ownership::Theirs(format!("another plumb installation ({})", theirs.unwrap_or("")));
+    }
+    match tracking::tracked_app(live) {
+        Some(a) if a == app => Ownership::Ours,
+        Some(other) => Ownership::Theirs(format!("application {other}")),
+        None if adopt => Ownership::Adopt,
+        None => Ownership::Unmanaged,
+    }
+}
+
+/// Marks the objects `boundary` refuses ([`crate::plan::Boundary::check`]) as
+/// [`ObjectReason::Refused`], naming their file. An object whose kind awaits a CRD of
+/// the render is checked with that CRD's scope; an object of an unknown kind is left to
+/// its error.
+pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crate::plan::Boundary, crds: &CrdKinds) {
+    for c in compared.iter_mut() {
+        let namespaced = match &c.kind {
+            Some(k) => k.namespaced,
+            None => match crds.get(&(c.key.group.clone(), c.key.kind.clone())) {
+                Some(&n) if c.awaits_crd() => n,
+                _ => continue,
+            },
+        };
+        if let Err(why) = boundary.check(&c.key, namespaced, &c.apply) {
+            let mut refused = (**c).clone();
+            refused.reason = ObjectReason::Refused(format!("({}) {why}", c.source));
+            *c = std::sync::Arc::new(refused);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -615,6 +677,31 @@ mod tests {
         };
         assert_eq!(finished_health(&unseen).status, HealthStatus::Missing);
         assert_eq!(ObjectReason::Finished(unseen).sync(), SyncStatus::Synced);
+    }
+
+    /// Adoption is explicit; another application's object is never taken over.
+    #[test]
+    fn whose_a_live_object_is() {
+        let live = |annotations: Value| json!({"metadata": {"name": "x", "annotations": annotations}});
+        let table: &[(Value, Option<&str>, bool, Ownership)] = &[
+            (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/copied"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})), None, true, Ownership::Theirs("application shop".into())),
+            (live(json!({})), None, false, Ownership::Unmanaged),
+            (live(Value::Null), None, true, Ownership::Adopt),
+            (
+                live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x", "plumb.dev/installation-id": "blue"})),
+                Some("green"),
+                true,
+                Ownership::Theirs("another plumb installation (blue)".into()),
+            ),
+        ];
+        for (obj, installation, adopt, want) in table {
+            assert_eq!(&ownership(obj, "web", *installation, *adopt), want, "{obj}");
+        }
+        let mut obj = json!({"metadata": {"name": "x", "annotations": null}});
+        tracking::mark_adopted(&mut obj);
+        assert!(tracking::is_adopted(&obj));
     }
 
     #[test]

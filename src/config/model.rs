@@ -161,6 +161,73 @@ pub struct Environment {
     /// Report untracked objects in the applications' namespaces.
     #[serde(default)]
     pub orphaned_resources: OrphanedResources,
+    /// Namespaces the environment's applications may write into (see [`Boundaries`]).
+    #[serde(default)]
+    pub destinations: Option<Destinations>,
+    /// Cluster-scoped kinds they may write (see [`Boundaries`]).
+    #[serde(default)]
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// Namespaced kinds they may not write (see [`Boundaries`]).
+    #[serde(default)]
+    pub namespace_resources: Option<NamespaceResources>,
+}
+
+/// What one application's Git may make plumb write (Argo CD's AppProject destinations
+/// and resource allow/deny lists, simpler): set on an environment, and per application,
+/// where each field given replaces the environment's. Checked for every object before
+/// anything is written; a refused object refuses the whole sync, naming the file, the
+/// object and the rule. Whatever they say, plumb's own namespace
+/// (`settings.statusNamespace`) and plumb's own RBAC (ClusterRoles and ClusterRoleBindings
+/// named `plumb` or `plumb-*`, and bindings to those roles) are never written from Git.
+///
+/// ```yaml
+/// destinations:
+///   namespaces: [shop, "shop-*"]     # globs; default: exactly the application's namespace
+/// clusterResources:                  # cluster-scoped group/kinds allowed (globs); default:
+///   - {group: "", kind: Namespace}   #   none, but a Namespace that is a destination
+///   - {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
+/// namespaceResources:
+///   deny:                            # namespaced group/kinds never written (globs)
+///     - {group: "", kind: ResourceQuota}
+///     - {group: rbac.authorization.k8s.io, kind: "*Binding"}
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Boundaries {
+    /// Namespaces objects may be written into (`None`: the application's namespace).
+    pub destinations: Option<Destinations>,
+    /// Cluster-scoped kinds that may be written (`None`: only a destination Namespace).
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// Namespaced kinds that may not be written.
+    pub namespace_resources: Option<NamespaceResources>,
+}
+
+/// `destinations:` of [`Boundaries`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Destinations {
+    /// Namespace globs (`shop`, `shop-*`, `*`).
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}
+
+/// `namespaceResources:` of [`Boundaries`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NamespaceResources {
+    /// Group/kinds never written.
+    #[serde(default)]
+    pub deny: Vec<GroupKind>,
+}
+
+/// A group and kind, each a glob (`group: ""` is the core group; `*` any).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GroupKind {
+    /// API group glob (default `""`, the core group).
+    #[serde(default)]
+    pub group: String,
+    /// Kind glob.
+    pub kind: String,
 }
 
 impl Environment {
@@ -206,6 +273,10 @@ pub struct SyncPolicy {
     /// [`crate::compare::managers::HAND_MANAGERS`] for the built-in list.
     #[serde(default)]
     pub take_over_managers: Vec<String>,
+    /// Take over objects that exist without plumb's tracking-id (as `Adopt=true` on
+    /// every object; default false: such an object refuses the sync).
+    #[serde(default)]
+    pub adopt: bool,
 }
 
 impl Default for SyncPolicy {
@@ -219,6 +290,7 @@ impl Default for SyncPolicy {
             protect_data_loss: true,
             max_prune_percent: None,
             take_over_managers: Vec::new(),
+            adopt: false,
         }
     }
 }
@@ -316,6 +388,27 @@ pub struct Application {
     /// pass runs. Polling is unaffected.
     #[serde(default)]
     pub webhook_path_filter: bool,
+    /// This application's destinations, replacing its environment's (see [`Boundaries`]).
+    #[serde(default)]
+    pub destinations: Option<Destinations>,
+    /// This application's cluster-scoped kinds, replacing its environment's.
+    #[serde(default)]
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// This application's denied namespaced kinds, replacing its environment's.
+    #[serde(default)]
+    pub namespace_resources: Option<NamespaceResources>,
+}
+
+impl Application {
+    /// The boundaries of this application in `env`: each field given on the
+    /// application, else the environment's.
+    pub fn boundaries(&self, env: &Environment) -> Boundaries {
+        Boundaries {
+            destinations: self.destinations.clone().or_else(|| env.destinations.clone()),
+            cluster_resources: self.cluster_resources.clone().or_else(|| env.cluster_resources.clone()),
+            namespace_resources: self.namespace_resources.clone().or_else(|| env.namespace_resources.clone()),
+        }
+    }
 }
 
 fn default_revision() -> Spanned<String> {

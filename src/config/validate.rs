@@ -180,9 +180,32 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 format!("application `{}`: namespace `{}` must be a DNS-1123 label", a.name.value, a.namespace.value),
             );
         }
+        let own = &config.settings.status_namespace;
+        if let Some(env) = config.environments.iter().find(|e| e.name.value == a.environment.value) {
+            for m in boundary_problems(&a.boundaries(env), &a.namespace.value, own) {
+                problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
+            }
+        }
     }
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
+    }
+    out
+}
+
+/// What is wrong with an application's boundaries: a glob that does not compile, or
+/// its own namespace outside its destinations.
+fn boundary_problems(b: &super::Boundaries, app_namespace: &str, own: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let kinds = b.cluster_resources.iter().flatten().chain(b.namespace_resources.iter().flat_map(|n| &n.deny));
+    let globs = b.destinations.iter().flat_map(|d| &d.namespaces).chain(kinds.flat_map(|gk| [&gk.group, &gk.kind]));
+    for g in globs {
+        if let Err(e) = globset::Glob::new(g) {
+            out.push(format!("boundaries: `{g}` is not a valid glob: {e}"));
+        }
+    }
+    if out.is_empty() && app_namespace == own {
+        out.push(format!("namespace `{own}` is plumb's own (settings.statusNamespace): Git may never write there"));
     }
     out
 }

@@ -420,6 +420,7 @@ mod tests {
                 approval_problem: None,
                 held: None,
                 deletion: None,
+                adopted: false,
             }],
             ..Plan::default()
         };

@@ -82,6 +82,7 @@ mod tests {
             approval_problem: None,
             held: None,
             deletion: None,
+            adopted: false,
         }
     }
 

@@ -120,6 +120,7 @@ mod tests {
             approval_problem: None,
             held: None,
             deletion: None,
+            adopted: false,
         });
         assert_eq!(prune_last_gate(&p, &[Healthy, Suspended], &names(2)), None);
         assert_eq!(

@@ -10,9 +10,10 @@ use super::Context;
 use crate::{
     compare::{
         Compared, IgnoreRules, ObjectReason, normalize,
-        object::{self, CrdKinds},
+        object::{self, CrdKinds, Ownership},
     },
     plan::SyncOptions,
+    tracking,
     watch::value_hash,
 };
 
@@ -30,6 +31,8 @@ pub(super) struct Scope<'a> {
     /// Field managers of hand tools the environment adds to
     /// [`crate::compare::managers::HAND_MANAGERS`] (`syncPolicy.takeOverManagers`).
     pub take_over: &'a [String],
+    /// Where the application may write ([`crate::plan::Boundary`]).
+    pub boundary: &'a crate::plan::Boundary,
     /// Jobs that finished, from the last status ([`object::ran_before`]).
     pub finished: &'a [crate::status::Finished],
     /// Dry-run the create of missing objects, so a preview reports what the server would
@@ -40,7 +43,7 @@ pub(super) struct Scope<'a> {
 impl Context {
     /// Compares one manifest of the render with its live object.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults, take_over, finished, validate_new } = *scope;
+        let Scope { app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -111,6 +114,29 @@ impl Context {
             c.desired = desired;
             return with(c);
         };
+        // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
+        let mut obj = obj;
+        match object::ownership(&live_obj, app, installation, defaults.adopt || options.adopt) {
+            Ownership::Ours => {}
+            Ownership::Adopt => tracking::mark_adopted(&mut obj),
+            Ownership::Theirs(who) => {
+                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::OwnedBy(who), &source);
+                c.live = Some(live_obj);
+                return with(c);
+            }
+            Ownership::Unmanaged => {
+                let why = format!(
+                    "({source}) it exists and is not managed by plumb; to take it over, annotate it in Git {}: Adopt=true (or set syncPolicy.adopt: true)",
+                    tracking::SYNC_OPTIONS_ANNOTATION
+                );
+                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), &source);
+                c.live = Some(live_obj);
+                return with(c);
+            }
+        }
+        if tracking::is_adopted(&live_obj) {
+            tracking::mark_adopted(&mut obj); // remembered on every apply
+        }
         // Ignored fields are not sent for an existing object, so plumb never owns them;
         // Replace=true writes the whole object: ignored fields carry their live values.
         let mut apply = obj;

@@ -102,6 +102,7 @@ impl Context {
                     approval_problem: approval.err(),
                     held,
                     deletion,
+                    adopted: tracking::is_adopted(o),
                 };
                 out.orphans.push((candidate, kind.clone()));
             }
