@@ -200,8 +200,7 @@ fn init_tracing(filter: &str) {
 /// Invalid policy, unreachable cluster.
 pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Context>> {
     let config = config::load(&args.config)?;
-    let client = crate::cluster::client(args.kubeconfig.as_deref()).await?;
-    let cluster = Cluster::new(client).await?;
+    let cluster = Cluster::connect(args.kubeconfig.as_deref()).await?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
     std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
     let mut ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));

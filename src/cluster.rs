@@ -128,6 +128,9 @@ pub struct Cluster {
     dry_runs: std::sync::atomic::AtomicU64,
     /// Resolved kinds by (apiVersion, kind): a served kind does not change its resource.
     kinds: std::sync::RwLock<std::collections::HashMap<(String, String), Kind>>,
+    /// The configuration the client was built from ([`Cluster::connect`]), to build
+    /// clients that impersonate ([`Cluster::impersonate`]).
+    config: Option<kube::Config>,
 }
 
 impl Cluster {
@@ -149,7 +152,40 @@ impl Cluster {
             writes: 0.into(),
             dry_runs: 0.into(),
             kinds: Default::default(),
+            config: None,
         })
+    }
+
+    /// Connects with `--kubeconfig` when given, else the usual inference (see
+    /// [`config`]), and runs discovery. Unlike [`Cluster::new`], the result can
+    /// [`Cluster::impersonate`].
+    ///
+    /// # Errors
+    /// No or invalid configuration; [`Error::Discovery`].
+    pub async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let config = config(kubeconfig).await?;
+        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
+        cluster.config = Some(config);
+        Ok(cluster)
+    }
+
+    /// The same cluster, every request made as `user` (Kubernetes user impersonation,
+    /// `Impersonate-User`; a ServiceAccount is `system:serviceaccount:<ns>:<name>`):
+    /// Kubernetes RBAC then decides what it may do. This identity needs the
+    /// `impersonate` verb on that user.
+    ///
+    /// # Errors
+    /// The cluster was not [`Cluster::connect`]ed; [`Error::Discovery`] (the
+    /// impersonated user cannot run discovery).
+    pub async fn impersonate(&self, user: &str) -> anyhow::Result<Self> {
+        let Some(base) = &self.config else {
+            anyhow::bail!("impersonating {user} needs a cluster connected from a kubeconfig or in-cluster configuration");
+        };
+        let mut config = base.clone();
+        config.auth_info.impersonate = Some(user.to_string());
+        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
+        cluster.config = Some(config);
+        Ok(cluster)
     }
 
     /// The client.
@@ -761,14 +797,22 @@ fn to_value(obj: DynamicObject) -> Value {
 /// # Errors
 /// When no configuration is found or it is invalid.
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    Ok(Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The client configuration from `--kubeconfig` when given, else the usual inference
+/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+///
+/// # Errors
+/// When no configuration is found or it is invalid.
+pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }
 
 #[cfg(test)]

@@ -657,11 +657,7 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
     let refusals: Vec<String> =
         desired.iter().filter_map(|d| d.refused.as_ref().map(|why| format!("{} {why}", d.key))).collect();
     if !refusals.is_empty() {
-        p.refused = Some(format!(
-            "sync refused, nothing written: {} outside the application's boundaries: {}",
-            if refusals.len() == 1 { "an object is" } else { "objects are" },
-            refusals.join("; ")
-        ));
+        p.refused = Some(format!("sync refused, nothing written: {}", refusals.join("; ")));
         return p;
     }
     if !guards.manual && !guards.allow_empty && desired.is_empty() {

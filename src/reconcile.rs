@@ -74,6 +74,8 @@ pub struct Context {
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     watch_token: tokio_util::sync::CancellationToken,
     memo: Memo,
+    /// Clusters impersonating an application's ServiceAccount, by user name.
+    writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
 }
 
 impl Drop for Context {
@@ -130,6 +132,7 @@ impl Context {
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
             memo: Memo::default(),
+            writers: tokio::sync::Mutex::default(),
         }
     }
 
@@ -165,6 +168,22 @@ impl Context {
     /// [`Error::Status`].
     pub async fn history(&self, app: &str) -> Result<Vec<SyncRecord>, Error> {
         Ok(self.store.load(app).await?.1)
+    }
+
+    /// The cluster application `app`'s writes (dry-runs, applies, deletes) go through:
+    /// impersonating its ServiceAccount ([`Application::impersonates`]), else plumb's.
+    ///
+    /// # Errors
+    /// The impersonating client cannot be built (message names the user).
+    async fn writer(&self, app: &Application, env: &Environment) -> Result<Option<Arc<Cluster>>, String> {
+        let Some(user) = app.impersonates(env) else { return Ok(None) };
+        let mut writers = self.writers.lock().await;
+        if let Some(w) = writers.get(&user) {
+            return Ok(Some(w.clone()));
+        }
+        let w = Arc::new(self.cluster.impersonate(&user).await.map_err(|e| format!("impersonate {user}: {e:#}"))?);
+        writers.insert(user, w.clone());
+        Ok(Some(w))
     }
 
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
@@ -230,7 +249,12 @@ impl Context {
                 return self.finish_early(st, previous, history, message, started, mode).await;
             }
         };
+        let writer = match self.writer(app, env).await {
+            Ok(w) => w,
+            Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
+        };
         let scope = Scope {
+            writer: writer.as_deref().unwrap_or(&self.cluster),
             app: name,
             namespace: &app.namespace.value,
             rules: &rules,
@@ -293,7 +317,7 @@ impl Context {
         let mut record = None;
         if let Some(reason) = decision.reason {
             if app_options.create_namespace {
-                self.ensure_namespace(&app.namespace.value).await;
+                self.ensure_namespace(scope.writer, &app.namespace.value).await;
             }
             let rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {

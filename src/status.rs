@@ -127,6 +127,9 @@ pub enum ConditionType {
     /// Objects plumb deleted (or someone did) still exist after the environment's stall
     /// limit, held by finalizers: the condition names each object and its finalizers.
     PruneStuck,
+    /// A watch of a kind the application uses fails (e.g. 403: plumb may not list or
+    /// watch it); named with the error.
+    WatchError,
 }
 
 impl ConditionType {
@@ -143,6 +146,7 @@ impl ConditionType {
             Self::NonConverging => "NonConverging",
             Self::SelfHealBackoff => "SelfHealBackoff",
             Self::PruneStuck => "PruneStuck",
+            Self::WatchError => "WatchError",
         }
     }
 

@@ -525,7 +525,7 @@ pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crat
         };
         if let Err(why) = boundary.check(&c.key, namespaced, &c.apply) {
             let mut refused = (**c).clone();
-            refused.reason = ObjectReason::Refused(format!("({}) {why}", c.source));
+            refused.reason = ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
             *c = std::sync::Arc::new(refused);
         }
     }

@@ -170,6 +170,12 @@ pub struct Environment {
     /// Namespaced kinds they may not write (see [`Boundaries`]).
     #[serde(default)]
     pub namespace_resources: Option<NamespaceResources>,
+    /// A ServiceAccount in each application's namespace that the application's
+    /// dry-runs, applies and deletes run as (Kubernetes impersonation, like Flux's
+    /// `serviceAccountName`): Kubernetes RBAC is then the last line of the boundaries.
+    /// plumb's own identity needs `impersonate` on it. Unset: plumb's own identity.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
 }
 
 /// What one application's Git may make plumb write (Argo CD's AppProject destinations
@@ -397,9 +403,21 @@ pub struct Application {
     /// This application's denied namespaced kinds, replacing its environment's.
     #[serde(default)]
     pub namespace_resources: Option<NamespaceResources>,
+    /// The ServiceAccount (in the application's namespace) its writes run as,
+    /// replacing its environment's `serviceAccountName`.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
 }
 
 impl Application {
+    /// The user this application's writes impersonate in `env`:
+    /// `system:serviceaccount:<namespace>:<serviceAccountName>`, or `None` (plumb's own
+    /// identity).
+    pub fn impersonates(&self, env: &Environment) -> Option<String> {
+        let sa = self.service_account_name.as_ref().or(env.service_account_name.as_ref())?;
+        Some(format!("system:serviceaccount:{}:{sa}", self.namespace.value))
+    }
+
     /// The boundaries of this application in `env`: each field given on the
     /// application, else the environment's.
     pub fn boundaries(&self, env: &Environment) -> Boundaries {

@@ -186,11 +186,25 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
             }
         }
+        let env_sa = config.environments.iter().find(|e| e.name.value == a.environment.value);
+        let sa = a.service_account_name.iter().chain(env_sa.and_then(|e| e.service_account_name.as_ref()));
+        for name in sa {
+            if !is_dns_subdomain(name) {
+                let why = format!("application `{}`: serviceAccountName `{name}` is not a ServiceAccount name", a.name.value);
+                problem(line(&a.name), why);
+            }
+        }
     }
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
     out
+}
+
+/// Whether `s` is a DNS-1123 subdomain (a ServiceAccount's name): dot-separated
+/// labels, at most 253 characters.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// What is wrong with an application's boundaries: a glob that does not compile, or

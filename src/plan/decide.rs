@@ -203,7 +203,9 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
     if let Some(c) = heal.as_ref().and_then(|h| heal_condition(h, input.now)) {
         conditions.push(c);
     }
-    let reason = if reason.is_some() && input.shared && input.fail_on_shared {
+    // another application's object is never written; FailOnSharedResource=true holds
+    // the whole sync back, and says so whether or not something else would sync
+    let reason = if input.shared && input.fail_on_shared {
         conditions.push(Condition::new(
             ConditionType::SyncError,
             "FailOnSharedResource=true: not syncing objects another application tracks",

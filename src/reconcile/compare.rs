@@ -20,6 +20,9 @@ use crate::{
 /// What comparing one object needs to know of the application.
 #[derive(Clone, Copy)]
 pub(super) struct Scope<'a> {
+    /// The cluster writes and dry-runs go through (impersonating the application's
+    /// ServiceAccount when it has one).
+    pub writer: &'a crate::cluster::Cluster,
     pub app: &'a str,
     /// Destination namespace (default of namespaced objects).
     pub namespace: &'a str,
@@ -43,7 +46,7 @@ pub(super) struct Scope<'a> {
 impl Context {
     /// Compares one manifest of the render with its live object.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
+        let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -102,7 +105,7 @@ impl Context {
             // (not possible yet when its namespace is still to be created: 404). A sync
             // skips it: a create that fails writes nothing and fails the sync anyway.
             let desired = if validate_new {
-                match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
+                match writer.apply_validated(&kind, &key, &obj, true, strict).await {
                     Ok(d) => normalize(&d),
                     Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
                     Err(e) => return error(key, obj, Some(kind), e.to_string()),
@@ -119,6 +122,8 @@ impl Context {
         match object::ownership(&live_obj, app, installation, defaults.adopt || options.adopt) {
             Ownership::Ours => {}
             Ownership::Adopt => tracking::mark_adopted(&mut obj),
+            // moved here from an application that no longer declares it: taken over
+            Ownership::Theirs(_) if self.moved_here(&live_obj, &key).await => {}
             Ownership::Theirs(who) => {
                 let mut c = Compared::early(key, obj, Some(kind), ObjectReason::OwnedBy(who), &source);
                 c.live = Some(live_obj);
@@ -158,7 +163,7 @@ impl Context {
         let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
             Some(d) => d,
             None => {
-                let dry = match self.cluster.apply_validated(&kind, &key, &apply, true, strict).await {
+                let dry = match writer.apply_validated(&kind, &key, &apply, true, strict).await {
                     Ok(d) => d,
                     // The server cannot answer a dry-run for this object: compare on our side.
                     Err(e) if e.refuses_dry_run() => {

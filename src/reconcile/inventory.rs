@@ -267,17 +267,35 @@ impl Context {
 
     /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
     /// logged (the applies into it then say what went wrong).
-    pub(super) async fn ensure_namespace(&self, namespace: &str) {
+    pub(super) async fn ensure_namespace(&self, writer: &crate::cluster::Cluster, namespace: &str) {
         if self.namespace_exists(namespace).await {
             return;
         }
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         let created = match self.cluster.kind("v1", "Namespace").await {
-            Ok(kind) => self.cluster.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
+            Ok(kind) => writer.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
             Err(e) => Err(e),
         };
         if let Err(e) = created {
             tracing::warn!(namespace, "CreateNamespace: {e}");
+        }
+    }
+
+    /// Whether `live`, tracked by another application of this policy, moved to the
+    /// application comparing it: the tracking application's render (at its revision)
+    /// no longer declares `key`. Unreadable renders and applications of other policies
+    /// keep it theirs.
+    pub(super) async fn moved_here(&self, live: &Value, key: &ObjectKey) -> bool {
+        let Some(owner) = tracking::tracked_app(live) else { return false };
+        let Ok((app, _, repo)) = self.app(owner) else { return false };
+        match self.sources.desired(owner, repo, &app.revision.value, &app.path.value).await {
+            Desired::Rendered(_, manifests) => !manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
+                if k.namespace.is_empty() && !key.namespace.is_empty() {
+                    k.namespace = app.namespace.value.clone();
+                }
+                k == *key
+            }),
+            _ => false,
         }
     }
 

@@ -73,7 +73,7 @@ impl Context {
             health,
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        let outcome = apply::run(&self.cluster, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
+        let outcome = apply::run(scope.writer, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
         for (idx, _, h) in &outcome.applied {
             let c = &compared[*idx];
             if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
