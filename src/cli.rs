@@ -244,11 +244,8 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     let text = if d.verdict.is_none() {
                         String::new()
                     } else {
-                        unified(
-                            &d.object,
-                            &crate::compare::diff::mask_secret(&d.desired),
-                            d.live.as_ref().map(crate::compare::diff::mask_secret).as_ref(),
-                        )
+                        // both sides come masked (compare::sensitive)
+                        unified(&d.object, &d.desired, d.live.as_ref())
                     };
                     for line in text.lines() {
                         match (color, line.chars().next()) {

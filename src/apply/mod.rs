@@ -165,6 +165,7 @@ pub async fn run(
                         out.applied.push((idx, obj));
                     }
                     Err(message) => {
+                        let message = c.scrub(&message);
                         out.failures.push(Error::Apply { app: job.app.into(), object: c.key.clone(), message });
                     }
                 }
