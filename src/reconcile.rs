@@ -205,7 +205,7 @@ impl Context {
         let (snapshot, manifests) = match self.sources.desired(name, repo, wanted, &app.path.value).await {
             Desired::Rendered(snapshot, manifests) => (snapshot, manifests),
             Desired::FetchFailed(e) => {
-                let message = format!("fetch {}: {e}", repo.url.value);
+                let message = format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value));
                 return self.finish_early(st, previous, history, message, started, mode).await;
             }
             Desired::RenderFailed(snapshot, e) => {

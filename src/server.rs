@@ -114,8 +114,13 @@ impl Limits {
 pub fn receiver(config: &Config) -> Result<Receiver, String> {
     let mut repositories = Vec::new();
     for r in &config.repositories {
-        let key = RepoKey::from_url(&r.url.value)
-            .ok_or_else(|| format!("repository `{}`: cannot normalize url {}", r.name.value, r.url.value))?;
+        let key = RepoKey::from_url(&r.url.value).ok_or_else(|| {
+            format!(
+                "repository `{}`: cannot normalize url {}",
+                r.name.value,
+                crate::config::repo_url::redact(&r.url.value)
+            )
+        })?;
         let secret = match &r.webhook_secret_file {
             Some(f) => Some(Secret::new(read_secret(&f.value).map_err(|e| {
                 format!("repository `{}`: webhookSecretFile {}: {e}", r.name.value, f.value.display())

@@ -65,7 +65,7 @@ pub struct Snapshot {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Talking to the remote failed (network, authentication, host key).
-    #[error("fetch {url}: {source}")]
+    #[error("fetch {}: {source}", crate::config::repo_url::redact(url))]
     Fetch {
         /// Repository URL.
         url: String,
@@ -74,7 +74,10 @@ pub enum Error {
         source: git2::Error,
     },
     /// The revision is neither a branch, a tag nor a known commit of the remote.
-    #[error("{url}: revision `{revision}` not found (no branch, tag or commit of that name)")]
+    #[error(
+        "{}: revision `{revision}` not found (no branch, tag or commit of that name)",
+        crate::config::repo_url::redact(url)
+    )]
     RevisionNotFound {
         /// Repository URL.
         url: String,
@@ -133,7 +136,15 @@ impl Mirror {
     fn callbacks(&self) -> RemoteCallbacks<'_> {
         let mut cb = RemoteCallbacks::new();
         let creds = self.credentials.clone();
-        cb.credentials(move |_url, user_from_url, allowed| {
+        let configured = self.url.clone();
+        cb.credentials(move |url, user_from_url, allowed| {
+            // after a redirect Git may ask for another host: it gets nothing
+            if !crate::config::repo_url::same_host(&configured, url) {
+                return Err(git2::Error::from_str(&format!(
+                    "credentials refused to {}: not the configured host",
+                    crate::config::repo_url::redact(url)
+                )));
+            }
             if allowed.contains(git2::CredentialType::SSH_KEY)
                 && let Some(key) = &creds.ssh_key
             {

@@ -85,6 +85,10 @@ pub struct Repository {
     /// User name sent with `tokenFile` (default `git`).
     #[serde(default)]
     pub username: Option<String>,
+    /// Allow `tokenFile` with a plain `http://` URL (the token then travels
+    /// unencrypted; meant for a lab). Default `false`: refused by validation.
+    #[serde(default)]
+    pub insecure: bool,
     /// Private SSH key file for `ssh://` / scp-style URLs.
     #[serde(default)]
     pub ssh_key_file: Option<Spanned<PathBuf>>,
