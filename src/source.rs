@@ -100,6 +100,9 @@ pub enum Error {
         /// Its target.
         target: String,
     },
+    /// A file is too large, or there are too many (see [`crate::limits`]).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::Exceeded),
     /// Reading the local mirror failed.
     #[error("repository cache {dir}: {source}")]
     Local {
@@ -116,6 +119,7 @@ pub struct Mirror {
     repo: Repository,
     url: String,
     credentials: Credentials,
+    limits: crate::limits::Limits,
 }
 
 impl Mirror {
@@ -130,7 +134,14 @@ impl Mirror {
             Ok(r) => r,
             Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local { dir: dir.clone(), source })?,
         };
-        Ok(Self { repo, url: url.to_string(), credentials })
+        Ok(Self { repo, url: url.to_string(), credentials, limits: crate::limits::Limits::default() })
+    }
+
+    /// This mirror, reading files within `limits` (file size and count).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn callbacks(&self) -> RemoteCallbacks<'_> {
@@ -240,7 +251,8 @@ impl Mirror {
     /// Reads the files under `path` (`""` = whole repository) at commit `revision`.
     ///
     /// # Errors
-    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`].
+    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`], [`Error::Limit`]
+    /// (a file over `maxFileBytes`, checked before it is read; more than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
@@ -272,6 +284,7 @@ impl Mirror {
         })
         .map_err(local)?;
         let mut files = Vec::new();
+        let odb = self.repo.odb().map_err(local)?;
         for (rel, id, mode) in entries {
             if !crate::render::is_manifest_file(&rel) {
                 continue;
@@ -279,8 +292,11 @@ impl Mirror {
             let content = if mode == 0o120000 {
                 self.follow_symlink(&root, &rel, id)?
             } else {
+                let (size, _) = odb.read_header(id).map_err(local)?;
+                self.limits.check_file(&rel, size as u64, files.len() + 1)?;
                 self.repo.find_blob(id).map_err(local)?.content().to_vec()
             };
+            self.limits.check_file(&rel, content.len() as u64, files.len() + 1)?;
             files.push((rel, content));
         }
         Ok(Snapshot { revision: revision.into(), subject, files })
