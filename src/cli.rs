@@ -55,9 +55,12 @@ enum Command {
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Address of the HTTP server (webhook, API, metrics, probes).
+        /// Address of the HTTP server (webhook, API, metrics).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
+        /// Address of the probes (`/healthz`, `/readyz`), apart from the webhook's limits.
+        #[arg(long, env = "PLUMB_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
+        probe_listen: SocketAddr,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -212,11 +215,11 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen } => {
+        Command::Serve { cluster, listen, probe_listen } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = serve(ctx, listen, token.clone()).await?;
-            tracing::info!("plumb serving on http://{}", handle.addr);
+            let handle = crate::serve::serve_with(ctx, listen, probe_listen, token.clone()).await?;
+            tracing::info!("plumb serving on http://{} (probes on http://{})", handle.addr, handle.probe_addr);
             shutdown_signal().await;
             token.cancel();
             handle.tracker.wait().await;

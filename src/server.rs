@@ -5,7 +5,11 @@
 //! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full |
 //! | `GET /api/v1/applications` | JSON array of application statuses |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /healthz`, `GET /readyz` | `ok` |
+//!
+//! The probes, `GET /healthz` and `GET /readyz` (`ok`), are served on their own
+//! listener ([`serve_probes`], `--probe-listen`): kubelet's probes never wait for a
+//! request slot, a connection slot or the time limits of webhook bodies, so slow
+//! uploads to the webhook cannot get plumb restarted.
 //!
 //! The webhook body is read as raw bytes (the signature covers exactly those bytes)
 //! and is only a trigger: the pass fetches the ref itself and never uses the payload's
@@ -321,12 +325,32 @@ pub fn router(state: AppState, limits: &Limits) -> Router {
         .route("/api/webhook", post(webhook))
         .route("/api/v1/applications", get(applications))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrent_requests.max(1)))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
         .with_state(state)
+}
+
+/// The probes: `GET /healthz` and `GET /readyz` answer `ok`; nothing else is served.
+pub fn probes_router() -> Router {
+    Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(|| async { "ok" }))
+}
+
+/// Serves [`probes_router`] on `listener` until `token` is cancelled, with limits of
+/// its own (64 connections, 5 s to send a request head, 5 s per request), shared with
+/// nothing the webhook uses.
+pub async fn serve_probes(listener: TcpListener, token: CancellationToken) {
+    let limits = Limits {
+        max_connections: 64,
+        max_concurrent_requests: 64,
+        header_read_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let app = probes_router()
+        .layer(DefaultBodyLimit::max(0))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout));
+    serve_http(listener, app, limits, token).await;
 }
 
 /// Serves `router` on `listener` (HTTP/1.1) until `token` is cancelled, then lets open
