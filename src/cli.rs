@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve;
+use crate::serve::serve_with;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -218,7 +218,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Serve { cluster, listen, probe_listen } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = crate::serve::serve_with(ctx, listen, probe_listen, token.clone()).await?;
+            let handle = serve_with(ctx, listen, probe_listen, token.clone()).await?;
             tracing::info!("plumb serving on http://{} (probes on http://{})", handle.addr, handle.probe_addr);
             shutdown_signal().await;
             token.cancel();
