@@ -63,7 +63,9 @@ use crate::{
     metrics::{DeliveryLabels, Metrics, event_label},
     reconcile::Context,
     scheduler::{Scheduler, Trigger},
-    webhook::{Action, Decision, Dedupe, DeliveryKeys, Receiver, RepoKey, Secret, Watch, WatchedRepository},
+    webhook::{
+        Action, Decision, Dedupe, DeliveryKeys, Digests, Receiver, RepoKey, Secret, Streaming, Watch, WatchedRepository,
+    },
 };
 
 /// Resource limits of the HTTP server. Defaults in [`Limits::default`].
@@ -212,6 +214,23 @@ impl Intake {
     /// `plumb_webhook_deliveries_total` and logs one line without secrets or payload.
     pub fn handle(&self, headers: &[(String, String)], body: &[u8], received: Instant) -> Outcome {
         self.finish(self.receiver.decide(headers, body), received)
+    }
+
+    /// [`Intake::handle`] for a body whose MACs were computed while it was read
+    /// ([`Intake::streaming`]).
+    pub fn handle_streamed(
+        &self,
+        headers: &[(String, String)],
+        body: &[u8],
+        digests: &Digests,
+        received: Instant,
+    ) -> Outcome {
+        self.finish(self.receiver.decide_streamed(headers, body, Some(digests)), received)
+    }
+
+    /// The MACs to feed with a body as it is read.
+    pub fn streaming(&self) -> Streaming {
+        self.receiver.streaming()
     }
 
     /// The outcome for a body the server stopped reading at the limit.
@@ -402,8 +421,21 @@ async fn webhook(State(state): State<AppState>, request: Request) -> Response {
     let headers = header_pairs(&parts.headers);
     let limit = state.max_body_bytes;
     let intake = &state.intake;
-    let outcome = match read_body(body, declared_length(&parts.headers), limit).await {
-        Ok(bytes) => intake.handle(&headers, &bytes, Instant::now()),
+    let mut macs = intake.streaming();
+    let outcome = match read_body(body, declared_length(&parts.headers), limit, &mut macs).await {
+        Ok(bytes) if bytes.len() <= OFF_RUNTIME_BYTES => {
+            intake.handle_streamed(&headers, &bytes, &macs.finish(), Instant::now())
+        }
+        Ok(bytes) => {
+            // parsing a large body is CPU work: off the async threads
+            let (intake, digests) = (intake.clone(), macs.finish());
+            let decided =
+                tokio::task::spawn_blocking(move || intake.handle_streamed(&headers, &bytes, &digests, Instant::now()));
+            match decided.await {
+                Ok(outcome) => outcome,
+                Err(_) => return (StatusCode::INTERNAL_SERVER_ERROR, "delivery could not be decided").into_response(),
+            }
+        }
         Err(BodyError::TooLarge) => intake.too_large(&headers, Instant::now()),
         Err(BodyError::Read) => {
             // The client went away or sent a broken chunked body; nothing to decide.
@@ -427,10 +459,19 @@ enum BodyError {
     Read,
 }
 
+/// Bodies larger than this are verified-and-parsed on a blocking thread.
+const OFF_RUNTIME_BYTES: usize = 64 * 1024;
+
 /// Reads the body, stopping as soon as more than `limit` bytes arrived (or at once when
 /// `Content-Length` says so), so memory per request never exceeds `limit` plus one
-/// frame.
-async fn read_body(body: Body, declared: Option<u64>, limit: usize) -> Result<Vec<u8>, BodyError> {
+/// frame; every frame is fed to `macs` as it arrives (verification needs no second
+/// pass).
+async fn read_body(
+    body: Body,
+    declared: Option<u64>,
+    limit: usize,
+    macs: &mut Streaming,
+) -> Result<Vec<u8>, BodyError> {
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
@@ -442,6 +483,7 @@ async fn read_body(body: Body, declared: Option<u64>, limit: usize) -> Result<Ve
         if buf.len() + frame.len() > limit {
             return Err(BodyError::TooLarge);
         }
+        macs.update(&frame);
         buf.extend_from_slice(&frame);
     }
     Ok(buf)
