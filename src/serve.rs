@@ -78,6 +78,7 @@ pub async fn serve_with(
     tracker.spawn(server::serve_probes(probe_listener, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
+    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
     tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
     let state = server::AppState {
         metrics: ctx.metrics.clone(),

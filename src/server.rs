@@ -2,7 +2,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full |
+//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full or body memory budget reached |
 //! | `GET /api/v1/applications` | JSON array of application statuses |
 //! | `GET /metrics` | Prometheus text format |
 //!
@@ -32,8 +32,11 @@
 //! without `Content-Length` is cut at the limit and never buffered whole), the time to
 //! send the request head (hyper's `header_read_timeout`, which also closes idle
 //! keep-alive connections), the time for the whole request including the body (408),
-//! the number of requests being handled at once, the number of open connections and
-//! the queue to the scheduler.
+//! the number of requests being handled at once, the number of open connections, the
+//! bytes of bodies all requests hold together before they are verified (503 beyond) and
+//! the queue to the scheduler. Each body is MACed frame by frame as it arrives (one
+//! HMAC per configured secret, [`Streaming`]), and a body over 64 KiB is decided on a
+//! blocking thread.
 
 use std::{
     sync::{Arc, Mutex},
@@ -88,6 +91,11 @@ pub struct Limits {
     /// Deliveries queued between the HTTP handlers and the scheduler; a full queue
     /// answers 503 (default 1024).
     pub queue_capacity: usize,
+    /// Bytes of request bodies held at once by all requests together, before they are
+    /// verified (default 64 MiB, never less than `max_body_bytes`): a request that would
+    /// go over it is answered 503 at once, so slow unverified uploads cannot hold
+    /// `max_body_bytes` × `max_concurrent_requests` of memory.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for Limits {
@@ -99,6 +107,7 @@ impl Default for Limits {
             max_concurrent_requests: 256,
             max_connections: 1024,
             queue_capacity: 1024,
+            max_buffered_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -191,6 +200,8 @@ pub struct Intake {
     dedupe: Option<Mutex<Dedupe>>,
     queue: mpsc::Sender<Queued>,
     metrics: Arc<Metrics>,
+    /// Body bytes held by requests being read (see [`Limits::max_buffered_bytes`]).
+    buffered: Arc<Semaphore>,
 }
 
 impl Intake {
@@ -204,7 +215,17 @@ impl Intake {
         metrics: Arc<Metrics>,
     ) -> (Self, mpsc::Receiver<Queued>) {
         let (queue, rx) = mpsc::channel(queue_capacity.max(1));
-        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics }, rx)
+        let buffered = Arc::new(Semaphore::new(Limits::default().max_buffered_bytes));
+        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics, buffered }, rx)
+    }
+
+    /// This intake, holding at most `bytes` of request bodies at once (at least the
+    /// receiver's body limit); see [`Limits::max_buffered_bytes`].
+    #[must_use]
+    pub fn with_buffered_bytes(mut self, bytes: usize) -> Self {
+        let bytes = bytes.max(self.receiver.max_body_bytes).min(Semaphore::MAX_PERMITS);
+        self.buffered = Arc::new(Semaphore::new(bytes));
+        self
     }
 
     /// Runs one delivery: [`Receiver::decide`], then for a push to reconcile the dedupe
@@ -422,7 +443,8 @@ async fn webhook(State(state): State<AppState>, request: Request) -> Response {
     let limit = state.max_body_bytes;
     let intake = &state.intake;
     let mut macs = intake.streaming();
-    let outcome = match read_body(body, declared_length(&parts.headers), limit, &mut macs).await {
+    let mut held = Held { budget: intake.buffered.clone(), permits: None };
+    let outcome = match read_body(body, declared_length(&parts.headers), limit, &mut macs, &mut held).await {
         Ok(bytes) if bytes.len() <= OFF_RUNTIME_BYTES => {
             intake.handle_streamed(&headers, &bytes, &macs.finish(), Instant::now())
         }
@@ -437,6 +459,11 @@ async fn webhook(State(state): State<AppState>, request: Request) -> Response {
             }
         }
         Err(BodyError::TooLarge) => intake.too_large(&headers, Instant::now()),
+        Err(BodyError::Busy) => {
+            let why = "webhook bodies being received exceed the server's memory budget; retry later";
+            return (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"action": "overloaded", "reason": why})))
+                .into_response();
+        }
         Err(BodyError::Read) => {
             // The client went away or sent a broken chunked body; nothing to decide.
             return (StatusCode::BAD_REQUEST, "request body could not be read").into_response();
@@ -456,7 +483,31 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 
 enum BodyError {
     TooLarge,
+    /// The bytes all requests hold together would exceed their budget.
+    Busy,
     Read,
+}
+
+/// A request's share of [`Limits::max_buffered_bytes`], given back when dropped.
+struct Held {
+    budget: Arc<Semaphore>,
+    permits: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Held {
+    /// Takes `bytes` more of the budget, at once or not at all.
+    fn take(&mut self, bytes: usize) -> Result<(), BodyError> {
+        let Ok(n) = u32::try_from(bytes) else { return Err(BodyError::Busy) };
+        if n == 0 {
+            return Ok(());
+        }
+        let more = self.budget.clone().try_acquire_many_owned(n).map_err(|_| BodyError::Busy)?;
+        match &mut self.permits {
+            Some(p) => p.merge(more),
+            None => self.permits = Some(more),
+        }
+        Ok(())
+    }
 }
 
 /// Bodies larger than this are verified-and-parsed on a blocking thread.
@@ -471,17 +522,25 @@ async fn read_body(
     declared: Option<u64>,
     limit: usize,
     macs: &mut Streaming,
+    held: &mut Held,
 ) -> Result<Vec<u8>, BodyError> {
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
     let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    // a declared length is taken from the budget up front; more as frames arrive
+    held.take(capacity.min(limit))?;
+    let mut reserved = capacity.min(limit);
     let mut buf = Vec::with_capacity(capacity.min(limit));
     let mut frames = body.into_data_stream();
     while let Some(frame) = frames.next().await {
         let frame = frame.map_err(|_| BodyError::Read)?;
         if buf.len() + frame.len() > limit {
             return Err(BodyError::TooLarge);
+        }
+        if buf.len() + frame.len() > reserved {
+            held.take(buf.len() + frame.len() - reserved)?;
+            reserved = buf.len() + frame.len();
         }
         macs.update(&frame);
         buf.extend_from_slice(&frame);

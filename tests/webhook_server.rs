@@ -67,6 +67,7 @@ impl Server {
         let scheduler =
             Scheduler::start_with(apps, pass, plumb::serve::trigger_metrics(metrics.clone()), &tracker, token.clone());
         let (intake, queue) = Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, metrics.clone());
+        let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
         tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
         let state = AppState {
             ctx: None,
@@ -397,5 +398,46 @@ async fn probes_answer_while_the_webhook_is_saturated() {
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
     let (raw, _) = read_until_closed(&mut s, hold * 2).await;
     assert_eq!(parse_response(&raw).0, 404, "probes only on their own listener");
+    server.stop().await;
+}
+
+/// Issue 12: the bodies of requests being read share one memory budget. A slow upload
+/// holding most of it (its declared length is taken up front) makes a second delivery
+/// that would go over it answer 503 at once; once the slow one is gone, the same
+/// delivery is accepted.
+#[tokio::test]
+async fn unverified_bodies_share_one_memory_budget() {
+    let limits = Limits { max_body_bytes: 80_000, max_buffered_bytes: 100_000, ..Limits::default() };
+    let server = Server::start(limits).await;
+    let mut slow = TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(head(server.addr, "Content-Length: 80000\r\nX-Gitea-Event: push\r\n").as_bytes()).await.unwrap();
+    slow.write_all(&[b' '; 1000]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let after = "2".repeat(40);
+    let body = serde_json::json!({
+        "ref": "refs/heads/main", "before": "1".repeat(40), "after": after,
+        "repository": {"clone_url": URL}, "head_commit": {"id": after},
+        "commits": [{"id": after, "message": "x".repeat(30_000)}], "total_commits": 1
+    })
+    .to_string()
+    .into_bytes();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(SECRET).unwrap();
+    mac.update(&body);
+    let signed = |delivery: &str| {
+        vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("X-Gitea-Event".to_string(), "push".to_string()),
+            ("X-Gitea-Delivery".to_string(), delivery.to_string()),
+            ("X-Gitea-Signature".to_string(), hex::encode(mac.clone().finalize().into_bytes())),
+        ]
+    };
+    let (code, answer) = post(server.addr, &signed("d-1"), &body).await;
+    assert_eq!(code, 503, "{answer}");
+    assert!(answer.contains("memory budget"), "{answer}");
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, answer) = post(server.addr, &signed("d-2"), &body).await;
+    assert_eq!(code, 202, "{answer}");
     server.stop().await;
 }
