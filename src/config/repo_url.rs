@@ -81,7 +81,7 @@ pub fn problems(name: &str, url: &str, token: bool, insecure: bool) -> Vec<Strin
             redact(url)
         ));
     }
-    if token && !insecure && url.starts_with("http://") {
+    if token && !insecure && url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
         out.push(format!(
             "repository `{name}`: tokenFile with an http:// url would send the token unencrypted: use https://, or set insecure: true"
         ));
@@ -127,6 +127,7 @@ mod tests {
         assert!(p[0].contains("https://github.com/acme/fleet.git"), "{}", p[0]);
         let p = problems("fleet", "http://git.lab:3000/fleet.git", true, false);
         assert!(p.len() == 1 && p[0].contains("insecure: true"), "{p:?}");
+        assert_eq!(problems("fleet", "HTTP://git.lab:3000/fleet.git", true, false).len(), 1, "any case");
         assert!(problems("fleet", "http://git.lab:3000/fleet.git", true, true).is_empty());
         assert!(problems("fleet", "http://git.lab:3000/fleet.git", false, false).is_empty(), "no token, no risk");
         assert!(problems("fleet", "https://git.lab/fleet.git", true, false).is_empty());

@@ -89,14 +89,16 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                     cs.provider.referenced.line() as u32,
                     format!("repository `{}`: commitStatus: {e}", r.name.value),
                 ),
-                Ok(d) if d.api_url.starts_with("http://") && !r.insecure => problem(
-                    cs.provider.referenced.line() as u32,
-                    format!(
-                        "repository `{}`: commitStatus: API URL {} would send the token unencrypted: use https://, or set insecure: true",
-                        r.name.value,
-                        super::repo_url::redact(&d.api_url)
-                    ),
-                ),
+                Ok(d) if d.api_url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) && !r.insecure => {
+                    problem(
+                        cs.provider.referenced.line() as u32,
+                        format!(
+                            "repository `{}`: commitStatus: API URL {} would send the token unencrypted: use https://, or set insecure: true",
+                            r.name.value,
+                            super::repo_url::redact(&d.api_url)
+                        ),
+                    )
+                }
                 Ok(_) => {}
             }
         }
