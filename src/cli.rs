@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve;
+use crate::serve::serve_with;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -55,9 +55,12 @@ enum Command {
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Address of the HTTP server (webhook, API, metrics, probes).
+        /// Address of the HTTP server (webhook, API, metrics).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
+        /// Address of the probes (`/healthz`, `/readyz`), apart from the webhook's limits.
+        #[arg(long, env = "PLUMB_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
+        probe_listen: SocketAddr,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -213,11 +216,11 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen } => {
+        Command::Serve { cluster, listen, probe_listen } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = serve(ctx, listen, token.clone()).await?;
-            tracing::info!("plumb serving on http://{}", handle.addr);
+            let handle = serve_with(ctx, listen, probe_listen, token.clone()).await?;
+            tracing::info!("plumb serving on http://{} (probes on http://{})", handle.addr, handle.probe_addr);
             shutdown_signal().await;
             token.cancel();
             handle.tracker.wait().await;
@@ -245,11 +248,8 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     let text = if d.verdict.is_none() {
                         String::new()
                     } else {
-                        unified(
-                            &d.object,
-                            &crate::compare::diff::mask_secret(&d.desired),
-                            d.live.as_ref().map(crate::compare::diff::mask_secret).as_ref(),
-                        )
+                        // both sides come masked (compare::sensitive)
+                        unified(&d.object, &d.desired, d.live.as_ref())
                     };
                     for line in text.lines() {
                         match (color, line.chars().next()) {

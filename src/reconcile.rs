@@ -121,12 +121,13 @@ impl Context {
     /// A context over `cluster` for `config`, keeping repository mirrors in `cache_dir`.
     pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+        let limits = config.settings.limits;
         Self {
             cluster,
             store,
             config,
             metrics,
-            sources: source::Pool::new(cache_dir),
+            sources: source::Pool::new(cache_dir).with_limits(limits),
             statuses: RwLock::default(),
             live: None,
             drift_rx: Mutex::default(),
@@ -222,10 +223,16 @@ impl Context {
 
         // 1. source and render
         let wanted = revision.unwrap_or(&app.revision.value);
-        let (snapshot, manifests) = match self.sources.desired(name, repo, wanted, &app.path.value).await {
+        let limits = self.config.settings.limits;
+        let desired = self.sources.desired(name, repo, wanted, &app.path.value);
+        let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
+            let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
+            Desired::FetchFailed(source::FetchError::Git(e.into()))
+        });
+        let (snapshot, manifests) = match desired {
             Desired::Rendered(snapshot, manifests) => (snapshot, manifests),
             Desired::FetchFailed(e) => {
-                let message = format!("fetch {}: {e}", repo.url.value);
+                let message = format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value));
                 return self.finish_early(st, previous, history, message, started, mode).await;
             }
             Desired::RenderFailed(snapshot, e) => {

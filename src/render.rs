@@ -46,6 +46,10 @@ pub enum Error {
         /// What is missing.
         message: String,
     },
+    /// A limit of [`crate::limits`] was exceeded (YAML expansion of a file, rendered
+    /// bytes).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::Exceeded),
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {

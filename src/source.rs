@@ -65,7 +65,7 @@ pub struct Snapshot {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Talking to the remote failed (network, authentication, host key).
-    #[error("fetch {url}: {source}")]
+    #[error("fetch {}: {source}", crate::config::repo_url::redact(url))]
     Fetch {
         /// Repository URL.
         url: String,
@@ -74,7 +74,10 @@ pub enum Error {
         source: git2::Error,
     },
     /// The revision is neither a branch, a tag nor a known commit of the remote.
-    #[error("{url}: revision `{revision}` not found (no branch, tag or commit of that name)")]
+    #[error(
+        "{}: revision `{revision}` not found (no branch, tag or commit of that name)",
+        crate::config::repo_url::redact(url)
+    )]
     RevisionNotFound {
         /// Repository URL.
         url: String,
@@ -97,6 +100,9 @@ pub enum Error {
         /// Its target.
         target: String,
     },
+    /// A file is too large, or there are too many (see [`crate::limits`]).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::Exceeded),
     /// Reading the local mirror failed.
     #[error("repository cache {dir}: {source}")]
     Local {
@@ -113,6 +119,7 @@ pub struct Mirror {
     repo: Repository,
     url: String,
     credentials: Credentials,
+    limits: crate::limits::Limits,
 }
 
 impl Mirror {
@@ -127,13 +134,28 @@ impl Mirror {
             Ok(r) => r,
             Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local { dir: dir.clone(), source })?,
         };
-        Ok(Self { repo, url: url.to_string(), credentials })
+        Ok(Self { repo, url: url.to_string(), credentials, limits: crate::limits::Limits::default() })
+    }
+
+    /// This mirror, reading files within `limits` (file size and count).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn callbacks(&self) -> RemoteCallbacks<'_> {
         let mut cb = RemoteCallbacks::new();
         let creds = self.credentials.clone();
-        cb.credentials(move |_url, user_from_url, allowed| {
+        let configured = self.url.clone();
+        cb.credentials(move |url, user_from_url, allowed| {
+            // after a redirect Git may ask for another host: it gets nothing
+            if !crate::config::repo_url::same_host(&configured, url) {
+                return Err(git2::Error::from_str(&format!(
+                    "credentials refused to {}: not the configured host",
+                    crate::config::repo_url::redact(url)
+                )));
+            }
             if allowed.contains(git2::CredentialType::SSH_KEY)
                 && let Some(key) = &creds.ssh_key
             {
@@ -229,7 +251,8 @@ impl Mirror {
     /// Reads the files under `path` (`""` = whole repository) at commit `revision`.
     ///
     /// # Errors
-    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`].
+    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`], [`Error::Limit`]
+    /// (a file over `maxFileBytes`, checked before it is read; more than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
@@ -261,6 +284,7 @@ impl Mirror {
         })
         .map_err(local)?;
         let mut files = Vec::new();
+        let odb = self.repo.odb().map_err(local)?;
         for (rel, id, mode) in entries {
             if !crate::render::is_manifest_file(&rel) {
                 continue;
@@ -268,8 +292,11 @@ impl Mirror {
             let content = if mode == 0o120000 {
                 self.follow_symlink(&root, &rel, id)?
             } else {
+                let (size, _) = odb.read_header(id).map_err(local)?;
+                self.limits.check_file(&rel, size as u64, files.len() + 1)?;
                 self.repo.find_blob(id).map_err(local)?.content().to_vec()
             };
+            self.limits.check_file(&rel, content.len() as u64, files.len() + 1)?;
             files.push((rel, content));
         }
         Ok(Snapshot { revision: revision.into(), subject, files })

@@ -166,6 +166,7 @@ pub async fn run(
                         out.applied.push((idx, obj, h));
                     }
                     Err(message) => {
+                        let message = c.scrub(&message);
                         out.failures.push(Error::Apply { app: job.app.into(), object: c.key.clone(), message });
                     }
                 }

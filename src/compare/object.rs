@@ -151,8 +151,13 @@ pub struct Compared {
 
 impl Compared {
     /// An object whose comparison ended early with `reason` (an error, missing, or
-    /// awaiting its CRD): Git's side is `obj` as it is.
+    /// awaiting its CRD): Git's side is `obj` as it is. An error text is scrubbed of
+    /// `obj`'s sensitive values ([`super::sensitive::scrub`]).
     pub fn early(key: ObjectKey, obj: Value, kind: Option<Kind>, reason: ObjectReason, source: &str) -> Self {
+        let reason = match reason {
+            ObjectReason::Error(e) => ObjectReason::Error(super::sensitive::scrub(&e, &[&obj])),
+            r => r,
+        };
         Compared {
             desired: obj.clone(),
             live_compared: None,
@@ -185,24 +190,34 @@ impl Compared {
         matches!(self.reason, ObjectReason::Immutable(_))
     }
 
-    /// Both sides, the differences and the reason, for `plumb diff`.
+    /// Both sides, the differences and the reason, for `plumb diff`; sensitive values
+    /// masked ([`super::sensitive`]).
     pub fn diff(&self) -> ObjectDiff {
         ObjectDiff {
             object: self.key.to_string(),
-            desired: self.desired.clone(),
-            live: self.live_compared.clone(),
+            desired: super::sensitive::mask_object(&self.desired),
+            live: self.live_compared.as_ref().map(super::sensitive::mask_object),
             differences: self.differences.clone(),
             reason: self.reason.to_string(),
             verdict: Some(self.reason.clone()),
         }
     }
 
-    /// This object, failed with `error` (Unknown: never applied, holds prune back).
+    /// This object, failed with `error` (Unknown: never applied, holds prune back),
+    /// scrubbed of its sensitive values.
     #[must_use]
     pub fn failed(&self, error: String) -> Self {
         let mut u = self.clone();
-        u.reason = ObjectReason::Error(error);
+        u.reason = ObjectReason::Error(self.scrub(&error));
         u
+    }
+
+    /// `message` (an error about this object) with the sensitive values of its Git and
+    /// live sides masked ([`super::sensitive::scrub`]).
+    pub fn scrub(&self, message: &str) -> String {
+        let mut sides = vec![&self.apply];
+        sides.extend(self.live.as_ref());
+        super::sensitive::scrub(message, &sides)
     }
 }
 
@@ -444,6 +459,10 @@ pub fn judge(
             });
         }
     }
+    super::sensitive::mask_differences(
+        super::sensitive::is_secret(apply) || super::sensitive::is_secret(live_obj),
+        &mut differences,
+    );
     let reason = if !differences.is_empty() {
         ObjectReason::Differs { fields: differences.iter().map(Difference::describe).collect(), client_side }
     } else if let Some(m) = legacy_owner {
@@ -702,6 +721,29 @@ mod tests {
         let mut obj = json!({"metadata": {"name": "x", "annotations": null}});
         tracking::mark_adopted(&mut obj);
         assert!(tracking::is_adopted(&obj));
+    }
+
+    /// k8s-04: a drifted Secret's reason, diff and error name the field, never a value.
+    #[test]
+    fn a_secret_reports_paths_and_marks_never_values() {
+        let git = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
+            "data": {"password": "Y2hhbmdlbWUtMQ==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
+            "data": {"password": "aHVudGVyLXR3bw==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
+        let j = judge(&git, &live, &live, &git, false, false, "plumb");
+        let key = ObjectKey::of(&git).unwrap();
+        let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
+        (c.desired, c.live_compared, c.differences, c.live) =
+            (git.clone(), Some(live.clone()), j.differences, Some(live));
+        let failed = c.failed("Secret \"web-db\" is invalid: data[password]: \"aHVudGVyLXR3bw==\"".into());
+        let d = c.diff();
+        let out = [c.reason.to_string(), serde_json::to_string(&d).unwrap(), failed.reason.to_string()].join("\n");
+        for v in ["Y2hhbmdlbWUtMQ==", "aHVudGVyLXR3bw==", "ZGIuZ2l0b3BzLWxhYi5zdmM="] {
+            assert!(!out.contains(v), "{v} in {out}");
+        }
+        assert!(c.reason.to_string().starts_with("differs at /data/password (sensitive, sha256:"), "{}", c.reason);
+        assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
+        assert!(failed.reason.to_string().contains("data[password]"), "{}", failed.reason);
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct Settings {
     /// (`plumb.dev/installation-id`); objects carrying another id are never touched.
     #[serde(default)]
     pub installation_id: Option<String>,
+    /// What one application's commit may cost: file sizes and count, rendered bytes,
+    /// YAML expansion per file, fetch-and-render time (see [`crate::limits`]).
+    #[serde(default)]
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for Settings {
@@ -56,6 +60,7 @@ impl Default for Settings {
             status_namespace: default_status_namespace(),
             webhook_max_body_bytes: default_max_body(),
             installation_id: None,
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -85,6 +90,10 @@ pub struct Repository {
     /// User name sent with `tokenFile` (default `git`).
     #[serde(default)]
     pub username: Option<String>,
+    /// Allow `tokenFile` with a plain `http://` URL (the token then travels
+    /// unencrypted; meant for a lab). Default `false`: refused by validation.
+    #[serde(default)]
+    pub insecure: bool,
     /// Private SSH key file for `ssh://` / scp-style URLs.
     #[serde(default)]
     pub ssh_key_file: Option<Spanned<PathBuf>>,

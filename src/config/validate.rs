@@ -33,7 +33,8 @@ impl fmt::Display for Problem {
 /// Checks: names are DNS-1123 labels (application names become ConfigMap names and
 /// tracking-ids; rule from the Kubernetes object-names documentation) and unique;
 /// applications refer to existing repositories and environments; paths stay inside
-/// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
+/// the repository; revisions and URLs are not empty, carry no credentials and send no
+/// token over plain `http://` without `insecure: true`; `sshKeyFile` comes with
 /// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
 /// an API URL (see [`super::CommitStatusConfig::destination`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names; health overrides have `rule` or `conditions`.
@@ -54,6 +55,9 @@ pub fn validate(config: &Config) -> Vec<Problem> {
         }
         if r.url.value.trim().is_empty() {
             problem(line(&r.url), format!("repository `{}` has an empty url", r.name.value));
+        }
+        for p in super::repo_url::problems(&r.name.value, &r.url.value, r.token_file.is_some(), r.insecure) {
+            problem(line(&r.url), p);
         }
         if r.ssh_key_file.is_some() && r.known_hosts_file.is_none() {
             problem(
@@ -80,11 +84,22 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                     ),
                 );
             }
-            if let Err(e) = cs.destination(&r.url.value) {
-                problem(
+            match cs.destination(&r.url.value) {
+                Err(e) => problem(
                     cs.provider.referenced.line() as u32,
                     format!("repository `{}`: commitStatus: {e}", r.name.value),
-                );
+                ),
+                Ok(d) if d.api_url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) && !r.insecure => {
+                    problem(
+                        cs.provider.referenced.line() as u32,
+                        format!(
+                            "repository `{}`: commitStatus: API URL {} would send the token unencrypted: use https://, or set insecure: true",
+                            r.name.value,
+                            super::repo_url::redact(&d.api_url)
+                        ),
+                    )
+                }
+                Ok(_) => {}
             }
         }
     }
@@ -340,6 +355,35 @@ applications:
         assert!(msg.contains("p.yaml:6: repository `fleet`: commitStatus.tokenFile"), "{msg}");
         assert!(msg.contains("p.yaml:5: repository `fleet`: commitStatus: API URL"), "{msg}");
         assert!(msg.contains("set commitStatus.apiUrl"), "{msg}");
+    }
+
+    /// Issue 12: a token belongs in `tokenFile`, never in the URL, and never goes over
+    /// plain http without `insecure: true`; the message quotes no credential.
+    #[test]
+    fn credentials_in_urls_and_clear_text_tokens_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("token"), "t\n").expect("write");
+        let policy = |url: &str, extra: &str| format!("repositories:\n  - name: fleet\n    url: {url}\n{extra}");
+        let err = |text: String| load_str(&text, Path::new("p.yaml"), dir.path()).expect_err("invalid").to_string();
+        let msg = err(policy("https://oauth2:ghp_s3cret@github.com/acme/fleet.git", ""));
+        assert!(
+            msg.contains("p.yaml:3: repository `fleet`: url https://github.com/acme/fleet.git carries credentials"),
+            "{msg}"
+        );
+        assert!(msg.contains("tokenFile") && !msg.contains("ghp_s3cret"), "{msg}");
+        let msg = err(policy("http://git.lab/acme/fleet.git", "    tokenFile: token\n"));
+        assert!(msg.contains("p.yaml:3: repository `fleet`: tokenFile with an http:// url"), "{msg}");
+        let msg = err(policy(
+            "http://git.lab/acme/fleet.git",
+            "    commitStatus: {provider: gitea, tokenFile: token, targetUrl: https://x.example}\n",
+        ));
+        assert!(msg.contains("commitStatus: API URL http://git.lab/api/v1 would send the token unencrypted"), "{msg}");
+        for ok in [
+            policy("http://git.lab/acme/fleet.git", "    tokenFile: token\n    insecure: true\n"),
+            policy("https://git.lab/acme/fleet.git", "    tokenFile: token\n"),
+        ] {
+            load_str(&ok, Path::new("p.yaml"), dir.path()).expect("valid");
+        }
     }
 
     #[test]

@@ -63,12 +63,20 @@ pub struct Pool {
     cache_dir: PathBuf,
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
     rendered: Mutex<HashMap<String, RenderMemo>>,
+    limits: crate::limits::Limits,
 }
 
 impl Pool {
     /// A pool keeping its mirrors under `cache_dir`.
     pub fn new(cache_dir: PathBuf) -> Self {
-        Self { cache_dir, mirrors: Mutex::default(), rendered: Mutex::default() }
+        Self { cache_dir, mirrors: Mutex::default(), rendered: Mutex::default(), limits: Default::default() }
+    }
+
+    /// This pool, reading and rendering within `limits` (see [`crate::limits`]).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, FetchError> {
@@ -83,7 +91,7 @@ impl Pool {
         }
         creds.ssh_key = repo.ssh_key_file.as_ref().map(|f| f.value.clone());
         creds.known_hosts = repo.known_hosts_file.as_ref().map(|f| f.value.clone());
-        let m = Arc::new(Mutex::new(Mirror::open(&self.cache_dir, &repo.url.value, creds)?));
+        let m = Arc::new(Mutex::new(Mirror::open(&self.cache_dir, &repo.url.value, creds)?.with_limits(self.limits)));
         mirrors.insert(repo.name.value.clone(), m.clone());
         Ok(m)
     }
@@ -110,7 +118,7 @@ impl Pool {
         let memo = self.rendered.lock().ok().and_then(|m| {
             m.get(app).filter(|(rev, p, _)| *rev == snapshot.revision && p == path).map(|(_, _, v)| v.clone())
         });
-        match memo.map_or_else(|| render::render(&snapshot.files), Ok) {
+        match memo.map_or_else(|| limited_render(&self.limits, &snapshot.files), Ok) {
             Ok(m) => {
                 if let Ok(mut r) = self.rendered.lock() {
                     r.insert(app.to_string(), (snapshot.revision.clone(), path.to_string(), m.clone()));
@@ -120,4 +128,20 @@ impl Pool {
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
     }
+}
+
+/// Renders `files` within `limits`: each YAML file's expansion budget is checked before
+/// it is parsed, the rendered bytes after.
+fn limited_render(limits: &crate::limits::Limits, files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, render::Error> {
+    for (path, bytes) in files {
+        if render::is_manifest_file(path)
+            && !path.ends_with(".json")
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            limits.check_yaml(path, text)?;
+        }
+    }
+    let manifests = render::render(files)?;
+    limits.check_rendered(manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
+    Ok(manifests)
 }
