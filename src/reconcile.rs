@@ -324,7 +324,7 @@ impl Context {
         let mut record = None;
         if let Some(reason) = decision.reason {
             if app_options.create_namespace {
-                self.ensure_namespace(scope.writer, &app.namespace.value).await;
+                self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
             }
             let rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {

@@ -19,6 +19,9 @@ pub const APP_LABEL: &str = "plumb.dev/app";
 /// Marks an object plumb took over instead of creating (`Adopt=true`): its prune needs
 /// an approval, as with `Prune=confirm`.
 pub const ADOPTED_ANNOTATION: &str = "plumb.dev/adopted";
+/// Names the application a Namespace was created for by `CreateNamespace=true`: plumb
+/// created it, so that application may declare it in Git without adopting it.
+pub const CREATED_FOR_ANNOTATION: &str = "plumb.dev/created-for";
 /// Per-object sync options annotation (comma list, e.g. `Prune=false`).
 pub const SYNC_OPTIONS_ANNOTATION: &str = "plumb.dev/sync-options";
 

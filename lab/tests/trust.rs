@@ -55,7 +55,7 @@ async fn objects_outside_the_boundaries_refuse_the_sync_and_nothing_is_written()
         assert_eq!(rec.result, SyncResult::Refused, "{file}: {rec:?}");
         assert!(rec.message.contains(&format!("app/{file}")) && rec.message.contains(rule), "{file}: {}", rec.message);
         let (code, out, err) = plumb_cli(&["diff", "tr-bounds", "-c", app.policy.to_str().unwrap()]);
-        assert!(code >= 1 && out.contains(rule), "{file}: diff {code}\n{out}\n{err}");
+        assert!(code == 2 && format!("{out}{err}").contains(rule), "{file}: diff {code}\n{out}\n{err}");
         let (code, out, _) = plumb_cli(&["sync", "tr-bounds", "-c", app.policy.to_str().unwrap(), "--dry-run"]);
         assert!(code == 1 && out.contains("refused") && out.contains(rule), "{file}: dry-run {code}\n{out}");
         // a person's sync is refused too

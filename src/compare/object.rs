@@ -521,8 +521,11 @@ pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: boo
     if theirs.is_some() && theirs != installation {
         return Ownership::Theirs(format!("another plumb installation ({})", theirs.unwrap_or("")));
     }
+    let created_for =
+        live.pointer("/metadata/annotations").and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION)).and_then(Value::as_str);
     match tracking::tracked_app(live) {
         Some(a) if a == app => Ownership::Ours,
+        None if created_for == Some(app) => Ownership::Ours,
         Some(other) => Ownership::Theirs(format!("application {other}")),
         None if adopt => Ownership::Adopt,
         None => Ownership::Unmanaged,
@@ -708,6 +711,8 @@ mod tests {
             (live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})), None, true, Ownership::Theirs("application shop".into())),
             (live(json!({})), None, false, Ownership::Unmanaged),
             (live(Value::Null), None, true, Ownership::Adopt),
+            (live(json!({"plumb.dev/created-for": "web"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/created-for": "shop"})), None, false, Ownership::Unmanaged),
             (
                 live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x", "plumb.dev/installation-id": "blue"})),
                 Some("green"),
@@ -730,7 +735,7 @@ mod tests {
             "data": {"password": "Y2hhbmdlbWUtMQ==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
         let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
             "data": {"password": "aHVudGVyLXR3bw==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
-        let j = judge(&git, &live, &live, &git, false, false, "plumb");
+        let j = judge(&git, &live, &live, &git, false, false, PLUMB);
         let key = ObjectKey::of(&git).unwrap();
         let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
         (c.desired, c.live_compared, c.differences, c.live) =

@@ -121,28 +121,8 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
-        if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
-            problem(line(&e.name), format!("environment `{}`: maxPrunePercent must be 1–100", e.name.value));
-        }
-        for m in &e.sync_policy.take_over_managers {
-            if m.trim().is_empty() || m == crate::FIELD_MANAGER {
-                let why = format!(
-                    "environment `{}`: takeOverManagers: `{m}` is not another tool's field manager",
-                    e.name.value
-                );
-                problem(line(&e.name), why);
-            }
-        }
-        for i in &e.orphaned_resources.ignore {
-            for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
-                if let Err(err) = globset::Glob::new(g) {
-                    let m = format!(
-                        "environment `{}`: orphanedResources.ignore: `{g}` is not a valid glob: {err}",
-                        e.name.value
-                    );
-                    problem(line(&e.name), m);
-                }
-            }
+        for m in sync_policy_problems(e) {
+            problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
         }
         for o in &e.health.overrides {
             if let Some(m) = health_override_problem(o) {
@@ -195,23 +175,51 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 format!("application `{}`: namespace `{}` must be a DNS-1123 label", a.name.value, a.namespace.value),
             );
         }
-        let own = &config.settings.status_namespace;
-        if let Some(env) = config.environments.iter().find(|e| e.name.value == a.environment.value) {
-            for m in boundary_problems(&a.boundaries(env), &a.namespace.value, own) {
-                problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
-            }
-        }
-        let env_sa = config.environments.iter().find(|e| e.name.value == a.environment.value);
-        let sa = a.service_account_name.iter().chain(env_sa.and_then(|e| e.service_account_name.as_ref()));
-        for name in sa {
-            if !is_dns_subdomain(name) {
-                let why = format!("application `{}`: serviceAccountName `{name}` is not a ServiceAccount name", a.name.value);
-                problem(line(&a.name), why);
-            }
+        for m in trust_problems(config, a) {
+            problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
         }
     }
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
+    }
+    out
+}
+
+/// What is wrong with an environment's sync policy limits, takeover list and
+/// orphaned-resources globs.
+fn sync_policy_problems(e: &super::Environment) -> Vec<String> {
+    let mut out = Vec::new();
+    if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
+        out.push("maxPrunePercent must be 1–100".to_string());
+    }
+    for m in &e.sync_policy.take_over_managers {
+        if m.trim().is_empty() || m == crate::FIELD_MANAGER {
+            out.push(format!("takeOverManagers: `{m}` is not another tool's field manager"));
+        }
+    }
+    for i in &e.orphaned_resources.ignore {
+        for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
+            if let Err(err) = globset::Glob::new(g) {
+                out.push(format!("orphanedResources.ignore: `{g}` is not a valid glob: {err}"));
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with what application `a` may write: its boundaries and the
+/// ServiceAccount its writes impersonate.
+fn trust_problems(config: &Config, a: &super::Application) -> Vec<String> {
+    let mut out = Vec::new();
+    let own = &config.settings.status_namespace;
+    let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
+    if let Some(env) = env {
+        out.extend(boundary_problems(&a.boundaries(env), &a.namespace.value, own));
+    }
+    for name in a.service_account_name.iter().chain(env.and_then(|e| e.service_account_name.as_ref())) {
+        if !is_dns_subdomain(name) {
+            out.push(format!("serviceAccountName `{name}` is not a ServiceAccount name"));
+        }
     }
     out
 }

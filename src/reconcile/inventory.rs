@@ -267,11 +267,13 @@ impl Context {
 
     /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
     /// logged (the applies into it then say what went wrong).
-    pub(super) async fn ensure_namespace(&self, writer: &crate::cluster::Cluster, namespace: &str) {
+    pub(super) async fn ensure_namespace(&self, writer: &crate::cluster::Cluster, app: &str, namespace: &str) {
         if self.namespace_exists(namespace).await {
             return;
         }
-        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        // marked as created for `app`: it may declare it in Git without adopting it
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "annotations": {tracking::CREATED_FOR_ANNOTATION: app}}});
         let created = match self.cluster.kind("v1", "Namespace").await {
             Ok(kind) => writer.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
             Err(e) => Err(e),
