@@ -187,6 +187,31 @@ impl Context {
         Ok(Some(w))
     }
 
+    /// For an automated pass: what to say when `revision` does not descend from the
+    /// last synced revision (the tracked ref was force-pushed or reset), unless the
+    /// environment allows history rewrites. `None` when it descends, nothing was synced
+    /// yet, or it cannot be told.
+    async fn rewritten(
+        &self,
+        repo: &Repository,
+        env: &Environment,
+        revision: &str,
+        synced: &str,
+        mode: Mode,
+    ) -> Option<String> {
+        if mode != Mode::Policy || env.sync_policy.allow_history_rewrite || synced.is_empty() || revision == synced {
+            return None;
+        }
+        match self.sources.descends(repo, revision, synced).await {
+            Some(false) => Some(format!(
+                "history rewritten: {} does not descend from the last synced revision {}",
+                short(revision),
+                short(synced)
+            )),
+            _ => None,
+        }
+    }
+
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
         let c = &self.config;
         let unknown = || Error::UnknownApp(name.into());
@@ -300,6 +325,7 @@ impl Context {
         // 5. sync
         let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
+        let rewritten = self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await;
         let decision = plan::decide(&plan::GateInput {
             app: name,
             mode,
@@ -314,6 +340,7 @@ impl Context {
             fail_on_shared: app_options.fail_on_shared,
             drifted: &drifted,
             heal: heal.as_ref(),
+            rewritten: rewritten.as_deref(),
             now: Instant::now(),
         });
         st.conditions.extend(decision.conditions);

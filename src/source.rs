@@ -84,6 +84,18 @@ pub enum Error {
         /// The configured revision.
         revision: String,
     },
+    /// A short revision names both a branch and a tag: which one is meant cannot be
+    /// told (write `refs/heads/<name>` or `refs/tags/<name>`).
+    #[error(
+        "{}: revision `{revision}` is both a branch and a tag; write refs/heads/{revision} or refs/tags/{revision}",
+        crate::config::repo_url::redact(url)
+    )]
+    AmbiguousRevision {
+        /// Repository URL.
+        url: String,
+        /// The configured revision.
+        revision: String,
+    },
     /// The application path does not exist at that commit.
     #[error("path `{path}` does not exist at {revision}")]
     PathNotFound {
@@ -220,6 +232,10 @@ impl Mirror {
         } else {
             vec![format!("refs/heads/{revision}"), format!("refs/tags/{revision}")]
         };
+        let advertises = |r: &String| advertised.iter().any(|(a, _)| a == r);
+        if candidates.len() == 2 && candidates.iter().all(advertises) {
+            return Err(Error::AmbiguousRevision { url: self.url.clone(), revision: revision.into() });
+        }
         let Some((name, oid)) = candidates.iter().find_map(|c| {
             let peeled = format!("{c}^{{}}");
             let find = |n: &str| advertised.iter().find(|(a, _)| a == n).map(|(_, o)| *o);
@@ -239,6 +255,17 @@ impl Mirror {
             .and_then(|o| o.peel_to_commit())
             .map_err(|source| Error::Local { dir: self.repo.path().into(), source })?;
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
+    }
+
+    /// Whether commit `new` descends from (or is) commit `old`, both in the mirror;
+    /// `false` when `old` is not there after `new` was fetched with its whole history
+    /// (then it is no ancestor of `new`), `None` when `new` cannot be read.
+    pub fn descends(&self, new: &str, old: &str) -> Option<bool> {
+        let new = Oid::from_str(new).ok().filter(|o| self.repo.find_commit(*o).is_ok())?;
+        let Some(old) = Oid::from_str(old).ok().filter(|o| self.repo.find_commit(*o).is_ok()) else {
+            return Some(false);
+        };
+        Some(new == old || self.repo.graph_descendant_of(new, old).unwrap_or(false))
     }
 
     fn fetch(&self, refspecs: &[&str]) -> Result<(), git2::Error> {

@@ -130,6 +130,9 @@ pub enum ConditionType {
     /// A watch of a kind the application uses fails (e.g. 403: plumb may not list or
     /// watch it); named with the error.
     WatchError,
+    /// The tracked ref moved to a commit that does not descend from the last synced
+    /// one: automated sync holds until a person syncs.
+    HistoryRewritten,
 }
 
 impl ConditionType {
@@ -147,6 +150,7 @@ impl ConditionType {
             Self::SelfHealBackoff => "SelfHealBackoff",
             Self::PruneStuck => "PruneStuck",
             Self::WatchError => "WatchError",
+            Self::HistoryRewritten => "HistoryRewritten",
         }
     }
 

@@ -336,10 +336,11 @@ async fn git_server_down_changes_nothing() {
 }
 
 /// 3b. main is force-pushed to an unrelated history (a new root commit) that changes
-/// `a`, adds `d` and lacks `b` and `keep` (`Prune=false`). plumb follows what Git says
-/// now — the old commit is gone from the branch, there is nothing else to follow — and
-/// keeps its guards: `a` is updated in place, `d` created, `b` pruned, `keep` kept and
-/// reported; the old revision stays readable in the history.
+/// `a`, adds `d` and lacks `b` and `keep` (`Prune=false`). A rewritten history is a
+/// decision for a person: automated sync holds with a `HistoryRewritten` condition
+/// naming both commits, writing nothing. Once a person syncs, plumb follows what Git
+/// says now and keeps its guards: `a` is updated in place, `d` created, `b` pruned,
+/// `keep` kept and reported; the old revision stays readable in the history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_push_of_unrelated_history_is_followed_with_guards() {
     let app = "rewrite";
@@ -363,7 +364,12 @@ async fn force_push_of_unrelated_history_is_followed_with_guards() {
         ("rewrite/d.yaml", Some(&f.cm("d", "1"))),
     ]);
     let c2 = f.lab.repo.commit_unrelated("start over").unwrap();
-    let r = f.pass(app).await;
+    let held = f.pass(app).await;
+    assert!(held.sync.is_none(), "{:?}", held.sync);
+    let cond = condition(&held.status, "HistoryRewritten");
+    assert!(cond.message.contains(&c2[..7]) && cond.message.contains(&c1[..7]), "{cond:?}");
+    assert_kept(&before, &f.live(), &[]);
+    let r = f.ctx.run_pass(app, Mode::Manual { prune: true, approve: false }, None).await.unwrap();
     let rec = r.sync.unwrap();
     assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
     assert_eq!(rec.applied, [f.cm_id("a"), f.cm_id("d")]);

@@ -197,3 +197,34 @@ async fn writes_run_as_the_applications_service_account() {
     let managers = kubectl(&["-n", ns, "get", "secret", "creds", "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
     assert!(managers.contains("plumb"), "{managers}");
 }
+
+/// Revisions resolve without ambiguity: `main` naming both a branch and a tag is an
+/// error naming both ways to choose (nothing compared, nothing pruned); `refs/heads/main`
+/// chooses the branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_naming_a_branch_and_a_tag_is_an_error() {
+    let ns = "tr-ambiguous";
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-tr-ambiguous", "tr-ambiguous", ns, AUTO, &[("a.yaml", &cm(ns, "a", ""))]).await;
+    assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(&app.lab.repo.work).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["tag", "main"]);
+    git(&["push", "-q", "origin", "refs/tags/main"]);
+    app.commit(&[], &["a.yaml"]);
+    let r = app.pass(Mode::Policy).await;
+    assert_eq!(r.status.sync, SyncStatus::Unknown);
+    let cond = r.status.conditions.iter().find(|c| c.type_ == ConditionType::ComparisonError).unwrap();
+    assert!(cond.message.contains("both a branch and a tag") && cond.message.contains("refs/heads/main"), "{cond:?}");
+    assert!(r.sync.is_none(), "nothing synced, nothing pruned");
+    assert!(exists(&["-n", ns, "get", "cm", "a"]));
+
+    let chosen = std::fs::read_to_string(&app.policy).unwrap().replace("revision: main", "revision: refs/heads/main");
+    std::fs::write(&app.policy, chosen).unwrap();
+    let ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache2"), false).await;
+    let r = ctx.run_pass("tr-ambiguous", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.status.sync, SyncStatus::OutOfSync, "{:?}", r.status.conditions);
+    assert_ne!(r.status.sync, SyncStatus::Unknown);
+}

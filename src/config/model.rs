@@ -292,6 +292,11 @@ pub struct SyncPolicy {
     /// every object; default false: such an object refuses the sync).
     #[serde(default)]
     pub adopt: bool,
+    /// Let automated sync follow a ref moved to a commit that does not descend from the
+    /// last synced one (force-push, branch reset); default false: it holds with a
+    /// `HistoryRewritten` condition until a person syncs.
+    #[serde(default)]
+    pub allow_history_rewrite: bool,
 }
 
 impl Default for SyncPolicy {
@@ -306,6 +311,7 @@ impl Default for SyncPolicy {
             max_prune_percent: None,
             take_over_managers: Vec::new(),
             adopt: false,
+            allow_history_rewrite: false,
         }
     }
 }

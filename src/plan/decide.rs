@@ -146,6 +146,9 @@ pub struct GateInput<'a> {
     pub drifted: &'a [Drifted<'a>],
     /// selfHeal state after the previous pass.
     pub heal: Option<&'a HealState>,
+    /// The tracked ref moved to a commit that does not descend from the last synced
+    /// one (force-push, branch reset): what to say. Automated sync holds.
+    pub rewritten: Option<&'a str>,
     /// Now.
     pub now: Instant,
 }
@@ -203,6 +206,20 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
     if let Some(c) = heal.as_ref().and_then(|h| heal_condition(h, input.now)) {
         conditions.push(c);
     }
+    // history rewritten (force-push, reset): a decision for a person, not for automation
+    let reason = match (reason, input.rewritten) {
+        (Some(r), Some(what)) if r != SyncReason::Manual => {
+            conditions.push(Condition::new(
+                ConditionType::HistoryRewritten,
+                format!(
+                    "{what}: automated sync holds until a person runs `plumb sync {}`, or syncPolicy.allowHistoryRewrite is true",
+                    input.app
+                ),
+            ));
+            None
+        }
+        (r, _) => r,
+    };
     // another application's object is never written; FailOnSharedResource=true holds
     // the whole sync back, and says so whether or not something else would sync
     let reason = if input.shared && input.fail_on_shared {
@@ -365,6 +382,7 @@ mod tests {
         errors: Vec<String>,
         last: Option<SyncRecord>,
         shared: bool,
+        rewritten: Option<&'static str>,
         want: Option<SyncReason>,
         conditions: Vec<ConditionType>,
         settled: bool,
@@ -381,6 +399,7 @@ mod tests {
             errors: vec![],
             last: None,
             shared: false,
+            rewritten: None,
             want: None,
             conditions: vec![],
             settled: false,
@@ -404,6 +423,7 @@ mod tests {
             fail_on_shared: true,
             drifted: &drifted,
             heal,
+            rewritten: c.rewritten,
             now,
         })
     }
@@ -446,6 +466,19 @@ mod tests {
             },
             Case { mode: Mode::CompareOnly, synced_revision: "old", ..case("compare-only never syncs") },
             Case { mode: Mode::Observe, synced_revision: "old", ..case("observing never syncs") },
+            Case {
+                synced_revision: "old",
+                rewritten: Some("new does not descend from old"),
+                conditions: vec![HistoryRewritten],
+                ..case("a rewritten history holds automated sync")
+            },
+            Case {
+                mode: Mode::Manual { prune: false, approve: false },
+                synced_revision: "old",
+                rewritten: Some("new does not descend from old"),
+                want: Some(Manual),
+                ..case("a person's sync follows a rewritten history")
+            },
             Case {
                 mode: Mode::Preview { prune: true, approve: false },
                 synced_revision: "old",

@@ -96,6 +96,15 @@ impl Pool {
         Ok(m)
     }
 
+    /// Whether commit `new` of `repo` descends from commit `old` (see
+    /// [`super::Mirror::descends`]), read off the async threads; `None` when it cannot
+    /// be told.
+    pub async fn descends(&self, repo: &Repository, new: &str, old: &str) -> Option<bool> {
+        let m = self.mirror(repo).ok()?;
+        let (new, old) = (new.to_string(), old.to_string());
+        tokio::task::spawn_blocking(move || m.lock().ok()?.descends(&new, &old)).await.ok().flatten()
+    }
+
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
     /// the files under `path` for application `app`; a render is remembered by revision
     /// and path.
