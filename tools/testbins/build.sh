@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and Gitea from
-# their Go modules (through the Go module proxy) into a cache outside the git tree.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Gitea and the
+# render tools (kustomize) from their Go modules (through the Go module proxy) into a cache
+# outside the git tree.
 #
-#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|control-plane|all]     (default: all)
+#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|kustomize|control-plane|all]  (default: all)
 #
-# control-plane = etcd, k8s and kwok (what the demo needs); all = those and gitea (what the
-# tests need).
+# control-plane = etcd, k8s and kwok (what the demo needs); all = those, gitea and
+# kustomize (what the tests need).
 #
 # Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
-# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea}/current/bin (Gitea's templates/ and options/ in
+# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea,kustomize}/current/bin (Gitea's templates/ and options/ in
 # gitea/current/static, its STATIC_ROOT_PATH). A killed build never leaves a directory
 # that looks complete (build in a temp dir, then rename).
 set -euo pipefail
@@ -119,8 +120,19 @@ build_gitea() { # $1 = output dir
   "$out/bin/gitea" --version >/dev/null
 }
 
+build_kustomize() { # $1 = output dir
+  # The kustomize CLI module pins its own kustomize/api; `go install mod@version` keeps
+  # exactly the versions its go.mod names (no replace directives in released tags).
+  local out=$1
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath \
+    -ldflags="-s -w -X sigs.k8s.io/kustomize/api/provenance.version=v$KUSTOMIZE_VERSION" \
+    "sigs.k8s.io/kustomize/kustomize/v5@v$KUSTOMIZE_VERSION"
+  "$out/bin/kustomize" version >/dev/null
+}
+
 check_bin() { # component -> the binary that proves a build
-  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; esac
+  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; kustomize) echo kustomize ;; esac
 }
 
 ensure() { # $1 = etcd | k8s | kwok
@@ -130,6 +142,7 @@ ensure() { # $1 = etcd | k8s | kwok
   k8s) vers="K8S_VERSION=$K8S_VERSION K8S_STAGING=$K8S_STAGING" ;;
   kwok) vers="KWOK_VERSION=$KWOK_VERSION" ;;
   gitea) vers="GITEA_VERSION=$GITEA_VERSION" ;;
+  kustomize) vers="KUSTOMIZE_VERSION=$KUSTOMIZE_VERSION" ;;
   esac
   key=$( { echo "$vers"; declare -f "build_$c"; go version; } | sha256sum | cut -c1-12)
   dest=$ROOT/$c/$key
@@ -173,10 +186,10 @@ main() {
   command -v jq >/dev/null || { log "jq is not installed"; exit 1; }
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
-  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea ;;
+  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea && ensure kustomize ;;
   control-plane) ensure etcd && ensure k8s && ensure kwok ;;
-  etcd | k8s | kwok | gitea) ensure "$what" ;;
-  *) log "usage: $0 [etcd|k8s|kwok|gitea|control-plane|all]"; exit 2 ;;
+  etcd | k8s | kwok | gitea | kustomize) ensure "$what" ;;
+  *) log "usage: $0 [etcd|k8s|kwok|gitea|kustomize|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
 }
