@@ -226,6 +226,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             let ctx = context(&cluster, false).await?;
             let report = ctx.run_pass(&app, Mode::CompareOnly, revision.as_deref()).await?;
             let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
+            for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
+                eprintln!("warning: {}", c.message);
+            }
             if report.status.sync == crate::compare::SyncStatus::Unknown {
                 for c in &report.status.conditions {
                     eprintln!("{}: {}", c.type_, c.message);

@@ -203,7 +203,12 @@ impl Context {
         // 1. source and render
         let wanted = revision.unwrap_or(&app.revision.value);
         let (snapshot, manifests) = match self.sources.desired(name, repo, wanted, &app.path.value).await {
-            Desired::Rendered(snapshot, manifests) => (snapshot, manifests),
+            Desired::Rendered(snapshot, rendered) => {
+                let warnings = rendered.warnings.iter();
+                st.conditions
+                    .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
+                (snapshot, rendered.manifests)
+            }
             Desired::FetchFailed(e) => {
                 let message = format!("fetch {}: {e}", repo.url.value);
                 return self.finish_early(st, previous, history, message, started, mode).await;

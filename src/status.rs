@@ -124,6 +124,9 @@ pub enum ConditionType {
     NonConverging,
     /// selfHeal waits before its next attempt (backoff 2 s ×3, capped at 300 s).
     SelfHealBackoff,
+    /// The render succeeded but something in Git should be fixed (server-set fields
+    /// removed, …); each names the file and document.
+    RenderWarning,
 }
 
 impl ConditionType {
@@ -139,6 +142,7 @@ impl ConditionType {
             Self::HealthStalled => "HealthStalled",
             Self::NonConverging => "NonConverging",
             Self::SelfHealBackoff => "SelfHealBackoff",
+            Self::RenderWarning => "RenderWarning",
         }
     }
 

@@ -205,7 +205,7 @@ impl Context {
             match self.sources.desired(who, repo, &app.revision.value, &app.path.value).await {
                 Desired::Rendered(_, manifests) => claims.declare(
                     who,
-                    manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).map(|mut k| {
+                    manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).map(|mut k| {
                         if k.namespace.is_empty() {
                             k.namespace = app.namespace.value.clone();
                         }

@@ -15,7 +15,7 @@ use std::{
 use super::{Credentials, Mirror, Snapshot};
 use crate::{
     config::{Repository, read_secret},
-    render::{self, Manifest},
+    render::{self, Rendered},
 };
 
 /// Why an application's source could not be read.
@@ -47,16 +47,16 @@ pub enum FetchError {
 /// The outcome of fetching and rendering an application's source.
 #[derive(Debug)]
 pub enum Desired {
-    /// The commit and its manifests.
-    Rendered(Snapshot, Vec<Manifest>),
+    /// The commit and its manifests (with the render's warnings).
+    Rendered(Snapshot, Rendered),
     /// The repository could not be read.
     FetchFailed(FetchError),
     /// The commit was read but does not render.
     RenderFailed(Snapshot, render::Error),
 }
 
-/// (revision, path, manifests) last rendered for an application.
-type RenderMemo = (String, String, Vec<Manifest>);
+/// (revision, path, render) last rendered for an application.
+type RenderMemo = (String, String, Rendered);
 
 /// Mirrors by repository name, and each application's last render.
 pub struct Pool {
@@ -110,7 +110,7 @@ impl Pool {
         let memo = self.rendered.lock().ok().and_then(|m| {
             m.get(app).filter(|(rev, p, _)| *rev == snapshot.revision && p == path).map(|(_, _, v)| v.clone())
         });
-        match memo.map_or_else(|| render::render(&snapshot.files), Ok) {
+        match memo.map_or_else(|| render::render_files(&snapshot.files), Ok) {
             Ok(m) => {
                 if let Ok(mut r) = self.rendered.lock() {
                     r.insert(app.to_string(), (snapshot.revision.clone(), path.to_string(), m.clone()));
