@@ -67,6 +67,13 @@ pub enum Error {
         /// The pointer's `oid` line (`sha256:…`).
         oid: String,
     },
+    /// The commit's tree cannot be read as the application's files (a submodule, a
+    /// symlink leaving the repository); the message names the entry.
+    #[error("{message}")]
+    Tree {
+        /// What is wrong, naming the entry.
+        message: String,
+    },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {

@@ -284,6 +284,19 @@ impl Mirror {
         Ok(Snapshot { revision: revision.into(), subject, files, root_tree: root.id().to_string(), top_level })
     }
 
+    /// A snapshot of `revision` without files (its subject only): what a render that
+    /// failed before reading files reports.
+    pub fn empty_snapshot(&self, revision: &str) -> Snapshot {
+        let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).ok();
+        Snapshot {
+            revision: revision.into(),
+            subject: commit.as_ref().and_then(|c| c.summary().ok().flatten()).unwrap_or("").to_string(),
+            files: vec![],
+            root_tree: commit.and_then(|c| c.tree().ok()).map(|t| t.id().to_string()).unwrap_or_default(),
+            top_level: vec![],
+        }
+    }
+
     /// Writes the commit's whole tree under `dest` (an empty directory): a working copy
     /// for a render tool. Symlinks are written only when they stay inside the
     /// repository (a tool never reads a file of the host through one); submodules

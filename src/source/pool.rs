@@ -95,16 +95,23 @@ impl Pool {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
-            Ok(m) => tokio::task::spawn_blocking(move || -> Result<Snapshot, FetchError> {
+            Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
                 let resolved = m.resolve(&wanted)?;
-                Ok(m.snapshot(&resolved.revision, &dir)?)
+                match m.snapshot(&resolved.revision, &dir) {
+                    // the commit is there but its tree cannot be rendered as it is
+                    Err(e @ (super::Error::Submodule { .. } | super::Error::Symlink { .. })) => {
+                        Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string())))
+                    }
+                    other => Ok((other?, None)),
+                }
             })
             .await
             .unwrap_or_else(|e| Err(FetchError::Task(e.to_string()))),
         };
         let snapshot = match fetched {
-            Ok(s) => s,
+            Ok((s, None)) => s,
+            Ok((s, Some(message))) => return Desired::RenderFailed(s, render::Error::Tree { message }),
             Err(e) => return Desired::FetchFailed(e),
         };
         let memo = self.rendered.lock().ok().and_then(|m| {
