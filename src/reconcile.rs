@@ -120,11 +120,11 @@ impl Context {
     pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
         Self {
+            sources: source::Pool::new(cache_dir, Arc::clone(&config)),
             cluster,
             store,
             config,
             metrics,
-            sources: source::Pool::new(cache_dir),
             statuses: RwLock::default(),
             live: None,
             drift_rx: Mutex::default(),
@@ -149,6 +149,11 @@ impl Context {
     /// [`Context::with_watches`] (taken once, by whoever triggers passes).
     pub fn take_drift_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
         self.drift_rx.lock().ok()?.take()
+    }
+
+    /// How many render-tool child processes (kustomize) this context has started.
+    pub fn render_tool_runs(&self) -> u64 {
+        self.sources.tool_runs()
     }
 
     /// The latest status of every application (in memory; loaded from the cluster on

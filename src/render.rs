@@ -1,16 +1,40 @@
 //! Render: turn the files of an application's directory into manifests.
 //!
-//! Plain YAML/JSON directories ([`plain`]: kubectl's reading of a directory — lists,
-//! UTF-16, server-set fields removed with a warning). A file or document that cannot be
-//! used is an error naming the file, the document and the line — never silently
-//! skipped: a failed render stops the pass before compare, so nothing is pruned.
+//! - plain YAML/JSON directories ([`plain`]: kubectl's reading of a directory —
+//!   lists, UTF-16, server-set fields removed with a warning);
+//! - kustomize ([`kustomize`]: the real binary, sandboxed ([`sandbox`]), its output
+//!   read like a plain file).
+//!
+//! Which one is the application's `source.type`, else [`detect`]ed from the files
+//! directly under its path. A file or document that cannot be used is an error naming
+//! the file, the document and the line — never silently skipped: a failed render stops
+//! the pass before compare, so nothing is pruned.
 
+pub mod kustomize;
 mod plain;
+pub mod sandbox;
 pub mod server_set;
+
+use std::time::Duration;
 
 use serde_json::Value;
 
 pub use plain::{is_manifest_file, render_files};
+
+use crate::config::SourceType;
+
+/// The renderer for a path whose direct entries are `top_level` (file names): a
+/// kustomization file → kustomize, a `Chart.yaml` → Helm, else plain.
+pub fn detect(top_level: &[String]) -> SourceType {
+    let has = |n: &str| top_level.iter().any(|t| t == n);
+    if kustomize::KUSTOMIZATION_FILES.iter().any(|n| has(n)) {
+        SourceType::Kustomize
+    } else if has("Chart.yaml") {
+        SourceType::Helm
+    } else {
+        SourceType::Plain
+    }
+}
 
 /// One rendered object and where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +53,10 @@ pub struct Rendered {
     /// One line per problem that did not stop the render, naming file and document
     /// (e.g. server-set fields removed); shown as the application's `RenderWarning`.
     pub warnings: Vec<String>,
+    /// The tool and its version (`kustomize v5.8.1`); `None` for plain YAML.
+    pub tool: Option<String>,
+    /// How long the tool ran (zero for plain YAML).
+    pub took: Duration,
 }
 
 /// Why the directory could not be rendered.
@@ -74,6 +102,31 @@ pub enum Error {
         /// What is wrong, naming the entry.
         message: String,
     },
+    /// A render tool could not be found, failed, ran too long or wrote too much; the
+    /// message names the tool, and its first lines of standard error.
+    #[error("{message}")]
+    Tool {
+        /// What happened.
+        message: String,
+    },
+    /// A kustomization names a remote base while remote bases are off.
+    #[error(
+        "{file}: `{reference}` is remote; remote bases are off for this application (source.allowRemoteBases: true to allow)"
+    )]
+    RemoteBase {
+        /// The kustomization file.
+        file: String,
+        /// The remote entry.
+        reference: String,
+    },
+    /// The path is a Helm chart, which plumb does not render yet.
+    #[error(
+        "{chart}: a Helm chart; plumb does not render Helm charts yet: commit `helm template` output, or use kustomize"
+    )]
+    Helm {
+        /// The chart's `Chart.yaml`.
+        chart: String,
+    },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {
@@ -84,6 +137,12 @@ pub enum Error {
         /// Second declaration.
         second: String,
     },
+}
+
+impl From<sandbox::RunError> for Error {
+    fn from(e: sandbox::RunError) -> Self {
+        Error::Tool { message: e.to_string() }
+    }
 }
 
 /// Renders plain `files` (path inside the repository, content) and returns only the

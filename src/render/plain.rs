@@ -119,7 +119,7 @@ fn list_items(doc: &Value) -> Result<Option<Vec<Value>>, String> {
 fn decode<'a>(path: &str, bytes: &'a [u8]) -> Result<Cow<'a, str>, Error> {
     let bad = |message: String| Error::Parse { file: path.into(), line: 0, document: 1, message };
     let utf16 = |rest: &[u8], be: bool| -> Result<Cow<'a, str>, Error> {
-        if rest.len() % 2 != 0 {
+        if !rest.len().is_multiple_of(2) {
             return Err(bad("UTF-16 (byte-order mark) with an odd number of bytes".into()));
         }
         let units = rest

@@ -2,20 +2,26 @@
 //!
 //! One [`Mirror`] per repository (opened on first use with the repository's
 //! credentials: token file, SSH key, pinned host keys), locked while a fetch runs, and
-//! always used off the async threads (git2 is blocking). The manifests rendered for an
-//! application are remembered by (revision, path): a pass at a known commit renders
-//! nothing again.
+//! always used off the async threads (git2 is blocking). Renders are remembered by
+//! (renderer, root tree of the commit, path, source options, tool version) — shared by
+//! every application, so a pass at a known commit (or a commit that did not change the
+//! tree) renders nothing again and starts no child process. At most
+//! [`RENDER_CACHE_ENTRIES`] renders are kept (least recently used dropped).
 
 use std::{
     collections::HashMap,
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
 
 use super::{Credentials, Mirror, Snapshot};
 use crate::{
-    config::{Repository, read_secret},
-    render::{self, Rendered},
+    config::{Config, Repository, Source, SourceType, read_secret},
+    render::{self, Rendered, kustomize::Kustomize, sandbox::Limits},
 };
 
 /// Why an application's source could not be read.
@@ -55,20 +61,65 @@ pub enum Desired {
     RenderFailed(Snapshot, render::Error),
 }
 
-/// (revision, path, render) last rendered for an application.
-type RenderMemo = (String, String, Rendered);
+/// How many renders a pool keeps.
+pub const RENDER_CACHE_ENTRIES: usize = 256;
 
-/// Mirrors by repository name, and each application's last render.
+/// Renders by key, with the tick of their last use.
+#[derive(Default)]
+struct RenderCache {
+    tick: u64,
+    entries: HashMap<String, (u64, Rendered)>,
+}
+
+impl RenderCache {
+    fn get(&mut self, key: &str) -> Option<Rendered> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(key).map(|(t, r)| {
+            *t = tick;
+            r.clone()
+        })
+    }
+
+    fn put(&mut self, key: String, rendered: Rendered) {
+        self.tick += 1;
+        if self.entries.len() >= RENDER_CACHE_ENTRIES
+            && let Some(old) = self.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
+        {
+            self.entries.remove(&old);
+        }
+        self.entries.insert(key, (self.tick, rendered));
+    }
+}
+
+/// Mirrors by repository name, the render cache, and the render tools found.
 pub struct Pool {
     cache_dir: PathBuf,
+    config: Arc<Config>,
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
-    rendered: Mutex<HashMap<String, RenderMemo>>,
+    renders: Mutex<RenderCache>,
+    kustomize: tokio::sync::Mutex<Option<Kustomize>>,
+    tool_runs: AtomicU64,
 }
 
 impl Pool {
-    /// A pool keeping its mirrors under `cache_dir`.
-    pub fn new(cache_dir: PathBuf) -> Self {
-        Self { cache_dir, mirrors: Mutex::default(), rendered: Mutex::default() }
+    /// A pool keeping its mirrors under `cache_dir`, rendering the applications of
+    /// `config` (their `source`, and `settings.renderTools`).
+    pub fn new(cache_dir: PathBuf, config: Arc<Config>) -> Self {
+        Self {
+            cache_dir,
+            config,
+            mirrors: Mutex::default(),
+            renders: Mutex::default(),
+            kustomize: tokio::sync::Mutex::default(),
+            tool_runs: AtomicU64::new(0),
+        }
+    }
+
+    /// How many render-tool child processes this pool has started (builds and version
+    /// queries).
+    pub fn tool_runs(&self) -> u64 {
+        self.tool_runs.load(Ordering::Relaxed)
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, FetchError> {
@@ -114,17 +165,85 @@ impl Pool {
             Ok((s, Some(message))) => return Desired::RenderFailed(s, render::Error::Tree { message }),
             Err(e) => return Desired::FetchFailed(e),
         };
-        let memo = self.rendered.lock().ok().and_then(|m| {
-            m.get(app).filter(|(rev, p, _)| *rev == snapshot.revision && p == path).map(|(_, _, v)| v.clone())
-        });
-        match memo.map_or_else(|| render::render_files(&snapshot.files), Ok) {
-            Ok(m) => {
-                if let Ok(mut r) = self.rendered.lock() {
-                    r.insert(app.to_string(), (snapshot.revision.clone(), path.to_string(), m.clone()));
-                }
-                Desired::Rendered(snapshot, m)
-            }
+        let source = self.config.applications.iter().find(|a| a.name.value == app).map(|a| a.source.clone());
+        let source = source.unwrap_or_default();
+        match self.render(repo, &snapshot, path, &source).await {
+            Ok(r) => Desired::Rendered(snapshot, r),
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
+    }
+
+    /// Renders `path` of `snapshot` with its renderer (configured or detected), or
+    /// returns the cached render of the same inputs.
+    async fn render(
+        &self,
+        repo: &Repository,
+        snapshot: &Snapshot,
+        path: &str,
+        source: &Source,
+    ) -> Result<Rendered, render::Error> {
+        let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+        let tools = &self.config.settings.render_tools;
+        let limits = Limits {
+            timeout: Duration::from_secs(tools.timeout_seconds),
+            max_output: tools.max_output_bytes,
+            network: source.allow_remote_bases,
+        };
+        let tool = match kind {
+            SourceType::Kustomize => Some(self.kustomize(limits).await?),
+            _ => None,
+        };
+        let key = format!(
+            "{kind:?} {} {path} remote={} {}",
+            snapshot.root_tree,
+            source.allow_remote_bases,
+            tool.as_ref().map_or(String::new(), Kustomize::describe)
+        );
+        if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
+            return Ok(r);
+        }
+        let rendered = match (kind, tool) {
+            (SourceType::Kustomize, Some(tool)) => {
+                let dir =
+                    tempfile::tempdir().map_err(|e| render::Error::Tool { message: format!("working copy: {e}") })?;
+                let (m, rev, dest) = (self.mirror(repo), snapshot.revision.clone(), dir.path().to_path_buf());
+                let m = m.map_err(|e| render::Error::Tool { message: e.to_string() })?;
+                tokio::task::spawn_blocking(move || -> Result<(), String> {
+                    let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+                    m.export(&rev, &dest).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r)
+                .map_err(|message| render::Error::Tool { message: format!("working copy: {message}") })?;
+                self.tool_runs.fetch_add(1, Ordering::Relaxed);
+                tool.build(dir.path(), path.trim_matches('/'), limits).await?
+            }
+            (SourceType::Helm, _) => {
+                let chart = if path.is_empty() {
+                    "Chart.yaml".into()
+                } else {
+                    format!("{}/Chart.yaml", path.trim_matches('/'))
+                };
+                return Err(render::Error::Helm { chart });
+            }
+            _ => render::render_files(&snapshot.files)?,
+        };
+        if let Ok(mut c) = self.renders.lock() {
+            c.put(key, rendered.clone());
+        }
+        Ok(rendered)
+    }
+
+    /// The kustomize binary, located (and its version asked) once.
+    async fn kustomize(&self, limits: Limits) -> Result<Kustomize, render::Error> {
+        let mut found = self.kustomize.lock().await;
+        if let Some(k) = found.as_ref() {
+            return Ok(k.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let k = Kustomize::locate(self.config.settings.render_tools.kustomize.as_deref(), limits).await?;
+        *found = Some(k.clone());
+        Ok(k)
     }
 }

@@ -1,0 +1,61 @@
+//! How an application's files are rendered (`source:` on an application), and where
+//! the render tools are (`settings.renderTools`).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// The renderer of an application's path. Detected when `source` is absent: a
+/// `kustomization.yaml`, `kustomization.yml` or `Kustomization` file directly under the
+/// path → kustomize; a `Chart.yaml` → Helm; else plain YAML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceType {
+    /// Plain YAML/JSON files.
+    Plain,
+    /// `kustomize build` of the path.
+    Kustomize,
+    /// A Helm chart (not rendered yet: the render fails naming the chart).
+    Helm,
+}
+
+/// `source:` of an application.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Source {
+    /// The renderer; detected from the path's files when absent.
+    #[serde(default, rename = "type")]
+    pub type_: Option<SourceType>,
+    /// kustomize: allow remote bases and resources (`https://…`, `github.com/…`) and
+    /// give the tool network access (default `false`: a render reads only the commit).
+    #[serde(default)]
+    pub allow_remote_bases: bool,
+}
+
+/// `settings.renderTools`: where the render tools are and how long they may run.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RenderTools {
+    /// The `kustomize` binary (default: `$PLUMB_KUSTOMIZE`, else `kustomize` on `PATH`).
+    #[serde(default)]
+    pub kustomize: Option<PathBuf>,
+    /// Longest a tool may run for one render, in seconds (default 60).
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u64,
+    /// Largest output a tool may write for one render, in bytes (default 64 MiB).
+    #[serde(default = "default_max_output")]
+    pub max_output_bytes: usize,
+}
+
+impl Default for RenderTools {
+    fn default() -> Self {
+        Self { kustomize: None, timeout_seconds: default_timeout(), max_output_bytes: default_max_output() }
+    }
+}
+
+fn default_timeout() -> u64 {
+    60
+}
+fn default_max_output() -> usize {
+    64 * 1024 * 1024
+}
