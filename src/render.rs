@@ -145,13 +145,14 @@ impl From<sandbox::RunError> for Error {
     }
 }
 
-/// Renders plain `files` (path inside the repository, content) and returns only the
-/// manifests (see [`render_files`], which also returns the warnings).
+/// Reads plain `files` (path inside the repository, content) into objects kept as
+/// written, server-set fields included ([`plain::read_objects`]): for exported live
+/// objects. A desired state is read with [`render_files`].
 ///
 /// # Errors
 /// [`Error`], as [`render_files`].
 pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
-    render_files(files).map(|r| r.manifests)
+    plain::read_objects(files)
 }
 
 #[cfg(test)]

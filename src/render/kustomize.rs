@@ -77,7 +77,7 @@ impl Kustomize {
             sandbox::run(&self.path, &["build", target, "--load-restrictor", "LoadRestrictionsRootOnly"], root, limits)
                 .await?;
         let mut rendered = Rendered { tool: Some(self.describe()), ..Rendered::default() };
-        plain::render_stream(&format!("{target} (kustomize build)"), &out, &mut rendered)?;
+        plain::render_stream(&format!("{target} (kustomize build)"), &out, true, &mut rendered)?;
         plain::check_duplicates(&rendered.manifests)?;
         rendered.took = started.elapsed();
         Ok(rendered)

@@ -39,14 +39,31 @@ pub fn render_files(files: &[(String, Vec<u8>)]) -> Result<Rendered, Error> {
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = Rendered::default();
     for (path, bytes) in sorted {
-        render_stream(path, bytes, &mut out)?;
+        render_stream(path, bytes, true, &mut out)?;
     }
     check_duplicates(&out.manifests)?;
     Ok(out)
 }
 
-/// Renders one YAML stream (a file, or a tool's output named `path`) into `out`.
-pub(super) fn render_stream(path: &str, bytes: &[u8], out: &mut Rendered) -> Result<(), Error> {
+/// Reads `files` as [`render_files`] does but keeps every object as written
+/// (server-set fields too): for reading exported live objects, not for a desired state.
+///
+/// # Errors
+/// [`Error`], as [`render_files`].
+pub fn read_objects(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
+    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().filter(|(p, _)| is_manifest_file(p)).collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Rendered::default();
+    for (path, bytes) in sorted {
+        render_stream(path, bytes, false, &mut out)?;
+    }
+    check_duplicates(&out.manifests)?;
+    Ok(out.manifests)
+}
+
+/// Renders one YAML stream (a file, or a tool's output named `path`) into `out`;
+/// `strip`: remove server-set fields (with a warning).
+pub(super) fn render_stream(path: &str, bytes: &[u8], strip: bool, out: &mut Rendered) -> Result<(), Error> {
     for (i, doc) in parse_documents(path, bytes)?.into_iter().enumerate() {
         let document = i + 1;
         let not_object = |item: Option<usize>, message: String| Error::NotAnObject {
@@ -66,7 +83,7 @@ pub(super) fn render_stream(path: &str, bytes: &[u8], out: &mut Rendered) -> Res
         for (n, mut object) in items.into_iter().enumerate() {
             let item = listed.then_some(n);
             check_object(&object).map_err(|message| not_object(item, message))?;
-            let removed = server_set::strip(&mut object);
+            let removed = if strip { server_set::strip(&mut object) } else { vec![] };
             if !removed.is_empty() {
                 let at = item.map_or(String::new(), |n| format!(" items[{n}]"));
                 out.warnings.push(format!(

@@ -182,9 +182,10 @@ mod tests {
             err.expect_err("fails").to_string(),
             "sh -c echo 'bad https://u:p@h/x' >&2; exit 3: exit status: 3: bad https://***@h/x"
         );
-        let err = run(sh, &["-c", "sleep 30"], dir.path(), limits(1, 1024)).await.expect_err("timeout");
+        let err = run(sh, &["-c", "while :; do :; done"], dir.path(), limits(1, 1024)).await.expect_err("timeout");
         assert!(matches!(err, RunError::Timeout { seconds: 1, .. }), "{err}");
-        let err = run(sh, &["-c", "yes"], dir.path(), limits(10, 4096)).await.expect_err("too large");
+        let err =
+            run(sh, &["-c", "while :; do echo y; done"], dir.path(), limits(10, 4096)).await.expect_err("too large");
         assert!(matches!(err, RunError::TooLarge { limit: 4096, .. }), "{err}");
     }
 }
