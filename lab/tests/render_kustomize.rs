@@ -70,7 +70,7 @@ async fn kustomize_overlay_is_built_sandboxed_and_cached() {
     for (f, text) in &files {
         lab.repo.write(f, text).unwrap();
     }
-    lab.repo.commit("web: base and prod overlay").unwrap();
+    let first = lab.repo.commit("web: base and prod overlay").unwrap();
     let policy = lab.policy(
         "policy.yaml",
         &format!(
@@ -128,6 +128,24 @@ applications:
     assert_eq!(get("{.spec.template.spec.containers[0].image}"), "registry.example.test/acme/web:2.1.0");
     assert_eq!(ctx.render_tool_runs(), 3);
     let uid = get("{.metadata.uid}");
+
+    // `plumb render`: the objects, the tool and its version; `--revision` an older commit
+    let render = |rev: Option<&str>| {
+        let mut args = vec!["render", app, "--config", policy.to_str().unwrap()];
+        args.extend(rev.map(|r| ["--revision", r]).into_iter().flatten());
+        plumb_cli(&args)
+    };
+    let (code, out, err) = render(None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# Source: app/overlays/prod (kustomize build)#1\n"), "{out}");
+    assert!(out.contains("image: registry.example.test/acme/web:2.1.0") && out.contains("replicas: 3"), "{out}");
+    assert!(
+        err.starts_with(&format!("{app} at ")) && err.contains(": 2 objects, kustomize v5.8.1, rendered in "),
+        "{err}"
+    );
+    let (code, out, _) = render(Some(&first));
+    assert_eq!(code, 0);
+    assert!(out.contains("image: registry.example.test/acme/web:2.0.0"), "{out}");
 
     // failures name the cause and prune nothing: a missing file (kustomize's own error),
     // a file outside the kustomization root (load restrictor), a remote base (off)

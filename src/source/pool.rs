@@ -202,7 +202,8 @@ impl Pool {
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok(r);
         }
-        let rendered = match (kind, tool) {
+        let started = std::time::Instant::now();
+        let mut rendered = match (kind, tool) {
             (SourceType::Kustomize, Some(tool)) => {
                 let dir =
                     tempfile::tempdir().map_err(|e| render::Error::Tool { message: format!("working copy: {e}") })?;
@@ -229,6 +230,7 @@ impl Pool {
             }
             _ => render::render_files(&snapshot.files)?,
         };
+        rendered.took = started.elapsed();
         if let Ok(mut c) = self.renders.lock() {
             c.put(key, rendered.clone());
         }
