@@ -2,14 +2,15 @@
 //!
 //! - plain YAML/JSON directories ([`plain`]: kubectl's reading of a directory —
 //!   lists, UTF-16, server-set fields removed with a warning);
-//! - kustomize ([`kustomize`]: the real binary, sandboxed ([`sandbox`]), its output
-//!   read like a plain file).
+//! - kustomize ([`kustomize`]) and Helm charts ([`helm`]: `helm template`): the real
+//!   binaries, sandboxed ([`sandbox`]), their output read like a plain file.
 //!
 //! Which one is the application's `source.type`, else [`detect`]ed from the files
 //! directly under its path. A file or document that cannot be used is an error naming
 //! the file, the document and the line — never silently skipped: a failed render stops
 //! the pass before compare, so nothing is pruned.
 
+pub mod helm;
 pub mod kustomize;
 mod plain;
 pub mod sandbox;
@@ -118,14 +119,6 @@ pub enum Error {
         file: String,
         /// The remote entry.
         reference: String,
-    },
-    /// The path is a Helm chart, which plumb does not render yet.
-    #[error(
-        "{chart}: a Helm chart; plumb does not render Helm charts yet: commit `helm template` output, or use kustomize"
-    )]
-    Helm {
-        /// The chart's `Chart.yaml`.
-        chart: String,
     },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]

@@ -1,5 +1,6 @@
 //! How an application's files are rendered (`source:` on an application), and where
-//! the render tools are (`settings.renderTools`).
+//! the render tools are (`settings.renderTools`). The Helm fields are read only for a
+//! Helm source.
 
 use std::path::PathBuf;
 
@@ -15,7 +16,7 @@ pub enum SourceType {
     Plain,
     /// `kustomize build` of the path.
     Kustomize,
-    /// A Helm chart (not rendered yet: the render fails naming the chart).
+    /// `helm template` of the chart at the path.
     Helm,
 }
 
@@ -23,6 +24,16 @@ pub enum SourceType {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Source {
+    /// Helm: the release name (default: the application's name).
+    #[serde(default)]
+    pub release_name: Option<String>,
+    /// Helm: value files, repository paths (from the repository's root), applied in
+    /// order.
+    #[serde(default)]
+    pub value_files: Vec<String>,
+    /// Helm: inline values (a mapping), applied after the value files.
+    #[serde(default)]
+    pub values: Option<serde_json::Value>,
     /// The renderer; detected from the path's files when absent.
     #[serde(default, rename = "type")]
     pub type_: Option<SourceType>,
@@ -39,6 +50,9 @@ pub struct RenderTools {
     /// The `kustomize` binary (default: `$PLUMB_KUSTOMIZE`, else `kustomize` on `PATH`).
     #[serde(default)]
     pub kustomize: Option<PathBuf>,
+    /// The `helm` binary (default: `$PLUMB_HELM`, else `helm` on `PATH`).
+    #[serde(default)]
+    pub helm: Option<PathBuf>,
     /// Longest a tool may run for one render, in seconds (default 60).
     #[serde(default = "default_timeout")]
     pub timeout_seconds: u64,
@@ -49,7 +63,7 @@ pub struct RenderTools {
 
 impl Default for RenderTools {
     fn default() -> Self {
-        Self { kustomize: None, timeout_seconds: default_timeout(), max_output_bytes: default_max_output() }
+        Self { kustomize: None, helm: None, timeout_seconds: default_timeout(), max_output_bytes: default_max_output() }
     }
 }
 

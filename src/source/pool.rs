@@ -21,7 +21,7 @@ use std::{
 use super::{Credentials, Mirror, Snapshot};
 use crate::{
     config::{Config, Repository, Source, SourceType, read_secret},
-    render::{self, Rendered, kustomize::Kustomize, sandbox::Limits},
+    render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits},
 };
 
 /// Why an application's source could not be read.
@@ -99,6 +99,7 @@ pub struct Pool {
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
     renders: Mutex<RenderCache>,
     kustomize: tokio::sync::Mutex<Option<Kustomize>>,
+    helm: tokio::sync::Mutex<Option<Helm>>,
     tool_runs: AtomicU64,
 }
 
@@ -112,12 +113,13 @@ impl Pool {
             mirrors: Mutex::default(),
             renders: Mutex::default(),
             kustomize: tokio::sync::Mutex::default(),
+            helm: tokio::sync::Mutex::default(),
             tool_runs: AtomicU64::new(0),
         }
     }
 
-    /// How many render-tool child processes this pool has started (builds and version
-    /// queries).
+    /// How many render-tool child processes this pool has started (builds, templates
+    /// and version queries).
     pub fn tool_runs(&self) -> u64 {
         self.tool_runs.load(Ordering::Relaxed)
     }
@@ -165,76 +167,85 @@ impl Pool {
             Ok((s, Some(message))) => return Desired::RenderFailed(s, render::Error::Tree { message }),
             Err(e) => return Desired::FetchFailed(e),
         };
-        let source = self.config.applications.iter().find(|a| a.name.value == app).map(|a| a.source.clone());
-        let source = source.unwrap_or_default();
-        match self.render(repo, &snapshot, path, &source).await {
+        let found = self.config.applications.iter().find(|a| a.name.value == app);
+        let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
+        let target = Target { app, namespace: &namespace, path: path.trim_matches('/'), source: &source };
+        match self.render(repo, &snapshot, &target).await {
             Ok(r) => Desired::Rendered(snapshot, r),
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
     }
 
-    /// Renders `path` of `snapshot` with its renderer (configured or detected), or
+    /// Renders `t.path` of `snapshot` with its renderer (configured or detected), or
     /// returns the cached render of the same inputs.
-    async fn render(
-        &self,
-        repo: &Repository,
-        snapshot: &Snapshot,
-        path: &str,
-        source: &Source,
-    ) -> Result<Rendered, render::Error> {
-        let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+    async fn render(&self, repo: &Repository, snapshot: &Snapshot, t: &Target<'_>) -> Result<Rendered, render::Error> {
+        let kind = t.source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
         let tools = &self.config.settings.render_tools;
         let limits = Limits {
             timeout: Duration::from_secs(tools.timeout_seconds),
             max_output: tools.max_output_bytes,
-            network: source.allow_remote_bases,
+            network: t.source.allow_remote_bases,
         };
         let tool = match kind {
-            SourceType::Kustomize => Some(self.kustomize(limits).await?),
-            _ => None,
+            SourceType::Kustomize => Some(Tool::Kustomize(self.kustomize(limits).await?)),
+            SourceType::Helm => Some(Tool::Helm(self.helm(limits).await?)),
+            SourceType::Plain => None,
         };
-        let key = format!(
-            "{kind:?} {} {path} remote={} {}",
-            snapshot.root_tree,
-            source.allow_remote_bases,
-            tool.as_ref().map_or(String::new(), Kustomize::describe)
-        );
+        let described = match &tool {
+            Some(Tool::Kustomize(k)) => k.describe(),
+            Some(Tool::Helm(h)) => h.describe(),
+            None => String::new(),
+        };
+        // the app and namespace count for Helm (release name and namespace in templates)
+        let key =
+            format!("{kind:?} {} {} {}/{} {:?} {described}", snapshot.root_tree, t.path, t.app, t.namespace, t.source);
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok(r);
         }
         let started = std::time::Instant::now();
-        let mut rendered = match (kind, tool) {
-            (SourceType::Kustomize, Some(tool)) => {
-                let dir =
-                    tempfile::tempdir().map_err(|e| render::Error::Tool { message: format!("working copy: {e}") })?;
-                let (m, rev, dest) = (self.mirror(repo), snapshot.revision.clone(), dir.path().to_path_buf());
-                let m = m.map_err(|e| render::Error::Tool { message: e.to_string() })?;
-                tokio::task::spawn_blocking(move || -> Result<(), String> {
-                    let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
-                    m.export(&rev, &dest).map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r)
-                .map_err(|message| render::Error::Tool { message: format!("working copy: {message}") })?;
+        let mut rendered = match tool {
+            None => render::render_files(&snapshot.files)?,
+            Some(tool) => {
+                let dir = self.working_copy(repo, &snapshot.revision).await?;
                 self.tool_runs.fetch_add(1, Ordering::Relaxed);
-                tool.build(dir.path(), path.trim_matches('/'), limits).await?
+                match tool {
+                    Tool::Kustomize(k) => k.build(dir.path(), t.path, limits).await?,
+                    Tool::Helm(h) => {
+                        let template = render::helm::Template {
+                            chart: t.path,
+                            release: t.source.release_name.as_deref().unwrap_or(t.app),
+                            namespace: t.namespace,
+                            value_files: &t.source.value_files,
+                            values: t.source.values.as_ref(),
+                        };
+                        h.template(dir.path(), &template, limits).await?
+                    }
+                }
             }
-            (SourceType::Helm, _) => {
-                let chart = if path.is_empty() {
-                    "Chart.yaml".into()
-                } else {
-                    format!("{}/Chart.yaml", path.trim_matches('/'))
-                };
-                return Err(render::Error::Helm { chart });
-            }
-            _ => render::render_files(&snapshot.files)?,
         };
         rendered.took = started.elapsed();
         if let Ok(mut c) = self.renders.lock() {
             c.put(key, rendered.clone());
         }
         Ok(rendered)
+    }
+
+    /// A working copy of commit `revision` of `repo` in a new temporary directory
+    /// (removed when dropped).
+    async fn working_copy(&self, repo: &Repository, revision: &str) -> Result<tempfile::TempDir, render::Error> {
+        let tool_err = |message: String| render::Error::Tool { message: format!("working copy: {message}") };
+        let dir = tempfile::tempdir().map_err(|e| tool_err(e.to_string()))?;
+        let m = self.mirror(repo).map_err(|e| tool_err(e.to_string()))?;
+        let (rev, dest) = (revision.to_string(), dir.path().to_path_buf());
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+            m.export(&rev, &dest).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(tool_err)?;
+        Ok(dir)
     }
 
     /// The kustomize binary, located (and its version asked) once.
@@ -248,4 +259,30 @@ impl Pool {
         *found = Some(k.clone());
         Ok(k)
     }
+
+    /// The helm binary, located (and its version asked) once.
+    async fn helm(&self, limits: Limits) -> Result<Helm, render::Error> {
+        let mut found = self.helm.lock().await;
+        if let Some(h) = found.as_ref() {
+            return Ok(h.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let h = Helm::locate(self.config.settings.render_tools.helm.as_deref(), limits).await?;
+        *found = Some(h.clone());
+        Ok(h)
+    }
+}
+
+/// What one application renders: its path, namespace and source options.
+struct Target<'a> {
+    app: &'a str,
+    namespace: &'a str,
+    path: &'a str,
+    source: &'a Source,
+}
+
+/// A located render tool.
+enum Tool {
+    Kustomize(Kustomize),
+    Helm(Helm),
 }
