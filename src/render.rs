@@ -3,7 +3,8 @@
 //! - plain YAML/JSON directories ([`plain`]: kubectl's reading of a directory —
 //!   lists, UTF-16, server-set fields removed with a warning);
 //! - kustomize ([`kustomize`]) and Helm charts ([`helm`]: `helm template`): the real
-//!   binaries, sandboxed ([`sandbox`]), their output read like a plain file.
+//!   binaries, sandboxed ([`sandbox`]), their output read like a plain file;
+//! - SOPS-encrypted files of a plain source, decrypted first ([`sops`]).
 //!
 //! Which one is the application's `source.type`, else [`detect`]ed from the files
 //! directly under its path. A file or document that cannot be used is an error naming
@@ -15,6 +16,7 @@ pub mod kustomize;
 mod plain;
 pub mod sandbox;
 pub mod server_set;
+pub mod sops;
 
 use std::time::Duration;
 
@@ -119,6 +121,14 @@ pub enum Error {
         file: String,
         /// The remote entry.
         reference: String,
+    },
+    /// A SOPS-encrypted file could not be decrypted (or no key is configured).
+    #[error("{file}: SOPS-encrypted; {message}")]
+    Decrypt {
+        /// File path inside the repository.
+        file: String,
+        /// Why (sops's first lines of stderr, or the missing setting).
+        message: String,
     },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]

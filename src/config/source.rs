@@ -37,10 +37,21 @@ pub struct Source {
     /// The renderer; detected from the path's files when absent.
     #[serde(default, rename = "type")]
     pub type_: Option<SourceType>,
+    /// SOPS: decrypt encrypted files of a plain source with these keys.
+    #[serde(default)]
+    pub sops: Option<SopsKeys>,
     /// kustomize: allow remote bases and resources (`https://…`, `github.com/…`) and
     /// give the tool network access (default `false`: a render reads only the commit).
     #[serde(default)]
     pub allow_remote_bases: bool,
+}
+
+/// `source.sops`: where the decryption keys are.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SopsKeys {
+    /// An age key file (`age-keygen` output: `AGE-SECRET-KEY-1…` lines), read by sops.
+    pub age_key_file: PathBuf,
 }
 
 /// `settings.renderTools`: where the render tools are and how long they may run.
@@ -53,6 +64,9 @@ pub struct RenderTools {
     /// The `helm` binary (default: `$PLUMB_HELM`, else `helm` on `PATH`).
     #[serde(default)]
     pub helm: Option<PathBuf>,
+    /// The `sops` binary (default: `$PLUMB_SOPS`, else `sops` on `PATH`).
+    #[serde(default)]
+    pub sops: Option<PathBuf>,
     /// Longest a tool may run for one render, in seconds (default 60).
     #[serde(default = "default_timeout")]
     pub timeout_seconds: u64,
@@ -63,7 +77,13 @@ pub struct RenderTools {
 
 impl Default for RenderTools {
     fn default() -> Self {
-        Self { kustomize: None, helm: None, timeout_seconds: default_timeout(), max_output_bytes: default_max_output() }
+        Self {
+            kustomize: None,
+            helm: None,
+            sops: None,
+            timeout_seconds: default_timeout(),
+            max_output_bytes: default_max_output(),
+        }
     }
 }
 

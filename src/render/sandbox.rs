@@ -67,6 +67,20 @@ pub enum RunError {
 /// # Errors
 /// [`RunError`].
 pub async fn run(tool: &Path, args: &[&str], dir: &Path, limits: Limits) -> Result<Vec<u8>, RunError> {
+    run_with_env(tool, args, dir, &[], limits).await
+}
+
+/// [`run`] with `env` added to the clean environment (e.g. a key file's path).
+///
+/// # Errors
+/// [`RunError`].
+pub async fn run_with_env(
+    tool: &Path,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+    limits: Limits,
+) -> Result<Vec<u8>, RunError> {
     let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().to_string());
     let command = std::iter::once(name.as_str()).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
     let mut cmd = tokio::process::Command::new(tool);
@@ -79,6 +93,7 @@ pub async fn run(tool: &Path, args: &[&str], dir: &Path, limits: Limits) -> Resu
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    cmd.envs(env.iter().copied());
     if !limits.network {
         for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             cmd.env(var, "http://127.0.0.1:9");

@@ -21,7 +21,7 @@ use std::{
 use super::{Credentials, Mirror, Snapshot};
 use crate::{
     config::{Config, Repository, Source, SourceType, read_secret},
-    render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits},
+    render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits, sops::Sops},
 };
 
 /// Why an application's source could not be read.
@@ -100,6 +100,7 @@ pub struct Pool {
     renders: Mutex<RenderCache>,
     kustomize: tokio::sync::Mutex<Option<Kustomize>>,
     helm: tokio::sync::Mutex<Option<Helm>>,
+    sops: tokio::sync::Mutex<Option<Sops>>,
     tool_runs: AtomicU64,
 }
 
@@ -114,6 +115,7 @@ impl Pool {
             renders: Mutex::default(),
             kustomize: tokio::sync::Mutex::default(),
             helm: tokio::sync::Mutex::default(),
+            sops: tokio::sync::Mutex::default(),
             tool_runs: AtomicU64::new(0),
         }
     }
@@ -204,7 +206,7 @@ impl Pool {
         }
         let started = std::time::Instant::now();
         let mut rendered = match tool {
-            None => render::render_files(&snapshot.files)?,
+            None => render::render_files(&self.decrypted(&snapshot.files, t.source, limits).await?)?,
             Some(tool) => {
                 let dir = self.working_copy(repo, &snapshot.revision).await?;
                 self.tool_runs.fetch_add(1, Ordering::Relaxed);
@@ -258,6 +260,45 @@ impl Pool {
         let k = Kustomize::locate(self.config.settings.render_tools.kustomize.as_deref(), limits).await?;
         *found = Some(k.clone());
         Ok(k)
+    }
+
+    /// `files` with every SOPS-encrypted one decrypted (one sops run each).
+    async fn decrypted(
+        &self,
+        files: &[(String, Vec<u8>)],
+        source: &Source,
+        limits: Limits,
+    ) -> Result<Vec<(String, Vec<u8>)>, render::Error> {
+        let mut out = Vec::with_capacity(files.len());
+        for (path, bytes) in files {
+            if !render::is_manifest_file(path) || !render::sops::is_encrypted(path, bytes) {
+                out.push((path.clone(), bytes.clone()));
+                continue;
+            }
+            let Some(keys) = &source.sops else {
+                return Err(render::Error::Decrypt {
+                    file: path.clone(),
+                    message: "no key configured (source.sops.ageKeyFile); plumb never applies it encrypted".into(),
+                });
+            };
+            let sops = self.sops(limits).await?;
+            self.tool_runs.fetch_add(1, Ordering::Relaxed);
+            let plain = sops.decrypt(path, bytes, &keys.age_key_file, Limits { network: false, ..limits }).await?;
+            out.push((path.clone(), plain));
+        }
+        Ok(out)
+    }
+
+    /// The sops binary, located (and its version asked) once.
+    async fn sops(&self, limits: Limits) -> Result<Sops, render::Error> {
+        let mut found = self.sops.lock().await;
+        if let Some(s) = found.as_ref() {
+            return Ok(s.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let s = Sops::locate(self.config.settings.render_tools.sops.as_deref(), limits).await?;
+        *found = Some(s.clone());
+        Ok(s)
     }
 
     /// The helm binary, located (and its version asked) once.
