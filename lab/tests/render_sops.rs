@@ -99,6 +99,7 @@ applications:
     let (code, out, err) = plumb_cli(&["render", "rs-web", "--config", policy.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("name: db") && !out.contains("hunter2-sops") && !out.contains("aHVudGVyMi1zb3Bz"), "{out}");
+    assert!(err.contains(": 2 objects, plain YAML, sops 3.13.3"), "{err}");
 
     // no key configured: an error, never the encrypted file applied
     let r = ctx.run_pass("rs-nokey", Mode::Policy, None).await.unwrap();

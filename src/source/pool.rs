@@ -206,7 +206,12 @@ impl Pool {
         }
         let started = std::time::Instant::now();
         let mut rendered = match tool {
-            None => render::render_files(&self.decrypted(&snapshot.files, t.source, limits).await?)?,
+            None => {
+                let (files, sops) = self.decrypted(&snapshot.files, t.source, limits).await?;
+                let mut r = render::render_files(&files)?;
+                r.tool = sops.map(|s| format!("plain YAML, {}", s.version));
+                r
+            }
             Some(tool) => {
                 let dir = self.working_copy(repo, &snapshot.revision).await?;
                 self.tool_runs.fetch_add(1, Ordering::Relaxed);
@@ -262,14 +267,16 @@ impl Pool {
         Ok(k)
     }
 
-    /// `files` with every SOPS-encrypted one decrypted (one sops run each).
+    /// `files` with every SOPS-encrypted one decrypted (one sops run each), and the sops
+    /// used, if any.
     async fn decrypted(
         &self,
         files: &[(String, Vec<u8>)],
         source: &Source,
         limits: Limits,
-    ) -> Result<Vec<(String, Vec<u8>)>, render::Error> {
+    ) -> Result<(Vec<(String, Vec<u8>)>, Option<Sops>), render::Error> {
         let mut out = Vec::with_capacity(files.len());
+        let mut used = None;
         for (path, bytes) in files {
             if !render::is_manifest_file(path) || !render::sops::is_encrypted(path, bytes) {
                 out.push((path.clone(), bytes.clone()));
@@ -285,8 +292,9 @@ impl Pool {
             self.tool_runs.fetch_add(1, Ordering::Relaxed);
             let plain = sops.decrypt(path, bytes, &keys.age_key_file, Limits { network: false, ..limits }).await?;
             out.push((path.clone(), plain));
+            used = Some(sops);
         }
-        Ok(out)
+        Ok((out, used))
     }
 
     /// The sops binary, located (and its version asked) once.
