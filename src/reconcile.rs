@@ -151,7 +151,8 @@ impl Context {
         self.drift_rx.lock().ok()?.take()
     }
 
-    /// How many render-tool child processes (kustomize) this context has started.
+    /// How many render-tool child processes (kustomize, helm, sops) this context has
+    /// started: a pass over an unchanged tree adds none.
     pub fn render_tool_runs(&self) -> u64 {
         self.sources.tool_runs()
     }
