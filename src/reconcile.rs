@@ -210,6 +210,10 @@ impl Context {
         let wanted = revision.unwrap_or(&app.revision.value);
         let (snapshot, manifests) = match self.sources.desired(name, repo, wanted, &app.path.value).await {
             Desired::Rendered(snapshot, rendered) => {
+                if !rendered.cached {
+                    let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
+                    self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
+                }
                 let warnings = rendered.warnings.iter();
                 st.conditions
                     .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));

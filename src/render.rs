@@ -58,8 +58,21 @@ pub struct Rendered {
     pub warnings: Vec<String>,
     /// The tool and its version (`kustomize v5.8.1`); `None` for plain YAML.
     pub tool: Option<String>,
-    /// How long the tool ran (zero for plain YAML).
+    /// How long the render took (the tool's runs included).
     pub took: Duration,
+    /// Whether this render was taken from the cache (nothing ran in this call).
+    pub cached: bool,
+}
+
+impl Rendered {
+    /// The renderer's name for metrics: `plain`, `kustomize` or `helm`.
+    pub fn tool_name(&self) -> &'static str {
+        match self.tool.as_deref().and_then(|t| t.split_whitespace().next()) {
+            Some("kustomize") => "kustomize",
+            Some("helm") => "helm",
+            _ => "plain",
+        }
+    }
 }
 
 /// Why the directory could not be rendered.

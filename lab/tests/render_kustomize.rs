@@ -127,6 +127,11 @@ applications:
     assert_eq!(r.sync.as_ref().map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status);
     assert_eq!(get("{.spec.template.spec.containers[0].image}"), "registry.example.test/acme/web:2.1.0");
     assert_eq!(ctx.render_tool_runs(), 3);
+    let metrics = ctx.metrics.encode();
+    assert!(
+        metrics.contains(&format!("plumb_render_duration_seconds_count{{app=\"{app}\",tool=\"kustomize\"}} 2\n")),
+        "two renders ran, the cached ones are not observed: {metrics}"
+    );
     let uid = get("{.metadata.uid}");
 
     // `plumb render`: the objects, the tool and its version; `--revision` an older commit

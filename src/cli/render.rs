@@ -107,6 +107,7 @@ mod tests {
             warnings: vec!["app/c.yaml#2: x".into()],
             tool: Some("kustomize v5.8.1".into()),
             took: std::time::Duration::from_millis(42),
+            cached: false,
         };
         assert_eq!(
             summary("web", "0123456789abcdef0123", &rendered),

@@ -202,7 +202,7 @@ impl Pool {
         let key =
             format!("{kind:?} {} {} {}/{} {:?} {described}", snapshot.root_tree, t.path, t.app, t.namespace, t.source);
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
-            return Ok(r);
+            return Ok(Rendered { cached: true, ..r });
         }
         let started = std::time::Instant::now();
         let mut rendered = match tool {
