@@ -270,3 +270,37 @@ async fn k8s_05_server_set_metadata_is_removed_with_a_warning() {
     }
     assert_eq!(uid(ns, "cm", "web-settings"), created, "never recreated");
 }
+
+/// The rest of issue 13's kubectl parity on the real control plane: a UTF-16 file and a
+/// directory symlinked from elsewhere in the repository are applied like any other;
+/// a Git LFS pointer then fails the render naming it, and nothing is pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utf16_files_and_directory_symlinks_render_and_an_lfs_pointer_fails() {
+    let ns = "rc-parity";
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{a: b}}\n")
+    };
+    let app = App::new("plumb-render", "rc-parity", ns, AUTO, &[("own.yaml", &cm("own"))]).await;
+    let work = &app.lab.repo.work;
+    let utf16: Vec<u8> =
+        [0xFF, 0xFE].into_iter().chain(cm("windows").encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    std::fs::write(work.join("app/windows.yaml"), utf16).unwrap();
+    app.lab.repo.write("common/shared/shared.yaml", &cm("shared")).unwrap();
+    std::os::unix::fs::symlink("../common/shared", work.join("app/shared")).unwrap();
+    app.lab.repo.commit("a UTF-16 file and a shared directory").unwrap();
+    let r = app.pass(Mode::Policy).await;
+    let mut applied = r.sync.as_ref().map(|s| s.applied.clone()).unwrap_or_default();
+    applied.sort();
+    let expected: Vec<String> = ["own", "shared", "windows"].iter().map(|n| format!("ConfigMap/{ns}/{n}")).collect();
+    assert_eq!(applied, expected, "{:?}", r.status);
+    let shared_uid = uid(ns, "cm", "shared");
+
+    app.commit(&[("big.yaml", "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n")], &[]);
+    let (code, _, err) = diff(&app);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("app/big.yaml is a Git LFS pointer (oid sha256:4d7a"), "{err}");
+    let r = app.pass(Mode::Policy).await;
+    assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Unknown, true));
+    assert_eq!(uid(ns, "cm", "shared"), shared_uid, "nothing pruned");
+    assert!(exists(ns, "cm", "windows") && exists(ns, "cm", "own"));
+}
