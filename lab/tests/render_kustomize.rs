@@ -82,6 +82,8 @@ environments:
     syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}
 applications:
   - {{name: {app}, repository: r, revision: main, path: app/overlays/prod, namespace: {ns}, environment: e}}
+  - {{name: rk-canary, repository: r, path: app/overlays/prod, namespace: {ns}, environment: e,
+     source: {{images: [{{name: registry.example.test/acme/web, newTag: 3.0.0-rc1}}], namePrefix: canary-}}}}
 ",
             kustomize_bin().display(),
             lab.url
@@ -151,6 +153,11 @@ applications:
     let (code, out, _) = render(Some(&first));
     assert_eq!(code, 0);
     assert!(out.contains("image: registry.example.test/acme/web:2.0.0"), "{out}");
+    // per-application overrides on the same overlay
+    let (code, out, err) = plumb_cli(&["render", "rk-canary", "--config", policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("name: canary-web\n") && out.contains("name: canary-web-settings\n"), "{out}");
+    assert!(out.contains("image: registry.example.test/acme/web:3.0.0-rc1"), "{out}");
 
     // failures name the cause and prune nothing: a missing file (kustomize's own error),
     // a file outside the kustomization root (load restrictor), a remote base (off)

@@ -37,6 +37,16 @@ pub struct Source {
     /// The renderer; detected from the path's files when absent.
     #[serde(default, rename = "type")]
     pub type_: Option<SourceType>,
+    /// kustomize: image overrides applied on top of the path's kustomization (as its
+    /// own `images:` would).
+    #[serde(default)]
+    pub images: Vec<ImageOverride>,
+    /// kustomize: a prefix added to every object's name (as `namePrefix:`).
+    #[serde(default)]
+    pub name_prefix: Option<String>,
+    /// kustomize: a suffix added to every object's name (as `nameSuffix:`).
+    #[serde(default)]
+    pub name_suffix: Option<String>,
     /// SOPS: decrypt encrypted files of a plain source with these keys.
     #[serde(default)]
     pub sops: Option<SopsKeys>,
@@ -44,6 +54,23 @@ pub struct Source {
     /// give the tool network access (default `false`: a render reads only the commit).
     #[serde(default)]
     pub allow_remote_bases: bool,
+}
+
+/// One `source.images` entry: kustomize's `images:` fields.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageOverride {
+    /// The image name as written in the manifests.
+    pub name: String,
+    /// A new name (registry and repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_name: Option<String>,
+    /// A new tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tag: Option<String>,
+    /// A digest (`sha256:…`), replacing the tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// `source.sops`: where the decryption keys are.

@@ -60,12 +60,19 @@ impl Kustomize {
         format!("kustomize {}", self.version)
     }
 
-    /// Builds `app_path` of the working copy `root` and reads the output.
+    /// Builds `app_path` of the working copy `root` (through a kustomization of
+    /// `overrides` when it has any) and reads the output.
     ///
     /// # Errors
     /// [`Error::RemoteBase`] (remote bases off), [`Error::Tool`] (the run failed),
     /// the plain reader's errors on its output.
-    pub async fn build(&self, root: &Path, app_path: &str, limits: Limits) -> Result<Rendered, Error> {
+    pub async fn build(
+        &self,
+        root: &Path,
+        app_path: &str,
+        overrides: &Overrides<'_>,
+        limits: Limits,
+    ) -> Result<Rendered, Error> {
         if !limits.network
             && let Some((file, reference)) = remote_references(root, app_path).into_iter().next()
         {
@@ -73,14 +80,64 @@ impl Kustomize {
         }
         let started = Instant::now();
         let target = if app_path.is_empty() { "." } else { app_path };
+        let built = match overrides.kustomization(target) {
+            Some(text) => {
+                let dir = root.join(OVERRIDES_DIR);
+                std::fs::create_dir_all(&dir)
+                    .and_then(|()| std::fs::write(dir.join("kustomization.yaml"), text))
+                    .map_err(|e| Error::Tool { message: format!("kustomize: overrides: {e}") })?;
+                OVERRIDES_DIR
+            }
+            None => target,
+        };
         let out =
-            sandbox::run(&self.path, &["build", target, "--load-restrictor", "LoadRestrictionsRootOnly"], root, limits)
+            sandbox::run(&self.path, &["build", built, "--load-restrictor", "LoadRestrictionsRootOnly"], root, limits)
                 .await?;
         let mut rendered = Rendered { tool: Some(self.describe()), ..Rendered::default() };
         plain::render_stream(&format!("{target} (kustomize build)"), &out, true, &mut rendered)?;
         plain::check_duplicates(&rendered.manifests)?;
         rendered.took = started.elapsed();
         Ok(rendered)
+    }
+}
+
+/// The directory of the working copy holding the overrides' kustomization.
+const OVERRIDES_DIR: &str = ".plumb-overrides";
+
+/// Per-application overrides (`source.images`, `namePrefix`, `nameSuffix`), applied
+/// by a kustomization of their own whose only resource is the application's path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overrides<'a> {
+    /// `images:` entries.
+    pub images: &'a [crate::config::ImageOverride],
+    /// `namePrefix:`.
+    pub name_prefix: Option<&'a str>,
+    /// `nameSuffix:`.
+    pub name_suffix: Option<&'a str>,
+}
+
+impl Overrides<'_> {
+    /// The overriding kustomization (JSON, which kustomize reads as YAML) for the
+    /// application path `target`, or `None` when there is nothing to override.
+    pub fn kustomization(&self, target: &str) -> Option<String> {
+        if self.images.is_empty() && self.name_prefix.is_none() && self.name_suffix.is_none() {
+            return None;
+        }
+        let mut k = serde_json::json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [format!("../{target}")],
+        });
+        if !self.images.is_empty() {
+            k["images"] = serde_json::to_value(self.images).unwrap_or_default();
+        }
+        if let Some(p) = self.name_prefix {
+            k["namePrefix"] = p.into();
+        }
+        if let Some(s) = self.name_suffix {
+            k["nameSuffix"] = s.into();
+        }
+        Some(k.to_string())
     }
 }
 
@@ -148,6 +205,25 @@ fn normalize(p: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_kustomization() {
+        assert_eq!(Overrides::default().kustomization("apps/web"), None);
+        let images = [crate::config::ImageOverride {
+            name: "registry.example.test/web".into(),
+            new_name: None,
+            new_tag: Some("2.0.0".into()),
+            digest: None,
+        }];
+        let o = Overrides { images: &images, name_prefix: Some("prod-"), name_suffix: None };
+        let k: Value = serde_json::from_str(&o.kustomization("apps/web").expect("some")).expect("json");
+        assert_eq!(
+            k,
+            serde_json::json!({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "resources": ["../apps/web"], "images": [{"name": "registry.example.test/web", "newTag": "2.0.0"}],
+                "namePrefix": "prod-"})
+        );
+    }
 
     #[test]
     fn remote_entries() {

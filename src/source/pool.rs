@@ -216,7 +216,14 @@ impl Pool {
                 let dir = self.working_copy(repo, &snapshot.revision).await?;
                 self.tool_runs.fetch_add(1, Ordering::Relaxed);
                 match tool {
-                    Tool::Kustomize(k) => k.build(dir.path(), t.path, limits).await?,
+                    Tool::Kustomize(k) => {
+                        let overrides = render::kustomize::Overrides {
+                            images: &t.source.images,
+                            name_prefix: t.source.name_prefix.as_deref(),
+                            name_suffix: t.source.name_suffix.as_deref(),
+                        };
+                        k.build(dir.path(), t.path, &overrides, limits).await?
+                    }
                     Tool::Helm(h) => {
                         let template = render::helm::Template {
                             chart: t.path,
