@@ -56,6 +56,34 @@ pub struct Source {
     pub allow_remote_bases: bool,
 }
 
+impl Source {
+    /// What is wrong with these options: a value file that is no repository path, an
+    /// option of one renderer set while `type` names another.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in &self.value_files {
+            if f.starts_with('/') || f.split('/').any(|seg| seg == "..") || f.is_empty() {
+                out.push(format!("source.valueFiles: `{f}` must be a path inside the repository, from its root"));
+            }
+        }
+        let Some(t) = self.type_ else { return out };
+        let set = |on: bool, name: &str, only: SourceType, out: &mut Vec<String>| {
+            if on && t != only {
+                out.push(format!("source.{name} applies to {only:?} sources only; source.type is {t:?}"));
+            }
+        };
+        set(self.release_name.is_some(), "releaseName", SourceType::Helm, &mut out);
+        set(!self.value_files.is_empty(), "valueFiles", SourceType::Helm, &mut out);
+        set(self.values.is_some(), "values", SourceType::Helm, &mut out);
+        set(self.allow_remote_bases, "allowRemoteBases", SourceType::Kustomize, &mut out);
+        set(!self.images.is_empty(), "images", SourceType::Kustomize, &mut out);
+        set(self.name_prefix.is_some(), "namePrefix", SourceType::Kustomize, &mut out);
+        set(self.name_suffix.is_some(), "nameSuffix", SourceType::Kustomize, &mut out);
+        set(self.sops.is_some(), "sops", SourceType::Plain, &mut out);
+        out
+    }
+}
+
 /// One `source.images` entry: kustomize's `images:` fields.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -119,4 +147,32 @@ fn default_timeout() -> u64 {
 }
 fn default_max_output() -> usize {
     64 * 1024 * 1024
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_name_the_option() {
+        let ok =
+            Source { type_: Some(SourceType::Helm), value_files: vec!["envs/prod.yaml".into()], ..Source::default() };
+        assert!(ok.problems().is_empty());
+        let detected = Source { images: vec![], name_prefix: Some("p-".into()), ..Source::default() };
+        assert!(detected.problems().is_empty(), "no type: nothing to contradict");
+        let bad = Source {
+            type_: Some(SourceType::Kustomize),
+            value_files: vec!["../secrets.yaml".into()],
+            sops: Some(SopsKeys { age_key_file: "/k".into() }),
+            ..Source::default()
+        };
+        assert_eq!(
+            bad.problems(),
+            [
+                "source.valueFiles: `../secrets.yaml` must be a path inside the repository, from its root",
+                "source.valueFiles applies to Helm sources only; source.type is Kustomize",
+                "source.sops applies to Plain sources only; source.type is Kustomize",
+            ]
+        );
+    }
 }
