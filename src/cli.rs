@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve;
+use crate::serve::serve_with;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -57,9 +57,12 @@ enum Command {
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Address of the HTTP server (webhook, API, metrics, probes).
+        /// Address of the HTTP server (webhook, API, metrics).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
+        /// Address of the probes (`/healthz`, `/readyz`), apart from the webhook's limits.
+        #[arg(long, env = "PLUMB_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
+        probe_listen: SocketAddr,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -109,7 +112,9 @@ enum Command {
         approve: bool,
         /// After syncing, wait until the application is Synced and Healthy (exit 0),
         /// Degraded (exit 1, printing the causes) or the timeout passes (exit 1, printing
-        /// what is still Progressing).
+        /// what is still Progressing); a fetch, render or comparison error stops the wait
+        /// at once (exit 2, printing it). The status stored in the cluster says what
+        /// the wait printed.
         #[arg(long)]
         wait: bool,
         /// Longest wait with `--wait`, and for later sync waves (e.g. 90s, 5m).
@@ -216,8 +221,7 @@ fn init_tracing(filter: &str) {
 /// Invalid policy, unreachable cluster.
 pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Context>> {
     let config = config::load(&args.config)?;
-    let client = crate::cluster::client(args.kubeconfig.as_deref()).await?;
-    let cluster = Cluster::new(client).await?;
+    let cluster = Cluster::connect(args.kubeconfig.as_deref()).await?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
     std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
     let mut ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
@@ -230,11 +234,11 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen } => {
+        Command::Serve { cluster, listen, probe_listen } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = serve(ctx, listen, token.clone()).await?;
-            tracing::info!("plumb serving on http://{}", handle.addr);
+            let handle = serve_with(ctx, listen, probe_listen, token.clone()).await?;
+            tracing::info!("plumb serving on http://{} (probes on http://{})", handle.addr, handle.probe_addr);
             shutdown_signal().await;
             token.cancel();
             handle.tracker.wait().await;
@@ -270,11 +274,8 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     let text = if d.verdict.is_none() {
                         String::new()
                     } else {
-                        unified(
-                            &d.object,
-                            &crate::compare::diff::mask_secret(&d.desired),
-                            d.live.as_ref().map(crate::compare::diff::mask_secret).as_ref(),
-                        )
+                        // both sides come masked (compare::sensitive)
+                        unified(&d.object, &d.desired, d.live.as_ref())
                     };
                     for line in text.lines() {
                         match (color, line.chars().next()) {
@@ -516,14 +517,24 @@ async fn wait_for_health(
         );
         if r.result != crate::status::SyncResult::Succeeded {
             println!("  {}", r.message);
-            return Ok(ExitCode::from(1));
+            if first.status.sync != SyncStatus::Unknown {
+                return Ok(ExitCode::from(1));
+            }
         }
     }
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut r = first;
     loop {
-        let r = ctx.run_pass(app, Mode::CompareOnly, None).await?;
         let st = &r.status;
         match (st.sync, st.health) {
+            // waiting does not mend a fetch, render or comparison error
+            (SyncStatus::Unknown, _) => {
+                println!("{app}: {} at {}", st.sync, short(&st.revision));
+                for c in &st.conditions {
+                    println!("  {}: {}", c.type_, c.message);
+                }
+                return Ok(ExitCode::from(2));
+            }
             (SyncStatus::Synced, HealthStatus::Healthy) => {
                 println!("{app}: Synced and Healthy at {}", short(&st.revision));
                 return Ok(ExitCode::SUCCESS);
@@ -551,6 +562,7 @@ async fn wait_for_health(
             }
             _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
         }
+        r = ctx.run_pass(app, Mode::Observe, None).await?;
     }
 }
 

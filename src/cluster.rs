@@ -76,9 +76,37 @@ impl Error {
         matches!(self, Error::Request { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))
     }
 
+    /// Whether the server answered 404 for the *resource* rather than for an object:
+    /// the version of the kind is not served (any more), e.g. after a CRD upgrade. Such
+    /// an answer says nothing about the object, which may well exist through another
+    /// served version of its group and kind.
+    pub fn resource_missing(&self) -> bool {
+        matches!(self, Error::Request { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404 && !names_an_object(s)))
+    }
+
     fn request(action: &'static str, object: impl ToString, source: kube::Error) -> Self {
         Error::Request { action, object: object.to_string(), source: Box::new(source) }
     }
+}
+
+/// Whether a 404 answer names the object it did not find (`details.name`): the API
+/// server's "not found" for an object of a served resource always does; a request to a
+/// resource it does not serve gets a bare 404 ("the server could not find the requested
+/// resource", or a plain-text "404 page not found").
+fn names_an_object(s: &kube::core::Status) -> bool {
+    s.details.as_ref().is_some_and(|d| !d.name.is_empty())
+}
+
+/// How a DELETE the API server accepted ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// The object is gone, or only Kubernetes' own finalizers (the garbage collector's
+    /// `foregroundDeletion`, `orphan`; `kubernetes.io/pvc-protection`, …) hold it while
+    /// the control plane finishes (see [`crate::plan::Deletion::blocking`]).
+    Accepted,
+    /// The object now carries `metadata.deletionTimestamp` and stays until finalizers
+    /// of other controllers are removed by them.
+    Blocked(crate::plan::Deletion),
 }
 
 /// A served kind: its resource and whether objects of it live in namespaces.
@@ -100,6 +128,9 @@ pub struct Cluster {
     dry_runs: std::sync::atomic::AtomicU64,
     /// Resolved kinds by (apiVersion, kind): a served kind does not change its resource.
     kinds: std::sync::RwLock<std::collections::HashMap<(String, String), Kind>>,
+    /// The configuration the client was built from ([`Cluster::connect`]), to build
+    /// clients that impersonate ([`Cluster::impersonate`]).
+    config: Option<kube::Config>,
 }
 
 impl Cluster {
@@ -121,7 +152,40 @@ impl Cluster {
             writes: 0.into(),
             dry_runs: 0.into(),
             kinds: Default::default(),
+            config: None,
         })
+    }
+
+    /// Connects with `--kubeconfig` when given, else the usual inference (see
+    /// [`config`]), and runs discovery. Unlike [`Cluster::new`], the result can
+    /// [`Cluster::impersonate`].
+    ///
+    /// # Errors
+    /// No or invalid configuration; [`Error::Discovery`].
+    pub async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let config = config(kubeconfig).await?;
+        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
+        cluster.config = Some(config);
+        Ok(cluster)
+    }
+
+    /// The same cluster, every request made as `user` (Kubernetes user impersonation,
+    /// `Impersonate-User`; a ServiceAccount is `system:serviceaccount:<ns>:<name>`):
+    /// Kubernetes RBAC then decides what it may do. This identity needs the
+    /// `impersonate` verb on that user.
+    ///
+    /// # Errors
+    /// The cluster was not [`Cluster::connect`]ed; [`Error::Discovery`] (the
+    /// impersonated user cannot run discovery).
+    pub async fn impersonate(&self, user: &str) -> anyhow::Result<Self> {
+        let Some(base) = &self.config else {
+            anyhow::bail!("impersonating {user} needs a cluster connected from a kubeconfig or in-cluster configuration");
+        };
+        let mut config = base.clone();
+        config.auth_info.impersonate = Some(user.to_string());
+        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
+        cluster.config = Some(config);
+        Ok(cluster)
     }
 
     /// The client.
@@ -164,12 +228,7 @@ impl Cluster {
         let found = match self.lookup(&gvk).await {
             Some(k) => k,
             None => {
-                self.count(false);
-                let fresh = Discovery::new(self.client.clone())
-                    .run_aggregated()
-                    .await
-                    .map_err(|e| Error::Discovery(Box::new(e)))?;
-                *self.discovery.write().await = fresh;
+                self.refresh().await?;
                 self.lookup(&gvk)
                     .await
                     .ok_or_else(|| Error::UnknownKind { api_version: api_version.into(), kind: kind.into() })?
@@ -179,6 +238,48 @@ impl Cluster {
             m.insert(id, found.clone());
         }
         Ok(found)
+    }
+
+    /// The served resource of `group` + `kind` at the version the API server
+    /// recommends (its preferred version when that serves the kind). An object belongs
+    /// to its group and kind, not to a version: the API server serves a stored object
+    /// through every served version of its kind, so tracked objects are looked up this
+    /// way, never through a remembered version that may no longer be served. Refreshes
+    /// discovery once on a miss.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] (with `group` as apiVersion) when no version of the
+    /// group serves the kind — its CRD is gone, and its objects with it; [`Error::Discovery`].
+    pub async fn served(&self, group: &str, kind: &str) -> Result<Kind, Error> {
+        if let Some(k) = self.recommended(group, kind).await {
+            return Ok(k);
+        }
+        self.refresh().await?;
+        self.recommended(group, kind)
+            .await
+            .ok_or_else(|| Error::UnknownKind { api_version: group.into(), kind: kind.into() })
+    }
+
+    async fn recommended(&self, group: &str, kind: &str) -> Option<Kind> {
+        let d = self.discovery.read().await;
+        let (resource, caps) = d.get(group)?.recommended_kind(kind)?;
+        Some(Kind { resource, namespaced: caps.scope == Scope::Namespaced })
+    }
+
+    /// Runs discovery again and forgets every resolved kind (a CRD may have stopped
+    /// serving a version, or started serving one).
+    ///
+    /// # Errors
+    /// [`Error::Discovery`].
+    pub async fn refresh(&self) -> Result<(), Error> {
+        self.count(false);
+        let fresh =
+            Discovery::new(self.client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
+        *self.discovery.write().await = fresh;
+        if let Ok(mut m) = self.kinds.write() {
+            m.clear();
+        }
+        Ok(())
     }
 
     /// Whether any served kind matches the globs `group` (`None` = any group) and `kind`.
@@ -212,10 +313,14 @@ impl Cluster {
     ///
     /// # Errors
     /// [`Error::Request`].
+    /// A 404 that names no object (the version is not served) is an error, never "absent".
     pub async fn get(&self, kind: &Kind, key: &ObjectKey) -> Result<Option<Value>, Error> {
         self.count(false);
-        let obj = self.api(kind, &key.namespace).get_opt(&key.name).await.map_err(|e| Error::request("get", key, e))?;
-        Ok(obj.map(to_value))
+        match self.api(kind, &key.namespace).get(&key.name).await {
+            Ok(obj) => Ok(Some(to_value(obj))),
+            Err(kube::Error::Api(s)) if s.code == 404 && names_an_object(&s) => Ok(None),
+            Err(e) => Err(Error::request("get", key, e)),
+        }
     }
 
     /// Server-side apply of `obj` as field manager `plumb`, forcing conflicts, with strict
@@ -352,17 +457,40 @@ impl Cluster {
 
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
     /// with the given propagation (default foreground: dependents go first). A 404
-    /// counts as done.
+    /// naming the object counts as done. A 404 for the resource (`kind`'s version is no
+    /// longer served) is retried once through the version discovery now serves for the
+    /// same group and kind; when none serves it, the kind's CRD is gone and its objects
+    /// with it.
     ///
     /// # Errors
-    /// [`Error::Request`] (a 409 means the UID precondition failed).
+    /// [`Error::Request`] (a 409 means the UID precondition failed); [`Error::Discovery`].
     pub async fn delete(
         &self,
         kind: &Kind,
         key: &ObjectKey,
         uid: &str,
         propagation: crate::plan::Propagation,
-    ) -> Result<(), Error> {
+    ) -> Result<Deleted, Error> {
+        match self.delete_through(kind, key, uid, propagation).await {
+            Err(e) if e.resource_missing() => {
+                self.refresh().await?;
+                match self.served(&kind.resource.group, &kind.resource.kind).await {
+                    Ok(now) => self.delete_through(&now, key, uid, propagation).await,
+                    Err(Error::UnknownKind { .. }) => Ok(Deleted::Accepted),
+                    Err(other) => Err(other),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn delete_through(
+        &self,
+        kind: &Kind,
+        key: &ObjectKey,
+        uid: &str,
+        propagation: crate::plan::Propagation,
+    ) -> Result<Deleted, Error> {
         self.count(true);
         let dp = match propagation {
             crate::plan::Propagation::Foreground => DeleteParams::foreground(),
@@ -371,8 +499,15 @@ impl Cluster {
         }
         .preconditions(Preconditions { uid: Some(uid.into()), resource_version: None });
         match self.api(kind, &key.namespace).delete(&key.name, &dp).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Ok(either::Either::Left(obj)) => {
+                let deletion = crate::plan::Deletion {
+                    since: obj.metadata.deletion_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+                    finalizers: obj.metadata.finalizers.unwrap_or_default(),
+                };
+                Ok(if deletion.blocking().is_empty() { Deleted::Accepted } else { Deleted::Blocked(deletion) })
+            }
+            Ok(either::Either::Right(_)) => Ok(Deleted::Accepted),
+            Err(kube::Error::Api(s)) if s.code == 404 && names_an_object(&s) => Ok(Deleted::Accepted),
             Err(e) => Err(Error::request("delete", key, e)),
         }
     }
@@ -449,6 +584,28 @@ impl Cluster {
             }
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         }
+    }
+
+    /// The StorageClass a PersistentVolumeClaim binds through (see
+    /// [`crate::health::storage::class_of`]); `None` when it names none, or it cannot
+    /// be read (health then keeps to the claim's phase).
+    pub async fn storage_class_of(&self, claim: &Value) -> Option<Value> {
+        let kind = self.kind("storage.k8s.io/v1", "StorageClass").await.ok()?;
+        let named = claim.pointer("/spec/storageClassName").and_then(Value::as_str).is_some();
+        let classes = if named {
+            vec![]
+        } else {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+            self.list(&kind, &api, "").await.ok()?
+        };
+        let name = crate::health::storage::class_of(claim, &classes)?;
+        let key = ObjectKey {
+            group: "storage.k8s.io".into(),
+            kind: "StorageClass".into(),
+            namespace: String::new(),
+            name: name.into(),
+        };
+        self.get(&kind, &key).await.ok().flatten()
     }
 
     /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
@@ -640,14 +797,22 @@ fn to_value(obj: DynamicObject) -> Value {
 /// # Errors
 /// When no configuration is found or it is invalid.
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    Ok(Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The client configuration from `--kubeconfig` when given, else the usual inference
+/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+///
+/// # Errors
+/// When no configuration is found or it is invalid.
+pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod compare;
 pub mod config;
 pub mod forge;
 pub mod health;
+pub mod limits;
 pub mod metrics;
 pub mod plan;
 pub mod reconcile;

@@ -17,12 +17,14 @@
 //! Namespaces, CRDs, ServiceAccounts and RBAC, ConfigMaps and Secrets, PVCs, Services,
 //! workloads, custom resources, then everything else. Prune goes in the reverse order.
 
+mod boundary;
 mod decide;
 mod hand_over;
 mod progress;
 
 use serde::Serialize;
 
+pub use boundary::Boundary;
 pub use decide::{Decision, Drifted, GateInput, HealState, Mode, decide, heal_backoff};
 pub use hand_over::{Claims, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
@@ -40,6 +42,10 @@ pub const PRUNE_APPROVED_ANNOTATION: &str = "plumb.dev/prune-approved";
 /// How long a [`PRUNE_APPROVED_ANNOTATION`] approval stays valid, in seconds (24 h): an
 /// old approval left on an object does not approve a later, unrelated prune.
 pub const APPROVAL_VALIDITY: i64 = 24 * 3600;
+
+/// The garbage collector's own finalizers: they go once dependents are deleted or
+/// orphaned (Kubernetes docs, "Garbage Collection", foreground and orphan deletion).
+pub const GC_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
 
 /// How deletes propagate to dependents (`PrunePropagationPolicy`; Kubernetes
 /// `DeleteOptions.propagationPolicy`).
@@ -86,6 +92,10 @@ pub struct SyncOptions {
     pub validate_disabled: bool,
     /// `PrunePropagationPolicy=foreground|background|orphan`.
     pub propagation: Option<Propagation>,
+    /// `Adopt=true`: an object that exists without plumb's tracking-id is taken over
+    /// (and remembered as adopted: its prune then needs an approval). Without it, such
+    /// an object refuses the sync: "exists and is not managed by plumb".
+    pub adopt: bool,
 }
 
 impl SyncOptions {
@@ -122,6 +132,7 @@ impl SyncOptions {
                 "Force" => out.force = yes,
                 "ApplyOutOfSyncOnly" => out.apply_all = v.eq_ignore_ascii_case("false"),
                 "Validate" => out.validate_disabled = v.eq_ignore_ascii_case("false"),
+                "Adopt" => out.adopt = yes,
                 "PrunePropagationPolicy" => {
                     out.propagation = Some(match v.to_ascii_lowercase().as_str() {
                         "background" => Propagation::Background,
@@ -159,6 +170,7 @@ impl SyncOptions {
             apply_all: self.apply_all || obj.apply_all,
             validate_disabled: self.validate_disabled || obj.validate_disabled,
             propagation: obj.propagation.or(self.propagation),
+            adopt: self.adopt || obj.adopt,
         }
     }
 }
@@ -215,7 +227,31 @@ pub fn prune_approval(obj: &serde_json::Value, now: jiff::Timestamp) -> Result<b
     if age < -300 {
         return Err(format!("{PRUNE_APPROVED_ANNOTATION} `{text}` is in the future"));
     }
+    if !set_by_someone_else(obj, PRUNE_APPROVED_ANNOTATION, crate::FIELD_MANAGER) {
+        return Err(format!(
+            "{PRUNE_APPROVED_ANNOTATION} came from Git (written by plumb): an approval counts only when a person sets it on the live object (kubectl annotate)"
+        ));
+    }
     Ok(true)
+}
+
+/// Whether annotation `name` of `obj` is owned, in `metadata.managedFields`, by a field
+/// manager other than `ours`: someone wrote it on the live object, rather than plumb
+/// applying it from Git. An object without managedFields says nothing either way and
+/// counts as someone else's (the API server always records them for writes).
+fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> bool {
+    let Some(entries) = obj.pointer("/metadata/managedFields").and_then(serde_json::Value::as_array) else {
+        return true;
+    };
+    let field = format!("f:{name}");
+    let owners: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e.pointer("/fieldsV1/f:metadata/f:annotations").and_then(|a| a.get(&field)).is_some()
+        })
+        .filter_map(|e| e.get("manager").and_then(serde_json::Value::as_str))
+        .collect();
+    owners.is_empty() || owners.iter().any(|m| *m != ours)
 }
 
 /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
@@ -315,6 +351,11 @@ pub struct DesiredItem {
     pub wave: i32,
     /// Its options, the application's included.
     pub options: SyncOptions,
+    /// Why the application's boundaries refuse it ([`Boundary::check`]), with its file:
+    /// the whole sync is then refused.
+    pub refused: Option<String>,
+    /// Who owns it instead (another application that synced it first): never written.
+    pub owned_by: Option<String>,
 }
 
 /// A live object owned by the application that Git no longer declares.
@@ -333,6 +374,97 @@ pub struct PruneCandidate {
     /// Why it must not be pruned whatever the options, e.g. another application now
     /// declares it (it moved there), or that could not be checked.
     pub held: Option<String>,
+    /// It is already being deleted (`metadata.deletionTimestamp` set) and still exists.
+    pub deletion: Option<Deletion>,
+    /// plumb adopted it ([`crate::tracking::ADOPTED_ANNOTATION`]) rather than created
+    /// it: its prune needs an approval, as with `Prune=confirm`.
+    pub adopted: bool,
+}
+
+/// An object being deleted: it exists until every finalizer is removed (Kubernetes
+/// docs, "Finalizers"), and until then it is still a difference from Git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    /// `metadata.deletionTimestamp` (RFC 3339).
+    pub since: String,
+    /// `metadata.finalizers`, the garbage collector's included.
+    pub finalizers: Vec<String>,
+}
+
+impl Deletion {
+    /// The propagation the object is being deleted with, while the garbage collector
+    /// still works on its dependents: its finalizer `foregroundDeletion` → foreground,
+    /// `orphan` → orphan (Kubernetes docs, "Garbage Collection"). `None` once that is
+    /// done (or for a background deletion): the dependents are handled.
+    pub fn propagation(&self) -> Option<Propagation> {
+        if self.finalizers.iter().any(|f| f == "foregroundDeletion") {
+            Some(Propagation::Foreground)
+        } else if self.finalizers.iter().any(|f| f == "orphan") {
+            Some(Propagation::Orphan)
+        } else {
+            None
+        }
+    }
+
+    /// The finalizers of other controllers than Kubernetes' own: the garbage
+    /// collector's ([`GC_FINALIZERS`]) and those of Kubernetes' domains
+    /// (`kubernetes.io/pvc-protection`, `customresourcecleanup.apiextensions.k8s.io`, …)
+    /// are left out, since the control plane removes them by itself once dependents
+    /// and users are gone. A deletion they keep waiting is still listed at the next
+    /// pass, and named by [`stuck_deletions`].
+    pub fn blocking(&self) -> Vec<&str> {
+        self.finalizers
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !GC_FINALIZERS.contains(f) && !kubernetes_own(f))
+            .collect()
+    }
+
+    /// Whether a DELETE must be sent again: the garbage collector still handles the
+    /// dependents with another propagation than `wanted` (the API server then updates
+    /// its finalizers on the object being deleted). Otherwise one DELETE was enough.
+    pub fn needs_delete(&self, wanted: Propagation) -> bool {
+        self.propagation().is_some_and(|p| p != wanted)
+    }
+}
+
+/// Whether finalizer `f` belongs to Kubernetes itself: its domain (before `/`, or the
+/// whole name) is `kubernetes.io`, `k8s.io` or a subdomain of one (Kubernetes docs,
+/// "Finalizers": finalizer names are domain-qualified).
+fn kubernetes_own(f: &str) -> bool {
+    let domain = f.split_once('/').map_or(f, |(d, _)| d);
+    ["kubernetes.io", "k8s.io"].iter().any(|k| domain == *k || domain.ends_with(&format!(".{k}")))
+}
+
+impl std::fmt::Display for Deletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "deletion pending since {}", self.since)?;
+        match self.finalizers.is_empty() {
+            true => Ok(()),
+            false => write!(f, " (finalizers: {})", self.finalizers.join(", ")),
+        }
+    }
+}
+
+/// `Kind/namespace/name (finalizers: …) since …` of each prune candidate whose deletion
+/// has been pending for longer than `grace` at `now`, for the `PruneStuck` condition;
+/// empty when none is.
+pub fn stuck_deletions<'a>(
+    candidates: impl IntoIterator<Item = &'a PruneCandidate>,
+    now: jiff::Timestamp,
+    grace: std::time::Duration,
+) -> Vec<String> {
+    let grace = jiff::SignedDuration::try_from(grace).unwrap_or(jiff::SignedDuration::MAX);
+    candidates
+        .into_iter()
+        .filter_map(|c| Some((c, c.deletion.as_ref()?)))
+        .filter(|(_, d)| d.since.parse::<jiff::Timestamp>().is_ok_and(|t| now.duration_since(t) > grace))
+        .map(|(c, d)| {
+            let blocking = d.blocking();
+            let by = if blocking.is_empty() { d.finalizers.join(", ") } else { blocking.join(", ") };
+            format!("{} (finalizers: {by}) since {}", c.key, d.since)
+        })
+        .collect()
 }
 
 /// Why a sync is started.
@@ -422,6 +554,11 @@ pub enum Skip {
         /// The approval annotation's problem.
         problem: Option<String>,
     },
+    /// A prune candidate already being deleted (a DELETE was accepted, finalizers hold
+    /// it) with the propagation asked for: no new DELETE.
+    DeletionPending(Deletion),
+    /// A desired object another application owns (it synced it first).
+    OwnedBy(String),
     /// A desired object whose immutable fields changed, with `Force=true`, that is
     /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class): not
     /// re-created.
@@ -429,9 +566,10 @@ pub enum Skip {
 }
 
 impl Skip {
-    /// Whether the object is a prune candidate (everything but [`Skip::NoRecreate`]).
+    /// Whether the object is a prune candidate (everything but [`Skip::NoRecreate`]
+    /// and [`Skip::OwnedBy`]).
     pub fn is_prune(&self) -> bool {
-        !matches!(self, Skip::NoRecreate(_))
+        !matches!(self, Skip::NoRecreate(_) | Skip::OwnedBy(_))
     }
 }
 
@@ -441,6 +579,8 @@ impl std::fmt::Display for Skip {
             Skip::PruneOff => f.write_str("requires pruning (prune is off)"),
             Skip::Held(why) => f.write_str(why),
             Skip::PruneDisabled => f.write_str("prune skipped: Prune=false"),
+            Skip::DeletionPending(d) => d.fmt(f),
+            Skip::OwnedBy(who) => write!(f, "owned by {who}, which synced it first: not written"),
             Skip::NeedsApproval { protection, app, problem } => {
                 write!(
                     f,
@@ -514,6 +654,12 @@ pub fn sync_reason(
 /// `orphans` (owned live objects not in `desired`), under `guards`.
 pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<'_>) -> Plan {
     let mut p = Plan::default();
+    let refusals: Vec<String> =
+        desired.iter().filter_map(|d| d.refused.as_ref().map(|why| format!("{} {why}", d.key))).collect();
+    if !refusals.is_empty() {
+        p.refused = Some(format!("sync refused, nothing written: {}", refusals.join("; ")));
+        return p;
+    }
     if !guards.manual && !guards.allow_empty && desired.is_empty() {
         p.refused = Some(format!(
             "auto-sync skipped: the render produced no objects and allowEmpty is false; it would delete all ({}) tracked objects",
@@ -530,7 +676,9 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
         }
         let Some(w) = p.waves.last_mut() else { continue };
         w.members.push(i);
-        if !d.error && (d.out_of_sync || d.options.apply_all) {
+        if let Some(who) = &d.owned_by {
+            p.skipped.push((d.key.to_string(), Skip::OwnedBy(who.clone())));
+        } else if !d.error && (d.out_of_sync || d.options.apply_all) {
             w.apply.push(i);
         }
         if d.options.force {
@@ -552,20 +700,32 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
     }
     for o in orphans {
         let class = data_loss_class(&o.key.group, &o.key.kind).filter(|_| guards.protect_data_loss);
-        if !guards.prune {
-            p.skipped.push((o.key.to_string(), Skip::PruneOff));
+        let skip = if !guards.prune {
+            Some(Skip::PruneOff)
         } else if let Some(why) = &o.held {
-            p.skipped.push((o.key.to_string(), Skip::Held(why.clone())));
+            Some(Skip::Held(why.clone()))
         } else if o.options.prune_disabled {
-            p.skipped.push((o.key.to_string(), Skip::PruneDisabled));
-        } else if !guards.approved && !o.approved && (o.options.prune_confirm || class.is_some()) {
-            let protection = class.map_or_else(|| "Prune=confirm".to_string(), |c| format!("data-loss class {c}"));
+            Some(Skip::PruneDisabled)
+        } else if !guards.approved && !o.approved && (o.options.prune_confirm || o.adopted || class.is_some()) {
+            let protection = match (class, o.adopted) {
+                (Some(c), _) => format!("data-loss class {c}"),
+                (None, true) => "adopted: plumb did not create it".to_string(),
+                (None, false) => "Prune=confirm".to_string(),
+            };
             let (app, problem) = (guards.app.to_string(), o.approval_problem.clone());
-            p.skipped.push((o.key.to_string(), Skip::NeedsApproval { protection, app, problem }));
-        } else if o.options.prune_last {
-            p.prune_last.push(o.clone());
+            Some(Skip::NeedsApproval { protection, app, problem })
         } else {
-            p.prune.push(o.clone());
+            None
+        };
+        // Already going (whoever deleted it): a guard has nothing left to keep, and a
+        // second DELETE is sent only to change the propagation it goes with.
+        let propagation = o.options.propagation.unwrap_or_default();
+        let pending = o.deletion.as_ref().filter(|d| skip.is_some() || !d.needs_delete(propagation));
+        match (pending, skip) {
+            (Some(d), _) => p.skipped.push((o.key.to_string(), Skip::DeletionPending(d.clone()))),
+            (None, Some(skip)) => p.skipped.push((o.key.to_string(), skip)),
+            (None, None) if o.options.prune_last => p.prune_last.push(o.clone()),
+            (None, None) => p.prune.push(o.clone()),
         }
     }
     let reverse = |o: &PruneCandidate| std::cmp::Reverse(kind_rank(&o.key.group, &o.key.kind));
@@ -617,6 +777,8 @@ mod tests {
             immutable: false,
             wave: 0,
             options: SyncOptions::default(),
+            refused: None,
+            owned_by: None,
         }
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
@@ -627,6 +789,8 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
+            adopted: false,
         }
     }
     fn order(p: &Plan) -> Vec<usize> {
@@ -643,6 +807,70 @@ mod tests {
             protect_data_loss: true,
             max_prune_percent: None,
         }
+    }
+
+    /// argocd-20: a candidate already being deleted is listed (OutOfSync) as deletion
+    /// pending, gets no second DELETE with the same propagation, gets one when the
+    /// propagation changed, and the stuck check names it only after the grace period.
+    #[test]
+    fn deletions_pending_are_listed_and_deleted_again_only_for_another_propagation() {
+        let deletion = |finalizers: &[&str]| Deletion {
+            since: "2026-03-02T10:00:00Z".into(),
+            finalizers: finalizers.iter().map(|f| (*f).to_string()).collect(),
+        };
+        // (finalizers, propagation asked for, prune on) → DELETE sent again?
+        let table: &[(&[&str], Propagation, bool, bool)] = &[
+            (&["acme.example/route-cleanup"], Propagation::Background, true, false),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Foreground, true, false),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Background, true, true),
+            (&["foregroundDeletion", "acme.example/route-cleanup"], Propagation::Orphan, true, true),
+            (&["orphan", "x"], Propagation::Orphan, true, false),
+            (&["acme.example/route-cleanup"], Propagation::Foreground, true, false),
+            (&["acme.example/route-cleanup"], Propagation::Orphan, true, false),
+            (&["foregroundDeletion", "x"], Propagation::Background, false, false),
+        ];
+        for (finalizers, propagation, prune, again) in table {
+            let mut o = orphan("ConfigMap", false);
+            o.options.propagation = Some(*propagation);
+            o.deletion = Some(deletion(finalizers));
+            let p = plan(&[item("", "Service", false)], std::slice::from_ref(&o), guards(*prune, false));
+            assert_eq!(p.prune.len() == 1, *again, "{finalizers:?} {propagation:?} prune {prune}");
+            if !again {
+                let reasons = prune_reasons(&p);
+                let want = format!(
+                    "requires pruning; deletion pending since 2026-03-02T10:00:00Z (finalizers: {})",
+                    finalizers.join(", ")
+                );
+                assert_eq!(reasons.get("ConfigMap/lab/old"), Some(&want), "{finalizers:?}");
+            }
+        }
+        // Prune=false or a missing approval does not keep what is already going
+        let mut o = orphan("PersistentVolumeClaim", true);
+        o.deletion = Some(deletion(&["kubernetes.io/pvc-protection"]));
+        let p = plan(&[item("", "Service", false)], std::slice::from_ref(&o), guards(true, false));
+        assert!(matches!(&p.skipped[..], [(_, Skip::DeletionPending(_))]), "{:?}", p.skipped);
+
+        let d = deletion(&["foregroundDeletion", "acme.example/route-cleanup"]);
+        assert_eq!(d.blocking(), ["acme.example/route-cleanup"]);
+        assert!(
+            deletion(&["kubernetes.io/pvc-protection", "foregroundDeletion"]).blocking().is_empty(),
+            "Kubernetes' own"
+        );
+        assert!(deletion(&["customresourcecleanup.apiextensions.k8s.io"]).blocking().is_empty(), "Kubernetes' own");
+        assert_eq!(
+            deletion(&["k8s.io.acme.example/x", "notkubernetes.io/y"]).blocking().len(),
+            2,
+            "look-alikes are not"
+        );
+        let mut stuck = orphan("ConfigMap", false);
+        stuck.deletion = Some(d);
+        let grace = std::time::Duration::from_secs(300);
+        let at = |t: &str| t.parse::<jiff::Timestamp>().unwrap();
+        assert!(stuck_deletions([&stuck], at("2026-03-02T10:04:59Z"), grace).is_empty(), "within the grace period");
+        assert_eq!(
+            stuck_deletions([&stuck, &orphan("Service", false)], at("2026-03-02T10:05:01Z"), grace),
+            ["ConfigMap/lab/old (finalizers: acme.example/route-cleanup) since 2026-03-02T10:00:00Z"]
+        );
     }
 
     #[test]
@@ -882,6 +1110,17 @@ mod tests {
         assert!(prune_approval(&a("2026-11-27T17:00:00Z"), now).unwrap_err().contains("expired"));
         assert!(prune_approval(&a("2026-11-30T17:00:00Z"), now).unwrap_err().contains("in the future"));
         assert!(prune_approval(&a("yes"), now).unwrap_err().contains("not an RFC 3339 time"));
+        // who wrote it: a person (any other field manager), not plumb applying Git
+        let by = |managers: &[&str]| {
+            let mut o = a("2026-11-29T17:00:00Z");
+            o["metadata"]["managedFields"] = serde_json::Value::Array(managers.iter().map(|m| serde_json::json!({
+                "manager": m, "operation": "Update",
+                "fieldsV1": {"f:metadata": {"f:annotations": {"f:plumb.dev/prune-approved": {}}}}})).collect());
+            o
+        };
+        assert_eq!(prune_approval(&by(&["kubectl-annotate"]), now), Ok(true));
+        assert_eq!(prune_approval(&by(&["plumb", "kubectl-annotate"]), now), Ok(true));
+        assert!(prune_approval(&by(&["plumb"]), now).unwrap_err().contains("came from Git"));
         assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
     }
 

@@ -41,7 +41,7 @@ use tokio::sync::RwLock;
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
     cluster::Cluster,
-    compare::{Compared, IgnoreRules, SyncStatus, object},
+    compare::{Compared, IgnoreRules, ObjectReason, SyncStatus, object},
     config::{Application, Config, Environment, Repository},
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
@@ -74,6 +74,8 @@ pub struct Context {
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     watch_token: tokio_util::sync::CancellationToken,
     memo: Memo,
+    /// Clusters impersonating an application's ServiceAccount, by user name.
+    writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
 }
 
 impl Drop for Context {
@@ -119,8 +121,9 @@ impl Context {
     /// A context over `cluster` for `config`, keeping repository mirrors in `cache_dir`.
     pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+        let limits = config.settings.limits;
         Self {
-            sources: source::Pool::new(cache_dir, Arc::clone(&config)),
+            sources: source::Pool::new(cache_dir, Arc::clone(&config)).with_limits(limits),
             cluster,
             store,
             config,
@@ -130,6 +133,7 @@ impl Context {
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
             memo: Memo::default(),
+            writers: tokio::sync::Mutex::default(),
         }
     }
 
@@ -173,6 +177,22 @@ impl Context {
         Ok(self.store.load(app).await?.1)
     }
 
+    /// The cluster application `app`'s writes (dry-runs, applies, deletes) go through:
+    /// impersonating its ServiceAccount ([`Application::impersonates`]), else plumb's.
+    ///
+    /// # Errors
+    /// The impersonating client cannot be built (message names the user).
+    async fn writer(&self, app: &Application, env: &Environment) -> Result<Option<Arc<Cluster>>, String> {
+        let Some(user) = app.impersonates(env) else { return Ok(None) };
+        let mut writers = self.writers.lock().await;
+        if let Some(w) = writers.get(&user) {
+            return Ok(Some(w.clone()));
+        }
+        let w = Arc::new(self.cluster.impersonate(&user).await.map_err(|e| format!("impersonate {user}: {e:#}"))?);
+        writers.insert(user, w.clone());
+        Ok(Some(w))
+    }
+
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
         let c = &self.config;
         let unknown = || Error::UnknownApp(name.into());
@@ -203,12 +223,19 @@ impl Context {
             synced_revision: previous.synced_revision.clone(),
             kinds: previous.kinds.clone(),
             last_sync: previous.last_sync.clone(),
+            finished: previous.finished.clone(),
             ..AppStatus::default()
         };
 
         // 1. source and render
         let wanted = revision.unwrap_or(&app.revision.value);
-        let (snapshot, manifests) = match self.sources.desired(name, repo, wanted, &app.path.value).await {
+        let limits = self.config.settings.limits;
+        let desired = self.sources.desired(name, repo, wanted, &app.path.value);
+        let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
+            let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
+            Desired::FetchFailed(source::FetchError::Git(e.into()))
+        });
+        let (snapshot, manifests) = match desired {
             Desired::Rendered(snapshot, rendered) => {
                 if !rendered.cached {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
@@ -220,7 +247,7 @@ impl Context {
                 (snapshot, rendered.manifests)
             }
             Desired::FetchFailed(e) => {
-                let message = format!("fetch {}: {e}", repo.url.value);
+                let message = format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value));
                 return self.finish_early(st, previous, history, message, started, mode).await;
             }
             Desired::RenderFailed(snapshot, e) => {
@@ -233,14 +260,31 @@ impl Context {
 
         // 2. compare, and what the application owns that Git no longer declares
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
-        let app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        app_options.adopt |= env.sync_policy.adopt;
         let crds = object::crd_kinds(manifests.iter().map(|m| &m.object));
+        let own_namespace = &self.config.settings.status_namespace;
+        let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
+            Ok(b) => b,
+            Err(e) => {
+                let message = format!("boundaries of application {name}: {e}");
+                return self.finish_early(st, previous, history, message, started, mode).await;
+            }
+        };
+        let writer = match self.writer(app, env).await {
+            Ok(w) => w,
+            Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
+        };
         let scope = Scope {
+            writer: writer.as_deref().unwrap_or(&self.cluster),
             app: name,
             namespace: &app.namespace.value,
             rules: &rules,
             crds: &crds,
             defaults: &app_options,
+            take_over: &env.sync_policy.take_over_managers,
+            finished: &previous.finished,
+            boundary: &boundary,
             validate_new: !mode.writes(),
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
@@ -295,7 +339,7 @@ impl Context {
         let mut record = None;
         if let Some(reason) = decision.reason {
             if app_options.create_namespace {
-                self.ensure_namespace(&app.namespace.value).await;
+                self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
             }
             let rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {
@@ -329,8 +373,13 @@ impl Context {
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
-        kinds.extend(applied_kinds(&compared));
+        for (api_version, kind) in applied_kinds(&compared) {
+            // one entry per group and kind (resolved to a served version at use)
+            kinds.retain(|(a, k)| !(k == &kind && group_of(a) == group_of(&api_version)));
+            kinds.insert((api_version, kind));
+        }
         object::declared_twice(&mut compared);
+        object::refuse_outside(&mut compared, scope.boundary, scope.crds);
         let create = scope.defaults.create_namespace;
         self.check_namespaces(&mut compared, scope.namespace, create).await;
         let mut errors: Vec<String> = compared
@@ -341,6 +390,12 @@ impl Context {
         let desired: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut candidates = self.prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
         errors.append(&mut candidates.errors);
+        // a kind this render declares (its CRD may be applied by this very sync) stays
+        let gone = |a: &str, k: &str| {
+            candidates.gone.iter().any(|(g, gk)| gk == k && g == group_of(a))
+                && !compared.iter().any(|c| c.key.kind == k && c.key.group == group_of(a))
+        };
+        kinds.retain(|(a, k)| !gone(a, k));
         Found { compared, candidates, errors }
     }
 
@@ -357,6 +412,14 @@ impl Context {
                 immutable: c.immutable(),
                 wave: c.wave,
                 options: defaults.with_object(&c.options),
+                refused: match &c.reason {
+                    ObjectReason::Refused(why) => Some(why.clone()),
+                    _ => None,
+                },
+                owned_by: match &c.reason {
+                    ObjectReason::OwnedBy(who) => Some(who.clone()),
+                    _ => None,
+                },
             })
             .collect()
     }
@@ -369,6 +432,11 @@ fn applied_kinds(compared: &[Arc<Compared>]) -> impl Iterator<Item = (String, St
         let av = c.apply.get("apiVersion").and_then(Value::as_str)?;
         Some((av.to_string(), c.key.kind.clone()))
     })
+}
+
+/// The group of an apiVersion (`""` for the core group's `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 fn short(sha: &str) -> &str {

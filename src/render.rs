@@ -143,6 +143,10 @@ pub enum Error {
         /// Why (sops's first lines of stderr, or the missing setting).
         message: String,
     },
+    /// A limit of [`crate::limits`] was exceeded (YAML expansion of a file, rendered
+    /// bytes).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::Exceeded),
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {
@@ -153,6 +157,19 @@ pub enum Error {
         /// Second declaration.
         second: String,
     },
+}
+
+/// Reads a render tool's output `bytes` (a YAML stream shown as `name`, e.g.
+/// `apps/web (kustomize build)`) like a plain file: lists expanded, server-set fields
+/// removed with a warning, duplicates refused; `tool` is the tool and its version.
+///
+/// # Errors
+/// [`Error`] as for a plain file.
+pub fn render_output(name: &str, bytes: &[u8], tool: String) -> Result<Rendered, Error> {
+    let mut rendered = Rendered { tool: Some(tool), ..Rendered::default() };
+    plain::render_stream(name, bytes, true, &mut rendered)?;
+    plain::check_duplicates(&rendered.manifests)?;
+    Ok(rendered)
 }
 
 impl From<sandbox::RunError> for Error {

@@ -22,20 +22,35 @@ use crate::{
 
 /// A running server: its address and the tasks to wait for after cancelling.
 pub struct ServeHandle {
-    /// Bound address.
+    /// Bound address (webhook, status API, metrics).
     pub addr: SocketAddr,
+    /// Bound address of the probes (`/healthz`, `/readyz`).
+    pub probe_addr: SocketAddr,
     /// Actors and the HTTP server.
     pub tracker: TaskTracker,
     /// Scheduler (to trigger passes).
     pub scheduler: Scheduler,
 }
 
-/// Starts the actors, the drift triggers and the HTTP server on `listen` (port 0 picks
-/// a free port), until `token` is cancelled.
+/// [`serve_with`], the probes on a free port of `listen`'s address.
+///
+/// # Errors
+/// As [`serve_with`].
+pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
+    serve_with(ctx, listen, SocketAddr::new(listen.ip(), 0), token).await
+}
+
+/// Starts the actors, the drift triggers, the HTTP server on `listen` and the probes on
+/// `probes` (port 0 picks a free port), until `token` is cancelled.
 ///
 /// # Errors
 /// Secret files unreadable, address in use.
-pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
+pub async fn serve_with(
+    ctx: Arc<Context>,
+    listen: SocketAddr,
+    probes: SocketAddr,
+    token: CancellationToken,
+) -> anyhow::Result<ServeHandle> {
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
         .config
@@ -57,8 +72,13 @@ pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationTok
     }
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
     let addr = listener.local_addr()?;
+    let probe_listener =
+        tokio::net::TcpListener::bind(probes).await.with_context(|| format!("listen on {probes} (probes)"))?;
+    let probe_addr = probe_listener.local_addr()?;
+    tracker.spawn(server::serve_probes(probe_listener, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
+    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
     tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
     let state = server::AppState {
         metrics: ctx.metrics.clone(),
@@ -69,7 +89,7 @@ pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationTok
     let app = server::router(state, &limits);
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
-    Ok(ServeHandle { addr, tracker, scheduler })
+    Ok(ServeHandle { addr, probe_addr, tracker, scheduler })
 }
 
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it

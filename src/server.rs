@@ -2,10 +2,14 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full |
+//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full or body memory budget reached |
 //! | `GET /api/v1/applications` | JSON array of application statuses |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /healthz`, `GET /readyz` | `ok` |
+//!
+//! The probes, `GET /healthz` and `GET /readyz` (`ok`), are served on their own
+//! listener ([`serve_probes`], `--probe-listen`): kubelet's probes never wait for a
+//! request slot, a connection slot or the time limits of webhook bodies, so slow
+//! uploads to the webhook cannot get plumb restarted.
 //!
 //! The webhook body is read as raw bytes (the signature covers exactly those bytes)
 //! and is only a trigger: the pass fetches the ref itself and never uses the payload's
@@ -28,8 +32,11 @@
 //! without `Content-Length` is cut at the limit and never buffered whole), the time to
 //! send the request head (hyper's `header_read_timeout`, which also closes idle
 //! keep-alive connections), the time for the whole request including the body (408),
-//! the number of requests being handled at once, the number of open connections and
-//! the queue to the scheduler.
+//! the number of requests being handled at once, the number of open connections, the
+//! bytes of bodies all requests hold together before they are verified (503 beyond) and
+//! the queue to the scheduler. Each body is MACed frame by frame as it arrives (one
+//! HMAC per configured secret, [`Streaming`]), and a body over 64 KiB is decided on a
+//! blocking thread.
 
 use std::{
     sync::{Arc, Mutex},
@@ -59,7 +66,9 @@ use crate::{
     metrics::{DeliveryLabels, Metrics, event_label},
     reconcile::Context,
     scheduler::{Scheduler, Trigger},
-    webhook::{Action, Decision, Dedupe, DeliveryKeys, Receiver, RepoKey, Secret, Watch, WatchedRepository},
+    webhook::{
+        Action, Decision, Dedupe, DeliveryKeys, Digests, Receiver, RepoKey, Secret, Streaming, Watch, WatchedRepository,
+    },
 };
 
 /// Resource limits of the HTTP server. Defaults in [`Limits::default`].
@@ -82,6 +91,11 @@ pub struct Limits {
     /// Deliveries queued between the HTTP handlers and the scheduler; a full queue
     /// answers 503 (default 1024).
     pub queue_capacity: usize,
+    /// Bytes of request bodies held at once by all requests together, before they are
+    /// verified (default 64 MiB, never less than `max_body_bytes`): a request that would
+    /// go over it is answered 503 at once, so slow unverified uploads cannot hold
+    /// `max_body_bytes` × `max_concurrent_requests` of memory.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for Limits {
@@ -93,6 +107,7 @@ impl Default for Limits {
             max_concurrent_requests: 256,
             max_connections: 1024,
             queue_capacity: 1024,
+            max_buffered_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -114,8 +129,13 @@ impl Limits {
 pub fn receiver(config: &Config) -> Result<Receiver, String> {
     let mut repositories = Vec::new();
     for r in &config.repositories {
-        let key = RepoKey::from_url(&r.url.value)
-            .ok_or_else(|| format!("repository `{}`: cannot normalize url {}", r.name.value, r.url.value))?;
+        let key = RepoKey::from_url(&r.url.value).ok_or_else(|| {
+            format!(
+                "repository `{}`: cannot normalize url {}",
+                r.name.value,
+                crate::config::repo_url::redact(&r.url.value)
+            )
+        })?;
         let secret = match &r.webhook_secret_file {
             Some(f) => Some(Secret::new(read_secret(&f.value).map_err(|e| {
                 format!("repository `{}`: webhookSecretFile {}: {e}", r.name.value, f.value.display())
@@ -180,6 +200,8 @@ pub struct Intake {
     dedupe: Option<Mutex<Dedupe>>,
     queue: mpsc::Sender<Queued>,
     metrics: Arc<Metrics>,
+    /// Body bytes held by requests being read (see [`Limits::max_buffered_bytes`]).
+    buffered: Arc<Semaphore>,
 }
 
 impl Intake {
@@ -193,7 +215,17 @@ impl Intake {
         metrics: Arc<Metrics>,
     ) -> (Self, mpsc::Receiver<Queued>) {
         let (queue, rx) = mpsc::channel(queue_capacity.max(1));
-        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics }, rx)
+        let buffered = Arc::new(Semaphore::new(Limits::default().max_buffered_bytes));
+        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics, buffered }, rx)
+    }
+
+    /// This intake, holding at most `bytes` of request bodies at once (at least the
+    /// receiver's body limit); see [`Limits::max_buffered_bytes`].
+    #[must_use]
+    pub fn with_buffered_bytes(mut self, bytes: usize) -> Self {
+        let bytes = bytes.max(self.receiver.max_body_bytes).min(Semaphore::MAX_PERMITS);
+        self.buffered = Arc::new(Semaphore::new(bytes));
+        self
     }
 
     /// Runs one delivery: [`Receiver::decide`], then for a push to reconcile the dedupe
@@ -203,6 +235,23 @@ impl Intake {
     /// `plumb_webhook_deliveries_total` and logs one line without secrets or payload.
     pub fn handle(&self, headers: &[(String, String)], body: &[u8], received: Instant) -> Outcome {
         self.finish(self.receiver.decide(headers, body), received)
+    }
+
+    /// [`Intake::handle`] for a body whose MACs were computed while it was read
+    /// ([`Intake::streaming`]).
+    pub fn handle_streamed(
+        &self,
+        headers: &[(String, String)],
+        body: &[u8],
+        digests: &Digests,
+        received: Instant,
+    ) -> Outcome {
+        self.finish(self.receiver.decide_streamed(headers, body, Some(digests)), received)
+    }
+
+    /// The MACs to feed with a body as it is read.
+    pub fn streaming(&self) -> Streaming {
+        self.receiver.streaming()
     }
 
     /// The outcome for a body the server stopped reading at the limit.
@@ -316,12 +365,32 @@ pub fn router(state: AppState, limits: &Limits) -> Router {
         .route("/api/webhook", post(webhook))
         .route("/api/v1/applications", get(applications))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrent_requests.max(1)))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
         .with_state(state)
+}
+
+/// The probes: `GET /healthz` and `GET /readyz` answer `ok`; nothing else is served.
+pub fn probes_router() -> Router {
+    Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(|| async { "ok" }))
+}
+
+/// Serves [`probes_router`] on `listener` until `token` is cancelled, with limits of
+/// its own (64 connections, 5 s to send a request head, 5 s per request), shared with
+/// nothing the webhook uses.
+pub async fn serve_probes(listener: TcpListener, token: CancellationToken) {
+    let limits = Limits {
+        max_connections: 64,
+        max_concurrent_requests: 64,
+        header_read_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let app = probes_router()
+        .layer(DefaultBodyLimit::max(0))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout));
+    serve_http(listener, app, limits, token).await;
 }
 
 /// Serves `router` on `listener` (HTTP/1.1) until `token` is cancelled, then lets open
@@ -373,9 +442,28 @@ async fn webhook(State(state): State<AppState>, request: Request) -> Response {
     let headers = header_pairs(&parts.headers);
     let limit = state.max_body_bytes;
     let intake = &state.intake;
-    let outcome = match read_body(body, declared_length(&parts.headers), limit).await {
-        Ok(bytes) => intake.handle(&headers, &bytes, Instant::now()),
+    let mut macs = intake.streaming();
+    let mut held = Held { budget: intake.buffered.clone(), permits: None };
+    let outcome = match read_body(body, declared_length(&parts.headers), limit, &mut macs, &mut held).await {
+        Ok(bytes) if bytes.len() <= OFF_RUNTIME_BYTES => {
+            intake.handle_streamed(&headers, &bytes, &macs.finish(), Instant::now())
+        }
+        Ok(bytes) => {
+            // parsing a large body is CPU work: off the async threads
+            let (intake, digests) = (intake.clone(), macs.finish());
+            let decided =
+                tokio::task::spawn_blocking(move || intake.handle_streamed(&headers, &bytes, &digests, Instant::now()));
+            match decided.await {
+                Ok(outcome) => outcome,
+                Err(_) => return (StatusCode::INTERNAL_SERVER_ERROR, "delivery could not be decided").into_response(),
+            }
+        }
         Err(BodyError::TooLarge) => intake.too_large(&headers, Instant::now()),
+        Err(BodyError::Busy) => {
+            let why = "webhook bodies being received exceed the server's memory budget; retry later";
+            return (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"action": "overloaded", "reason": why})))
+                .into_response();
+        }
         Err(BodyError::Read) => {
             // The client went away or sent a broken chunked body; nothing to decide.
             return (StatusCode::BAD_REQUEST, "request body could not be read").into_response();
@@ -395,17 +483,54 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 
 enum BodyError {
     TooLarge,
+    /// The bytes all requests hold together would exceed their budget.
+    Busy,
     Read,
 }
 
+/// A request's share of [`Limits::max_buffered_bytes`], given back when dropped.
+struct Held {
+    budget: Arc<Semaphore>,
+    permits: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Held {
+    /// Takes `bytes` more of the budget, at once or not at all.
+    fn take(&mut self, bytes: usize) -> Result<(), BodyError> {
+        let Ok(n) = u32::try_from(bytes) else { return Err(BodyError::Busy) };
+        if n == 0 {
+            return Ok(());
+        }
+        let more = self.budget.clone().try_acquire_many_owned(n).map_err(|_| BodyError::Busy)?;
+        match &mut self.permits {
+            Some(p) => p.merge(more),
+            None => self.permits = Some(more),
+        }
+        Ok(())
+    }
+}
+
+/// Bodies larger than this are verified-and-parsed on a blocking thread.
+const OFF_RUNTIME_BYTES: usize = 64 * 1024;
+
 /// Reads the body, stopping as soon as more than `limit` bytes arrived (or at once when
 /// `Content-Length` says so), so memory per request never exceeds `limit` plus one
-/// frame.
-async fn read_body(body: Body, declared: Option<u64>, limit: usize) -> Result<Vec<u8>, BodyError> {
+/// frame; every frame is fed to `macs` as it arrives (verification needs no second
+/// pass).
+async fn read_body(
+    body: Body,
+    declared: Option<u64>,
+    limit: usize,
+    macs: &mut Streaming,
+    held: &mut Held,
+) -> Result<Vec<u8>, BodyError> {
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
     let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    // a declared length is taken from the budget up front; more as frames arrive
+    held.take(capacity.min(limit))?;
+    let mut reserved = capacity.min(limit);
     let mut buf = Vec::with_capacity(capacity.min(limit));
     let mut frames = body.into_data_stream();
     while let Some(frame) = frames.next().await {
@@ -413,6 +538,11 @@ async fn read_body(body: Body, declared: Option<u64>, limit: usize) -> Result<Ve
         if buf.len() + frame.len() > limit {
             return Err(BodyError::TooLarge);
         }
+        if buf.len() + frame.len() > reserved {
+            held.take(buf.len() + frame.len() - reserved)?;
+            reserved = buf.len() + frame.len();
+        }
+        macs.update(&frame);
         buf.extend_from_slice(&frame);
     }
     Ok(buf)

@@ -73,7 +73,7 @@ pub struct Snapshot {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Talking to the remote failed (network, authentication, host key).
-    #[error("fetch {url}: {source}")]
+    #[error("fetch {}: {source}", crate::config::repo_url::redact(url))]
     Fetch {
         /// Repository URL.
         url: String,
@@ -82,7 +82,10 @@ pub enum Error {
         source: git2::Error,
     },
     /// The revision is neither a branch, a tag nor a known commit of the remote.
-    #[error("{url}: revision `{revision}` not found (no branch, tag or commit of that name)")]
+    #[error(
+        "{}: revision `{revision}` not found (no branch, tag or commit of that name)",
+        crate::config::repo_url::redact(url)
+    )]
     RevisionNotFound {
         /// Repository URL.
         url: String,
@@ -117,6 +120,9 @@ pub enum Error {
         /// The submodule commit the gitlink records.
         commit: String,
     },
+    /// A file is too large, or there are too many (see [`crate::limits`]).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::Exceeded),
     /// Reading the local mirror failed.
     #[error("repository cache {dir}: {source}")]
     Local {
@@ -133,6 +139,7 @@ pub struct Mirror {
     repo: Repository,
     url: String,
     credentials: Credentials,
+    limits: crate::limits::Limits,
 }
 
 impl Mirror {
@@ -147,13 +154,28 @@ impl Mirror {
             Ok(r) => r,
             Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local { dir: dir.clone(), source })?,
         };
-        Ok(Self { repo, url: url.to_string(), credentials })
+        Ok(Self { repo, url: url.to_string(), credentials, limits: crate::limits::Limits::default() })
+    }
+
+    /// This mirror, reading files within `limits` (file size and count).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn callbacks(&self) -> RemoteCallbacks<'_> {
         let mut cb = RemoteCallbacks::new();
         let creds = self.credentials.clone();
-        cb.credentials(move |_url, user_from_url, allowed| {
+        let configured = self.url.clone();
+        cb.credentials(move |url, user_from_url, allowed| {
+            // after a redirect Git may ask for another host: it gets nothing
+            if !crate::config::repo_url::same_host(&configured, url) {
+                return Err(git2::Error::from_str(&format!(
+                    "credentials refused to {}: not the configured host",
+                    crate::config::repo_url::redact(url)
+                )));
+            }
             if allowed.contains(git2::CredentialType::SSH_KEY)
                 && let Some(key) = &creds.ssh_key
             {
@@ -255,7 +277,9 @@ impl Mirror {
     /// not in this repository, and reading it as empty would prune its objects.
     ///
     /// # Errors
-    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Submodule`], [`Error::Local`].
+    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Submodule`], [`Error::Local`],
+    /// [`Error::Limit`] (a file over `maxFileBytes`, checked before it is read; more
+    /// than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
@@ -405,20 +429,29 @@ impl Walk<'_> {
                             r?;
                         }
                         (_, None, blob) if crate::render::is_manifest_file(&seen) => {
-                            let content = self.mirror.repo.find_blob(blob).map_err(|err| self.local(err))?;
-                            out.push((seen, content.content().to_vec()));
+                            let content = self.read_blob(&seen, blob, out.len() + 1)?;
+                            out.push((seen, content));
                         }
                         _ => {}
                     }
                 }
                 (Some(ObjectType::Blob), _) if crate::render::is_manifest_file(name) => {
-                    let blob = self.mirror.repo.find_blob(e.id()).map_err(|err| self.local(err))?;
-                    out.push((seen, blob.content().to_vec()));
+                    let content = self.read_blob(&seen, e.id(), out.len() + 1)?;
+                    out.push((seen, content));
                 }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// The content of blob `id` (file `seen`, the `count`th read), within the mirror's
+    /// limits: its size is checked before it is read.
+    fn read_blob(&self, seen: &str, id: Oid, count: usize) -> Result<Vec<u8>, Error> {
+        let odb = self.mirror.repo.odb().map_err(|e| self.local(e))?;
+        let (size, _) = odb.read_header(id).map_err(|e| self.local(e))?;
+        self.mirror.limits.check_file(seen, size as u64, count)?;
+        Ok(self.mirror.repo.find_blob(id).map_err(|e| self.local(e))?.content().to_vec())
     }
 
     fn link_target(&self, id: Oid) -> Result<String, Error> {

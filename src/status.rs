@@ -96,7 +96,7 @@ impl Condition {
 }
 
 /// The types of [`Condition`]: errors (`…Error`) stop or fail something, warnings
-/// (`…Warning`, `HealthStalled`, `NonConverging`) report, the rest say what a sync is
+/// (`…Warning`, `HealthStalled`, `NonConverging`, `PruneStuck`) report, the rest say what a sync is
 /// doing. Serialized (and displayed) by the variant's name, as Argo CD's application
 /// conditions are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -127,6 +127,12 @@ pub enum ConditionType {
     /// The render succeeded but something in Git should be fixed (server-set fields
     /// removed, …); each names the file and document.
     RenderWarning,
+    /// Objects plumb deleted (or someone did) still exist after the environment's stall
+    /// limit, held by finalizers: the condition names each object and its finalizers.
+    PruneStuck,
+    /// A watch of a kind the application uses fails (e.g. 403: plumb may not list or
+    /// watch it); named with the error.
+    WatchError,
 }
 
 impl ConditionType {
@@ -143,6 +149,8 @@ impl ConditionType {
             Self::NonConverging => "NonConverging",
             Self::SelfHealBackoff => "SelfHealBackoff",
             Self::RenderWarning => "RenderWarning",
+            Self::PruneStuck => "PruneStuck",
+            Self::WatchError => "WatchError",
         }
     }
 
@@ -252,6 +260,25 @@ pub struct AppStatus {
     /// (`orphanedResources.warn`), as `Kind/namespace/name`. Reported, never deleted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphaned: Vec<String>,
+    /// Jobs of this application that finished and that the cluster removes by a rule
+    /// their manifest declares (`spec.ttlSecondsAfterFinished`): while Git declares the
+    /// same manifest, their absence is that removal, not drift (see
+    /// [`crate::compare::object::finished_digest`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finished: Vec<Finished>,
+}
+
+/// A Job that finished, remembered by the digest of its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finished {
+    /// `Kind[.group]/namespace/name`.
+    pub object: String,
+    /// [`crate::compare::object::finished_digest`] of the manifest that ran.
+    pub manifest: String,
+    /// Its health when it finished (Healthy: completed; Degraded: failed).
+    pub health: HealthStatus,
+    /// The health message then (`job completed`, `job failed: …`).
+    pub message: String,
 }
 
 /// The conditions of a stored status whose type this build knows.

@@ -16,6 +16,12 @@ use serde_json::Value;
 pub const TRACKING_ANNOTATION: &str = "plumb.dev/tracking-id";
 /// Label mirroring the application name of the tracking-id (for label selectors).
 pub const APP_LABEL: &str = "plumb.dev/app";
+/// Marks an object plumb took over instead of creating (`Adopt=true`): its prune needs
+/// an approval, as with `Prune=confirm`.
+pub const ADOPTED_ANNOTATION: &str = "plumb.dev/adopted";
+/// Names the application a Namespace was created for by `CreateNamespace=true`: plumb
+/// created it, so that application may declare it in Git without adopting it.
+pub const CREATED_FOR_ANNOTATION: &str = "plumb.dev/created-for";
 /// Per-object sync options annotation (comma list, e.g. `Prune=false`).
 pub const SYNC_OPTIONS_ANNOTATION: &str = "plumb.dev/sync-options";
 
@@ -125,6 +131,26 @@ pub fn stamp(obj: &mut Value, app: &str, key: &ObjectKey, installation: Option<&
     if let Some(l) = labels.as_object_mut() {
         l.insert(APP_LABEL.into(), Value::String(app.into()));
     }
+}
+
+/// Marks `obj` [`ADOPTED_ANNOTATION`]`: "true"` (plumb took it over rather than
+/// created it); kept on every later apply of the object.
+pub fn mark_adopted(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let ann = meta.entry("annotations").or_insert(Value::Null);
+    if !ann.is_object() {
+        *ann = Value::Object(Default::default());
+    }
+    if let Some(a) = ann.as_object_mut() {
+        a.insert(ADOPTED_ANNOTATION.into(), Value::String("true".into()));
+    }
+}
+
+/// Whether `obj` carries [`ADOPTED_ANNOTATION`].
+pub fn is_adopted(obj: &Value) -> bool {
+    obj.pointer("/metadata/annotations").and_then(|a| a.get(ADOPTED_ANNOTATION)).is_some()
 }
 
 #[cfg(test)]

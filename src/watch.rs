@@ -41,6 +41,9 @@ type KindId = (String, String, bool);
 pub struct LiveCache {
     client: Client,
     stores: Mutex<HashMap<KindId, Store<DynamicObject>>>,
+    /// The last error of each kind's watch (by kind name, e.g. `ConfigMap`), until it
+    /// delivers again: a 403 means plumb's identity may not list or watch that kind.
+    errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
     drift: mpsc::UnboundedSender<String>,
     token: CancellationToken,
 }
@@ -49,7 +52,7 @@ impl LiveCache {
     /// A cache whose watchers stop when `token` is cancelled; applications whose objects
     /// drift are sent on `drift`.
     pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken) -> Self {
-        Self { client, stores: Mutex::default(), drift, token }
+        Self { client, stores: Mutex::default(), errors: std::sync::Arc::default(), drift, token }
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
@@ -78,6 +81,7 @@ impl LiveCache {
         let drift = self.drift.clone();
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
+        let errors = self.errors.clone();
         tokio::spawn(async move {
             let mut seen: HashMap<String, u64> = HashMap::new();
             let mut events = stream.touched_objects().boxed();
@@ -88,6 +92,9 @@ impl LiveCache {
                 };
                 match next {
                     Some(Ok(obj)) => {
+                        if let Ok(mut e) = errors.lock() {
+                            e.remove(&name);
+                        }
                         let uid = obj.metadata.uid.clone().unwrap_or_default();
                         let app = obj.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).cloned();
                         let deleted = obj.metadata.deletion_timestamp.is_some();
@@ -97,12 +104,23 @@ impl LiveCache {
                             let _ = drift.send(app);
                         }
                     }
-                    Some(Err(e)) => tracing::debug!(kind = %name, "watch: {e}"),
+                    Some(Err(e)) => {
+                        tracing::debug!(kind = %name, "watch: {e}");
+                        if let Ok(mut errs) = errors.lock() {
+                            errs.insert(name.clone(), e.to_string());
+                        }
+                    }
                     None => return,
                 }
             }
         });
         store
+    }
+
+    /// The last error of the watch of kind `kind` (e.g. `ConfigMap`), while it has not
+    /// delivered since.
+    pub fn error(&self, kind: &str) -> Option<String> {
+        self.errors.lock().ok()?.get(kind).cloned()
     }
 
     /// The cached object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent

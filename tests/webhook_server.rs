@@ -32,6 +32,7 @@ const SECRET: &[u8] = b"test-secret";
 
 struct Server {
     addr: SocketAddr,
+    probes: SocketAddr,
     passes: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     token: CancellationToken,
@@ -66,6 +67,7 @@ impl Server {
         let scheduler =
             Scheduler::start_with(apps, pass, plumb::serve::trigger_metrics(metrics.clone()), &tracker, token.clone());
         let (intake, queue) = Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, metrics.clone());
+        let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
         tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
         let state = AppState {
             ctx: None,
@@ -77,8 +79,11 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tracker.spawn(server::serve_http(listener, app, limits, token.clone()));
+        let probe_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let probes = probe_listener.local_addr().unwrap();
+        tracker.spawn(server::serve_probes(probe_listener, token.clone()));
         tracker.close();
-        Server { addr, passes, metrics, token, tracker }
+        Server { addr, probes, passes, metrics, token, tracker }
     }
 
     async fn stop(self) {
@@ -350,7 +355,7 @@ async fn concurrent_requests_are_bounded() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr).as_bytes())
+    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr).as_bytes())
         .await
         .unwrap();
     let (raw, _) = read_until_closed(&mut s, Duration::from_secs(10)).await;
@@ -362,5 +367,77 @@ async fn concurrent_requests_are_bounded() {
         let (raw, _) = read_until_closed(&mut h, Duration::from_secs(10)).await;
         assert_eq!(parse_response(&raw).0, 408);
     }
+    server.stop().await;
+}
+
+/// Issue 12: with every webhook request slot and connection slot held by slow bodies,
+/// the probes still answer at once on their own listener (before the held requests
+/// time out), and the webhook listener serves no probe.
+#[tokio::test]
+async fn probes_answer_while_the_webhook_is_saturated() {
+    let hold = Duration::from_secs(8);
+    let limits = Limits { max_concurrent_requests: 2, max_connections: 3, request_timeout: hold, ..Limits::default() };
+    let server = Server::start(limits).await;
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(head(server.addr, "Content-Length: 10\r\nX-Gitea-Event: push\r\n").as_bytes()).await.unwrap();
+        holders.push(s); // never sends the body
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    for path in ["/healthz", "/readyz"] {
+        let mut s = TcpStream::connect(server.probes).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+        let (raw, _) = read_until_closed(&mut s, hold / 2).await;
+        assert_eq!(parse_response(&raw), (200, "ok".to_string()), "{path}");
+    }
+    assert!(started.elapsed() < hold / 2, "the probes waited for the webhook ({:?})", started.elapsed());
+    drop(holders);
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let (raw, _) = read_until_closed(&mut s, hold * 2).await;
+    assert_eq!(parse_response(&raw).0, 404, "probes only on their own listener");
+    server.stop().await;
+}
+
+/// Issue 12: the bodies of requests being read share one memory budget. A slow upload
+/// holding most of it (its declared length is taken up front) makes a second delivery
+/// that would go over it answer 503 at once; once the slow one is gone, the same
+/// delivery is accepted.
+#[tokio::test]
+async fn unverified_bodies_share_one_memory_budget() {
+    let limits = Limits { max_body_bytes: 80_000, max_buffered_bytes: 100_000, ..Limits::default() };
+    let server = Server::start(limits).await;
+    let mut slow = TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(head(server.addr, "Content-Length: 80000\r\nX-Gitea-Event: push\r\n").as_bytes()).await.unwrap();
+    slow.write_all(&[b' '; 1000]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let after = "2".repeat(40);
+    let body = serde_json::json!({
+        "ref": "refs/heads/main", "before": "1".repeat(40), "after": after,
+        "repository": {"clone_url": URL}, "head_commit": {"id": after},
+        "commits": [{"id": after, "message": "x".repeat(30_000)}], "total_commits": 1
+    })
+    .to_string()
+    .into_bytes();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(SECRET).unwrap();
+    mac.update(&body);
+    let signed = |delivery: &str| {
+        vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("X-Gitea-Event".to_string(), "push".to_string()),
+            ("X-Gitea-Delivery".to_string(), delivery.to_string()),
+            ("X-Gitea-Signature".to_string(), hex::encode(mac.clone().finalize().into_bytes())),
+        ]
+    };
+    let (code, answer) = post(server.addr, &signed("d-1"), &body).await;
+    assert_eq!(code, 503, "{answer}");
+    assert!(answer.contains("memory budget"), "{answer}");
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, answer) = post(server.addr, &signed("d-2"), &body).await;
+    assert_eq!(code, 202, "{answer}");
     server.stop().await;
 }

@@ -77,6 +77,7 @@ impl ControlPlane {
     pub fn start(opts: Options) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("plumb-cp-").tempdir()?;
         let run_dir = dir.path().to_path_buf();
+        remove_when_gone(&run_dir)?;
         let pki = run_dir.join("pki");
         std::fs::create_dir_all(&pki)?;
         write_pki(&pki)?;
@@ -345,6 +346,22 @@ impl Drop for ControlPlane {
             let _ = child.wait();
         }
     }
+}
+
+/// Removes `dir` (about 130 MB of etcd data and logs) once the current process is gone,
+/// even when the control plane is never dropped (a test binary's shared control plane
+/// lives in a static) or the process is killed: a detached shell waits for this process
+/// to exit, gives the components' watchdogs time to stop them, and deletes the directory.
+fn remove_when_gone(dir: &Path) -> anyhow::Result<()> {
+    let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; sleep 3; rm -rf "$2""#;
+    Command::new("sh")
+        .args(["-c", script, "sh", &std::process::id().to_string()])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(())
 }
 
 /// Starts `cmd` (program, arguments, environment and working directory as set on it)

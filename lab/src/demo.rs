@@ -80,8 +80,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         ),
     )?;
     let config = config::load(&policy)?;
-    let client = plumb::cluster::client(Some(&kubeconfig)).await?;
-    let cluster = Cluster::new(client).await?;
+    let cluster = Cluster::connect(Some(&kubeconfig)).await?;
     let ctx = Arc::new(
         Context::new(cluster, Arc::new(config), dir.join("mirrors"), Arc::new(Metrics::default())).with_watches(),
     );

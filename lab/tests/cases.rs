@@ -213,7 +213,13 @@ async fn argocd_03_injected_ca_bundle_is_ignored_by_jq_rule() {
         ]);
     };
     let rule = "    ignoreDifferences:\n      - {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration, jqPathExpressions: ['.webhooks[]?.clientConfig.caBundle']}";
-    let (lab, ctx) = setup("case-argocd-03", ns, &[("hook.yaml", base.clone())], &format!("{AUTO}\n{rule}")).await;
+    let (lab, ctx) = setup(
+        "case-argocd-03",
+        ns,
+        &[("hook.yaml", base.clone())],
+        &format!("{AUTO}\n{rule}\n    clusterResources: [{{group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}}]"),
+    )
+    .await;
     pass(&ctx, "case-argocd-03").await;
     inject("Y2EtYnVuZGxl");
     let rv = get_rv();
@@ -273,7 +279,13 @@ async fn argocd_10_tracking_ids_must_name_the_object_itself() {
     let rename =
         |s: String| s.replace("namespace: shop", &format!("namespace: {ns}")).replace("shop-reader", "case-a10-reader");
     let desired = rename(case_file("argocd-10", "desired.yaml"));
-    let (_lab, ctx) = setup(app, ns, &[("desired.yaml", desired)], AUTO).await;
+    // this plumb is installation cluster-east-1 (the Service and ClusterRole are its own)
+    let env = format!("{AUTO}\n    clusterResources: [{{group: rbac.authorization.k8s.io, kind: ClusterRole}}]");
+    let (_lab, _) = setup(app, ns, &[("desired.yaml", desired)], &env).await;
+    let policy = _lab.tmp.path().join("policy.yaml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(&policy, text.replace("settings: {", "settings: {installationId: cluster-east-1, ")).unwrap();
+    let ctx = context_for(&policy, &_lab.tmp.path().join("cache"), false).await;
     // live objects as in live.yaml, with plumb's annotation names
     let live = rename(case_file("argocd-10", "live.yaml"))
         .replace("argocd.argoproj.io/tracking-id", "plumb.dev/tracking-id")
@@ -425,7 +437,9 @@ async fn flux_02_b_and_c_replicas_left_to_the_hpa() {
 async fn flux_01_fields_of_client_side_apply_are_taken_over() {
     let ns = "case-f01";
     let desired = case_file("flux-01", "desired.yaml").replace("namespace: shop", &format!("namespace: {ns}"));
-    let (lab, ctx) = setup("case-flux-01", ns, &[("desired.yaml", desired)], AUTO).await;
+    // the object exists before plumb: taken over only when adoption is asked for
+    let adopt = "    syncPolicy: {automated: true, prune: true, selfHeal: true, adopt: true}";
+    let (lab, ctx) = setup("case-flux-01", ns, &[("desired.yaml", desired)], adopt).await;
     let old = lab.tmp.path().join("old.yaml");
     std::fs::write(&old, format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cart-settings\n  namespace: {ns}\ndata:\n  mode: fast\n  legacy-flag: \"on\"\n")).unwrap();
     kubectl(&["apply", "-f", old.to_str().unwrap()]);

@@ -91,6 +91,7 @@ repositories:
     url: {url}
     username: {USER}
     tokenFile: gitea-token
+    insecure: true
     webhookSecretFile: webhook-secret
     commitStatus:
       provider: gitea

@@ -19,6 +19,9 @@ async fn app(name: &str, ns: &str, env: &str, files: &[(&str, &str)]) -> App {
 
 const AUTO_NS: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}";
 
+/// [`AUTO_NS`], with CustomResourceDefinitions among the cluster-scoped kinds allowed.
+const AUTO_NS_CRDS: &str = "syncPolicy: {automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}\nclusterResources: [{group: apiextensions.k8s.io, kind: CustomResourceDefinition}]";
+
 fn cm(name: &str, ns: &str, annotations: &str, data: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{{annotations}}}\ndata: {{{data}}}\n"
@@ -125,7 +128,9 @@ async fn an_object_with_a_bad_annotation_is_not_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_every_tracked_object_guard_counts_tracked_objects_only() {
     let ns = "brk-allgone";
-    let a = app("allgone", ns, AUTO_NS, &[("a.yaml", &cm("a", ns, "", "k: v")), ("b.yaml", &cm("b", ns, "", "k: v"))])
+    // the Namespace exists (CreateNamespace) before Git declares it: adopted
+    let adopt = "syncPolicy: {automated: true, prune: true, selfHeal: true, adopt: true, syncOptions: [CreateNamespace=true]}";
+    let a = app("allgone", ns, adopt, &[("a.yaml", &cm("a", ns, "", "k: v")), ("b.yaml", &cm("b", ns, "", "k: v"))])
         .await;
     assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
     assert!(exists(ns, "configmaps", "a") && exists(ns, "configmaps", "b"));
@@ -225,7 +230,7 @@ fn gadget(name: &str, ns: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resource_created_with_its_crd_is_pruned_later() {
     let ns = "brk-crdkinds";
-    let a = app("crdkinds", ns, AUTO_NS, &[("crd.yaml", &gadget_crd()), ("g1.yaml", &gadget("g1", ns))]).await;
+    let a = app("crdkinds", ns, AUTO_NS_CRDS, &[("crd.yaml", &gadget_crd()), ("g1.yaml", &gadget("g1", ns))]).await;
     let rec = a.pass(Mode::Policy).await.sync.unwrap();
     assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
     assert!(exists(ns, "gadgets", "g1"));
@@ -253,7 +258,7 @@ async fn a_custom_resource_awaiting_its_crd_that_fails_keeps_its_kind() {
     let a = app(
         "crdkindsnons",
         "brk-crdkindsnons",
-        "syncPolicy: {automated: false}",
+        "syncPolicy: {automated: false}\ndestinations: {namespaces: [brk-*]}\nclusterResources: [{group: apiextensions.k8s.io, kind: CustomResourceDefinition}]",
         &[("crd.yaml", crd), ("w1.yaml", widget)],
     )
     .await;
@@ -429,7 +434,7 @@ async fn crd_that_never_becomes_established_blocks_its_resources_and_prune() {
     let a = app(
         "crdclash",
         ns,
-        AUTO_NS,
+        AUTO_NS_CRDS,
         &[("old.yaml", &cm("old", ns, "", "k: v")), ("keep.yaml", &cm("keep", ns, "", "k: v"))],
     )
     .await;
@@ -461,7 +466,7 @@ async fn cluster_scoped_object_moved_across_repositories_is_handed_over() {
     let policy = one.policy(
         "p.yaml",
         &format!(
-            "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: one, url: {}, webhookSecretFile: webhook-secret}}\n  - {{name: two, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    {AUTO_NS}\napplications:\n  - {{name: move-a, repository: one, revision: main, path: a, namespace: brk-move-a, environment: e}}\n  - {{name: move-b, repository: two, revision: main, path: b, namespace: brk-move-b, environment: e}}\n",
+            "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: one, url: {}, webhookSecretFile: webhook-secret}}\n  - {{name: two, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    {AUTO_NS}\n    clusterResources: [{{group: rbac.authorization.k8s.io, kind: ClusterRole}}]\napplications:\n  - {{name: move-a, repository: one, revision: main, path: a, namespace: brk-move-a, environment: e}}\n  - {{name: move-b, repository: two, revision: main, path: b, namespace: brk-move-b, environment: e}}\n",
             one.url, two.url
         ),
     );

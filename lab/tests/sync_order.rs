@@ -31,7 +31,8 @@ fn uid(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_and_its_resource_in_one_pass_flux_04() {
     let desired = std::fs::read_to_string(format!("{CASES}/flux-04/desired.yaml")).unwrap();
-    let a = app("flux04", "widgets", AUTO, &[("all.yaml", &desired)]).await;
+    let env = format!("{AUTO}\nclusterResources: [{{group: apiextensions.k8s.io, kind: CustomResourceDefinition}}]");
+    let a = app("flux04", "widgets", &env, &[("all.yaml", &desired)]).await;
 
     let preview = plumb::cli::preview(&a.pass(Mode::Preview { prune: true, approve: false }).await);
     assert!(
@@ -79,7 +80,8 @@ async fn crd_and_its_resource_in_one_pass_flux_04() {
 async fn namespace_and_its_objects_in_one_pass_flux_05() {
     let desired = std::fs::read_to_string(format!("{CASES}/flux-05/desired.yaml")).unwrap();
     let stray = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stray, namespace: ledger-nowhere}\n";
-    let a = app("flux05", "ledger", AUTO, &[("all.yaml", &desired), ("stray.yaml", stray)]).await;
+    let env = format!("{AUTO}\ndestinations: {{namespaces: [ledger, ledger-*]}}");
+    let a = app("flux05", "ledger", &env, &[("all.yaml", &desired), ("stray.yaml", stray)]).await;
 
     let r = a.pass(Mode::Preview { prune: true, approve: false }).await;
     let preview = plumb::cli::preview(&r);
@@ -258,8 +260,12 @@ async fn allow_empty_guard_argocd_07() {
         let rec = r.sync.unwrap();
         if allow {
             assert_eq!(rec.pruned, [format!("Deployment.apps/{ns}/solo")], "{}", rec.message);
-            let r = a.pass(Mode::Policy).await;
-            assert_eq!(r.status.sync, SyncStatus::Synced);
+            // (a foreground deletion: listed as deletion pending until its pods are gone)
+            let r = wait_for("the Deployment to be gone", Duration::from_secs(60), || async {
+                let r = a.pass(Mode::Policy).await;
+                (r.status.sync == SyncStatus::Synced).then_some(r)
+            })
+            .await;
             assert_ne!(r.status.health, HealthStatus::Missing);
         } else {
             assert_eq!(rec.result, SyncResult::Refused);

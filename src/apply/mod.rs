@@ -16,7 +16,7 @@ use futures::{FutureExt, StreamExt, future::BoxFuture, stream};
 use serde_json::Value;
 
 use crate::{
-    cluster::{Cluster, Kind},
+    cluster::{Cluster, Deleted, Kind},
     compare::{self, Compared},
     health::{self, HealthStatus},
     plan::{self, Plan, PruneCandidate, SyncOptions, SyncReason},
@@ -100,11 +100,14 @@ pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<
 /// What a sync did.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// Desired objects written (index into the job's `compared`) and the object as the
-    /// server returned it.
-    pub applied: Vec<(usize, Value)>,
+    /// Desired objects written (index into the job's `compared`), the object as the
+    /// server returned it, and its health then.
+    pub applied: Vec<(usize, Value, health::Health)>,
     /// Objects deleted.
     pub pruned: Vec<ObjectKey>,
+    /// Objects whose DELETE was accepted but that stay, held by finalizers: not pruned
+    /// yet (they stay listed as deletion pending until a read says they are gone).
+    pub pending: Vec<(ObjectKey, plan::Deletion)>,
     /// Failures, in order.
     pub failures: Vec<Error>,
     /// Prunes were planned but held back because something failed.
@@ -153,18 +156,17 @@ pub async fn run(
                 let c = &job.compared[idx];
                 match res {
                     Ok(obj) => {
-                        health[idx] = if job.no_health_check.contains(&names[idx]) {
-                            HealthStatus::Healthy
-                        } else {
-                            health::assess(Some(&obj)).status
-                        };
+                        let h = health_after_apply(cluster, &obj).await;
+                        health[idx] =
+                            if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
                         if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
                             written(&c.key, rv);
                         }
                         announce(cluster, job, c).await;
-                        out.applied.push((idx, obj));
+                        out.applied.push((idx, obj, h));
                     }
                     Err(message) => {
+                        let message = c.scrub(&message);
                         out.failures.push(Error::Apply { app: job.app.into(), object: c.key.clone(), message });
                     }
                 }
@@ -197,6 +199,18 @@ pub async fn run(
         out.prunes_held = !p.prune.is_empty() || !p.prune_last.is_empty();
     }
     out
+}
+
+/// Health of an object as a write returned it; a PersistentVolumeClaim's with its
+/// StorageClass (a `WaitForFirstConsumer` claim waits for a pod of a later wave).
+async fn health_after_apply(cluster: &Cluster, obj: &Value) -> health::Health {
+    let claim = obj.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    let class = if claim { cluster.storage_class_of(obj).await } else { None };
+    let settings = health::HealthSettings::default();
+    health::assess_with(
+        &health::HealthInput::new(Some(obj), jiff::Timestamp::now(), &settings).storage_class(class.as_ref()),
+    )
 }
 
 fn rank(c: &Compared) -> u8 {
@@ -235,9 +249,13 @@ async fn prune(cluster: &Cluster, job: &Job<'_>, candidates: &[PruneCandidate], 
         };
         let propagation = cand.options.propagation.unwrap_or_default();
         match cluster.delete(kind, &cand.key, &cand.uid, propagation).await {
-            Ok(()) => {
+            Ok(Deleted::Accepted) => {
                 tracing::info!(app = %job.app, object = %cand.key, revision = %job.revision, ?propagation, "pruned: no longer in Git");
                 out.pruned.push(cand.key.clone());
+            }
+            Ok(Deleted::Blocked(deletion)) => {
+                tracing::warn!(app = %job.app, object = %cand.key, revision = %job.revision, ?propagation, "prune requested: {deletion}");
+                out.pending.push((cand.key.clone(), deletion));
             }
             Err(e) => out.failures.push(Error::Prune {
                 app: job.app.into(),
@@ -283,6 +301,7 @@ async fn apply_one(
                 .delete(kind, &c.key, uid, plan::Propagation::Foreground)
                 .await
                 .map_err(|e| format!("Force=true: {e}"))?;
+            // a finalizer holding it is reported by the wait below
             cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(|e| format!("Force=true: {e}"))?;
             write().await.map_err(|e| format!("Force=true: re-create: {e}"))
         }

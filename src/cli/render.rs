@@ -55,7 +55,7 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
 pub fn stream(manifests: &[Manifest]) -> String {
     let mut out = String::new();
     for m in manifests {
-        let masked = crate::compare::diff::mask_secret(&m.object);
+        let masked = crate::compare::sensitive::mask_object(&m.object);
         let yaml = serde_saphyr::to_string(&masked).unwrap_or_else(|e| format!("# (cannot print: {e})\n"));
         let _ = write!(out, "---\n# Source: {}\n{yaml}", m.source);
         if !out.ends_with('\n') {

@@ -90,22 +90,6 @@ pub fn unified(label: &str, desired: &Value, live: Option<&Value>) -> String {
         .to_string()
 }
 
-/// A copy of `obj` with the values of a Secret's `data` and `stringData` replaced by
-/// `***` (keys stay visible), for printing diffs.
-pub fn mask_secret(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if v.get("kind").and_then(Value::as_str) == Some("Secret") {
-        for field in ["data", "stringData"] {
-            if let Some(m) = v.get_mut(field).and_then(Value::as_object_mut) {
-                for val in m.values_mut() {
-                    *val = Value::String("***".into());
-                }
-            }
-        }
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -152,14 +136,6 @@ mod tests {
         let v = json!({"a": [1, {"b": 2}], "c": "x"});
         assert!(diff(&v, &v).is_empty());
         assert!(unified("x", &v, Some(&v)).is_empty());
-    }
-
-    #[test]
-    fn secrets_are_masked() {
-        let s = json!({"kind": "Secret", "data": {"password": "aHVudGVyMg=="}});
-        assert_eq!(mask_secret(&s), json!({"kind": "Secret", "data": {"password": "***"}}));
-        let c = json!({"kind": "ConfigMap", "data": {"k": "v"}});
-        assert_eq!(mask_secret(&c), c);
     }
 
     #[test]

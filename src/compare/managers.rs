@@ -113,44 +113,77 @@ fn collect(set: &Value, obj: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<S
     }
 }
 
-/// Field managers of imperative or client-side tools whose fields plumb takes over
-/// before its first server-side apply: without the takeover, a field Git removed would
-/// stay forever, owned by `kubectl-client-side-apply`. Unlike Flux, `before-first-apply`
-/// is left alone: the API server attributes its own creation-time defaults to it (a
-/// Namespace's `kubernetes.io/metadata.name` label and `spec.finalizers`), which are
-/// not Git's to remove.
-pub const LEGACY_MANAGERS: &[&str] = &["kubectl-client-side-apply", "kubectl-edit", "kubectl"];
+/// Field managers of the tools people change objects with by hand; plumb takes their
+/// fields over before it applies, whatever the operation (`Update`, or `Apply` for
+/// `kubectl apply --server-side`): server-side apply removes a field only when no
+/// manager owns it any more, so without the takeover a field Git removed would stay
+/// forever and a field only a person added would never show as drift (Flux does the
+/// same, fluxcd/kustomize-controller PR 527). The names are kubectl's own
+/// (`kubectl apply --server-side` uses `kubectl`; client-side apply, edit, patch,
+/// label, annotate, set, replace and create use `kubectl-<command>`); an environment
+/// adds others with `syncPolicy.takeOverManagers`. Controllers' managers
+/// (`kube-controller-manager`, an HPA through the `scale` subresource, operators) are
+/// never taken over, nor is any entry of a subresource. Unlike Flux,
+/// `before-first-apply` is left alone: the API server attributes its own creation-time
+/// defaults to it (a Namespace's `kubernetes.io/metadata.name` label and
+/// `spec.finalizers`), which are not Git's to remove. `kubectl rollout restart`
+/// (`kubectl-rollout`) is left alone too: removing its annotation would restart the
+/// pods once more.
+pub const HAND_MANAGERS: &[&str] = &[
+    "kubectl",
+    "kubectl-client-side-apply",
+    "kubectl-edit",
+    "kubectl-patch",
+    "kubectl-label",
+    "kubectl-annotate",
+    "kubectl-set",
+    "kubectl-replace",
+    "kubectl-create",
+];
 
 /// Annotation value that opts an object out of the takeover: `plumb.dev/ssa: Merge`.
 pub const SSA_ANNOTATION: &str = "plumb.dev/ssa";
 
-fn is_legacy(entry: &Value, ours: &str) -> bool {
-    let manager = entry.get("manager").and_then(Value::as_str).unwrap_or("");
-    let op = entry.get("operation").and_then(Value::as_str).unwrap_or("");
-    entry.get("subresource").and_then(Value::as_str).is_none_or(str::is_empty)
-        && op == "Update"
-        && (LEGACY_MANAGERS.contains(&manager) || manager == ours)
+/// Whose fields plumb takes over: its own field manager (its `Update` entries, e.g.
+/// from `Replace=true`, join its `Apply` entry) and the managers of hand tools
+/// ([`HAND_MANAGERS`] plus an environment's `takeOverManagers`).
+#[derive(Debug, Clone, Copy)]
+pub struct Takeover<'a> {
+    /// plumb's field manager.
+    pub ours: &'a str,
+    /// Managers an environment adds to [`HAND_MANAGERS`].
+    pub extra: &'a [String],
 }
 
-/// The `managedFields` of `live` after a takeover by manager `ours`: every entry of a
-/// [`LEGACY_MANAGERS`] manager (or of `ours` written with Update) without a
-/// subresource is merged into `ours`'s Apply entry of the same apiVersion. `None` when
+impl Takeover<'_> {
+    fn takes(&self, entry: &Value) -> bool {
+        let manager = entry.get("manager").and_then(Value::as_str).unwrap_or("");
+        let op = entry.get("operation").and_then(Value::as_str).unwrap_or("");
+        let hand = HAND_MANAGERS.contains(&manager) || self.extra.iter().any(|m| m == manager);
+        entry.get("subresource").and_then(Value::as_str).is_none_or(str::is_empty)
+            && (hand || (manager == self.ours && op == "Update"))
+    }
+}
+
+/// The `managedFields` of `live` after a takeover by manager `t.ours`: every entry
+/// [`Takeover`] takes is merged into `ours`'s Apply entry of the same apiVersion. `None` when
 /// there is nothing to take over, or the object opts out with `plumb.dev/ssa: Merge`.
 /// Entries of other controllers and any subresource entry are kept as they are.
-pub fn takeover(live: &Value, ours: &str) -> Option<Value> {
+pub fn takeover(live: &Value, t: Takeover<'_>) -> Option<Value> {
+    let ours = t.ours;
     if live.pointer("/metadata/annotations").and_then(|a| a.get(SSA_ANNOTATION)).and_then(Value::as_str)
         == Some("Merge")
     {
         return None;
     }
     let entries = live.pointer("/metadata/managedFields")?.as_array()?;
-    if !entries.iter().any(|e| is_legacy(e, ours)) {
+    if !entries.iter().any(|e| t.takes(e)) {
         return None;
     }
     let mut out: Vec<Value> = Vec::new();
     let mut moved: Vec<&Value> = Vec::new();
     for e in entries {
-        if is_legacy(e, ours) { moved.push(e) } else { out.push(e.clone()) }
+        if t.takes(e) { moved.push(e) } else { out.push(e.clone()) }
     }
     for e in moved {
         let api = e.get("apiVersion").cloned().unwrap_or(Value::Null);
@@ -188,14 +221,14 @@ fn merge(into: &mut Value, from: &Value) {
     }
 }
 
-/// Paths of `live` held by legacy managers (see [`takeover`]), with their owner.
-pub fn legacy_paths(live: &Value, ours: &str) -> Vec<(Vec<String>, Owner)> {
+/// Paths of `live` held by the managers [`takeover`] takes, with their owner.
+pub fn legacy_paths(live: &Value, t: Takeover<'_>) -> Vec<(Vec<String>, Owner)> {
     let Some(entries) = live.pointer("/metadata/managedFields").and_then(Value::as_array) else { return vec![] };
     let mut out = Vec::new();
-    for e in entries.iter().filter(|e| is_legacy(e, ours)) {
+    for e in entries.iter().filter(|e| t.takes(e)) {
         let owner = Owner {
             manager: e.get("manager").and_then(Value::as_str).unwrap_or("").to_string(),
-            operation: "Update".into(),
+            operation: e.get("operation").and_then(Value::as_str).unwrap_or("Update").to_string(),
             subresource: None,
             time: e.get("time").and_then(Value::as_str).map(String::from),
         };
@@ -232,6 +265,8 @@ mod tests {
 
     use super::*;
 
+    const PLUMB: Takeover<'static> = Takeover { ours: "plumb", extra: &[] };
+
     fn live() -> Value {
         json!({
             "metadata": {"managedFields": [
@@ -256,7 +291,7 @@ mod tests {
             {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "fieldsV1": {"f:metadata": {"f:finalizers": {}}}},
             {"manager": "kubectl", "operation": "Update", "subresource": "scale", "apiVersion": "v1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
         ]}, "metadata_": {}, "data": {"mode": "fast", "legacy-flag": "on"}});
-        let fields = takeover(&live, "plumb").expect("something to take over");
+        let fields = takeover(&live, PLUMB).expect("something to take over");
         let managers: Vec<(&str, &str)> = fields
             .as_array()
             .expect("array")
@@ -270,11 +305,58 @@ mod tests {
             &json!({"f:data": {".": {}, "f:legacy-flag": {}, "f:mode": {}}, "f:metadata": {"f:labels": {".": {}, "f:hotfix": {}}}})
         );
         let paths: Vec<String> =
-            legacy_paths(&live, "plumb").into_iter().map(|(p, o)| format!("{}:{}", o.manager, p.join("/"))).collect();
+            legacy_paths(&live, PLUMB).into_iter().map(|(p, o)| format!("{}:{}", o.manager, p.join("/"))).collect();
         assert_eq!(paths, ["kubectl-client-side-apply:data/legacy-flag", "kubectl-client-side-apply:data/mode"]);
         let mut opted_out = live.clone();
         opted_out["metadata"]["annotations"] = json!({SSA_ANNOTATION: "Merge"});
-        assert_eq!(takeover(&opted_out, "plumb"), None);
+        assert_eq!(takeover(&opted_out, PLUMB), None);
+    }
+
+    /// flux-14 and the rule: hand tools' managers are taken over in any operation
+    /// (`kubectl apply --server-side` writes `kubectl`/`Apply`), an environment adds
+    /// names, controllers and subresource entries are left alone.
+    #[test]
+    fn which_managers_are_taken_over() {
+        let extra = ["k9s".to_string()];
+        let env = Takeover { ours: "plumb", extra: &extra };
+        // (manager, operation, subresource) → taken over
+        let table: &[(&str, &str, Option<&str>, bool)] = &[
+            ("kubectl", "Apply", None, true),
+            ("kubectl", "Update", None, true),
+            ("kubectl-client-side-apply", "Update", None, true),
+            ("kubectl-edit", "Update", None, true),
+            ("kubectl-patch", "Update", None, true),
+            ("kubectl-label", "Update", None, true),
+            ("kubectl-annotate", "Update", None, true),
+            ("k9s", "Update", None, true),
+            ("plumb", "Update", None, true),
+            ("plumb", "Apply", None, false),
+            ("kubectl", "Update", Some("scale"), false),
+            ("kubectl-rollout", "Update", None, false),
+            ("kube-controller-manager", "Update", None, false),
+            ("before-first-apply", "Update", None, false),
+            ("cert-manager-operator", "Apply", None, false),
+        ];
+        for (manager, operation, subresource, want) in table {
+            let mut e = json!({"manager": manager, "operation": operation});
+            if let Some(sub) = subresource {
+                e["subresource"] = json!(sub);
+            }
+            assert_eq!(env.takes(&e), *want, "{manager} {operation} {subresource:?}");
+        }
+        assert!(!PLUMB.takes(&json!({"manager": "k9s", "operation": "Update"})), "only where listed");
+        // flux-14 part A: DEBUG_SQL only kubectl (Apply) owns is a legacy path, named as such
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "plumb", "operation": "Apply", "apiVersion": "apps/v1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:env": {"k:{\"name\":\"LOG_LEVEL\"}": {}}}}}}}}},
+            {"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:env": {"k:{\"name\":\"LOG_LEVEL\"}": {}, "k:{\"name\":\"DEBUG_SQL\"}": {".": {}, "f:name": {}, "f:value": {}}}}}}}}}}
+        ]}, "spec": {"template": {"spec": {"containers": [{"name": "web", "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "DEBUG_SQL", "value": "true"}]}]}}}});
+        let paths: Vec<String> = legacy_paths(&live, PLUMB)
+            .into_iter()
+            .map(|(p, o)| format!("{} {}:{}", o.manager, o.operation, p.join("/")))
+            .collect();
+        assert!(paths.contains(&"kubectl Apply:spec/template/spec/containers/0/env/1/value".to_string()), "{paths:?}");
+        let fields = takeover(&live, PLUMB).expect("taken over");
+        assert_eq!(fields.as_array().map(Vec::len), Some(1), "kubectl's Apply entry joins plumb's: {fields}");
     }
 
     #[test]

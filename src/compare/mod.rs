@@ -16,6 +16,7 @@ pub mod managers;
 pub mod normalize;
 pub mod object;
 pub mod pointer;
+pub mod sensitive;
 
 /// The jq paths of `ignoreDifferences` are part of the policy language: compiled and
 /// validated by [`crate::config::jq`], kept here under their old path.

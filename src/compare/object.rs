@@ -49,14 +49,25 @@ pub enum ObjectReason {
     /// The object could not be compared (bad annotation, unknown kind, API error…): it
     /// is never applied, and holds every prune back.
     Error(String),
+    /// Another application (or plumb installation) tracks it, having synced it first:
+    /// never written by this one (the text names the owner).
+    OwnedBy(String),
+    /// The application's boundaries refuse it ([`crate::plan::Boundary`]): never
+    /// written, and the whole sync is refused. The text names its file and the rule.
+    Refused(String),
+    /// A Job that ran this very manifest to the end and that the cluster then removed
+    /// by the rule the manifest declares (`spec.ttlSecondsAfterFinished`): in sync, not
+    /// re-created until its manifest changes (shown as the empty string; the health
+    /// message says it).
+    Finished(crate::status::Finished),
 }
 
 impl ObjectReason {
     /// The object's sync status: Synced, Unknown for an error, else OutOfSync.
     pub fn sync(&self) -> SyncStatus {
         match self {
-            Self::Synced => SyncStatus::Synced,
-            Self::Error(_) => SyncStatus::Unknown,
+            Self::Synced | Self::Finished(_) => SyncStatus::Synced,
+            Self::Error(_) | Self::Refused(_) => SyncStatus::Unknown,
             _ => SyncStatus::OutOfSync,
         }
     }
@@ -65,7 +76,7 @@ impl ObjectReason {
 impl std::fmt::Display for ObjectReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Synced => Ok(()),
+            Self::Synced | Self::Finished(_) => Ok(()),
             Self::Missing => f.write_str("missing"),
             Self::AwaitsCrd => f.write_str("missing (its CustomResourceDefinition is applied first in this sync)"),
             Self::Differs { fields, client_side } => {
@@ -79,6 +90,8 @@ impl std::fmt::Display for ObjectReason {
             ),
             Self::TakeOver(manager) => write!(f, "fields held by {manager} to be taken over by plumb"),
             Self::Error(e) => f.write_str(e),
+            Self::Refused(why) => write!(f, "refused: {why}"),
+            Self::OwnedBy(who) => write!(f, "owned by {who}, which synced it first: not written by this application"),
         }
     }
 }
@@ -132,12 +145,19 @@ pub struct Compared {
     pub wave: i32,
     /// The object's own sync options (`plumb.dev/sync-options`).
     pub options: SyncOptions,
+    /// [`finished_digest`] of its manifest: a Job the cluster removes once finished.
+    pub finished_digest: Option<String>,
 }
 
 impl Compared {
     /// An object whose comparison ended early with `reason` (an error, missing, or
-    /// awaiting its CRD): Git's side is `obj` as it is.
+    /// awaiting its CRD): Git's side is `obj` as it is. An error text is scrubbed of
+    /// `obj`'s sensitive values ([`super::sensitive::scrub`]).
     pub fn early(key: ObjectKey, obj: Value, kind: Option<Kind>, reason: ObjectReason, source: &str) -> Self {
+        let reason = match reason {
+            ObjectReason::Error(e) => ObjectReason::Error(super::sensitive::scrub(&e, &[&obj])),
+            r => r,
+        };
         Compared {
             desired: obj.clone(),
             live_compared: None,
@@ -151,6 +171,7 @@ impl Compared {
             source: source.to_string(),
             wave: 0,
             options: SyncOptions::default(),
+            finished_digest: None,
         }
     }
 
@@ -169,24 +190,34 @@ impl Compared {
         matches!(self.reason, ObjectReason::Immutable(_))
     }
 
-    /// Both sides, the differences and the reason, for `plumb diff`.
+    /// Both sides, the differences and the reason, for `plumb diff`; sensitive values
+    /// masked ([`super::sensitive`]).
     pub fn diff(&self) -> ObjectDiff {
         ObjectDiff {
             object: self.key.to_string(),
-            desired: self.desired.clone(),
-            live: self.live_compared.clone(),
+            desired: super::sensitive::mask_object(&self.desired),
+            live: self.live_compared.as_ref().map(super::sensitive::mask_object),
             differences: self.differences.clone(),
             reason: self.reason.to_string(),
             verdict: Some(self.reason.clone()),
         }
     }
 
-    /// This object, failed with `error` (Unknown: never applied, holds prune back).
+    /// This object, failed with `error` (Unknown: never applied, holds prune back),
+    /// scrubbed of its sensitive values.
     #[must_use]
     pub fn failed(&self, error: String) -> Self {
         let mut u = self.clone();
-        u.reason = ObjectReason::Error(error);
+        u.reason = ObjectReason::Error(self.scrub(&error));
         u
+    }
+
+    /// `message` (an error about this object) with the sensitive values of its Git and
+    /// live sides masked ([`super::sensitive::scrub`]).
+    pub fn scrub(&self, message: &str) -> String {
+        let mut sides = vec![&self.apply];
+        sides.extend(self.live.as_ref());
+        super::sensitive::scrub(message, &sides)
     }
 }
 
@@ -231,6 +262,74 @@ pub fn unserved(obj: Value, crds: &CrdKinds, namespace: &str, not_served: &str, 
     let mut c = Compared::early(key, obj, None, ObjectReason::AwaitsCrd, source);
     (c.wave, c.options) = (wave, options);
     c
+}
+
+/// The digest of a manifest the cluster removes once it finished by a rule the
+/// manifest itself declares — a `batch` Job with `spec.ttlSecondsAfterFinished`
+/// (Kubernetes docs, "Automatic Cleanup for Finished Jobs") — as the first 16 hex digits
+/// of the SHA-256 of its JSON; `None` for any other manifest. A Job of the same digest
+/// that finished is not re-created when it is gone: it already ran; a changed manifest
+/// (a new digest) runs once.
+pub fn finished_digest(obj: &Value) -> Option<String> {
+    use sha2::Digest as _;
+    let job = obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("batch/"))
+        && obj.get("kind").and_then(Value::as_str) == Some("Job");
+    if !job || obj.pointer("/spec/ttlSecondsAfterFinished").is_none_or(Value::is_null) {
+        return None;
+    }
+    let digest = sha2::Sha256::digest(serde_json::to_vec(obj).ok()?);
+    Some(hex::encode(digest)[..16].to_string())
+}
+
+/// What is remembered of a Job whose live version `live` finished (its health
+/// `health` is Healthy "job completed" or Degraded "job failed…") when its manifest has
+/// a [`finished_digest`]; `None` while it runs, or for other objects.
+pub fn finished(c: &Compared, health: &crate::health::Health) -> Option<crate::status::Finished> {
+    use crate::health::HealthStatus;
+    let digest = c.finished_digest.as_ref()?;
+    let live = c.live.as_ref()?;
+    let done = |t: &str| {
+        live.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|x| {
+                x.get("type").and_then(Value::as_str) == Some(t)
+                    && x.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+    };
+    let finished =
+        (done("Complete") || done("Failed")) && matches!(health.status, HealthStatus::Healthy | HealthStatus::Degraded);
+    finished.then(|| crate::status::Finished {
+        object: c.key.to_string(),
+        manifest: digest.clone(),
+        health: health.status,
+        message: health.message.clone(),
+    })
+}
+
+/// The health shown for a Job that [`ran_before`] and is gone: how it ended, when plumb
+/// saw it finish; else Missing (it is not there; the application's health does not
+/// count a Missing object while others exist), saying it is not created again.
+pub fn finished_health(f: &crate::status::Finished) -> crate::health::Health {
+    use crate::health::{Health, HealthStatus};
+    match f.health {
+        HealthStatus::Missing => Health::new(
+            HealthStatus::Missing,
+            "removed (ttlSecondsAfterFinished, or by hand) before plumb saw it finish; not created again for the same manifest",
+        ),
+        status => Health::new(status, format!("{}; removed by its ttlSecondsAfterFinished", f.message)),
+    }
+}
+
+/// The record of `key`'s manifest `digest` among `remembered`: plumb created that Job,
+/// or saw it finish.
+pub fn ran_before<'a>(
+    key: &ObjectKey,
+    digest: Option<&str>,
+    remembered: &'a [crate::status::Finished],
+) -> Option<&'a crate::status::Finished> {
+    let digest = digest?;
+    let object = key.to_string();
+    remembered.iter().find(|f| f.object == object && f.manifest == digest)
 }
 
 /// A manifest ready to be sent: identity, wave, options, tracking-stamped body.
@@ -321,8 +420,9 @@ pub fn judge(
     apply: &Value,
     client_side: bool,
     replace: bool,
-    ours: &str,
+    takeover: managers::Takeover<'_>,
 ) -> Judgement {
+    let ours = takeover.ours;
     let mut differences =
         if client_side { super::client_side::diff_subset(desired, live) } else { super::diff(desired, live) };
     for d in &mut differences {
@@ -330,12 +430,20 @@ pub fn judge(
     }
     // Fields held by client-side tools: Git no longer declaring them would not remove
     // them (SSA keeps another manager's fields), so plumb takes them over first.
-    let takeover = if replace { None } else { managers::takeover(live_obj, ours) };
+    let (hand, takeover) = (takeover, if replace { None } else { managers::takeover(live_obj, takeover) });
     let mut legacy_owner = None;
     if takeover.is_some() {
-        for (tokens, owner) in managers::legacy_paths(live_obj, ours) {
-            let pointer: String =
-                tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+        for (tokens, owner) in managers::legacy_paths(live_obj, hand) {
+            // the highest field Git does not declare: a whole list element a person
+            // added is one difference, not one per field of it
+            let mut pointer = String::new();
+            for t in &tokens {
+                pointer.push('/');
+                pointer.push_str(&t.replace('~', "~0").replace('/', "~1"));
+                if apply.pointer(&pointer).is_none() {
+                    break;
+                }
+            }
             legacy_owner.get_or_insert_with(|| owner.manager.clone());
             if apply.pointer(&pointer).is_some()
                 || pointer.ends_with("last-applied-configuration")
@@ -351,6 +459,10 @@ pub fn judge(
             });
         }
     }
+    super::sensitive::mask_differences(
+        super::sensitive::is_secret(apply) || super::sensitive::is_secret(live_obj),
+        &mut differences,
+    );
     let reason = if !differences.is_empty() {
         ObjectReason::Differs { fields: differences.iter().map(Difference::describe).collect(), client_side }
     } else if let Some(m) = legacy_owner {
@@ -384,6 +496,63 @@ pub fn declared_twice(compared: &mut [std::sync::Arc<Compared>]) {
     }
 }
 
+/// Whose a live object is, for application `app` of installation `installation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Its tracking-id names `app` (plumb created it, or adopted it).
+    Ours,
+    /// It carries no tracking-id plumb could honour and adoption is allowed: taken
+    /// over, marked [`tracking::ADOPTED_ANNOTATION`].
+    Adopt,
+    /// Another application (or another plumb installation) tracks it: never taken over.
+    Theirs(String),
+    /// It exists, plumb did not create it, and adoption is not allowed.
+    Unmanaged,
+}
+
+/// Whose `live` is ([`Ownership`]); `adopt` is `Adopt=true` (object or application).
+/// A tracking-id naming `app` but another object (copied by hand) counts as the
+/// application's: plumb stamps the right one.
+pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: bool) -> Ownership {
+    let theirs = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(tracking::INSTALLATION_ANNOTATION))
+        .and_then(Value::as_str);
+    if theirs.is_some() && theirs != installation {
+        return Ownership::Theirs(format!("another plumb installation ({})", theirs.unwrap_or("")));
+    }
+    let created_for =
+        live.pointer("/metadata/annotations").and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION)).and_then(Value::as_str);
+    match tracking::tracked_app(live) {
+        Some(a) if a == app => Ownership::Ours,
+        None if created_for == Some(app) => Ownership::Ours,
+        Some(other) => Ownership::Theirs(format!("application {other}")),
+        None if adopt => Ownership::Adopt,
+        None => Ownership::Unmanaged,
+    }
+}
+
+/// Marks the objects `boundary` refuses ([`crate::plan::Boundary::check`]) as
+/// [`ObjectReason::Refused`], naming their file. An object whose kind awaits a CRD of
+/// the render is checked with that CRD's scope; an object of an unknown kind is left to
+/// its error.
+pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crate::plan::Boundary, crds: &CrdKinds) {
+    for c in compared.iter_mut() {
+        let namespaced = match &c.kind {
+            Some(k) => k.namespaced,
+            None => match crds.get(&(c.key.group.clone(), c.key.kind.clone())) {
+                Some(&n) if c.awaits_crd() => n,
+                _ => continue,
+            },
+        };
+        if let Err(why) = boundary.check(&c.key, namespaced, &c.apply) {
+            let mut refused = (**c).clone();
+            refused.reason = ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
+            *c = std::sync::Arc::new(refused);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -391,6 +560,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    const PLUMB: managers::Takeover<'static> = managers::Takeover { ours: "plumb", extra: &[] };
 
     fn cm(annotations: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": annotations}, "data": {"a": "1"}})
@@ -451,27 +622,133 @@ mod tests {
             {"manager": "kubectl", "operation": "Update", "subresource": "scale", "time": "2026-11-29T14:02:11Z",
              "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}, "spec": {"replicas": 5}});
         let desired = json!({"spec": {"replicas": 3}});
-        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, "plumb");
+        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, PLUMB);
         assert_eq!(
             j.reason.to_string(),
             "differs at /spec/replicas 5→3 (set by kubectl via scale at 2026-11-29T14:02:11Z)"
         );
         assert_eq!(j.reason.sync(), SyncStatus::OutOfSync);
-        let same = judge(&desired, &desired, &live, &desired, false, false, "plumb");
+        let same = judge(&desired, &desired, &live, &desired, false, false, PLUMB);
         assert_eq!((same.reason, same.differences.len()), (ObjectReason::Synced, 0));
         // a field only a client-side tool holds, that Git no longer declares: taken over, then removed
         let legacy = json!({"metadata": {"name": "web", "managedFields": [
             {"manager": "kubectl-client-side-apply", "operation": "Update",
              "fieldsV1": {"f:data": {"f:a": {}, "f:old": {}}}}]}, "data": {"a": "1", "old": "x"}});
         let apply = json!({"data": {"a": "1"}});
-        let j = judge(&apply, &apply, &legacy, &apply, false, false, "plumb");
+        let j = judge(&apply, &apply, &legacy, &apply, false, false, PLUMB);
         assert!(j.takeover.is_some(), "{j:?}");
         assert_eq!(j.reason.to_string(), "differs at /data/old x→(absent) (set by kubectl-client-side-apply)");
-        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, "plumb");
+        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, PLUMB);
         assert!(
             replaced.takeover.is_none() && replaced.reason == ObjectReason::Synced,
             "Replace=true owns what it writes"
         );
+        // flux-14 part A: an env entry added with `kubectl apply --server-side` is one
+        // difference (the element), set by kubectl
+        let live = json!({"metadata": {"name": "web", "managedFields": [
+            {"manager": "kubectl", "operation": "Apply", "time": "2026-11-30T09:00:00Z", "fieldsV1": {"f:spec": {"f:env": {
+                "k:{\"name\":\"A\"}": {".": {}, "f:name": {}, "f:value": {}},
+                "k:{\"name\":\"DEBUG_SQL\"}": {".": {}, "f:name": {}, "f:value": {}}}}}}]},
+            "spec": {"env": [{"name": "A", "value": "1"}, {"name": "DEBUG_SQL", "value": "true"}]}});
+        let apply = json!({"spec": {"env": [{"name": "A", "value": "1"}]}});
+        let j = judge(&apply, &apply, &live, &apply, false, false, PLUMB);
+        let paths: Vec<(&str, Option<&str>)> =
+            j.differences.iter().map(|d| (d.path.as_str(), d.manager.as_ref().map(|m| m.manager.as_str()))).collect();
+        assert_eq!(paths, [("/spec/env/1", Some("kubectl"))]);
+        assert!(j.takeover.is_some());
+    }
+
+    /// A Job whose manifest declares its removal after finishing is remembered by the
+    /// digest of that manifest; other objects and other manifests are not.
+    #[test]
+    fn finished_jobs_are_remembered_by_their_manifest() {
+        use crate::health::{Health, HealthStatus};
+        let job = |ttl: Value, image: &str| json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate", "namespace": "ns"}, "spec": {"ttlSecondsAfterFinished": ttl, "template": {"spec": {"containers": [{"name": "m", "image": image}]}}}});
+        let d1 = finished_digest(&job(json!(60), "m:1")).expect("a TTL job");
+        assert_eq!(d1.len(), 16);
+        assert_eq!(finished_digest(&job(json!(60), "m:1")).as_deref(), Some(d1.as_str()), "stable");
+        assert_ne!(finished_digest(&job(json!(60), "m:2")), Some(d1.clone()), "another manifest");
+        assert_eq!(finished_digest(&job(Value::Null, "m:1")), None, "no TTL: the Job stays");
+        assert_eq!(
+            finished_digest(&json!({"apiVersion": "v1", "kind": "ConfigMap", "spec": {"ttlSecondsAfterFinished": 1}})),
+            None
+        );
+
+        let key =
+            ObjectKey { group: "batch".into(), kind: "Job".into(), namespace: "ns".into(), name: "migrate".into() };
+        let mut c = Compared::early(key.clone(), job(json!(60), "m:1"), None, ObjectReason::Synced, "job.yaml#0");
+        c.finished_digest = Some(d1.clone());
+        let running = json!({"status": {"active": 1}});
+        c.live = Some(running);
+        assert_eq!(finished(&c, &Health::new(HealthStatus::Progressing, "job running")), None);
+        c.live = Some(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+        let done = finished(&c, &Health::new(HealthStatus::Healthy, "job completed")).expect("finished");
+        assert_eq!((done.object.as_str(), done.manifest.as_str()), ("Job.batch/ns/migrate", d1.as_str()));
+        let remembered = [done];
+        assert!(ran_before(&key, Some(&d1), &remembered).is_some());
+        assert!(ran_before(&key, Some("0000000000000000"), &remembered).is_none(), "a changed manifest runs");
+        let h = finished_health(&remembered[0]);
+        assert_eq!(
+            (h.status, h.message.as_str()),
+            (HealthStatus::Healthy, "job completed; removed by its ttlSecondsAfterFinished")
+        );
+        let unseen = crate::status::Finished {
+            health: HealthStatus::Missing,
+            message: "created by plumb".into(),
+            ..remembered[0].clone()
+        };
+        assert_eq!(finished_health(&unseen).status, HealthStatus::Missing);
+        assert_eq!(ObjectReason::Finished(unseen).sync(), SyncStatus::Synced);
+    }
+
+    /// Adoption is explicit; another application's object is never taken over.
+    #[test]
+    fn whose_a_live_object_is() {
+        let live = |annotations: Value| json!({"metadata": {"name": "x", "annotations": annotations}});
+        let table: &[(Value, Option<&str>, bool, Ownership)] = &[
+            (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/copied"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})), None, true, Ownership::Theirs("application shop".into())),
+            (live(json!({})), None, false, Ownership::Unmanaged),
+            (live(Value::Null), None, true, Ownership::Adopt),
+            (live(json!({"plumb.dev/created-for": "web"})), None, false, Ownership::Ours),
+            (live(json!({"plumb.dev/created-for": "shop"})), None, false, Ownership::Unmanaged),
+            (
+                live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x", "plumb.dev/installation-id": "blue"})),
+                Some("green"),
+                true,
+                Ownership::Theirs("another plumb installation (blue)".into()),
+            ),
+        ];
+        for (obj, installation, adopt, want) in table {
+            assert_eq!(&ownership(obj, "web", *installation, *adopt), want, "{obj}");
+        }
+        let mut obj = json!({"metadata": {"name": "x", "annotations": null}});
+        tracking::mark_adopted(&mut obj);
+        assert!(tracking::is_adopted(&obj));
+    }
+
+    /// k8s-04: a drifted Secret's reason, diff and error name the field, never a value.
+    #[test]
+    fn a_secret_reports_paths_and_marks_never_values() {
+        let git = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
+            "data": {"password": "Y2hhbmdlbWUtMQ==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
+            "data": {"password": "aHVudGVyLXR3bw==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
+        let j = judge(&git, &live, &live, &git, false, false, PLUMB);
+        let key = ObjectKey::of(&git).unwrap();
+        let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
+        (c.desired, c.live_compared, c.differences, c.live) =
+            (git.clone(), Some(live.clone()), j.differences, Some(live));
+        let failed = c.failed("Secret \"web-db\" is invalid: data[password]: \"aHVudGVyLXR3bw==\"".into());
+        let d = c.diff();
+        let out = [c.reason.to_string(), serde_json::to_string(&d).unwrap(), failed.reason.to_string()].join("\n");
+        for v in ["Y2hhbmdlbWUtMQ==", "aHVudGVyLXR3bw==", "ZGIuZ2l0b3BzLWxhYi5zdmM="] {
+            assert!(!out.contains(v), "{v} in {out}");
+        }
+        assert!(c.reason.to_string().starts_with("differs at /data/password (sensitive, sha256:"), "{}", c.reason);
+        assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
+        assert!(failed.reason.to_string().contains("data[password]"), "{}", failed.reason);
     }
 
     #[test]

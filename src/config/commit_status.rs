@@ -22,14 +22,14 @@ pub struct StatusDestination {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DestinationError {
     /// The repository URL has no `owner/repo` at the end of its path.
-    #[error("repository URL `{url}` does not end in <owner>/<repo>")]
+    #[error("repository URL `{}` does not end in <owner>/<repo>", super::repo_url::redact(url))]
     NoOwnerRepo {
         /// The repository URL.
         url: String,
     },
     /// The API URL is not an absolute `http(s)://` URL, or none can be derived (Gitea
     /// with an SSH repository URL and no `apiUrl`).
-    #[error("API URL `{url}`: {why}")]
+    #[error("API URL `{}`: {why}", super::repo_url::redact(url))]
     ApiUrl {
         /// The configured or derived URL.
         url: String,

@@ -140,4 +140,16 @@ mod tests {
         assert!(msg.starts_with("p.yaml:3:"), "{msg}");
         assert!(msg.contains("environmnts"), "{msg}");
     }
+
+    #[test]
+    fn take_over_managers_name_other_tools() {
+        let text = "repositories: []\napplications: []\nenvironments:\n  - name: dev\n    syncPolicy: {takeOverManagers: [k9s, plumb]}\n";
+        let err = load_str(text, Path::new("p.yaml"), Path::new(".")).expect_err("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("p.yaml:4") && msg.contains("`plumb` is not another tool's field manager"), "{msg}");
+        assert!(!msg.contains("k9s"), "{msg}");
+        let ok = "repositories: []\napplications: []\nenvironments:\n  - name: dev\n    syncPolicy: {takeOverManagers: [k9s]}\n";
+        let config = load_str(ok, Path::new("p.yaml"), Path::new(".")).expect("valid");
+        assert_eq!(config.environments[0].sync_policy.take_over_managers, ["k9s"]);
+    }
 }

@@ -24,6 +24,7 @@ mod health_status;
 pub mod jq;
 mod load;
 pub mod model;
+pub mod repo_url;
 mod source;
 mod sync_options;
 mod validate;

@@ -51,6 +51,10 @@ pub struct Settings {
     /// Render tools (kustomize): binaries, time and output limits.
     #[serde(default)]
     pub render_tools: super::RenderTools,
+    /// What one application's commit may cost: file sizes and count, rendered bytes,
+    /// YAML expansion per file, fetch-and-render time (see [`crate::limits`]).
+    #[serde(default)]
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for Settings {
@@ -60,6 +64,7 @@ impl Default for Settings {
             webhook_max_body_bytes: default_max_body(),
             installation_id: None,
             render_tools: super::RenderTools::default(),
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -89,6 +94,10 @@ pub struct Repository {
     /// User name sent with `tokenFile` (default `git`).
     #[serde(default)]
     pub username: Option<String>,
+    /// Allow `tokenFile` with a plain `http://` URL (the token then travels
+    /// unencrypted; meant for a lab). Default `false`: refused by validation.
+    #[serde(default)]
+    pub insecure: bool,
     /// Private SSH key file for `ssh://` / scp-style URLs.
     #[serde(default)]
     pub ssh_key_file: Option<Spanned<PathBuf>>,
@@ -165,6 +174,79 @@ pub struct Environment {
     /// Report untracked objects in the applications' namespaces.
     #[serde(default)]
     pub orphaned_resources: OrphanedResources,
+    /// Namespaces the environment's applications may write into (see [`Boundaries`]).
+    #[serde(default)]
+    pub destinations: Option<Destinations>,
+    /// Cluster-scoped kinds they may write (see [`Boundaries`]).
+    #[serde(default)]
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// Namespaced kinds they may not write (see [`Boundaries`]).
+    #[serde(default)]
+    pub namespace_resources: Option<NamespaceResources>,
+    /// A ServiceAccount in each application's namespace that the application's
+    /// dry-runs, applies and deletes run as (Kubernetes impersonation, like Flux's
+    /// `serviceAccountName`): Kubernetes RBAC is then the last line of the boundaries.
+    /// plumb's own identity needs `impersonate` on it. Unset: plumb's own identity.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
+}
+
+/// What one application's Git may make plumb write (Argo CD's AppProject destinations
+/// and resource allow/deny lists, simpler): set on an environment, and per application,
+/// where each field given replaces the environment's. Checked for every object before
+/// anything is written; a refused object refuses the whole sync, naming the file, the
+/// object and the rule. Whatever they say, plumb's own namespace
+/// (`settings.statusNamespace`) and plumb's own RBAC (ClusterRoles and ClusterRoleBindings
+/// named `plumb` or `plumb-*`, and bindings to those roles) are never written from Git.
+///
+/// ```yaml
+/// destinations:
+///   namespaces: [shop, "shop-*"]     # globs; default: exactly the application's namespace
+/// clusterResources:                  # cluster-scoped group/kinds allowed (globs); default:
+///   - {group: "", kind: Namespace}   #   none, but a Namespace that is a destination
+///   - {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
+/// namespaceResources:
+///   deny:                            # namespaced group/kinds never written (globs)
+///     - {group: "", kind: ResourceQuota}
+///     - {group: rbac.authorization.k8s.io, kind: "*Binding"}
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Boundaries {
+    /// Namespaces objects may be written into (`None`: the application's namespace).
+    pub destinations: Option<Destinations>,
+    /// Cluster-scoped kinds that may be written (`None`: only a destination Namespace).
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// Namespaced kinds that may not be written.
+    pub namespace_resources: Option<NamespaceResources>,
+}
+
+/// `destinations:` of [`Boundaries`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Destinations {
+    /// Namespace globs (`shop`, `shop-*`, `*`).
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}
+
+/// `namespaceResources:` of [`Boundaries`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NamespaceResources {
+    /// Group/kinds never written.
+    #[serde(default)]
+    pub deny: Vec<GroupKind>,
+}
+
+/// A group and kind, each a glob (`group: ""` is the core group; `*` any).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GroupKind {
+    /// API group glob (default `""`, the core group).
+    #[serde(default)]
+    pub group: String,
+    /// Kind glob.
+    pub kind: String,
 }
 
 impl Environment {
@@ -204,6 +286,16 @@ pub struct SyncPolicy {
     /// needs `plumb prune APP`.
     #[serde(default)]
     pub max_prune_percent: Option<u8>,
+    /// Field managers of other tools people change objects with by hand (a dashboard,
+    /// an internal CLI), taken over like kubectl's before plumb applies: their fields
+    /// show as drift and go when Git does not declare them. See
+    /// [`crate::compare::managers::HAND_MANAGERS`] for the built-in list.
+    #[serde(default)]
+    pub take_over_managers: Vec<String>,
+    /// Take over objects that exist without plumb's tracking-id (as `Adopt=true` on
+    /// every object; default false: such an object refuses the sync).
+    #[serde(default)]
+    pub adopt: bool,
 }
 
 impl Default for SyncPolicy {
@@ -216,6 +308,8 @@ impl Default for SyncPolicy {
             sync_options: Vec::new(),
             protect_data_loss: true,
             max_prune_percent: None,
+            take_over_managers: Vec::new(),
+            adopt: false,
         }
     }
 }
@@ -316,6 +410,39 @@ pub struct Application {
     /// How the path is rendered (plain YAML, kustomize); detected when absent.
     #[serde(default)]
     pub source: super::Source,
+    /// This application's destinations, replacing its environment's (see [`Boundaries`]).
+    #[serde(default)]
+    pub destinations: Option<Destinations>,
+    /// This application's cluster-scoped kinds, replacing its environment's.
+    #[serde(default)]
+    pub cluster_resources: Option<Vec<GroupKind>>,
+    /// This application's denied namespaced kinds, replacing its environment's.
+    #[serde(default)]
+    pub namespace_resources: Option<NamespaceResources>,
+    /// The ServiceAccount (in the application's namespace) its writes run as,
+    /// replacing its environment's `serviceAccountName`.
+    #[serde(default)]
+    pub service_account_name: Option<String>,
+}
+
+impl Application {
+    /// The user this application's writes impersonate in `env`:
+    /// `system:serviceaccount:<namespace>:<serviceAccountName>`, or `None` (plumb's own
+    /// identity).
+    pub fn impersonates(&self, env: &Environment) -> Option<String> {
+        let sa = self.service_account_name.as_ref().or(env.service_account_name.as_ref())?;
+        Some(format!("system:serviceaccount:{}:{sa}", self.namespace.value))
+    }
+
+    /// The boundaries of this application in `env`: each field given on the
+    /// application, else the environment's.
+    pub fn boundaries(&self, env: &Environment) -> Boundaries {
+        Boundaries {
+            destinations: self.destinations.clone().or_else(|| env.destinations.clone()),
+            cluster_resources: self.cluster_resources.clone().or_else(|| env.cluster_resources.clone()),
+            namespace_resources: self.namespace_resources.clone().or_else(|| env.namespace_resources.clone()),
+        }
+    }
 }
 
 fn default_revision() -> Spanned<String> {
@@ -379,7 +506,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 ///
 /// ```yaml
 /// health:
-///   stallAfter: 10m            # Progressing this long -> "health stalled" warning
+///   stallAfter: 10m            # Progressing (or deletion pending) this long -> warning
 ///   podRestartLimit: 3         # a pod of the update revision failing this often ...
 ///   podFailureAfter: 10m       # ... or this long makes its workload Degraded
 ///   unschedulableAfter: 5m     # a Pending pod unschedulable this long is Degraded
@@ -393,7 +520,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HealthPolicy {
     /// An object Progressing longer than this gets a *stalled* warning on its
-    /// application (integer seconds or `10m`; default 10 min).
+    /// application, and an object deleted but still held by finalizers this long gets a
+    /// `PruneStuck` condition (integer seconds or `10m`; default 10 min).
     #[serde(default, deserialize_with = "de_interval")]
     pub stall_after: Option<Duration>,
     /// Restarts after which a crash-looping pod of a workload's update revision makes the

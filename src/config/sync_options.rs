@@ -14,6 +14,7 @@ pub const SYNC_OPTION_NAMES: &[&str] = &[
     "ApplyOutOfSyncOnly",
     "Validate",
     "PrunePropagationPolicy",
+    "Adopt",
 ];
 
 /// Checks one `Name=value` option: the name and its value (both trimmed).

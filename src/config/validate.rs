@@ -33,7 +33,8 @@ impl fmt::Display for Problem {
 /// Checks: names are DNS-1123 labels (application names become ConfigMap names and
 /// tracking-ids; rule from the Kubernetes object-names documentation) and unique;
 /// applications refer to existing repositories and environments; paths stay inside
-/// the repository; revisions and URLs are not empty; `sshKeyFile` comes with
+/// the repository; revisions and URLs are not empty, carry no credentials and send no
+/// token over plain `http://` without `insecure: true`; `sshKeyFile` comes with
 /// `knownHostsFile`; secret files exist; `commitStatus` names an owner/repository and
 /// an API URL (see [`super::CommitStatusConfig::destination`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names; health overrides have `rule` or `conditions`.
@@ -54,6 +55,9 @@ pub fn validate(config: &Config) -> Vec<Problem> {
         }
         if r.url.value.trim().is_empty() {
             problem(line(&r.url), format!("repository `{}` has an empty url", r.name.value));
+        }
+        for p in super::repo_url::problems(&r.name.value, &r.url.value, r.token_file.is_some(), r.insecure) {
+            problem(line(&r.url), p);
         }
         if r.ssh_key_file.is_some() && r.known_hosts_file.is_none() {
             problem(
@@ -80,11 +84,22 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                     ),
                 );
             }
-            if let Err(e) = cs.destination(&r.url.value) {
-                problem(
+            match cs.destination(&r.url.value) {
+                Err(e) => problem(
                     cs.provider.referenced.line() as u32,
                     format!("repository `{}`: commitStatus: {e}", r.name.value),
-                );
+                ),
+                Ok(d) if d.api_url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) && !r.insecure => {
+                    problem(
+                        cs.provider.referenced.line() as u32,
+                        format!(
+                            "repository `{}`: commitStatus: API URL {} would send the token unencrypted: use https://, or set insecure: true",
+                            r.name.value,
+                            super::repo_url::redact(&d.api_url)
+                        ),
+                    )
+                }
+                Ok(_) => {}
             }
         }
     }
@@ -106,19 +121,8 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
-        if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
-            problem(line(&e.name), format!("environment `{}`: maxPrunePercent must be 1–100", e.name.value));
-        }
-        for i in &e.orphaned_resources.ignore {
-            for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
-                if let Err(err) = globset::Glob::new(g) {
-                    let m = format!(
-                        "environment `{}`: orphanedResources.ignore: `{g}` is not a valid glob: {err}",
-                        e.name.value
-                    );
-                    problem(line(&e.name), m);
-                }
-            }
+        for m in sync_policy_problems(e) {
+            problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
         }
         for o in &e.health.overrides {
             if let Some(m) = health_override_problem(o) {
@@ -174,9 +178,74 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 format!("application `{}`: namespace `{}` must be a DNS-1123 label", a.name.value, a.namespace.value),
             );
         }
+        for m in trust_problems(config, a) {
+            problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
+        }
     }
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
+    }
+    out
+}
+
+/// What is wrong with an environment's sync policy limits, takeover list and
+/// orphaned-resources globs.
+fn sync_policy_problems(e: &super::Environment) -> Vec<String> {
+    let mut out = Vec::new();
+    if e.sync_policy.max_prune_percent.is_some_and(|p| p == 0 || p > 100) {
+        out.push("maxPrunePercent must be 1–100".to_string());
+    }
+    for m in &e.sync_policy.take_over_managers {
+        if m.trim().is_empty() || m == crate::FIELD_MANAGER {
+            out.push(format!("takeOverManagers: `{m}` is not another tool's field manager"));
+        }
+    }
+    for i in &e.orphaned_resources.ignore {
+        for g in [&i.group, &i.kind, &i.name].into_iter().flatten() {
+            if let Err(err) = globset::Glob::new(g) {
+                out.push(format!("orphanedResources.ignore: `{g}` is not a valid glob: {err}"));
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with what application `a` may write: its boundaries and the
+/// ServiceAccount its writes impersonate.
+fn trust_problems(config: &Config, a: &super::Application) -> Vec<String> {
+    let mut out = Vec::new();
+    let own = &config.settings.status_namespace;
+    let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
+    if let Some(env) = env {
+        out.extend(boundary_problems(&a.boundaries(env), &a.namespace.value, own));
+    }
+    for name in a.service_account_name.iter().chain(env.and_then(|e| e.service_account_name.as_ref())) {
+        if !is_dns_subdomain(name) {
+            out.push(format!("serviceAccountName `{name}` is not a ServiceAccount name"));
+        }
+    }
+    out
+}
+
+/// Whether `s` is a DNS-1123 subdomain (a ServiceAccount's name): dot-separated
+/// labels, at most 253 characters.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// What is wrong with an application's boundaries: a glob that does not compile, or
+/// its own namespace outside its destinations.
+fn boundary_problems(b: &super::Boundaries, app_namespace: &str, own: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let kinds = b.cluster_resources.iter().flatten().chain(b.namespace_resources.iter().flat_map(|n| &n.deny));
+    let globs = b.destinations.iter().flat_map(|d| &d.namespaces).chain(kinds.flat_map(|gk| [&gk.group, &gk.kind]));
+    for g in globs {
+        if let Err(e) = globset::Glob::new(g) {
+            out.push(format!("boundaries: `{g}` is not a valid glob: {e}"));
+        }
+    }
+    if out.is_empty() && app_namespace == own {
+        out.push(format!("namespace `{own}` is plumb's own (settings.statusNamespace): Git may never write there"));
     }
     out
 }
@@ -297,6 +366,35 @@ applications:
         assert!(msg.contains("p.yaml:6: repository `fleet`: commitStatus.tokenFile"), "{msg}");
         assert!(msg.contains("p.yaml:5: repository `fleet`: commitStatus: API URL"), "{msg}");
         assert!(msg.contains("set commitStatus.apiUrl"), "{msg}");
+    }
+
+    /// Issue 12: a token belongs in `tokenFile`, never in the URL, and never goes over
+    /// plain http without `insecure: true`; the message quotes no credential.
+    #[test]
+    fn credentials_in_urls_and_clear_text_tokens_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("token"), "t\n").expect("write");
+        let policy = |url: &str, extra: &str| format!("repositories:\n  - name: fleet\n    url: {url}\n{extra}");
+        let err = |text: String| load_str(&text, Path::new("p.yaml"), dir.path()).expect_err("invalid").to_string();
+        let msg = err(policy("https://oauth2:ghp_s3cret@github.com/acme/fleet.git", ""));
+        assert!(
+            msg.contains("p.yaml:3: repository `fleet`: url https://github.com/acme/fleet.git carries credentials"),
+            "{msg}"
+        );
+        assert!(msg.contains("tokenFile") && !msg.contains("ghp_s3cret"), "{msg}");
+        let msg = err(policy("http://git.lab/acme/fleet.git", "    tokenFile: token\n"));
+        assert!(msg.contains("p.yaml:3: repository `fleet`: tokenFile with an http:// url"), "{msg}");
+        let msg = err(policy(
+            "http://git.lab/acme/fleet.git",
+            "    commitStatus: {provider: gitea, tokenFile: token, targetUrl: https://x.example}\n",
+        ));
+        assert!(msg.contains("commitStatus: API URL http://git.lab/api/v1 would send the token unencrypted"), "{msg}");
+        for ok in [
+            policy("http://git.lab/acme/fleet.git", "    tokenFile: token\n    insecure: true\n"),
+            policy("https://git.lab/acme/fleet.git", "    tokenFile: token\n"),
+        ] {
+            load_str(&ok, Path::new("p.yaml"), dir.path()).expect("valid");
+        }
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl HttpClient {
     /// [`HttpError`]: transport failure, timeout, or an answer over
     /// [`MAX_RESPONSE_BYTES`]. Any HTTP status is a success here; callers judge it.
     pub async fn send(&self, req: Request<Bytes>, timeout: Duration) -> Result<(StatusCode, Bytes), HttpError> {
-        let url = redact(&req.uri().to_string());
+        let url = crate::config::repo_url::redact(&req.uri().to_string());
         let (parts, body) = req.into_parts();
         let req = Request::from_parts(parts, Full::new(body));
         let exchange = async {
@@ -115,18 +115,6 @@ impl HttpClient {
         tokio::time::timeout(timeout, exchange)
             .await
             .unwrap_or_else(|_| Err(HttpError::Timeout { url: url.clone(), seconds: timeout.as_secs() }))
-    }
-}
-
-/// The URL without any `user:password@` part, for messages.
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Err(_) => url.to_string(),
     }
 }
 

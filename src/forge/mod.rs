@@ -366,7 +366,7 @@ impl Notifier {
         let file = &self.target.token_file;
         let token = read_secret(file).map_err(|source| Error::Token { file: file.clone(), source })?;
         let req = self.target.request(status, &token)?;
-        let url = req.uri().to_string();
+        let url = crate::config::repo_url::redact(&req.uri().to_string());
         let (code, body) = self.client.send(req, POST_TIMEOUT).await?;
         if code.is_success() {
             Ok(())

@@ -82,6 +82,11 @@ impl<'a> Condition<'a> {
         Self { status: f("status"), reason: f("reason"), message: f("message"), raw }
     }
 
+    /// The generation of the spec the condition describes, when it says.
+    pub(crate) fn observed_generation(&self) -> Option<i64> {
+        self.raw.get("observedGeneration").and_then(Value::as_i64)
+    }
+
     pub(crate) fn type_(&self) -> &'a str {
         self.raw.get("type").and_then(Value::as_str).unwrap_or("")
     }

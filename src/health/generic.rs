@@ -17,15 +17,37 @@ use super::{
 /// Being deleted → Progressing; `metadata.generation` > `status.observedGeneration` →
 /// Progressing. `None` when neither applies (an absent `observedGeneration` skips the
 /// second check, as in kstatus: not every kind reports one).
+///
+/// The same holds for each condition health reads (`Ready`, `Available`, `Stalled`,
+/// `Reconciling`) that carries its own `observedGeneration` (Kubernetes API
+/// conventions, `metav1.Condition`): one older than `metadata.generation` describes the
+/// previous spec, so it is no evidence either way → Progressing until the controller
+/// has observed the current generation.
 pub fn lifecycle(obj: &Value) -> Option<Health> {
     if fields::at(obj, "/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
         return Some(Health::progressing("being deleted"));
     }
     let generation = fields::i64_at(obj, "/metadata/generation")?;
-    let observed = fields::i64_at(obj, "/status/observedGeneration")?;
-    (generation > observed)
-        .then(|| Health::progressing(format!("generation {generation} not yet observed (controller at {observed})")))
+    if let Some(observed) = fields::i64_at(obj, "/status/observedGeneration")
+        && generation > observed
+    {
+        return Some(Health::progressing(format!(
+            "generation {generation} not yet observed (controller at {observed})"
+        )));
+    }
+    EVIDENCE.iter().filter_map(|t| fields::condition(obj, t)).find_map(|c| {
+        let observed = c.observed_generation()?;
+        (generation > observed).then(|| {
+            Health::progressing(format!(
+                "generation {generation} not yet observed: condition {} describes generation {observed}",
+                c.type_()
+            ))
+        })
+    })
 }
+
+/// The conditions health reads as evidence.
+const EVIDENCE: [&str; 4] = ["Ready", "Available", "Stalled", "Reconciling"];
 
 /// kstatus conditions: `Stalled=True` → Degraded, `Reconciling=True` → Progressing.
 pub fn kstatus_conditions(obj: &Value) -> Option<Health> {
@@ -95,6 +117,31 @@ mod tests {
             ),
             // no observedGeneration: the check is skipped
             (widget(json!({"name": "w", "generation": 3}), json!({"conditions": ready})), Healthy, ""),
+            // a condition of the previous spec is no evidence, whatever it says
+            (
+                widget(
+                    json!({"name": "w", "generation": 3}),
+                    json!({"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}]}),
+                ),
+                Progressing,
+                "generation 3 not yet observed: condition Ready describes generation 2",
+            ),
+            (
+                widget(
+                    json!({"name": "w", "generation": 3}),
+                    json!({"conditions": [{"type": "Stalled", "status": "True", "reason": "BadSpec", "observedGeneration": 2}]}),
+                ),
+                Progressing,
+                "generation 3 not yet observed: condition Stalled describes generation 2",
+            ),
+            (
+                widget(
+                    json!({"name": "w", "generation": 3}),
+                    json!({"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 3}, {"type": "Synced", "status": "True", "observedGeneration": 1}]}),
+                ),
+                Healthy,
+                "",
+            ),
             (
                 widget(
                     json!({"name": "w"}),

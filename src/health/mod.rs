@@ -18,7 +18,8 @@
 //!    ReplicaSet — including plumb's own rule that a workload whose *update revision*
 //!    pods crash-loop or fail to pull past a deadline is `Degraded`, naming the pod,
 //!    see [`revision`]), [`pod`], [`network`] (Service, Ingress), [`batch`] (Job,
-//!    CronJob), [`storage`] (PersistentVolumeClaim), [`scaling`]
+//!    CronJob), [`storage`] (PersistentVolumeClaim, which reads its StorageClass),
+//!    [`scaling`]
 //!    (HorizontalPodAutoscaler, PodDisruptionBudget), [`api`] (APIService,
 //!    CustomResourceDefinition, Namespace); ConfigMap, Secret, ServiceAccount, RBAC and
 //!    the other passive kinds are `Healthy` when present;
@@ -159,12 +160,16 @@ pub struct HealthInput<'a> {
     pub settings: &'a HealthSettings,
     /// Overrides, first match wins ([`overrides_for`]).
     pub overrides: &'a [&'a HealthOverride],
+    /// For a PersistentVolumeClaim: the StorageClass it binds through (its
+    /// `spec.storageClassName`, else the cluster's default class), when it could be
+    /// read; see [`storage`].
+    pub storage_class: Option<&'a Value>,
 }
 
 impl<'a> HealthInput<'a> {
     /// An input with no children and no overrides.
     pub fn new(live: Option<&'a Value>, now: Timestamp, settings: &'a HealthSettings) -> Self {
-        Self { live, pods: &[], replica_sets: &[], now, settings, overrides: &[] }
+        Self { live, pods: &[], replica_sets: &[], now, settings, overrides: &[], storage_class: None }
     }
 
     /// With the pods (and, for a Deployment, ReplicaSets) `live` owns.
@@ -177,6 +182,12 @@ impl<'a> HealthInput<'a> {
     /// With overrides.
     pub fn overrides(mut self, overrides: &'a [&'a HealthOverride]) -> Self {
         self.overrides = overrides;
+        self
+    }
+
+    /// With the StorageClass of a PersistentVolumeClaim `live`.
+    pub fn storage_class(mut self, class: Option<&'a Value>) -> Self {
+        self.storage_class = class;
         self
     }
 }
@@ -232,7 +243,7 @@ pub fn assess_with(input: &HealthInput<'_>) -> Health {
         ("apps" | "extensions", "DaemonSet") => workloads::daemon_set(obj, input),
         ("apps" | "extensions", "ReplicaSet") => workloads::replica_set(obj, input),
         ("", "Pod") => pod::pod(obj, input.now, input.settings),
-        ("", "PersistentVolumeClaim") => storage::persistent_volume_claim(obj),
+        ("", "PersistentVolumeClaim") => storage::persistent_volume_claim(obj, input.storage_class),
         ("", "Service") => network::service(obj, input.now),
         ("networking.k8s.io" | "extensions", "Ingress") => network::ingress(obj, input.now),
         ("batch", "Job") => batch::job(obj, input),

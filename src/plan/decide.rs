@@ -43,8 +43,11 @@ pub enum Mode {
         /// Also prune objects that need approval (`Prune=confirm`, data-loss classes).
         approve: bool,
     },
-    /// Compare only; write nothing (`plumb diff`, health waits).
+    /// Compare only; write nothing (`plumb diff`).
     CompareOnly,
+    /// Compare and record the status, never sync (the health waits of `plumb sync
+    /// --wait`): what the command prints is what the stored status says.
+    Observe,
     /// Compare and plan as [`Mode::Manual`] would, write nothing (`plumb sync --dry-run`):
     /// the report's plan says what would be created, updated, pruned and skipped.
     Preview {
@@ -58,7 +61,7 @@ pub enum Mode {
 impl Mode {
     /// Whether passes in this mode write to the cluster (objects, status, history).
     pub fn writes(self) -> bool {
-        matches!(self, Mode::Policy | Mode::Manual { .. })
+        matches!(self, Mode::Policy | Mode::Manual { .. } | Mode::Observe)
     }
 
     /// Whether a person asked (`plumb sync`, its preview): the allowEmpty guard does not
@@ -71,7 +74,7 @@ impl Mode {
     pub fn prune(self, policy_prune: bool) -> (bool, bool) {
         match self {
             Mode::Manual { prune, approve } | Mode::Preview { prune, approve } => (prune, approve),
-            Mode::Policy | Mode::CompareOnly => (policy_prune, false),
+            Mode::Policy | Mode::CompareOnly | Mode::Observe => (policy_prune, false),
         }
     }
 }
@@ -187,7 +190,7 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
     let approval = p.prune.iter().chain(&p.prune_last).any(|c| c.approved);
     let revision_changed = input.revision != input.synced_revision || approval;
     let wanted = match input.mode {
-        Mode::CompareOnly | Mode::Preview { .. } => None,
+        Mode::CompareOnly | Mode::Observe | Mode::Preview { .. } => None,
         Mode::Manual { .. } => super::sync_reason(input.policy, out_of_sync, revision_changed, true),
         Mode::Policy => super::sync_reason(input.policy, out_of_sync, revision_changed, false),
     };
@@ -200,7 +203,9 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
     if let Some(c) = heal.as_ref().and_then(|h| heal_condition(h, input.now)) {
         conditions.push(c);
     }
-    let reason = if reason.is_some() && input.shared && input.fail_on_shared {
+    // another application's object is never written; FailOnSharedResource=true holds
+    // the whole sync back, and says so whether or not something else would sync
+    let reason = if input.shared && input.fail_on_shared {
         conditions.push(Condition::new(
             ConditionType::SyncError,
             "FailOnSharedResource=true: not syncing objects another application tracks",
@@ -416,6 +421,8 @@ mod tests {
                 approved: true,
                 approval_problem: None,
                 held: None,
+                deletion: None,
+                adopted: false,
             }],
             ..Plan::default()
         };
@@ -438,6 +445,7 @@ mod tests {
                 ..case("a person's sync always runs")
             },
             Case { mode: Mode::CompareOnly, synced_revision: "old", ..case("compare-only never syncs") },
+            Case { mode: Mode::Observe, synced_revision: "old", ..case("observing never syncs") },
             Case {
                 mode: Mode::Preview { prune: true, approve: false },
                 synced_revision: "old",

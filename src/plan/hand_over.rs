@@ -81,6 +81,8 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
+            adopted: false,
         }
     }
 

@@ -119,6 +119,8 @@ mod tests {
             approved: false,
             approval_problem: None,
             held: None,
+            deletion: None,
+            adopted: false,
         });
         assert_eq!(prune_last_gate(&p, &[Healthy, Suspended], &names(2)), None);
         assert_eq!(

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Context, Found};
 use crate::{
-    compare::{Compared, ObjectDiff, SyncStatus},
+    compare::{Compared, ObjectDiff, ObjectReason, SyncStatus, object},
     config::{Application, Environment},
     health::{self, Health, HealthStatus},
     plan,
@@ -32,6 +32,8 @@ impl Context {
         let overrides = health::overrides_for(app, env);
         let now = jiff::Timestamp::now();
         let mut excluded = Exclusions { extraneous: found.candidates.extraneous.clone(), ..Exclusions::default() };
+        // Jobs that finished: what this render still declares, with the same manifest
+        let mut finished = Vec::new();
         for c in &found.compared {
             if c.live.as_ref().is_some_and(health::ignores_health_check) {
                 excluded.no_health_check.insert(c.key.to_string());
@@ -39,14 +41,26 @@ impl Context {
             let (pods, replica_sets) = self.children(c).await;
             let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
                 (pods.iter().collect(), replica_sets.iter().collect());
-            let h = match c.sync() {
-                SyncStatus::Unknown => Health { status: HealthStatus::Unknown, message: String::new() },
+            // a Pending claim's health depends on its StorageClass's binding mode
+            let class = match &c.live {
+                Some(l) if is_pending_claim(l) => self.cluster.storage_class_of(l).await,
+                _ => None,
+            };
+            let h = match (&c.reason, c.sync()) {
+                (ObjectReason::Finished(f), _) => object::finished_health(f),
+                (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
                 _ => health::assess_with(
                     &health::HealthInput::new(c.live.as_ref(), now, &settings)
                         .children(&pod_refs, &rs_refs)
-                        .overrides(&overrides),
+                        .overrides(&overrides)
+                        .storage_class(class.as_ref()),
                 ),
             };
+            let remembered = object::ran_before(&c.key, c.finished_digest.as_deref(), &st.finished);
+            match &c.reason {
+                ObjectReason::Finished(f) => finished.push(f.clone()),
+                _ => finished.extend(object::finished(c, &h).or_else(|| remembered.cloned())),
+            }
             st.resources.push(ResourceStatus {
                 object: c.key.to_string(),
                 sync: c.sync(),
@@ -55,6 +69,7 @@ impl Context {
                 health_message: h.message,
             });
         }
+        st.finished = finished;
         let reasons = plan::prune_reasons(the_plan);
         for (o, _) in &found.candidates.orphans {
             let object = o.key.to_string();
@@ -72,6 +87,29 @@ impl Context {
                 st.conditions.push(Condition::new(
                     ConditionType::SharedResourceWarning,
                     format!("{} is also tracked by application {other}; both declare it", c.key),
+                ));
+            }
+        }
+        let stuck = plan::stuck_deletions(found.candidates.orphans.iter().map(|(o, _)| o), now, settings.stall_after);
+        if !stuck.is_empty() {
+            st.conditions.push(Condition::new(
+                ConditionType::PruneStuck,
+                format!(
+                    "deleted but still present after {} s, held by finalizers that their controllers did not remove: {}",
+                    settings.stall_after.as_secs(),
+                    stuck.join("; ")
+                ),
+            ));
+        }
+        if let Some(cache) = &self.live {
+            let failing: Vec<String> = kinds
+                .iter()
+                .filter_map(|(_, k)| cache.error(k).map(|e| format!("{k}: {e}")))
+                .collect();
+            if !failing.is_empty() {
+                st.conditions.push(Condition::new(
+                    ConditionType::WatchError,
+                    format!("watches failing (live objects are read with GET and LIST meanwhile): {}", failing.join("; ")),
                 ));
             }
         }
@@ -131,6 +169,13 @@ impl Context {
             )),
         }
     }
+}
+
+/// Whether `obj` is a PersistentVolumeClaim in phase Pending.
+fn is_pending_claim(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && obj.pointer("/status/phase").and_then(Value::as_str) == Some("Pending")
 }
 
 /// Per-object comparisons for `plumb diff`: the desired objects, then the prune

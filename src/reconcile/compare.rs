@@ -10,15 +10,19 @@ use super::Context;
 use crate::{
     compare::{
         Compared, IgnoreRules, ObjectReason, normalize,
-        object::{self, CrdKinds},
+        object::{self, CrdKinds, Ownership},
     },
     plan::SyncOptions,
+    tracking,
     watch::value_hash,
 };
 
 /// What comparing one object needs to know of the application.
 #[derive(Clone, Copy)]
 pub(super) struct Scope<'a> {
+    /// The cluster writes and dry-runs go through (impersonating the application's
+    /// ServiceAccount when it has one).
+    pub writer: &'a crate::cluster::Cluster,
     pub app: &'a str,
     /// Destination namespace (default of namespaced objects).
     pub namespace: &'a str,
@@ -27,6 +31,13 @@ pub(super) struct Scope<'a> {
     pub crds: &'a CrdKinds,
     /// The application's sync options.
     pub defaults: &'a SyncOptions,
+    /// Field managers of hand tools the environment adds to
+    /// [`crate::compare::managers::HAND_MANAGERS`] (`syncPolicy.takeOverManagers`).
+    pub take_over: &'a [String],
+    /// Where the application may write ([`crate::plan::Boundary`]).
+    pub boundary: &'a crate::plan::Boundary,
+    /// Jobs that finished, from the last status ([`object::ran_before`]).
+    pub finished: &'a [crate::status::Finished],
     /// Dry-run the create of missing objects, so a preview reports what the server would
     /// reject (a sync does not need it: a create that fails writes nothing).
     pub validate_new: bool,
@@ -35,7 +46,7 @@ pub(super) struct Scope<'a> {
 impl Context {
     /// Compares one manifest of the render with its live object.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { app, namespace, rules, crds, defaults, validate_new } = *scope;
+        let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -50,8 +61,9 @@ impl Context {
                 Ok(p) => p,
                 Err(r) => return error(r.key, r.obj, Some(kind), r.message),
             };
+        let digest = object::finished_digest(&obj);
         let with = |mut c: Compared| {
-            (c.wave, c.options) = (wave, options.clone());
+            (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
             Arc::new(c)
         };
         // Same manifest and same live resourceVersion as last time: same answer.
@@ -84,11 +96,16 @@ impl Context {
         };
         let strict = !(defaults.validate_disabled || options.validate_disabled);
         let Some(live_obj) = live else {
+            // a Job that ran this manifest to the end, removed by its own rule: done
+            if let Some(f) = object::ran_before(&key, digest.as_deref(), finished) {
+                let reason = ObjectReason::Finished(f.clone());
+                return with(Compared::early(key, obj, Some(kind), reason, &source));
+            }
             // In a preview, a dry-run of the create shows what the server would reject
             // (not possible yet when its namespace is still to be created: 404). A sync
             // skips it: a create that fails writes nothing and fails the sync anyway.
             let desired = if validate_new {
-                match self.cluster.apply_validated(&kind, &key, &obj, true, strict).await {
+                match writer.apply_validated(&kind, &key, &obj, true, strict).await {
                     Ok(d) => normalize(&d),
                     Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
                     Err(e) => return error(key, obj, Some(kind), e.to_string()),
@@ -100,6 +117,31 @@ impl Context {
             c.desired = desired;
             return with(c);
         };
+        // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
+        let mut obj = obj;
+        match object::ownership(&live_obj, app, installation, defaults.adopt || options.adopt) {
+            Ownership::Ours => {}
+            Ownership::Adopt => tracking::mark_adopted(&mut obj),
+            // moved here from an application that no longer declares it: taken over
+            Ownership::Theirs(_) if self.moved_here(&live_obj, &key).await => {}
+            Ownership::Theirs(who) => {
+                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::OwnedBy(who), &source);
+                c.live = Some(live_obj);
+                return with(c);
+            }
+            Ownership::Unmanaged => {
+                let why = format!(
+                    "({source}) it exists and is not managed by plumb; to take it over, annotate it in Git {}: Adopt=true (or set syncPolicy.adopt: true)",
+                    tracking::SYNC_OPTIONS_ANNOTATION
+                );
+                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), &source);
+                c.live = Some(live_obj);
+                return with(c);
+            }
+        }
+        if tracking::is_adopted(&live_obj) {
+            tracking::mark_adopted(&mut obj); // remembered on every apply
+        }
         // Ignored fields are not sent for an existing object, so plumb never owns them;
         // Replace=true writes the whole object: ignored fields carry their live values.
         let mut apply = obj;
@@ -121,7 +163,7 @@ impl Context {
         let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
             Some(d) => d,
             None => {
-                let dry = match self.cluster.apply_validated(&kind, &key, &apply, true, strict).await {
+                let dry = match writer.apply_validated(&kind, &key, &apply, true, strict).await {
                     Ok(d) => d,
                     // The server cannot answer a dry-run for this object: compare on our side.
                     Err(e) if e.refuses_dry_run() => {
@@ -158,7 +200,8 @@ impl Context {
         if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
             return error(key, apply, Some(kind), e);
         }
-        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, crate::FIELD_MANAGER);
+        let hand = crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: take_over };
+        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, hand);
         let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
         (c.desired, c.live_compared, c.differences) = (desired, Some(live_n), j.differences);
         (c.live, c.takeover) = (Some(live_obj), j.takeover);

@@ -29,12 +29,21 @@ pub(super) struct Candidates {
     pub extraneous: HashSet<String>,
     /// Kinds that could not be listed, or listing errors.
     pub errors: Vec<String>,
+    /// `(group, kind)` of remembered kinds no version of which is served any more
+    /// (their CRD is gone, and their objects with it): forgotten.
+    pub gone: Vec<(String, String)>,
 }
 
 impl Context {
     /// Lists, for every kind in `kinds`, the objects `app` owns (tracking-id naming the
-    /// application and the object) that are not among `desired` and not already being
-    /// deleted: the prune candidates. `defaults` are the application's sync options.
+    /// application and the object) that are not among `desired`: the prune candidates,
+    /// those already being deleted included (they exist until their finalizers go).
+    /// `defaults` are the application's sync options.
+    ///
+    /// Kinds are looked up by group and kind through the version discovery serves now,
+    /// never through the remembered version (a CRD upgrade may have stopped serving it;
+    /// the objects are still there through another version). A kind none of whose
+    /// versions is served any more has no objects left: nothing to prune.
     pub(super) async fn prune_candidates(
         &self,
         app: &str,
@@ -44,34 +53,16 @@ impl Context {
     ) -> Candidates {
         let mut out = Candidates::default();
         let installation = self.config.settings.installation_id.as_deref();
-        for (api_version, kind_name) in kinds {
-            let kind = match self.cluster.kind(api_version, kind_name).await {
-                Ok(k) => k,
-                Err(crate::cluster::Error::UnknownKind { .. }) => continue, // kind gone from the cluster: nothing to prune
-                Err(e) => {
-                    out.errors.push(e.to_string());
+        let groups: BTreeSet<(&str, &str)> =
+            kinds.iter().map(|(av, k)| (av.rsplit_once('/').map_or("", |(g, _)| g), k.as_str())).collect();
+        for (group, kind_name) in groups {
+            let (kind, objs) = match self.list_served(group, kind_name, app, desired).await {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    // no version served: the CRD is gone, its objects with it
+                    out.gone.push((group.to_string(), kind_name.to_string()));
                     continue;
                 }
-            };
-            let listed = match self.live.as_ref().and_then(|c| c.list_app(&kind, app)) {
-                // desired objects are skipped before the (costly) conversion
-                Some(objs) => Ok(objs
-                    .iter()
-                    .filter(|o| {
-                        let key = ObjectKey {
-                            group: kind.resource.group.clone(),
-                            kind: kind.resource.kind.clone(),
-                            namespace: o.metadata.namespace.clone().unwrap_or_default(),
-                            name: o.metadata.name.clone().unwrap_or_default(),
-                        };
-                        !desired.contains(&key)
-                    })
-                    .map(|o| crate::watch::with_types(o, &kind))
-                    .collect()),
-                None => self.cluster.list_app(&kind, app).await,
-            };
-            let objs: Vec<Value> = match listed {
-                Ok(objs) => objs,
                 Err(e) => {
                     out.errors.push(e.to_string());
                     continue;
@@ -79,27 +70,125 @@ impl Context {
             };
             for o in objs.iter().filter(|o| tracking::is_owned_by(o, app, installation)) {
                 let Some(key) = ObjectKey::of(o) else { continue };
-                // already being deleted (a foreground prune waits for dependents): done
-                let terminating = o.pointer("/metadata/deletionTimestamp").is_some();
-                if terminating || desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
+                if desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
                     continue;
                 }
                 if plan::ignores_extraneous(o) {
                     out.extraneous.insert(key.to_string());
                 }
                 let approval = plan::prune_approval(o, jiff::Timestamp::now());
+                let deletion = o.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).map(|since| {
+                    let finalizers = o.pointer("/metadata/finalizers").and_then(Value::as_array);
+                    plan::Deletion {
+                        since: since.to_string(),
+                        finalizers: finalizers
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(String::from)
+                            .collect(),
+                    }
+                });
+                // another controller took it over: its controller decides, not Git
+                let held = self.live_controller(o).await.map(|owner| {
+                    out.extraneous.insert(key.to_string());
+                    format!("controlled by {owner} — left to its controller")
+                });
                 let candidate = PruneCandidate {
                     uid: o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
                     key,
                     options: defaults.with_object(&SyncOptions::of_object(o)),
                     approved: approval == Ok(true),
                     approval_problem: approval.err(),
-                    held: None,
+                    held,
+                    deletion,
+                    adopted: tracking::is_adopted(o),
                 };
                 out.orphans.push((candidate, kind.clone()));
             }
         }
         out
+    }
+
+    /// The owner `obj` names as its controller (`ownerReferences[]` with `controller:
+    /// true`; at most one, Kubernetes API conventions) when that owner exists with the
+    /// referenced UID, as `Kind[.group]/namespace/name`. A reference to a gone owner
+    /// (the garbage collector will remove the object) or to a kind no longer served
+    /// protects nothing; a reference without `controller: true` is a dependency link, not
+    /// control (argocd-21).
+    async fn live_controller(&self, obj: &Value) -> Option<String> {
+        let refs = obj.pointer("/metadata/ownerReferences")?.as_array()?;
+        let owner = refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
+        let s = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
+        let kind = self.cluster.kind(s("apiVersion"), s("kind")).await.ok()?;
+        let namespace = if kind.namespaced { obj.pointer("/metadata/namespace").and_then(Value::as_str) } else { None };
+        let key = ObjectKey {
+            group: kind.resource.group.clone(),
+            kind: kind.resource.kind.clone(),
+            namespace: namespace.unwrap_or("").to_string(),
+            name: s("name").to_string(),
+        };
+        let live = self.cluster.get(&kind, &key).await.ok()??;
+        (live.pointer("/metadata/uid").and_then(Value::as_str) == Some(s("uid"))).then(|| key.to_string())
+    }
+
+    /// The objects of `group`/`kind` labelled for `app`, through the version discovery
+    /// serves; when that version turns out not to be served any more (a 404 for the
+    /// resource), once more after discovery is refreshed. `None` when no version of the
+    /// kind is served.
+    async fn list_served(
+        &self,
+        group: &str,
+        kind: &str,
+        app: &str,
+        desired: &HashSet<ObjectKey>,
+    ) -> Result<Option<(Kind, Vec<Value>)>, crate::cluster::Error> {
+        let served = |refresh: bool| async move {
+            if refresh {
+                self.cluster.refresh().await?;
+            }
+            match self.cluster.served(group, kind).await {
+                Ok(k) => Ok(Some(k)),
+                Err(crate::cluster::Error::UnknownKind { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let Some(k) = served(false).await? else { return Ok(None) };
+        match self.list_owned(&k, app, desired).await {
+            Ok(objs) => Ok(Some((k, objs))),
+            Err(e) if e.resource_missing() => {
+                let Some(k) = served(true).await? else { return Ok(None) };
+                let objs = self.list_owned(&k, app, desired).await?;
+                Ok(Some((k, objs)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects of `kind` labelled for `app` (watch cache, else a LIST), those in
+    /// `desired` left out before the (costly) conversion of cached objects.
+    async fn list_owned(
+        &self,
+        kind: &Kind,
+        app: &str,
+        desired: &HashSet<ObjectKey>,
+    ) -> Result<Vec<Value>, crate::cluster::Error> {
+        let Some(objs) = self.live.as_ref().and_then(|c| c.list_app(kind, app)) else {
+            return self.cluster.list_app(kind, app).await;
+        };
+        Ok(objs
+            .iter()
+            .filter(|o| {
+                let key = ObjectKey {
+                    group: kind.resource.group.clone(),
+                    kind: kind.resource.kind.clone(),
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                };
+                !desired.contains(&key)
+            })
+            .map(|o| crate::watch::with_types(o, kind))
+            .collect())
     }
 
     /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache;
@@ -178,17 +267,39 @@ impl Context {
 
     /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
     /// logged (the applies into it then say what went wrong).
-    pub(super) async fn ensure_namespace(&self, namespace: &str) {
+    pub(super) async fn ensure_namespace(&self, writer: &crate::cluster::Cluster, app: &str, namespace: &str) {
         if self.namespace_exists(namespace).await {
             return;
         }
-        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        // marked as created for `app`: it may declare it in Git without adopting it
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "annotations": {tracking::CREATED_FOR_ANNOTATION: app}}});
         let created = match self.cluster.kind("v1", "Namespace").await {
-            Ok(kind) => self.cluster.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
+            Ok(kind) => writer.apply(&kind, &namespace_key(namespace), &ns, false).await.map(drop),
             Err(e) => Err(e),
         };
         if let Err(e) = created {
             tracing::warn!(namespace, "CreateNamespace: {e}");
+        }
+    }
+
+    /// Whether `live`, tracked by another application of this policy, moved to the
+    /// application comparing it: the tracking application's render (at its revision)
+    /// no longer declares `key`. Unreadable renders and applications of other policies
+    /// keep it theirs.
+    pub(super) async fn moved_here(&self, live: &Value, key: &ObjectKey) -> bool {
+        let Some(owner) = tracking::tracked_app(live) else { return false };
+        let Ok((app, _, repo)) = self.app(owner) else { return false };
+        match self.sources.desired(owner, repo, &app.revision.value, &app.path.value).await {
+            Desired::Rendered(_, manifests) => {
+                !manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
+                    if k.namespace.is_empty() && !key.namespace.is_empty() {
+                        k.namespace = app.namespace.value.clone();
+                    }
+                    k == *key
+                })
+            }
+            _ => false,
         }
     }
 

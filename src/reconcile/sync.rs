@@ -10,7 +10,7 @@ use super::{Context, Found, compare::Scope};
 use crate::{
     apply,
     compare::{Compared, SyncStatus, object},
-    health::{self, HealthStatus},
+    health::HealthStatus,
     plan::{self, SyncReason},
     source,
     status::{self, AppStatus, Condition, ConditionType, Exclusions, SyncRecord, SyncResult},
@@ -73,12 +73,22 @@ impl Context {
             health,
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        let outcome = apply::run(&self.cluster, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
-        for (idx, obj) in &outcome.applied {
+        let outcome = apply::run(scope.writer, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
+        for (idx, _, h) in &outcome.applied {
+            let c = &compared[*idx];
+            if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
+                // created: its later absence is the cluster's removal, not drift
+                st.finished.retain(|f| f.object != c.key.to_string());
+                st.finished.push(status::Finished {
+                    object: c.key.to_string(),
+                    manifest: digest.clone(),
+                    health: HealthStatus::Missing,
+                    message: "created by plumb".into(),
+                });
+            }
             let key = compared[*idx].key.to_string();
             if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
-                let h = health::assess(Some(obj));
-                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message);
+                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message.clone());
                 rs.reason.clear();
             }
             rec.applied.push(key);
@@ -88,10 +98,20 @@ impl Context {
             st.resources.retain(|r| r.object != key);
             rec.pruned.push(key);
         }
+        for (key, deletion) in &outcome.pending {
+            let key = key.to_string();
+            if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
+                rs.reason = format!("requires pruning; {deletion}");
+            }
+        }
         let mut problems: Vec<String> = outcome.failures.iter().map(ToString::to_string).collect();
         problems.extend(plan::held_prunes(p).filter(|_| outcome.prunes_held));
         problems.extend(found.errors.iter().cloned());
         (rec.result, rec.message) = plan::result(&problems, outcome.waiting.as_deref());
+        if rec.result == SyncResult::Succeeded && !outcome.pending.is_empty() {
+            let pending: Vec<String> = outcome.pending.iter().map(|(k, d)| format!("{k} ({d})")).collect();
+            rec.message = format!("deletion requested, object still present: {}", pending.join(", "));
+        }
         match rec.result {
             SyncResult::Failed => st.conditions.push(Condition::new(ConditionType::SyncError, rec.message.clone())),
             SyncResult::Running => {

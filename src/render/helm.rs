@@ -3,12 +3,12 @@
 //! ([`super::sandbox`]): no network, so dependencies must be vendored under the
 //! chart's `charts/` (helm names a missing one). Value files are repository paths;
 //! inline values are written to a file of the working copy. Its output is read like a
-//! plain YAML file ([`super::plain`]).
+//! plain YAML file ([`super::render_output`]).
 
 use std::path::{Path, PathBuf};
 
 use super::{
-    Error, Rendered, plain,
+    Error,
     sandbox::{self, Limits},
 };
 
@@ -61,12 +61,12 @@ impl Helm {
         format!("helm {}", self.version)
     }
 
-    /// `helm template` of `t` in the working copy `root`.
+    /// `helm template` of `t` in the working copy `root`; returns the output (a YAML
+    /// stream, read with [`super::render_output`]).
     ///
     /// # Errors
-    /// [`Error::Tool`] (a value file outside the repository, the run failed), the
-    /// plain reader's errors on its output.
-    pub async fn template(&self, root: &Path, t: &Template<'_>, limits: Limits) -> Result<Rendered, Error> {
+    /// [`Error::Tool`] (a value file outside the repository, the run failed).
+    pub async fn template(&self, root: &Path, t: &Template<'_>, limits: Limits) -> Result<Vec<u8>, Error> {
         let chart = if t.chart.is_empty() { "." } else { t.chart };
         let mut args: Vec<String> =
             vec!["template".into(), t.release.into(), chart.into(), "--namespace".into(), t.namespace.into()];
@@ -87,11 +87,7 @@ impl Helm {
             args.extend(["--values".into(), ".plumb-inline-values.json".into()]);
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = sandbox::run(&self.path, &refs, root, limits).await?;
-        let mut rendered = Rendered { tool: Some(self.describe()), ..Rendered::default() };
-        plain::render_stream(&format!("{chart} (helm template)"), &out, true, &mut rendered)?;
-        plain::check_duplicates(&rendered.manifests)?;
-        Ok(rendered)
+        Ok(sandbox::run(&self.path, &refs, root, limits).await?)
     }
 }
 

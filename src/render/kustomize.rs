@@ -4,19 +4,18 @@
 //! under its own directory; bases are other kustomizations), and remote bases off
 //! unless the application opts in (`source.allowRemoteBases`) — checked before the run,
 //! naming the file and the reference, with no network for the tool as a backstop.
-//! Its output is read like a plain YAML file ([`super::plain`]): lists expanded,
-//! server-set fields removed with a warning, duplicates refused.
+//! Its output is read like a plain YAML file ([`super::render_output`]): lists
+//! expanded, server-set fields removed with a warning, duplicates refused.
 
 use std::{
     collections::HashSet,
     path::{Path, PathBuf},
-    time::Instant,
 };
 
 use serde_json::Value;
 
 use super::{
-    Error, Rendered, plain,
+    Error,
     sandbox::{self, Limits},
 };
 
@@ -61,24 +60,23 @@ impl Kustomize {
     }
 
     /// Builds `app_path` of the working copy `root` (through a kustomization of
-    /// `overrides` when it has any) and reads the output.
+    /// `overrides` when it has any); returns the output (a YAML stream, read with
+    /// [`super::render_output`]).
     ///
     /// # Errors
-    /// [`Error::RemoteBase`] (remote bases off), [`Error::Tool`] (the run failed),
-    /// the plain reader's errors on its output.
+    /// [`Error::RemoteBase`] (remote bases off), [`Error::Tool`] (the run failed).
     pub async fn build(
         &self,
         root: &Path,
         app_path: &str,
         overrides: &Overrides<'_>,
         limits: Limits,
-    ) -> Result<Rendered, Error> {
+    ) -> Result<Vec<u8>, Error> {
         if !limits.network
             && let Some((file, reference)) = remote_references(root, app_path).into_iter().next()
         {
             return Err(Error::RemoteBase { file, reference });
         }
-        let started = Instant::now();
         let target = if app_path.is_empty() { "." } else { app_path };
         let built = match overrides.kustomization(target) {
             Some(text) => {
@@ -90,14 +88,8 @@ impl Kustomize {
             }
             None => target,
         };
-        let out =
-            sandbox::run(&self.path, &["build", built, "--load-restrictor", "LoadRestrictionsRootOnly"], root, limits)
-                .await?;
-        let mut rendered = Rendered { tool: Some(self.describe()), ..Rendered::default() };
-        plain::render_stream(&format!("{target} (kustomize build)"), &out, true, &mut rendered)?;
-        plain::check_duplicates(&rendered.manifests)?;
-        rendered.took = started.elapsed();
-        Ok(rendered)
+        Ok(sandbox::run(&self.path, &["build", built, "--load-restrictor", "LoadRestrictionsRootOnly"], root, limits)
+            .await?)
     }
 }
 

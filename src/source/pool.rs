@@ -102,6 +102,7 @@ pub struct Pool {
     helm: tokio::sync::Mutex<Option<Helm>>,
     sops: tokio::sync::Mutex<Option<Sops>>,
     tool_runs: AtomicU64,
+    limits: crate::limits::Limits,
 }
 
 impl Pool {
@@ -117,7 +118,15 @@ impl Pool {
             helm: tokio::sync::Mutex::default(),
             sops: tokio::sync::Mutex::default(),
             tool_runs: AtomicU64::new(0),
+            limits: crate::limits::Limits::default(),
         }
+    }
+
+    /// This pool, reading and rendering within `limits` (see [`crate::limits`]).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// How many render-tool child processes this pool has started (builds, templates
@@ -138,7 +147,7 @@ impl Pool {
         }
         creds.ssh_key = repo.ssh_key_file.as_ref().map(|f| f.value.clone());
         creds.known_hosts = repo.known_hosts_file.as_ref().map(|f| f.value.clone());
-        let m = Arc::new(Mutex::new(Mirror::open(&self.cache_dir, &repo.url.value, creds)?));
+        let m = Arc::new(Mutex::new(Mirror::open(&self.cache_dir, &repo.url.value, creds)?.with_limits(self.limits)));
         mirrors.insert(repo.name.value.clone(), m.clone());
         Ok(m)
     }
@@ -208,6 +217,14 @@ impl Pool {
         let mut rendered = match tool {
             None => {
                 let (files, sops) = self.decrypted(&snapshot.files, t.source, limits).await?;
+                for (path, bytes) in &files {
+                    if render::is_manifest_file(path)
+                        && !path.ends_with(".json")
+                        && let Ok(text) = std::str::from_utf8(bytes)
+                    {
+                        self.limits.check_yaml(path, text)?;
+                    }
+                }
                 let mut r = render::render_files(&files)?;
                 r.tool = sops.map(|s| format!("plain YAML, {}", s.version));
                 r
@@ -215,14 +232,16 @@ impl Pool {
             Some(tool) => {
                 let dir = self.working_copy(repo, &snapshot.revision).await?;
                 self.tool_runs.fetch_add(1, Ordering::Relaxed);
-                match tool {
+                let shown = if t.path.is_empty() { "." } else { t.path };
+                let (name, described, out) = match tool {
                     Tool::Kustomize(k) => {
                         let overrides = render::kustomize::Overrides {
                             images: &t.source.images,
                             name_prefix: t.source.name_prefix.as_deref(),
                             name_suffix: t.source.name_suffix.as_deref(),
                         };
-                        k.build(dir.path(), t.path, &overrides, limits).await?
+                        let out = k.build(dir.path(), t.path, &overrides, limits).await?;
+                        (format!("{shown} (kustomize build)"), k.describe(), out)
                     }
                     Tool::Helm(h) => {
                         let template = render::helm::Template {
@@ -232,11 +251,15 @@ impl Pool {
                             value_files: &t.source.value_files,
                             values: t.source.values.as_ref(),
                         };
-                        h.template(dir.path(), &template, limits).await?
+                        let out = h.template(dir.path(), &template, limits).await?;
+                        (format!("{shown} (helm template)"), h.describe(), out)
                     }
-                }
+                };
+                self.limits.check_yaml(&name, &String::from_utf8_lossy(&out))?;
+                render::render_output(&name, &out, described)?
             }
         };
+        self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
         rendered.took = started.elapsed();
         if let Ok(mut c) = self.renders.lock() {
             c.put(key, rendered.clone());

@@ -68,5 +68,5 @@ pub use receiver::{DEFAULT_MAX_BODY_BYTES, Receiver};
 pub use refs::{RefKind, split_ref};
 pub use repo_key::RepoKey;
 pub use secret::Secret;
-pub use signature::{Failure, Scheme, SignedBytes, Verification};
+pub use signature::{Digests, Failure, Scheme, SignedBytes, Streaming, Verification};
 pub use watched::{Watch, WatchedRepository};

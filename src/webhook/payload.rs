@@ -63,11 +63,22 @@ pub struct RepoIdentity {
     pub keys: Vec<RepoKey>,
 }
 
+/// Most distinct URLs kept for one repository: forges send two to four (clone, SSH,
+/// web); further ones in a payload are ignored. Every ref change of a delivery carries
+/// these URLs, so the bound keeps a delivery's cost proportional to its size.
+pub const MAX_REPO_URLS: usize = 16;
+
 impl RepoIdentity {
+    /// The first [`MAX_REPO_URLS`] distinct non-empty `urls`, and their distinct keys;
+    /// linear in the number of URLs.
     fn from_urls<'a>(urls: impl IntoIterator<Item = &'a str>) -> Option<Self> {
         let mut identity = RepoIdentity { urls: Vec::new(), keys: Vec::new() };
+        let mut seen = std::collections::HashSet::new();
         for url in urls.into_iter().filter(|u| !u.trim().is_empty()) {
-            if identity.urls.iter().any(|u| u == url) {
+            if identity.urls.len() == MAX_REPO_URLS {
+                break;
+            }
+            if !seen.insert(url) {
                 continue;
             }
             identity.urls.push(url.to_owned());

@@ -9,7 +9,7 @@ use super::matching::matching_watches;
 use super::paths::path_verdict;
 use super::payload::{self, Event, PayloadError};
 use super::provider::{Headers, Provider};
-use super::signature::{self, Failure};
+use super::signature::{self, Digests, Failure, Streaming};
 use super::watched::{Watch, WatchedRepository};
 
 /// Default body limit: 25 MiB (26 214 400 bytes), above the 25 MB that GitHub and GitLab
@@ -39,6 +39,18 @@ impl Receiver {
     /// size (413) → provider (400) → content type (415) → authentication (401) → parse
     /// (400) → route and match (200 / 202).
     pub fn decide(&self, headers: &[(String, String)], body: &[u8]) -> Decision {
+        self.decide_streamed(headers, body, None)
+    }
+
+    /// The MACs to feed while a body streams in ([`Receiver::decide_streamed`]).
+    pub fn streaming(&self) -> Streaming {
+        Streaming::new(&self.repositories)
+    }
+
+    /// [`Receiver::decide`], with `digests` the raw body's tags computed while it was
+    /// read (from [`Receiver::streaming`] fed every chunk of `body`): a raw-body HMAC is
+    /// then not computed again. Same decision as [`Receiver::decide`].
+    pub fn decide_streamed(&self, headers: &[(String, String)], body: &[u8], digests: Option<&Digests>) -> Decision {
         let h = Headers::new(headers);
         let provider = Provider::detect_in(&h);
         let decision = Self::start(&h, provider);
@@ -60,7 +72,7 @@ impl Receiver {
             );
         };
         // 4. Authentication against every configured secret.
-        let (verification, verified) = signature::verify(provider, &h, content, body, &self.repositories);
+        let (verification, verified) = signature::verify(provider, &h, content, body, &self.repositories, digests);
         let failure = verification.failure;
         let mut decision = Decision { verification, ..decision };
         if !decision.verification.valid {

@@ -108,6 +108,63 @@ impl Verification {
     }
 }
 
+/// HMAC-SHA256 of a raw body under each configured secret, computed while the body
+/// streams in ([`Streaming::update`] per chunk as it arrives), so verifying costs no
+/// second pass over a buffered body. One MAC per distinct usable secret (repositories
+/// sharing a secret share it); a repository without a secret gets none.
+///
+/// Only raw-body HMAC-SHA256 schemes use the result (every provider but GitLab's token
+/// and the Gitea family's form mode, which signs the decoded `payload` field; those, and
+/// GitHub's legacy SHA-1, are verified over the buffered body as before).
+pub struct Streaming {
+    /// Distinct secrets' MACs.
+    macs: Vec<HmacSha256>,
+    /// Per repository, the index of its MAC in `macs`.
+    of_repo: Vec<Option<usize>>,
+}
+
+/// The tags [`Streaming`] computed: per repository, the HMAC-SHA256 of the whole body
+/// under its secret (`None` without a usable secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digests {
+    of_repo: Vec<Option<[u8; 32]>>,
+}
+
+impl Streaming {
+    /// One MAC per distinct usable secret of `repos` (in this order).
+    pub fn new(repos: &[WatchedRepository]) -> Self {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut macs = Vec::new();
+        let of_repo = repos
+            .iter()
+            .map(|repo| {
+                let key = repo.secret.as_ref().filter(|s| !s.is_empty())?.expose();
+                if let Some(i) = keys.iter().position(|k| constant_time_eq(k, key)) {
+                    return Some(i);
+                }
+                let mac = <HmacSha256 as KeyInit>::new_from_slice(key).ok()?;
+                keys.push(key);
+                macs.push(mac);
+                Some(macs.len() - 1)
+            })
+            .collect();
+        Streaming { macs, of_repo }
+    }
+
+    /// Feeds the next `chunk` of the body.
+    pub fn update(&mut self, chunk: &[u8]) {
+        for mac in &mut self.macs {
+            mac.update(chunk);
+        }
+    }
+
+    /// The tags of the whole body fed so far.
+    pub fn finish(self) -> Digests {
+        let tags: Vec<[u8; 32]> = self.macs.into_iter().map(|m| m.finalize().into_bytes().into()).collect();
+        Digests { of_repo: self.of_repo.iter().map(|i| i.and_then(|i| tags.get(i).copied())).collect() }
+    }
+}
+
 /// What the sender presented, before any secret is consulted.
 struct Selection<'h> {
     scheme: Scheme,
@@ -117,7 +174,9 @@ struct Selection<'h> {
     value: Result<&'h str, Failure>,
 }
 
-/// Authenticates a delivery against every configured repository.
+/// Authenticates a delivery against every configured repository; `digests`, when
+/// given, are the raw body's tags computed while it streamed in ([`Streaming`]) and
+/// stand in for hashing `body` again.
 ///
 /// Returns the verdict and, per entry of `repos`, whether that repository's secret
 /// verified it (false for repositories without a usable secret).
@@ -127,6 +186,7 @@ pub(crate) fn verify(
     content_type: ContentType,
     body: &[u8],
     repos: &[WatchedRepository],
+    digests: Option<&Digests>,
 ) -> (Verification, Vec<bool>) {
     let selection = select(provider, h, content_type);
     let mut verification = Verification {
@@ -159,8 +219,15 @@ pub(crate) fn verify(
                     Some(SignedBytes::FormFieldPayload) => form_field(body, "payload").map(Cow::Owned),
                     _ => Some(Cow::Borrowed(body)),
                 };
-                match (data, decode_tag(value, 32)) {
-                    (Some(data), Some(tag)) => check_each(repos, |_| true, |key| hmac_sha256_matches(key, &data, &tag)),
+                let streamed = digests
+                    .filter(|d| selection.signed_bytes == Some(SignedBytes::RawBody) && d.of_repo.len() == repos.len());
+                match (data, decode_tag(value, 32), streamed) {
+                    (Some(_), Some(tag), Some(d)) => {
+                        d.of_repo.iter().map(|t| t.as_ref().is_some_and(|t| constant_time_eq(t, &tag))).collect()
+                    }
+                    (Some(data), Some(tag), None) => {
+                        check_each(repos, |_| true, |key| hmac_sha256_matches(key, &data, &tag))
+                    }
                     _ => vec![false; repos.len()],
                 }
             }
@@ -335,7 +402,7 @@ mod tests {
         repos: &[WatchedRepository],
     ) -> (Verification, Vec<bool>) {
         let pairs: Vec<(String, String)> = headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-        verify(provider, &Headers::new(&pairs), ct, body, repos)
+        verify(provider, &Headers::new(&pairs), ct, body, repos, None)
     }
 
     #[test]
@@ -521,6 +588,48 @@ mod tests {
             assert_eq!(v.failure, *want, "{headers:?}");
             assert_eq!(v.signed_bytes, None);
         }
+    }
+
+    /// Tags computed while the body streams in, chunk by chunk, give the same verdict
+    /// per repository as hashing the buffered body; form mode signs the decoded field
+    /// and is verified over the buffer whatever the digests say.
+    #[test]
+    fn streamed_digests_decide_as_the_buffered_body_does() {
+        let body: Vec<u8> = (0..70_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let mut no_secret = repo("x", false);
+        no_secret.secret = None;
+        let repos = [repo("one", false), repo("two", false), no_secret, repo("two", false)];
+        for key in [&b"two"[..], b"one", b"neither"] {
+            let sig = hmac_hex(key, &body);
+            for (provider, header, value) in [
+                (Provider::Gitea, "X-Gitea-Signature", sig.clone()),
+                (Provider::GitHub, "X-Hub-Signature-256", format!("sha256={sig}")),
+                (Provider::BitbucketServer, "X-Hub-Signature", format!("sha256={sig}")),
+            ] {
+                let mut streaming = Streaming::new(&repos);
+                for chunk in body.chunks(8191) {
+                    streaming.update(chunk);
+                }
+                let digests = streaming.finish();
+                let pairs = vec![(header.to_owned(), value.clone())];
+                let h = Headers::new(&pairs);
+                let streamed = verify(provider, &h, ContentType::Json, &body, &repos, Some(&digests));
+                let buffered = verify(provider, &h, ContentType::Json, &body, &repos, None);
+                assert_eq!(streamed, buffered, "{provider:?} {key:?}");
+                assert_eq!(streamed.0.valid, key != b"neither");
+            }
+        }
+        // form mode: digests of the raw body are not what is signed
+        let payload = br#"{"ref":"refs/heads/main"}"#;
+        let form = format!("payload={}", String::from_utf8_lossy(payload).replace('"', "%22").replace(':', "%3A"));
+        let sig = hmac_hex(b"one", payload);
+        let mut streaming = Streaming::new(&repos);
+        streaming.update(form.as_bytes());
+        let pairs = vec![("X-Gitea-Signature".to_owned(), sig)];
+        let digests = streaming.finish();
+        let v =
+            verify(Provider::Gitea, &Headers::new(&pairs), ContentType::Form, form.as_bytes(), &repos, Some(&digests));
+        assert!(v.0.valid, "{v:?}");
     }
 
     #[test]

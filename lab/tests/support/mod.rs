@@ -101,7 +101,7 @@ pub async fn context_for(policy: &Path, cache: &Path, watches: bool) -> Arc<Cont
 /// [`context_for`] on another control plane than the shared one.
 pub async fn context_on(cp: &ControlPlane, policy: &Path, cache: &Path, watches: bool) -> Arc<Context> {
     let config = plumb::config::load(policy).unwrap_or_else(|e| panic!("{e}"));
-    let cluster = Cluster::new(cp.client().await.unwrap()).await.unwrap();
+    let cluster = Cluster::connect(Some(&cp.kubeconfig)).await.unwrap();
     let mut ctx = Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default()));
     if watches {
         ctx = ctx.with_watches();
@@ -122,7 +122,7 @@ impl Plumb {
     pub async fn start(policy: &Path, cache: &Path) -> Plumb {
         let cp = control_plane();
         let config = plumb::config::load(policy).unwrap_or_else(|e| panic!("{e}"));
-        let cluster = Cluster::new(cp.client().await.unwrap()).await.unwrap();
+        let cluster = Cluster::connect(Some(&cp.kubeconfig)).await.unwrap();
         let ctx = Arc::new(
             Context::new(cluster, Arc::new(config), cache.to_path_buf(), Arc::new(Metrics::default())).with_watches(),
         );

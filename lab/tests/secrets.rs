@@ -1,0 +1,217 @@
+//! Nothing secret leaves (issue 12), on the real control plane: the shared case k8s-04
+//! (a Secret's password changed by hand, reverted by selfHeal) and a Secret the API
+//! server refuses. Every output plumb writes — `plumb diff` text and JSON, `plumb sync`,
+//! the status ConfigMaps, `GET /api/v1/applications`, `/metrics`, the Events, and the
+//! log of a running `plumb serve` — is searched for each value, plain and base64.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{
+    path::PathBuf,
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use support::*;
+
+const NS: &str = "case-k04";
+const STATUS_NS: &str = "plumb-k04";
+
+/// Each value of k8s-04, plain and base64 (its `username`, `web`, is a common word that
+/// appears in names: it cannot be searched for), and the refused Secret's values.
+const VALUES: [&str; 8] = [
+    "aHVudGVyLXR3bw==",
+    "hunter-two",
+    "Y2hhbmdlbWUtMQ==",
+    "changeme-1",
+    "ZGIuZ2l0b3BzLWxhYi5zdmM=",
+    "db.gitops-lab.svc",
+    "tok-3x4mpl3-n0t-b4se64",
+    "stringdata-token-value",
+];
+
+/// A Secret the API server refuses: its `data` value is not base64.
+const REFUSED: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: api-token, namespace: case-k04}\n\
+    data: {token: tok-3x4mpl3-n0t-b4se64}\nstringData: {other: stringdata-token-value}\n";
+
+fn case_file(case: &str, file: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases").join(case).join(file);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Panics naming the output and the value when `text` holds any value of [`VALUES`].
+fn assert_clean(output: &str, text: &str) {
+    for v in VALUES {
+        if let Some(at) = text.find(v) {
+            let from = text[..at].char_indices().rev().nth(200).map_or(0, |(i, _)| i);
+            panic!("{output} holds {v}: …{}…", &text[from..(at + v.len() + 100).min(text.len())]);
+        }
+    }
+}
+
+/// `plumb serve`, killed when dropped; its stdout and stderr go to `log`.
+struct Serve {
+    child: Child,
+    log: PathBuf,
+    addr: std::net::SocketAddr,
+}
+
+impl Serve {
+    fn start(policy: &std::path::Path, cache: &std::path::Path, log: PathBuf) -> Serve {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let out = std::fs::File::create(&log).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args(["serve", "--config", policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
+            .args(["--listen", &addr.to_string()])
+            .env("KUBECONFIG", &control_plane().kubeconfig)
+            .env("PLUMB_LOG", "plumb=debug,info")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        Serve { child, log, addr }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn password() -> String {
+    kubectl(&["-n", NS, "get", "secret", "web-db", "-o", "jsonpath={.data.password}"])
+}
+
+/// k8s-04: the drift of a Secret is detected, shown by path, reverted by selfHeal, and
+/// no value appears in any output; a Secret the API server refuses fails its sync with an
+/// error that quotes no value either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_04_secret_values_never_leave() {
+    let lab = Lab::new("k8s-04");
+    let desired = case_file("k8s-04", "desired.yaml").replace("namespace: gitops-lab", &format!("namespace: {NS}"));
+    assert!(desired.contains("Y2hhbmdlbWUtMQ==") && desired.contains("stringData"), "the case changed");
+    lab.repo.write("app/secret.yaml", &desired).unwrap();
+    lab.repo.write("refused/secret.yaml", REFUSED).unwrap();
+    lab.repo.commit("k8s-04 secrets").unwrap();
+    let policy_with = |file: &str, sync_policy: &str| {
+        lab.policy(
+            file,
+            &format!(
+                "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\n\
+                 environments:\n  - name: e\n    syncPolicy: {sync_policy}\n\
+                 applications:\n  - {{name: web, repository: r, revision: main, path: app, namespace: {NS}, environment: e}}\n\
+                 \x20 - {{name: refused, repository: r, revision: main, path: refused, namespace: {NS}, environment: e}}\n",
+                lab.url
+            ),
+        )
+    };
+    let policy = policy_with("policy.yaml", "{automated: true, prune: true, selfHeal: true}");
+    let manual = policy_with("manual.yaml", "{automated: false}");
+    kubectl(&["create", "namespace", NS]);
+    kubectl(&["create", "namespace", STATUS_NS]);
+    let cache = lab.tmp.path().join("cache");
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--config", policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()]);
+        plumb_cli(&all)
+    };
+    let mut outputs: Vec<(String, String)> = Vec::new();
+
+    let (code, out, err) = cli(&["sync", "web"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    outputs.push(("plumb sync web".into(), format!("{out}\n{err}")));
+    assert_eq!(password(), "Y2hhbmdlbWUtMQ==");
+    kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "secret",
+        "web-db",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"password":"aHVudGVyLXR3bw=="}}"#,
+    ]);
+
+    // 1. plumb diff: the object and the path are shown, no value
+    let (code, out, err) = cli(&["diff", "web"]);
+    assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
+    assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, sha256:"), "{out}");
+    assert!(
+        out.contains("-  password: (sensitive, sha256:") && out.contains("+  password: (sensitive, sha256:"),
+        "{out}"
+    );
+    outputs.push(("plumb diff web".into(), format!("{out}\n{err}")));
+    // 2. plumb diff -o json: objects and differences
+    let (code, out, err) = cli(&["diff", "web", "-o", "json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let diffs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let secret = diffs.as_array().unwrap().iter().find(|d| d["object"] == "Secret/case-k04/web-db").unwrap();
+    assert_eq!(secret["differences"][0]["path"], "/data/password", "{secret:#}");
+    assert_eq!(secret["live"]["data"].as_object().unwrap().len(), 3, "keys stay: {secret:#}");
+    outputs.push(("plumb diff web -o json".into(), format!("{out}\n{err}")));
+    // 3a. a pass that only records (no automated sync): the status says OutOfSync, names
+    // the path, and the ConfigMap holds no value
+    let ctx = context_for(&manual, &lab.tmp.path().join("ctx-cache"), false).await;
+    let r = ctx.run_pass("web", plumb::reconcile::Mode::Policy, None).await.unwrap();
+    assert_eq!(r.status.sync, plumb::compare::SyncStatus::OutOfSync);
+    let reason = &r.status.resources.iter().find(|x| x.object == "Secret/case-k04/web-db").unwrap().reason;
+    assert!(reason.starts_with("differs at /data/password (sensitive, sha256:"), "{reason}");
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "yaml"]);
+    assert!(statuses.contains("differs at /data/password"), "{statuses}");
+    outputs.push(("status ConfigMaps, OutOfSync".into(), statuses));
+    // 4. the refused Secret: the API server's error quotes no value through plumb
+    for args in [&["diff", "refused"][..], &["sync", "refused"]] {
+        let (code, out, err) = cli(args);
+        assert_ne!(code, 0, "the API server refuses a data value that is not base64\n{out}\n{err}");
+        eprintln!("plumb {args:?} → {code}\n{out}\n{err}");
+        outputs.push((format!("plumb {args:?}"), format!("{out}\n{err}")));
+    }
+
+    // 3. plumb serve reverts the drift (selfHeal) and records it
+    let serve = Serve::start(&policy, &lab.tmp.path().join("serve-cache"), lab.tmp.path().join("serve.log"));
+    wait_for("selfHeal reverts the password", Duration::from_secs(90), || async {
+        (password() == "Y2hhbmdlbWUtMQ==").then_some(())
+    })
+    .await;
+    let events = wait_for("the SelfHealed Event on the Secret", Duration::from_secs(30), || async {
+        let ev = kubectl(&["-n", NS, "get", "events", "--field-selector", "involvedObject.name=web-db", "-o", "yaml"]);
+        ev.contains("SelfHealed").then_some(ev)
+    })
+    .await;
+    assert!(events.contains("reverted /data/password (sensitive, sha256:"), "{events}");
+    let api = wait_for("the API shows web Synced", Duration::from_secs(60), || async {
+        let (code, body) = http_request(serve.addr, "GET", "/api/v1/applications", &[], b"").await;
+        let apps: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let synced = apps.as_array()?.iter().any(|a| a["app"] == "web" && a["sync"] == "Synced");
+        (code == 200 && synced && body.contains("\"refused\"")).then_some(body)
+    })
+    .await;
+    let log = wait_for("the revert in plumb's log", Duration::from_secs(30), || async {
+        let log = serve.log();
+        log.contains("reverted /data/password").then_some(log)
+    })
+    .await;
+    let (_, metrics) = http_request(serve.addr, "GET", "/metrics", &[], b"").await;
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "yaml"]);
+    assert!(statuses.contains("api-token"), "the refused Secret's status is there:\n{statuses}");
+    let all_events = kubectl(&["-n", NS, "get", "events", "-o", "yaml"]);
+    outputs.extend([
+        ("Events".to_string(), all_events),
+        ("GET /api/v1/applications".into(), api),
+        ("plumb serve log".into(), log),
+        ("/metrics".into(), metrics),
+        ("status ConfigMaps".into(), statuses),
+    ]);
+    drop(serve);
+    for (what, text) in &outputs {
+        assert_clean(what, text);
+    }
+}

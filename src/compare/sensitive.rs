@@ -1,0 +1,304 @@
+//! Sensitive values: the one rule every output of plumb goes through, so that a value
+//! protected by RBAC on `secrets` never reaches a wider audience (status ConfigMap,
+//! HTTP API, Events, logs, commit statuses, `plumb diff`).
+//!
+//! A field is **sensitive** when it sits, in a core `v1` `Secret`, under `data` or
+//! `stringData` (whatever the key), or is the Secret's
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation (it repeats the whole
+//! body). A sensitive value prints as `(sensitive, sha256:<first 8 hex>)`: the key and
+//! the field path stay visible, two different values get different marks (so drift is
+//! still seen and a before/after is still readable), and nothing of the value is shown.
+//! The hash is over the value's bytes: a `data` value is base64-decoded first, so
+//! `data.x` and `stringData.x` of the same content get the same mark, equal to the first
+//! 8 hex digits of `kubectl get secret … -o jsonpath='{.data.x}' | base64 -d | sha256sum`.
+//!
+//! Error texts are scrubbed with [`scrub`]: every value of the Secret involved
+//! (plain, base64, JSON-escaped) is replaced by its mark, and the byte snippets the API
+//! server quotes from a request body it could not decode (`…|<bytes>|…`) are cut.
+//!
+//! Source of the rule: `kubectl diff` masks Secret data (kubernetes/kubernetes#87840,
+//! PR 96084); Flux censors Secret payloads in apply errors (kustomize-controller#419).
+
+use base64::Engine as _;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use super::Difference;
+
+/// The annotation `kubectl apply` (client-side) writes: a copy of the whole object.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What a mark starts with; [`mask`] leaves a value that already is a mark alone.
+const PREFIX: &str = "(sensitive, sha256:";
+
+/// Whether `obj` is a core `v1` `Secret` (the only kind whose values are sensitive
+/// today).
+pub fn is_secret(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("Secret")
+        && obj.get("apiVersion").and_then(Value::as_str).is_none_or(|v| v == "v1")
+}
+
+/// The mark of one sensitive value: `(sensitive, sha256:<first 8 hex>)`. `base64`: the
+/// value is a `data` entry (hashed after decoding when it decodes). A value that
+/// already is a mark is returned as it is.
+pub fn mask(value: &Value, base64: bool) -> String {
+    let bytes: Vec<u8> = match value {
+        Value::String(s) if s.starts_with(PREFIX) => return s.clone(),
+        Value::String(s) if base64 => {
+            base64::engine::general_purpose::STANDARD.decode(s).unwrap_or_else(|_| s.as_bytes().to_vec())
+        }
+        Value::String(s) => s.as_bytes().to_vec(),
+        v => v.to_string().into_bytes(),
+    };
+    let digest = Sha256::digest(&bytes);
+    format!("{PREFIX}{})", &hex::encode(digest)[..8])
+}
+
+/// How the value at RFC 6901 `pointer` of a Secret is sensitive: `Some(true)` for a
+/// `data` value (base64), `Some(false)` for `stringData` or the last-applied
+/// annotation, `None` when it is not sensitive. `scalar`: the value there is not an
+/// object (a `data` that is itself a string is masked whole).
+fn sensitive_at(pointer: &str, scalar: bool) -> Option<bool> {
+    let last_applied = format!("/metadata/annotations/{}", LAST_APPLIED.replace('~', "~0").replace('/', "~1"));
+    if pointer == last_applied {
+        return Some(false);
+    }
+    for (field, base64) in [("/data", true), ("/stringData", false)] {
+        if let Some(rest) = pointer.strip_prefix(field)
+            && (rest.starts_with('/') || (rest.is_empty() && scalar))
+        {
+            return Some(base64);
+        }
+    }
+    None
+}
+
+/// Masks, in place, every sensitive value inside `v`, which sits at `pointer` of a
+/// Secret (`""` for the whole object).
+fn mask_at(pointer: &str, v: &mut Value) {
+    if let Some(base64) = sensitive_at(pointer, !v.is_object()) {
+        if !v.is_null() {
+            *v = Value::String(mask(v, base64));
+        }
+        return;
+    }
+    if let Value::Object(m) = v {
+        for (k, child) in m.iter_mut() {
+            let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+            mask_at(&p, child);
+        }
+    }
+}
+
+/// A copy of `obj` with its sensitive values masked (keys stay visible); any other
+/// object is returned as it is.
+pub fn mask_object(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if is_secret(obj) {
+        mask_at("", &mut v);
+    }
+    v
+}
+
+/// Masks, in place, both values of each difference of a Secret (`secret`); nothing
+/// changes for other kinds. The paths stay as they are.
+pub fn mask_differences(secret: bool, differences: &mut [Difference]) {
+    if !secret {
+        return;
+    }
+    for d in differences {
+        for side in [&mut d.desired, &mut d.live].into_iter().flatten() {
+            mask_at(&d.path, side);
+        }
+    }
+}
+
+/// The sensitive strings of `obj` as they may appear in a message: each `data` value
+/// (as sent, and decoded), each `stringData` value (as sent, and base64-encoded), each in
+/// its JSON-escaped form too. Values shorter than 4 bytes are left out: replacing them
+/// would garble the message more than it protects.
+fn secrets_of(obj: &Value) -> Vec<(String, String)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut found = Vec::new();
+    for (field, base64) in [("data", true), ("stringData", false)] {
+        let Some(m) = obj.get(field).and_then(Value::as_object) else { continue };
+        for v in m.values() {
+            let Some(s) = v.as_str() else { continue };
+            let mark = mask(v, base64);
+            let other =
+                if base64 { b64.decode(s).ok().and_then(|b| String::from_utf8(b).ok()) } else { Some(b64.encode(s)) };
+            for form in std::iter::once(s.to_string()).chain(other) {
+                let escaped = serde_json::to_string(&form).unwrap_or_default();
+                let escaped = escaped.trim_matches('"').to_string();
+                found.push((form, mark.clone()));
+                found.push((escaped, mark.clone()));
+            }
+        }
+    }
+    if let Some(s) = obj.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) {
+        let mark = mask(&Value::String(s.into()), false);
+        if let Ok(inner) = serde_json::from_str::<Value>(s) {
+            found.extend(secrets_of(&inner));
+        }
+        found.push((s.to_string(), mark));
+    }
+    found.retain(|(s, _)| s.len() >= 4);
+    found
+}
+
+/// `message` (an error about one object) with every sensitive value of the Secrets
+/// among `objects` replaced by its mark, and the request-body snippets the API server
+/// quotes (`…|<bytes>|…`, as in `error found in #10 byte of …|"x": "y"|…`) cut to
+/// `…|(sensitive)|…`. Returned as it is when no object is a Secret.
+pub fn scrub(message: &str, objects: &[&Value]) -> String {
+    let secrets: Vec<&Value> = objects.iter().copied().filter(|o| is_secret(o)).collect();
+    if secrets.is_empty() {
+        return message.to_string();
+    }
+    let mut values: Vec<(String, String)> = secrets.iter().flat_map(|o| secrets_of(o)).collect();
+    values.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+    let mut out = cut_snippets(message);
+    for (value, mark) in values {
+        out = out.replace(&value, &mark);
+    }
+    out
+}
+
+/// Cuts what stands between `...|` and `|...` (the API server's quote of raw request
+/// bytes in a decoding error).
+fn cut_snippets(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find("...|") {
+        let after = &rest[start + 4..];
+        let Some(end) = after.find("|...") else { break };
+        out.push_str(&rest[..start + 4]);
+        out.push_str("(sensitive)");
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The shared case k8s-04: Git's and the live Secret.
+    fn desired() -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db", "namespace": "gitops-lab"},
+            "type": "Opaque",
+            "data": {"host": "ZGIuZ2l0b3BzLWxhYi5zdmM=", "password": "Y2hhbmdlbWUtMQ=="},
+            "stringData": {"username": "web"}})
+    }
+
+    fn live() -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db", "namespace": "gitops-lab",
+            "annotations": {LAST_APPLIED: "{\"data\":{\"password\":\"aHVudGVyLXR3bw==\"}}"}},
+            "type": "Opaque",
+            "data": {"host": "ZGIuZ2l0b3BzLWxhYi5zdmM=", "password": "aHVudGVyLXR3bw==", "username": "d2Vi"}})
+    }
+
+    /// Every value of the case, plain and base64 (`web` is too common a word to grep).
+    const VALUES: [&str; 7] = [
+        "aHVudGVyLXR3bw==",
+        "hunter-two",
+        "Y2hhbmdlbWUtMQ==",
+        "changeme-1",
+        "ZGIuZ2l0b3BzLWxhYi5zdmM=",
+        "db.gitops-lab.svc",
+        "d2Vi",
+    ];
+
+    fn assert_clean(text: &str) {
+        for v in VALUES {
+            assert!(!text.contains(v), "{v} in {text}");
+        }
+    }
+
+    #[test]
+    fn a_mark_is_the_hash_of_the_decoded_value() {
+        // printf changeme-1 | sha256sum
+        let want = format!("(sensitive, sha256:{})", &hex::encode(Sha256::digest(b"changeme-1"))[..8]);
+        assert_eq!(mask(&json!("Y2hhbmdlbWUtMQ=="), true), want);
+        assert_eq!(mask(&json!("changeme-1"), false), want, "stringData and data of one content match");
+        assert_ne!(mask(&json!("aHVudGVyLXR3bw=="), true), want, "another value, another mark");
+        assert_eq!(mask(&json!(want.clone()), true), want, "masking twice changes nothing");
+        assert_eq!(mask(&json!("not base64!"), true), mask(&json!("not base64!"), false));
+    }
+
+    #[test]
+    fn secret_objects_keep_keys_and_lose_values() {
+        let m = mask_object(&live());
+        assert_clean(&m.to_string());
+        assert_eq!(
+            m["data"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
+            ["host", "password", "username"]
+        );
+        assert_eq!(m["metadata"]["name"], "web-db");
+        assert!(m["metadata"]["annotations"][LAST_APPLIED].as_str().is_some_and(|s| s.starts_with(PREFIX)));
+        let d = mask_object(&desired());
+        assert_eq!(d["stringData"]["username"], json!(mask(&json!("web"), false)));
+        // not a core Secret: untouched
+        for other in [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "hunter-two"}}),
+            json!({"apiVersion": "example.com/v1", "kind": "Secret", "data": {"k": "hunter-two"}}),
+        ] {
+            assert_eq!(mask_object(&other), other);
+        }
+    }
+
+    #[test]
+    fn differences_keep_their_paths_and_show_distinct_marks() {
+        let mut ds = super::super::diff(&desired(), &live());
+        mask_differences(true, &mut ds);
+        let text: Vec<String> = ds.iter().map(Difference::describe).collect();
+        assert_clean(&text.join("\n"));
+        let pw = ds.iter().find(|d| d.path == "/data/password").map(Difference::describe).unwrap_or_default();
+        assert_eq!(
+            pw,
+            format!(
+                "/data/password {}→{}",
+                mask(&json!("aHVudGVyLXR3bw=="), true),
+                mask(&json!("Y2hhbmdlbWUtMQ=="), true)
+            )
+        );
+        // a whole `data` or the whole object at once (the shallowest path differs)
+        let mut whole = vec![
+            Difference { path: "/data".into(), desired: Some(desired()["data"].clone()), live: None, manager: None },
+            Difference { path: String::new(), desired: None, live: Some(live()), manager: None },
+        ];
+        mask_differences(true, &mut whole);
+        assert_clean(&serde_json::to_string(&whole).unwrap_or_default());
+        assert!(
+            whole[0].desired.as_ref().is_some_and(|d| d["password"].as_str().is_some_and(|s| s.starts_with(PREFIX)))
+        );
+        // a ConfigMap's differences are shown as they are
+        let mut cm = vec![Difference { path: "/data/k".into(), desired: Some(json!("v")), live: None, manager: None }];
+        mask_differences(false, &mut cm);
+        assert_eq!(cm[0].desired, Some(json!("v")));
+    }
+
+    #[test]
+    fn errors_quoting_a_secret_body_are_scrubbed() {
+        let body = desired();
+        let cases = [
+            // a 422 quoting stringData
+            "Secret \"web-db\" is invalid: stringData[password]: Invalid value: \"changeme-1\": too short",
+            // a decode error quoting the request body
+            "v1.Secret.Data: decode base64: illegal base64 data, error found in #10 byte of ...|\"password\":\"Y2hhbmdlbWUtMQ==\",\"x\":\"a|..., bigger context ...|{\"data\":{\"host\":\"ZGIuZ2l0b3BzLWxhYi5zdmM=\"}|...",
+            "patch failed: {\"data\":{\"host\":\"ZGIuZ2l0b3BzLWxhYi5zdmM=\"},\"stringData\":{\"username\":\"web\"}}",
+            "was db.gitops-lab.svc, is aHVudGVyLXR3bw==",
+        ];
+        for m in cases {
+            let s = scrub(m, &[&body, &live()]);
+            assert_clean(&s);
+            assert!(s.contains("web-db") || s.contains(PREFIX) || s.contains("(sensitive)"), "{s}");
+        }
+        assert!(scrub(cases[0], &[&body]).contains("stringData[password]"), "keys stay");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"password": "changeme-1"}});
+        assert_eq!(scrub(cases[0], &[&cm]), cases[0], "only Secrets are scrubbed");
+    }
+}

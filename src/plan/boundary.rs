@@ -1,0 +1,218 @@
+//! The boundaries of an application: where its Git may make plumb write (see
+//! [`crate::config::Boundaries`] for the policy shape). Pure: fed an object's identity
+//! and body, says whether it may be written and, if not, by which rule.
+//!
+//! Rules, in order:
+//!
+//! 1. plumb's own namespace (the status namespace) and its Namespace are never written;
+//! 2. plumb's own RBAC — ClusterRoles and ClusterRoleBindings named `plumb` or
+//!    `plumb-*`, and any RoleBinding or ClusterRoleBinding that grants such a
+//!    ClusterRole — is never written (Git could otherwise hand plumb's rights to anyone);
+//! 3. a namespaced object goes only into a namespace matching `destinations.namespaces`
+//!    (default: exactly the application's namespace), and never is of a kind matching
+//!    `namespaceResources.deny`;
+//! 4. a cluster-scoped object must match `clusterResources`; a Namespace whose name
+//!    matches the destinations is always allowed (default: nothing else).
+
+use globset::{Glob, GlobMatcher};
+use serde_json::Value;
+
+use crate::{
+    config::{Boundaries, GroupKind},
+    tracking::ObjectKey,
+};
+
+/// Compiled boundaries of one application.
+#[derive(Debug, Clone)]
+pub struct Boundary {
+    namespaces: Vec<(String, GlobMatcher)>,
+    cluster: Option<Vec<(GroupKind, GlobMatcher, GlobMatcher)>>,
+    deny: Vec<(GroupKind, GlobMatcher, GlobMatcher)>,
+    own_namespace: String,
+}
+
+impl Boundary {
+    /// The boundaries `b` of an application whose namespace is `app_namespace`, in an
+    /// installation whose own namespace is `own_namespace`.
+    ///
+    /// # Errors
+    /// A glob that does not compile, named (the policy's validation reports it first).
+    pub fn new(b: &Boundaries, app_namespace: &str, own_namespace: &str) -> Result<Self, String> {
+        let glob = |g: &str| Glob::new(g).map(|g| g.compile_matcher()).map_err(|e| format!("`{g}`: {e}"));
+        let kinds = |list: &[GroupKind]| -> Result<Vec<_>, String> {
+            list.iter().map(|gk| Ok((gk.clone(), glob(&gk.group)?, glob(&gk.kind)?))).collect()
+        };
+        let namespaces = match &b.destinations {
+            Some(d) => d.namespaces.iter().map(|n| Ok((n.clone(), glob(n)?))).collect::<Result<_, String>>()?,
+            None => vec![(app_namespace.to_string(), glob(&globset::escape(app_namespace))?)],
+        };
+        Ok(Self {
+            namespaces,
+            cluster: b.cluster_resources.as_deref().map(kinds).transpose()?,
+            deny: b.namespace_resources.as_ref().map_or(Ok(vec![]), |n| kinds(&n.deny))?,
+            own_namespace: own_namespace.to_string(),
+        })
+    }
+
+    /// Whether object `key` (of a namespaced kind when `namespaced`; `obj` its body) may
+    /// be written.
+    ///
+    /// # Errors
+    /// The rule that refuses it, in words: `namespace "kube-system" is not among the
+    /// destinations (destinations.namespaces: web)`.
+    pub fn check(&self, key: &ObjectKey, namespaced: bool, obj: &Value) -> Result<(), String> {
+        let own = &self.own_namespace;
+        if (namespaced && key.namespace == *own) || (is(key, "", "Namespace") && key.name == *own) {
+            return Err(format!("plumb's own namespace \"{own}\" is never written from Git"));
+        }
+        if let Some(why) = own_rbac(key, obj) {
+            return Err(why);
+        }
+        if namespaced {
+            if !self.namespaces.iter().any(|(_, m)| m.is_match(&key.namespace)) {
+                return Err(format!(
+                    "namespace \"{}\" is not among the destinations (destinations.namespaces: {})",
+                    key.namespace,
+                    self.namespaces.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            if let Some((gk, ..)) = self.deny.iter().find(|(_, g, k)| g.is_match(&key.group) && k.is_match(&key.kind)) {
+                return Err(format!("{} is denied (namespaceResources.deny: {})", kind_of(key), show(gk)));
+            }
+            return Ok(());
+        }
+        if is(key, "", "Namespace") && self.namespaces.iter().any(|(_, m)| m.is_match(&key.name)) {
+            return Ok(());
+        }
+        let allowed = self.cluster.as_ref().map_or(&[][..], Vec::as_slice);
+        if allowed.iter().any(|(_, g, k)| g.is_match(&key.group) && k.is_match(&key.kind)) {
+            return Ok(());
+        }
+        let listed = if allowed.is_empty() {
+            "none".to_string()
+        } else {
+            allowed.iter().map(|(gk, ..)| show(gk)).collect::<Vec<_>>().join(", ")
+        };
+        Err(format!("cluster-scoped {} is not allowed (clusterResources: {listed})", kind_of(key)))
+    }
+}
+
+fn is(key: &ObjectKey, group: &str, kind: &str) -> bool {
+    key.group == group && key.kind == kind
+}
+
+fn kind_of(key: &ObjectKey) -> String {
+    if key.group.is_empty() { key.kind.clone() } else { format!("{}.{}", key.kind, key.group) }
+}
+
+fn show(gk: &GroupKind) -> String {
+    if gk.group.is_empty() { gk.kind.clone() } else { format!("{}.{}", gk.kind, gk.group) }
+}
+
+/// Whether `name` names plumb's own RBAC.
+fn plumbs(name: &str) -> bool {
+    name == "plumb" || name.starts_with("plumb-")
+}
+
+/// Why `key` is plumb's own RBAC, or grants plumb's ClusterRole, if it does.
+fn own_rbac(key: &ObjectKey, obj: &Value) -> Option<String> {
+    if key.group != "rbac.authorization.k8s.io" {
+        return None;
+    }
+    if matches!(key.kind.as_str(), "ClusterRole" | "ClusterRoleBinding") && plumbs(&key.name) {
+        return Some(format!("plumb's own RBAC ({} {}) is never written from Git", key.kind, key.name));
+    }
+    let role = obj.pointer("/roleRef").filter(|_| matches!(key.kind.as_str(), "RoleBinding" | "ClusterRoleBinding"))?;
+    let (kind, name) = (role.get("kind").and_then(Value::as_str)?, role.get("name").and_then(Value::as_str)?);
+    (kind == "ClusterRole" && plumbs(name))
+        .then(|| format!("{} grants plumb's own ClusterRole {name}, which Git may not hand out", key.kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::{Destinations, NamespaceResources};
+
+    fn key(group: &str, kind: &str, namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey { group: group.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
+    }
+
+    fn gk(group: &str, kind: &str) -> GroupKind {
+        GroupKind { group: group.into(), kind: kind.into() }
+    }
+
+    #[test]
+    fn defaults_keep_an_application_in_its_namespace() {
+        let b = Boundary::new(&Boundaries::default(), "web", "plumb-system").expect("valid");
+        let none = json!({});
+        // (object, namespaced) → refusal (None: allowed)
+        let table: &[(ObjectKey, bool, Option<&str>)] = &[
+            (key("", "ConfigMap", "web", "a"), true, None),
+            (key("apps", "Deployment", "web", "a"), true, None),
+            (key("", "Namespace", "", "web"), false, None),
+            (
+                key("", "ConfigMap", "kube-system", "a"),
+                true,
+                Some("namespace \"kube-system\" is not among the destinations (destinations.namespaces: web)"),
+            ),
+            (key("", "ConfigMap", "web-2", "a"), true, Some("namespace \"web-2\" is not among the destinations (destinations.namespaces: web)")),
+            (key("", "Namespace", "", "other"), false, Some("cluster-scoped Namespace is not allowed (clusterResources: none)")),
+            (
+                key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
+                false,
+                Some("cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: none)"),
+            ),
+            (key("", "ConfigMap", "plumb-system", "plumb-app-other"), true, Some("plumb's own namespace \"plumb-system\" is never written from Git")),
+            (key("", "Namespace", "", "plumb-system"), false, Some("plumb's own namespace \"plumb-system\" is never written from Git")),
+        ];
+        for (k, namespaced, want) in table {
+            assert_eq!(b.check(k, *namespaced, &none).err().as_deref(), *want, "{k}");
+        }
+    }
+
+    #[test]
+    fn environments_widen_and_narrow() {
+        let boundaries = Boundaries {
+            destinations: Some(Destinations { namespaces: vec!["shop".into(), "shop-*".into()] }),
+            cluster_resources: Some(vec![gk("rbac.authorization.k8s.io", "ClusterRole"), gk("apiextensions.k8s.io", "*")]),
+            namespace_resources: Some(NamespaceResources { deny: vec![gk("", "ResourceQuota"), gk("rbac.authorization.k8s.io", "*Binding")] }),
+        };
+        let b = Boundary::new(&boundaries, "web", "plumb-system").expect("valid");
+        let none = json!({});
+        let grant = |name: &str| json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}});
+        let table: &[(ObjectKey, bool, &Value, Option<&str>)] = &[
+            (key("", "ConfigMap", "shop-eu", "a"), true, &none, None),
+            (key("", "ConfigMap", "web", "a"), true, &none, Some("namespace \"web\" is not among the destinations (destinations.namespaces: shop, shop-*)")),
+            (key("", "Namespace", "", "shop-us"), false, &none, None),
+            (key("apiextensions.k8s.io", "CustomResourceDefinition", "", "w.example"), false, &none, None),
+            (key("rbac.authorization.k8s.io", "ClusterRole", "", "shop-reader"), false, &none, None),
+            (key("", "ResourceQuota", "shop", "q"), true, &none, Some("ResourceQuota is denied (namespaceResources.deny: ResourceQuota)")),
+            (
+                key("rbac.authorization.k8s.io", "RoleBinding", "shop", "rb"),
+                true,
+                &none,
+                Some("RoleBinding.rbac.authorization.k8s.io is denied (namespaceResources.deny: *Binding.rbac.authorization.k8s.io)"),
+            ),
+            (key("rbac.authorization.k8s.io", "ClusterRole", "", "plumb"), false, &none, Some("plumb's own RBAC (ClusterRole plumb) is never written from Git")),
+            (
+                key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
+                false,
+                &grant("plumb"),
+                Some("ClusterRoleBinding grants plumb's own ClusterRole plumb, which Git may not hand out"),
+            ),
+            (
+                key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
+                false,
+                &grant("view"),
+                Some("cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: ClusterRole.rbac.authorization.k8s.io, *.apiextensions.k8s.io)"),
+            ),
+        ];
+        for (k, namespaced, obj, want) in table {
+            assert_eq!(b.check(k, *namespaced, obj).err().as_deref(), *want, "{k}");
+        }
+        let bad = Boundaries { destinations: Some(Destinations { namespaces: vec!["[".into()] }), ..Boundaries::default() };
+        assert!(Boundary::new(&bad, "web", "plumb-system").is_err());
+    }
+}
