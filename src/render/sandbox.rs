@@ -1,9 +1,12 @@
 //! Running a render tool as a child process, fenced in: a clean environment (only
-//! `HOME` pointing at the working copy, an empty `PATH`, and — without network — proxy
-//! variables pointing at a closed local port, so Go's HTTP client cannot reach out), no
+//! `HOME` pointing at the working copy, an empty `PATH` — the system's when network is
+//! allowed, for kustomize's `git` — and, without network, proxy variables pointing at a
+//! closed local port, so Go's HTTP client cannot reach out), no
 //! standard input, a time limit (the child is killed when it passes), an output size
 //! limit, and the first lines of its standard error in the error, credentials in URLs
-//! removed.
+//! removed. This fences the tools plumb runs (kustomize, helm, sops: their own file
+//! restrictions on, plugins off); it is not an OS sandbox — no namespaces or seccomp —
+//! and a program that ignores proxy variables could still open a socket.
 
 use std::{path::Path, process::Stdio, time::Duration};
 
@@ -88,7 +91,8 @@ pub async fn run_with_env(
         .current_dir(dir)
         .env_clear()
         .env("HOME", dir)
-        .env("PATH", "")
+        // with network (remote kustomize bases) the tool may need `git`; else nothing
+        .env("PATH", if limits.network { "/usr/local/bin:/usr/bin:/bin" } else { "" })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
