@@ -1,4 +1,6 @@
-//! Command line: `plumb serve | diff | sync | status | history | validate | webhook replay`.
+//! Command line: `plumb serve | diff | render | sync | status | history | validate | webhook replay`.
+
+mod render;
 
 use std::{
     io::IsTerminal,
@@ -75,6 +77,22 @@ enum Command {
         /// Output: `text` (unified diff) or `json`.
         #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
         output: String,
+    },
+    /// Print the rendered objects of one application (Secret values masked) as a YAML
+    /// stream; the tool, its version and the render time on standard error. Needs no
+    /// cluster. Exit 0, or 2 when the source cannot be fetched or rendered.
+    Render {
+        /// Application.
+        app: String,
+        /// Policy file.
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: PathBuf,
+        /// Directory of the Git mirrors (created when missing).
+        #[arg(long, env = "PLUMB_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+        /// Render this commit (or branch/tag) instead of the configured revision.
+        #[arg(long)]
+        revision: Option<String>,
     },
     /// Sync one application now, whatever its policy, and print what was done.
     Sync {
@@ -226,10 +244,18 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             handle.tracker.wait().await;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Render { app, config, cache_dir, revision } => {
+            let cache = cache_dir.unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
+            std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+            render::run(&config, &cache, &app, revision.as_deref()).await
+        }
         Command::Diff { app, cluster, revision, output } => {
             let ctx = context(&cluster, false).await?;
             let report = ctx.run_pass(&app, Mode::CompareOnly, revision.as_deref()).await?;
             let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
+            for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
+                eprintln!("warning: {}", c.message);
+            }
             if report.status.sync == crate::compare::SyncStatus::Unknown {
                 for c in &report.status.conditions {
                     eprintln!("{}: {}", c.type_, c.message);

@@ -27,6 +27,15 @@ pub struct StatusLabels {
     pub status: String,
 }
 
+/// Labels of a render.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RenderLabels {
+    /// Application.
+    pub app: String,
+    /// `plain`, `kustomize` or `helm`.
+    pub tool: String,
+}
+
 /// Labels of a webhook delivery. Every value comes from a fixed set, whatever the
 /// sender writes in its headers, so a sender cannot grow the metric without bound.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +88,9 @@ pub struct Metrics {
     pub health_status: Family<StatusLabels, Gauge>,
     /// Webhook deliveries by provider, event, outcome and HTTP status.
     pub deliveries: Family<DeliveryLabels, Counter>,
+    /// Seconds a render took (tool runs included), by application and tool; observed
+    /// only when a pass really rendered (a cached render costs nothing).
+    pub render_seconds: Family<RenderLabels, Histogram>,
     /// Seconds from reading a webhook delivery that queued a pass to the start of that
     /// pass (queue, dispatcher and the wait for a running pass to finish).
     pub webhook_to_pass_seconds: Histogram,
@@ -94,6 +106,9 @@ impl Default for Metrics {
         let sync_status = Family::<StatusLabels, Gauge>::default();
         let health_status = Family::<StatusLabels, Gauge>::default();
         let deliveries = Family::<DeliveryLabels, Counter>::default();
+        let render_seconds = Family::<RenderLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0])
+        });
         let webhook_to_pass_seconds =
             Histogram::new([0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0]);
         registry.register("passes", "Reconcile passes by application and result", passes.clone());
@@ -106,11 +121,25 @@ impl Default for Metrics {
             deliveries.clone(),
         );
         registry.register(
+            "render_duration_seconds",
+            "Duration of a render (not a cached one) in seconds, by application and tool",
+            render_seconds.clone(),
+        );
+        registry.register(
             "webhook_to_pass_seconds",
             "Seconds from receiving a webhook delivery to the start of the pass it queued",
             webhook_to_pass_seconds.clone(),
         );
-        Self { registry, passes, pass_seconds, sync_status, health_status, deliveries, webhook_to_pass_seconds }
+        Self {
+            registry,
+            passes,
+            pass_seconds,
+            sync_status,
+            health_status,
+            deliveries,
+            render_seconds,
+            webhook_to_pass_seconds,
+        }
     }
 }
 

@@ -123,11 +123,11 @@ impl Context {
         let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
         let limits = config.settings.limits;
         Self {
+            sources: source::Pool::new(cache_dir, Arc::clone(&config)).with_limits(limits),
             cluster,
             store,
             config,
             metrics,
-            sources: source::Pool::new(cache_dir).with_limits(limits),
             statuses: RwLock::default(),
             live: None,
             drift_rx: Mutex::default(),
@@ -153,6 +153,12 @@ impl Context {
     /// [`Context::with_watches`] (taken once, by whoever triggers passes).
     pub fn take_drift_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
         self.drift_rx.lock().ok()?.take()
+    }
+
+    /// How many render-tool child processes (kustomize, helm, sops) this context has
+    /// started: a pass over an unchanged tree adds none.
+    pub fn render_tool_runs(&self) -> u64 {
+        self.sources.tool_runs()
     }
 
     /// The latest status of every application (in memory; loaded from the cluster on
@@ -255,7 +261,16 @@ impl Context {
             Desired::FetchFailed(source::FetchError::Git(e.into()))
         });
         let (snapshot, manifests) = match desired {
-            Desired::Rendered(snapshot, manifests) => (snapshot, manifests),
+            Desired::Rendered(snapshot, rendered) => {
+                if !rendered.cached {
+                    let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
+                    self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
+                }
+                let warnings = rendered.warnings.iter();
+                st.conditions
+                    .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
+                (snapshot, rendered.manifests)
+            }
             Desired::FetchFailed(e) => {
                 let message = format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value));
                 return self.finish_early(st, previous, history, message, started, mode).await;

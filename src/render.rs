@@ -1,30 +1,84 @@
 //! Render: turn the files of an application's directory into manifests.
 //!
-//! Plain YAML/JSON directories: every `*.yaml`, `*.yml` and `*.json` file under the
-//! path (recursively, in path order), every document of a multi-document file, and the
-//! items of a `kind: List`. Empty documents are skipped. YAML is read with kubectl's
-//! scalar rules where they differ from YAML 1.2: a leading-zero integer such as `0644`
-//! is octal (sigs.k8s.io/yaml follows YAML 1.1 here). A file that does not parse, or a
-//! document that is not a Kubernetes object, is an error naming the file, the document
-//! and the line — never silently skipped.
+//! - plain YAML/JSON directories ([`plain`]: kubectl's reading of a directory —
+//!   lists, UTF-16, server-set fields removed with a warning);
+//! - kustomize ([`kustomize`]) and Helm charts ([`helm`]: `helm template`): the real
+//!   binaries, sandboxed ([`sandbox`]), their output read like a plain file;
+//! - SOPS-encrypted files of a plain source, decrypted first ([`sops`]).
+//!
+//! Which one is the application's `source.type`, else [`detect`]ed from the files
+//! directly under its path. A file or document that cannot be used is an error naming
+//! the file, the document and the line — never silently skipped: a failed render stops
+//! the pass before compare, so nothing is pruned.
+
+pub mod helm;
+pub mod kustomize;
+mod plain;
+pub mod sandbox;
+pub mod server_set;
+pub mod sops;
+
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::tracking::ObjectKey;
+pub use plain::{is_manifest_file, render_files};
+
+use crate::config::SourceType;
+
+/// The renderer for a path whose direct entries are `top_level` (file names): a
+/// kustomization file → kustomize, a `Chart.yaml` → Helm, else plain.
+pub fn detect(top_level: &[String]) -> SourceType {
+    let has = |n: &str| top_level.iter().any(|t| t == n);
+    if kustomize::KUSTOMIZATION_FILES.iter().any(|n| has(n)) {
+        SourceType::Kustomize
+    } else if has("Chart.yaml") {
+        SourceType::Helm
+    } else {
+        SourceType::Plain
+    }
+}
 
 /// One rendered object and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// `path/in/repo.yaml#N` (N = 1-based document index).
     pub source: String,
-    /// The object as written (JSON model).
+    /// The object as written (JSON model), server-set fields removed.
     pub object: Value,
+}
+
+/// What a render produced: the manifests and what the user should fix in Git.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rendered {
+    /// The objects, in file and document order.
+    pub manifests: Vec<Manifest>,
+    /// One line per problem that did not stop the render, naming file and document
+    /// (e.g. server-set fields removed); shown as the application's `RenderWarning`.
+    pub warnings: Vec<String>,
+    /// The tool and its version (`kustomize v5.8.1`); `None` for plain YAML.
+    pub tool: Option<String>,
+    /// How long the render took (the tool's runs included).
+    pub took: Duration,
+    /// Whether this render was taken from the cache (nothing ran in this call).
+    pub cached: bool,
+}
+
+impl Rendered {
+    /// The renderer's name for metrics: `plain`, `kustomize` or `helm`.
+    pub fn tool_name(&self) -> &'static str {
+        match self.tool.as_deref().and_then(|t| t.split_whitespace().next()) {
+            Some("kustomize") => "kustomize",
+            Some("helm") => "helm",
+            _ => "plain",
+        }
+    }
 }
 
 /// Why the directory could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// A file is not valid YAML/JSON.
+    /// A file is not valid YAML/JSON (or not UTF-8 / UTF-16 with a byte-order mark).
     #[error("{file}:{line}: document {document}: {message}")]
     Parse {
         /// File path inside the repository.
@@ -36,14 +90,57 @@ pub enum Error {
         /// The parser's message.
         message: String,
     },
-    /// A document parsed but is not a Kubernetes object.
-    #[error("{file}: document {document}: {message}")]
+    /// A document (or an item of a list document) parsed but is not a Kubernetes object.
+    #[error("{file}: document {document}{}: {message}", item.map_or(String::new(), |i| format!(" items[{i}]")))]
     NotAnObject {
         /// File path inside the repository.
         file: String,
         /// 1-based document index in the file.
         document: usize,
+        /// 0-based index in the list's `items`, for an item of a list document.
+        item: Option<usize>,
         /// What is missing.
+        message: String,
+    },
+    /// The file is a Git LFS pointer: its content lives on an LFS server plumb does not
+    /// read.
+    #[error("{file} is a Git LFS pointer (oid {oid}); plumb does not fetch LFS objects: commit the manifest itself")]
+    LfsPointer {
+        /// File path inside the repository.
+        file: String,
+        /// The pointer's `oid` line (`sha256:…`).
+        oid: String,
+    },
+    /// The commit's tree cannot be read as the application's files (a submodule, a
+    /// symlink leaving the repository); the message names the entry.
+    #[error("{message}")]
+    Tree {
+        /// What is wrong, naming the entry.
+        message: String,
+    },
+    /// A render tool could not be found, failed, ran too long or wrote too much; the
+    /// message names the tool, and its first lines of standard error.
+    #[error("{message}")]
+    Tool {
+        /// What happened.
+        message: String,
+    },
+    /// A kustomization names a remote base while remote bases are off.
+    #[error(
+        "{file}: `{reference}` is remote; remote bases are off for this application (source.allowRemoteBases: true to allow)"
+    )]
+    RemoteBase {
+        /// The kustomization file.
+        file: String,
+        /// The remote entry.
+        reference: String,
+    },
+    /// A SOPS-encrypted file could not be decrypted (or no key is configured).
+    #[error("{file}: SOPS-encrypted; {message}")]
+    Decrypt {
+        /// File path inside the repository.
+        file: String,
+        /// Why (sops's first lines of stderr, or the missing setting).
         message: String,
     },
     /// A limit of [`crate::limits`] was exceeded (YAML expansion of a file, rendered
@@ -62,134 +159,33 @@ pub enum Error {
     },
 }
 
-/// Whether a path names a manifest file plumb reads.
-pub fn is_manifest_file(path: &str) -> bool {
-    path.ends_with(".yaml") || path.ends_with(".yml") || path.ends_with(".json")
-}
-
-/// Renders `files` (path inside the repository, content), sorted by path.
+/// Reads a render tool's output `bytes` (a YAML stream shown as `name`, e.g.
+/// `apps/web (kustomize build)`) like a plain file: lists expanded, server-set fields
+/// removed with a warning, duplicates refused; `tool` is the tool and its version.
 ///
 /// # Errors
-/// [`Error`] for the first file that cannot be used; nothing is returned in that case
-/// (a partial render must never reach prune).
+/// [`Error`] as for a plain file.
+pub fn render_output(name: &str, bytes: &[u8], tool: String) -> Result<Rendered, Error> {
+    let mut rendered = Rendered { tool: Some(tool), ..Rendered::default() };
+    plain::render_stream(name, bytes, true, &mut rendered)?;
+    plain::check_duplicates(&rendered.manifests)?;
+    Ok(rendered)
+}
+
+impl From<sandbox::RunError> for Error {
+    fn from(e: sandbox::RunError) -> Self {
+        Error::Tool { message: e.to_string() }
+    }
+}
+
+/// Reads plain `files` (path inside the repository, content) into objects kept as
+/// written, server-set fields included ([`plain::read_objects`]): for exported live
+/// objects. A desired state is read with [`render_files`].
+///
+/// # Errors
+/// [`Error`], as [`render_files`].
 pub fn render(files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, Error> {
-    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().filter(|(p, _)| is_manifest_file(p)).collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out = Vec::new();
-    for (path, bytes) in sorted {
-        for (i, doc) in parse_documents(path, bytes)?.into_iter().enumerate() {
-            let document = i + 1;
-            let items = match doc {
-                Value::Null => continue,
-                Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
-                    m.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
-                }
-                other => vec![other],
-            };
-            for object in items {
-                check_object(&object).map_err(|message| Error::NotAnObject {
-                    file: path.clone(),
-                    document,
-                    message,
-                })?;
-                out.push(Manifest { source: format!("{path}#{document}"), object });
-            }
-        }
-    }
-    let mut seen = std::collections::HashMap::new();
-    for m in &out {
-        if let Some(key) = ObjectKey::of(&m.object)
-            && let Some(first) = seen.insert(key.clone(), m.source.clone())
-        {
-            return Err(Error::Duplicate { key: key.to_string(), first, second: m.source.clone() });
-        }
-    }
-    Ok(out)
-}
-
-fn parse_documents(path: &str, bytes: &[u8]) -> Result<Vec<Value>, Error> {
-    let text = std::str::from_utf8(bytes).map_err(|e| Error::Parse {
-        file: path.into(),
-        line: 0,
-        document: 1,
-        message: format!("not UTF-8: {e}"),
-    })?;
-    if path.ends_with(".json") {
-        return serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| Error::Parse {
-            file: path.into(),
-            line: e.line() as u32,
-            document: 1,
-            message: e.to_string(),
-        });
-    }
-    let mut out = Vec::new();
-    for (i, (offset, chunk)) in split_documents(text).into_iter().enumerate() {
-        let is_empty =
-            chunk.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.starts_with("---"));
-        if is_empty {
-            out.push(Value::Null);
-            continue;
-        }
-        let options = serde_saphyr::options! { legacy_octal_numbers: true };
-        let doc = serde_saphyr::from_str_with_options::<Value>(&chunk, options).map_err(|e| Error::Parse {
-            file: path.into(),
-            line: offset + e.location().map_or(0, |l| l.line() as u32),
-            document: i + 1,
-            message: e.to_string().lines().next().unwrap_or_default().to_string(),
-        })?;
-        out.push(doc);
-    }
-    Ok(out)
-}
-
-/// Splits a YAML stream at document markers (`---` at the start of a line; a block
-/// scalar cannot contain one at column 0). Returns each document's text with the number
-/// of lines before it, so parser line numbers can be made file-relative. A leading
-/// marker does not open an extra (empty) document.
-fn split_documents(text: &str) -> Vec<(u32, String)> {
-    let mut docs = Vec::new();
-    let mut current = String::new();
-    let mut start = 0u32;
-    let mut seen_content = false;
-    for (n, line) in text.lines().enumerate() {
-        let marker = line == "---" || line.starts_with("--- ") || line.starts_with("---\t");
-        if marker {
-            if seen_content || !current.trim().is_empty() {
-                docs.push((start, std::mem::take(&mut current)));
-            }
-            current.clear();
-            start = n as u32 + 1;
-            seen_content = true;
-            let rest = line[3..].trim_start();
-            if !rest.is_empty() && !rest.starts_with('#') {
-                current.push_str(rest);
-                current.push('\n');
-                start = n as u32;
-            }
-            continue;
-        }
-        current.push_str(line);
-        current.push('\n');
-    }
-    if !current.trim().is_empty() || docs.is_empty() {
-        docs.push((start, current));
-    }
-    docs
-}
-
-fn check_object(v: &Value) -> Result<(), String> {
-    let Some(m) = v.as_object() else {
-        return Err("not a mapping".into());
-    };
-    for (field, what) in [("apiVersion", "apiVersion"), ("kind", "kind")] {
-        if m.get(field).and_then(Value::as_str).is_none_or(|s| s.is_empty()) {
-            return Err(format!("missing {what}"));
-        }
-    }
-    if v.pointer("/metadata/name").and_then(Value::as_str).is_none_or(|s| s.is_empty()) {
-        return Err("missing metadata.name (generateName is not supported: objects need a stable identity)".into());
-    }
-    Ok(())
+    plain::read_objects(files)
 }
 
 #[cfg(test)]
@@ -240,6 +236,153 @@ mod tests {
             f("y.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#),
         ];
         assert!(matches!(render(&dup), Err(Error::Duplicate { .. })));
+    }
+
+    /// A shared case's `desired.yaml` (`shared/` beside the checkout).
+    fn case_file(case: &str) -> String {
+        let path = format!(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cases/{}/desired.yaml"), case);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn sources(out: &[Manifest]) -> Vec<String> {
+        out.iter().map(|m| format!("{} {}", m.source, ObjectKeyDisplay(&m.object))).collect()
+    }
+
+    struct ObjectKeyDisplay<'a>(&'a Value);
+    impl std::fmt::Display for ObjectKeyDisplay<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match crate::tracking::ObjectKey::of(self.0) {
+                Some(k) => write!(f, "{k}"),
+                None => f.write_str("?"),
+            }
+        }
+    }
+
+    /// flux-13: typed lists expand like `kind: List`.
+    #[test]
+    fn typed_lists_expand_like_list() {
+        let case = &case_file("flux-13");
+        let out = render(&[f("apps/web/rbac.yaml", case)]).expect("renders");
+        assert_eq!(
+            sources(&out),
+            [
+                "apps/web/rbac.yaml#1 Role.rbac.authorization.k8s.io/gitops-lab/web-reader",
+                "apps/web/rbac.yaml#1 Role.rbac.authorization.k8s.io/gitops-lab/web-leases",
+                "apps/web/rbac.yaml#2 ConfigMap/gitops-lab/web-settings",
+                "apps/web/rbac.yaml#3 ServiceAccount/gitops-lab/web",
+            ]
+        );
+    }
+
+    /// flux-13's rules, one row each: (document, Ok(objects) or Err(message part)).
+    #[test]
+    fn list_rules() {
+        let cm = "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}";
+        let rows: Vec<(String, Result<usize, &str>)> = vec![
+            (format!("apiVersion: v1\nkind: ConfigMapList\nitems: [{cm}]\n"), Ok(1)),
+            (
+                format!(
+                    "apiVersion: v1\nkind: ConfigMapList\nmetadata: {{resourceVersion: '1'}}\nitems: [{cm}, {{apiVersion: v1, kind: Secret, metadata: {{name: s}}}}]\n"
+                ),
+                Ok(2),
+            ),
+            ("apiVersion: v1\nkind: List\nitems: []\n".into(), Ok(0)),
+            ("apiVersion: v1\nkind: List\n".into(), Ok(0)),
+            (
+                "apiVersion: shop.example.test/v1\nkind: PriceList\nmetadata: {name: summer}\nspec: {currency: EUR}\n"
+                    .into(),
+                Ok(1),
+            ),
+            // a custom kind with its own `items` field and a name is an object
+            (
+                "apiVersion: shop.example.test/v1\nkind: PriceList\nmetadata: {name: summer}\nitems: [{sku: a}]\n"
+                    .into(),
+                Ok(1),
+            ),
+            (
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleList\n".into(),
+                Err("document 1: kind RoleList has no `items`"),
+            ),
+            (
+                format!(
+                    "apiVersion: v1\nkind: ConfigMapList\nitems: [{cm}, {{apiVersion: v1, metadata: {{name: x}}}}]\n"
+                ),
+                Err("document 1 items[1]: missing kind"),
+            ),
+            (
+                format!("apiVersion: v1\nkind: List\nitems: [{cm}, {{kind: ConfigMap, metadata: {{name: x}}}}]\n"),
+                Err("document 1 items[1]: missing apiVersion"),
+            ),
+            ("apiVersion: v1\nkind: List\nitems: {a: 1}\n".into(), Err("`items` of a List must be a sequence")),
+        ];
+        for (doc, expected) in rows {
+            let got = render(&[f("apps/web/l.yaml", &doc)]);
+            match (expected, got) {
+                (Ok(n), Ok(out)) => assert_eq!(out.len(), n, "{doc}"),
+                (Err(part), Err(e)) => {
+                    let msg = e.to_string();
+                    assert!(msg.starts_with("apps/web/l.yaml: ") && msg.contains(part), "{doc}: {msg}");
+                }
+                (expected, got) => panic!("{doc}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
+
+    /// Encodings kubectl accepts: UTF-8 with a byte-order mark, UTF-16 LE/BE with one.
+    #[test]
+    fn utf16_and_bom_files_are_transcoded() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\u{e9}}\ndata: {k: \"\u{1F600}\"}\n";
+        let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+        let bom8: Vec<u8> = [0xEF, 0xBB, 0xBF].into_iter().chain(text.bytes()).collect();
+        for (name, bytes) in [("le.yaml", le), ("be.yaml", be), ("bom.yaml", bom8)] {
+            let out = render(&[(name.to_string(), bytes)]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(out[0].object["metadata"]["name"], "caf\u{e9}", "{name}");
+            assert_eq!(out[0].object["data"]["k"], "\u{1F600}", "{name}");
+        }
+        let odd = vec![0xFF, 0xFE, b'a'];
+        assert!(render(&[("odd.yaml".into(), odd)]).expect_err("odd").to_string().contains("odd number of bytes"));
+        let latin1 = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9}\n".to_vec();
+        let msg = render(&[("l1.yaml".into(), latin1)]).expect_err("latin-1").to_string();
+        assert!(msg.starts_with("l1.yaml:0: document 1: not UTF-8"), "{msg}");
+    }
+
+    #[test]
+    fn lfs_pointer_is_named() {
+        let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+        let err = render(&[f("apps/web/big.yaml", pointer)]).expect_err("pointer");
+        assert_eq!(
+            err.to_string(),
+            "apps/web/big.yaml is a Git LFS pointer (oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393); plumb does not fetch LFS objects: commit the manifest itself"
+        );
+    }
+
+    /// k8s-05: server-set metadata is removed, with one warning per document naming the
+    /// file, document and fields.
+    #[test]
+    fn server_set_fields_are_removed_with_a_warning() {
+        let case = &case_file("k8s-05");
+        let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c, generation: 4}}\n";
+        let clean = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, creationTimestamp: null}\nspec: {}\nstatus: {}\n";
+        let out = render_files(&[
+            f("apps/web/settings.yaml", case),
+            f("apps/web/list.yaml", list),
+            f("apps/web/d.yaml", clean),
+        ])
+        .expect("renders");
+        assert_eq!(
+            out.warnings,
+            [
+                "apps/web/list.yaml#1 items[1]: metadata.generation set by the API server; plumb ignores it (remove it from Git)",
+                "apps/web/settings.yaml#1: metadata.resourceVersion, metadata.uid, metadata.creationTimestamp set by the API server; plumb ignores them (remove them from Git)",
+            ]
+        );
+        let settings = &out.manifests[3].object;
+        assert_eq!(settings["metadata"], json!({"name": "web-settings", "namespace": "gitops-lab"}));
+        assert_eq!(
+            out.manifests[0].object,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}})
+        );
     }
 
     #[test]

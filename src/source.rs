@@ -57,8 +57,16 @@ pub struct Snapshot {
     pub revision: String,
     /// First line of the commit message.
     pub subject: String,
-    /// (path inside the repository, content) of every file under the application path.
+    /// (path inside the repository, content) of every manifest file under the
+    /// application path (directory symlinks followed: a file is named by the path it is
+    /// seen at).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Id of the commit's root tree (40 hex): a render tool that may read outside the
+    /// application path (kustomize bases) renders the same output for the same tree.
+    pub root_tree: String,
+    /// Names of the entries directly under the application path (`kustomization.yaml`,
+    /// `Chart.yaml`, …), for source detection.
+    pub top_level: Vec<String>,
 }
 
 /// What went wrong reading a repository. The URL is always named; credentials never are.
@@ -104,13 +112,25 @@ pub enum Error {
         /// Commit SHA.
         revision: String,
     },
-    /// A symlink points outside the repository (or loops).
-    #[error("{path}: symlink to `{target}` leaves the repository or loops; not followed")]
+    /// A symlink points outside the repository, at nothing, or at a directory that
+    /// contains it (a loop).
+    #[error("{path}: symlink to `{target}` leaves the repository, points at nothing or loops; not followed")]
     Symlink {
         /// The symlink's path.
         path: String,
         /// Its target.
         target: String,
+    },
+    /// A directory of the application path is a git submodule (a gitlink): its files
+    /// are in another repository, which plumb does not fetch.
+    #[error("{path} is a git submodule ({}@{commit}); plumb does not fetch submodules: commit the files, or point an application at that repository", url.as_deref().unwrap_or("no .gitmodules entry"))]
+    Submodule {
+        /// The gitlink's path.
+        path: String,
+        /// Its URL in `.gitmodules` (user info removed), when listed.
+        url: Option<String>,
+        /// The submodule commit the gitlink records.
+        commit: String,
     },
     /// A file is too large, or there are too many (see [`crate::limits`]).
     #[error(transparent)]
@@ -275,65 +295,205 @@ impl Mirror {
         remote.fetch(refspecs, Some(&mut fo), None)
     }
 
-    /// Reads the files under `path` (`""` = whole repository) at commit `revision`.
+    /// Reads the manifest files under `path` (`""` = whole repository) at commit
+    /// `revision`. Directory symlinks that stay inside the repository are followed
+    /// (their files named under the link's path); a symlink that leaves the repository,
+    /// points at nothing or loops is an error naming it, unless its name has an
+    /// extension other than a manifest's (`README.md`: not a directory, not read). A
+    /// submodule (gitlink) anywhere under the path is an error naming it: its files are
+    /// not in this repository, and reading it as empty would prune its objects.
     ///
     /// # Errors
-    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Local`], [`Error::Limit`]
-    /// (a file over `maxFileBytes`, checked before it is read; more than `maxFiles`).
+    /// [`Error::PathNotFound`], [`Error::Symlink`], [`Error::Submodule`], [`Error::Local`],
+    /// [`Error::Limit`] (a file over `maxFileBytes`, checked before it is read; more
+    /// than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
         let subject = commit.summary().ok().flatten().unwrap_or("").to_string();
         let root = commit.tree().map_err(local)?;
         let path = path.trim_matches('/');
-        let tree = if path.is_empty() {
-            root.clone()
+        let walk = Walk { mirror: self, root: &root };
+        let (tree, real) = if path.is_empty() {
+            (root.clone(), String::new())
         } else {
-            let entry = root
-                .get_path(Path::new(path))
-                .map_err(|_| Error::PathNotFound { path: path.into(), revision: revision.into() })?;
-            if entry.kind() != Some(ObjectType::Tree) {
-                return Err(Error::PathNotFound { path: path.into(), revision: revision.into() });
+            let not_found = || Error::PathNotFound { path: path.into(), revision: revision.into() };
+            let entry = root.get_path(Path::new(path)).map_err(|_| not_found())?;
+            match (entry.kind(), entry.filemode()) {
+                (Some(ObjectType::Tree), _) => (self.repo.find_tree(entry.id()).map_err(local)?, path.to_string()),
+                (Some(ObjectType::Commit), _) => return Err(walk.submodule(path, path, entry.id())),
+                (Some(ObjectType::Blob), 0o120000) => match walk.resolve(path, path, entry.id())? {
+                    (target, Some(tree), _) => (tree, target),
+                    (_, None, _) => return Err(not_found()),
+                },
+                _ => return Err(not_found()),
             }
-            self.repo.find_tree(entry.id()).map_err(local)?
         };
-        let mut entries = Vec::new();
-        tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
-            if e.kind() == Some(ObjectType::Blob) {
-                let rel = if path.is_empty() {
-                    format!("{dir}{}", e.name().unwrap_or(""))
-                } else {
-                    format!("{path}/{dir}{}", e.name().unwrap_or(""))
-                };
-                entries.push((rel, e.id(), e.filemode()));
-            }
-            git2::TreeWalkResult::Ok
-        })
-        .map_err(local)?;
+        let top_level = tree.iter().filter_map(|e| e.name().ok().map(str::to_string)).collect();
         let mut files = Vec::new();
-        let odb = self.repo.odb().map_err(local)?;
-        for (rel, id, mode) in entries {
-            if !crate::render::is_manifest_file(&rel) {
-                continue;
-            }
-            let content = if mode == 0o120000 {
-                self.follow_symlink(&root, &rel, id)?
-            } else {
-                let (size, _) = odb.read_header(id).map_err(local)?;
-                self.limits.check_file(&rel, size as u64, files.len() + 1)?;
-                self.repo.find_blob(id).map_err(local)?.content().to_vec()
-            };
-            self.limits.check_file(&rel, content.len() as u64, files.len() + 1)?;
-            files.push((rel, content));
-        }
-        Ok(Snapshot { revision: revision.into(), subject, files })
+        walk.collect(&tree, path, &mut vec![real], &mut files)?;
+        Ok(Snapshot { revision: revision.into(), subject, files, root_tree: root.id().to_string(), top_level })
     }
 
-    fn follow_symlink(&self, root: &git2::Tree<'_>, path: &str, mut id: Oid) -> Result<Vec<u8>, Error> {
+    /// A snapshot of `revision` without files (its subject only): what a render that
+    /// failed before reading files reports.
+    pub fn empty_snapshot(&self, revision: &str) -> Snapshot {
+        let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).ok();
+        Snapshot {
+            revision: revision.into(),
+            subject: commit.as_ref().and_then(|c| c.summary().ok().flatten()).unwrap_or("").to_string(),
+            files: vec![],
+            root_tree: commit.and_then(|c| c.tree().ok()).map(|t| t.id().to_string()).unwrap_or_default(),
+            top_level: vec![],
+        }
+    }
+
+    /// Writes the commit's whole tree under `dest` (an empty directory): a working copy
+    /// for a render tool. Symlinks are written only when they stay inside the
+    /// repository (a tool never reads a file of the host through one); submodules
+    /// stay empty directories.
+    ///
+    /// # Errors
+    /// [`Error::Local`] (reading the mirror or writing `dest`).
+    pub fn export(&self, revision: &str, dest: &Path) -> Result<(), Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
-        let mut current = PathBuf::from(path);
+        let io = |e: std::io::Error| local(git2::Error::from_str(&format!("{}: {e}", dest.display())));
+        let root =
+            Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).and_then(|c| c.tree()).map_err(local)?;
+        let walk = Walk { mirror: self, root: &root };
+        let mut failed = None;
+        root.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+            let rel = format!("{dir}{}", e.name().unwrap_or(""));
+            let out = dest.join(&rel);
+            let written = match (e.kind(), e.filemode()) {
+                (Some(ObjectType::Tree | ObjectType::Commit), _) => std::fs::create_dir_all(&out).map_err(io),
+                (Some(ObjectType::Blob), 0o120000) => match walk.resolve(&rel, &rel, e.id()) {
+                    Ok((target, _, _)) => {
+                        let up = "../".repeat(rel.matches('/').count());
+                        let link =
+                            if up.is_empty() && target.is_empty() { ".".to_string() } else { format!("{up}{target}") };
+                        std::os::unix::fs::symlink(link, &out).map_err(io)
+                    }
+                    Err(_) => Ok(()),
+                },
+                (Some(ObjectType::Blob), _) => self
+                    .repo
+                    .find_blob(e.id())
+                    .map_err(local)
+                    .and_then(|b| std::fs::write(&out, b.content()).map_err(io)),
+                _ => Ok(()),
+            };
+            match written {
+                Ok(()) => git2::TreeWalkResult::Ok,
+                Err(err) => {
+                    failed = Some(err);
+                    git2::TreeWalkResult::Abort
+                }
+            }
+        })
+        .or_else(|e| if failed.is_some() { Ok(()) } else { Err(local(e)) })?;
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// A walk over one commit's tree.
+struct Walk<'a> {
+    mirror: &'a Mirror,
+    root: &'a git2::Tree<'a>,
+}
+
+/// How many directory symlinks a walk follows inside one another at most.
+const MAX_LINK_DEPTH: usize = 16;
+
+impl Walk<'_> {
+    fn local(&self, source: git2::Error) -> Error {
+        Error::Local { dir: self.mirror.repo.path().into(), source }
+    }
+
+    /// Adds the manifest files of `tree` (seen at `shown`) to `out`. `stack` holds the
+    /// real paths of the directories being walked, the innermost last: a symlink to one
+    /// of them (or to an ancestor) is a loop.
+    fn collect(
+        &self,
+        tree: &git2::Tree<'_>,
+        shown: &str,
+        stack: &mut Vec<String>,
+        out: &mut Vec<(String, Vec<u8>)>,
+    ) -> Result<(), Error> {
+        let join = |a: &str, b: &str| if a.is_empty() { b.to_string() } else { format!("{a}/{b}") };
+        let real_dir = stack.last().cloned().unwrap_or_default();
+        for e in tree.iter() {
+            let name = e.name().unwrap_or("");
+            let (seen, real) = (join(shown, name), join(&real_dir, name));
+            match (e.kind(), e.filemode()) {
+                (Some(ObjectType::Tree), _) => {
+                    let sub = self.mirror.repo.find_tree(e.id()).map_err(|err| self.local(err))?;
+                    stack.push(real);
+                    let r = self.collect(&sub, &seen, stack, out);
+                    stack.pop();
+                    r?;
+                }
+                (Some(ObjectType::Commit), _) => return Err(self.submodule(&seen, &real, e.id())),
+                (Some(ObjectType::Blob), 0o120000) => {
+                    let guessed_file = name.rsplit_once('.').is_some_and(|(_, ext)| !ext.is_empty());
+                    let resolved = match self.resolve(&real, &seen, e.id()) {
+                        Ok(r) => r,
+                        Err(_) if guessed_file && !crate::render::is_manifest_file(name) => continue,
+                        Err(err) => return Err(err),
+                    };
+                    match resolved {
+                        (target, Some(sub), _) => {
+                            let inside = |dir: &String| {
+                                target.is_empty() || *dir == target || dir.starts_with(&format!("{target}/"))
+                            };
+                            if stack.iter().any(inside) || stack.len() > MAX_LINK_DEPTH {
+                                let link = self.link_target(e.id())?;
+                                return Err(Error::Symlink { path: seen, target: link });
+                            }
+                            stack.push(target);
+                            let r = self.collect(&sub, &seen, stack, out);
+                            stack.pop();
+                            r?;
+                        }
+                        (_, None, blob) if crate::render::is_manifest_file(&seen) => {
+                            let content = self.read_blob(&seen, blob, out.len() + 1)?;
+                            out.push((seen, content));
+                        }
+                        _ => {}
+                    }
+                }
+                (Some(ObjectType::Blob), _) if crate::render::is_manifest_file(name) => {
+                    let content = self.read_blob(&seen, e.id(), out.len() + 1)?;
+                    out.push((seen, content));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The content of blob `id` (file `seen`, the `count`th read), within the mirror's
+    /// limits: its size is checked before it is read.
+    fn read_blob(&self, seen: &str, id: Oid, count: usize) -> Result<Vec<u8>, Error> {
+        let odb = self.mirror.repo.odb().map_err(|e| self.local(e))?;
+        let (size, _) = odb.read_header(id).map_err(|e| self.local(e))?;
+        self.mirror.limits.check_file(seen, size as u64, count)?;
+        Ok(self.mirror.repo.find_blob(id).map_err(|e| self.local(e))?.content().to_vec())
+    }
+
+    fn link_target(&self, id: Oid) -> Result<String, Error> {
+        let blob = self.mirror.repo.find_blob(id).map_err(|e| self.local(e))?;
+        Ok(String::from_utf8_lossy(blob.content()).to_string())
+    }
+
+    /// Follows the symlink at `real` (blob `id`; chains of at most 8 links) to a path
+    /// inside the repository; returns that path, its tree when it is a directory, and
+    /// its object id. Errors name the link as seen (`seen`).
+    fn resolve(&self, real: &str, seen: &str, mut id: Oid) -> Result<(String, Option<git2::Tree<'_>>, Oid), Error> {
+        let path = seen;
+        let mut current = PathBuf::from(real);
         for _ in 0..8 {
-            let target = String::from_utf8_lossy(self.repo.find_blob(id).map_err(local)?.content()).to_string();
+            let target = self.link_target(id)?;
             let bad = || Error::Symlink { path: path.into(), target: target.clone() };
             let joined = current.parent().unwrap_or(Path::new("")).join(&target);
             let mut norm = PathBuf::new();
@@ -349,20 +509,66 @@ impl Mirror {
                     Component::RootDir | Component::Prefix(_) => return Err(bad()),
                 }
             }
-            let entry = root.get_path(&norm).map_err(|_| bad())?;
+            let norm_str = norm.to_string_lossy().to_string();
+            if norm_str.is_empty() {
+                return Ok((norm_str, Some(self.root.clone()), self.root.id()));
+            }
+            let entry = self.root.get_path(&norm).map_err(|_| bad())?;
             match (entry.kind(), entry.filemode()) {
                 (Some(ObjectType::Blob), 0o120000) => {
                     id = entry.id();
                     current = norm;
                 }
-                (Some(ObjectType::Blob), _) => {
-                    return Ok(self.repo.find_blob(entry.id()).map_err(local)?.content().to_vec());
+                (Some(ObjectType::Blob), _) => return Ok((norm_str, None, entry.id())),
+                (Some(ObjectType::Tree), _) => {
+                    let tree = self.mirror.repo.find_tree(entry.id()).map_err(|e| self.local(e))?;
+                    return Ok((norm_str, Some(tree), entry.id()));
                 }
                 _ => return Err(bad()),
             }
         }
         Err(Error::Symlink { path: path.into(), target: "(too many levels)".into() })
     }
+
+    /// The error for the gitlink at `seen` (real path `real`, commit `id`), with its
+    /// URL from the root's `.gitmodules` when listed.
+    fn submodule(&self, seen: &str, real: &str, id: Oid) -> Error {
+        let gitmodules = self
+            .root
+            .get_path(Path::new(".gitmodules"))
+            .ok()
+            .and_then(|e| self.mirror.repo.find_blob(e.id()).ok())
+            .map(|b| String::from_utf8_lossy(b.content()).to_string());
+        let url = gitmodules.and_then(|text| submodule_url(&text, real));
+        Error::Submodule { path: seen.into(), url, commit: id.to_string() }
+    }
+}
+
+/// The `url` of the `.gitmodules` section whose `path` is `path` (git-config syntax:
+/// `[submodule "name"]` sections of `key = value` lines), user info removed.
+fn submodule_url(gitmodules: &str, path: &str) -> Option<String> {
+    let mut sections: Vec<(Option<String>, Option<String>)> = Vec::new();
+    for line in gitmodules.lines().map(str::trim) {
+        if line.starts_with('[') {
+            sections.push((None, None));
+        } else if let (Some(last), Some((k, v))) = (sections.last_mut(), line.split_once('=')) {
+            let v = v.trim().trim_matches('"').to_string();
+            match k.trim() {
+                "path" => last.0 = Some(v),
+                "url" => last.1 = Some(v),
+                _ => {}
+            }
+        }
+    }
+    let url = sections.into_iter().find(|(p, _)| p.as_deref().map(|p| p.trim_matches('/')) == Some(path))?.1?;
+    Some(match url::Url::parse(&url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url,
+    })
 }
 
 fn is_sha(s: &str) -> bool {
@@ -486,6 +692,135 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// A repository at `work` with one commit of what `setup` wrote; its snapshot of
+    /// `path` (the mirror lives under `work/../cache`).
+    fn snapshot_of(work: &Path, path: &str, setup: impl FnOnce(&Path)) -> Result<Snapshot, Error> {
+        std::fs::create_dir_all(work).expect("mkdir");
+        git(work, &["init", "-q", "-b", "main"]);
+        setup(work);
+        // (--ignore-removal keeps the gitlinks a setup staged without a checkout)
+        git(work, &["add", "--ignore-removal", "."]);
+        git(work, &["commit", "-qm", "c"]);
+        let cache = work.parent().expect("parent").join("cache");
+        let mirror = Mirror::open(&cache, work.to_str().expect("utf8"), Credentials::default()).expect("open");
+        let rev = mirror.resolve("main").expect("resolve").revision;
+        mirror.snapshot(&rev, path)
+    }
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    fn link(root: &Path, path: &str, target: &str) {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink(target, p).expect("symlink");
+    }
+
+    /// argocd-16: a gitlink under the path (or as the path) fails naming the entry, the
+    /// submodule's URL (user info removed) and commit.
+    #[test]
+    fn submodules_fail_naming_the_entry() {
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let gitlink = |w: &Path| {
+            write(w, "apps/web/deploy.yaml", "a: 1\n");
+            write(
+                w,
+                ".gitmodules",
+                "[submodule \"shared\"]\n\tpath = apps/web/shared\n\turl = https://user:tok@git.example.test/acme/shared-config.git\n",
+            );
+            git(w, &["update-index", "--add", "--cacheinfo", &format!("160000,{sha},apps/web/shared")]);
+        };
+        let tmp = tempfile::tempdir().expect("tmp");
+        let err = snapshot_of(&tmp.path().join("w"), "apps/web", gitlink).expect_err("submodule");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "apps/web/shared is a git submodule (https://git.example.test/acme/shared-config.git@{sha}); plumb does not fetch submodules: commit the files, or point an application at that repository"
+            )
+        );
+        let tmp = tempfile::tempdir().expect("tmp");
+        let err = snapshot_of(&tmp.path().join("w"), "apps/web/shared", gitlink).expect_err("the path itself");
+        assert!(matches!(&err, Error::Submodule { path, .. } if path == "apps/web/shared"), "{err}");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let err = snapshot_of(&tmp.path().join("w"), "apps/web", |w| {
+            git(w, &["update-index", "--add", "--cacheinfo", &format!("160000,{sha},apps/web/lib")]);
+        })
+        .expect_err("no .gitmodules");
+        assert!(err.to_string().starts_with("apps/web/lib is a git submodule (no .gitmodules entry@0123"), "{err}");
+    }
+
+    /// Directory symlinks inside the repository are followed (files named under the
+    /// link); loops and escapes are errors naming the link; a non-manifest file link
+    /// that points nowhere is left alone.
+    #[test]
+    fn directory_symlinks_are_followed_inside_the_repository() {
+        let cm = |n: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {n}}}\n");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let snap = snapshot_of(&tmp.path().join("w"), "apps/web", |w| {
+            write(w, "apps/web/own.yaml", &cm("own"));
+            write(w, "common/shared/a.yaml", &cm("a"));
+            write(w, "common/other.yaml", &cm("b"));
+            link(w, "common/shared/b.yaml", "../other.yaml"); // relative to the real place
+            link(w, "apps/web/shared", "../../common/shared");
+            link(w, "apps/web/NOTES.md", "../../nowhere.md");
+        })
+        .expect("snapshot");
+        let names: Vec<_> = snap.files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["apps/web/own.yaml", "apps/web/shared/a.yaml", "apps/web/shared/b.yaml"]);
+        assert_eq!(snap.files[2].1, cm("b").as_bytes());
+        assert!(snap.top_level.contains(&"shared".to_string()));
+
+        for (target, why) in [
+            ("..", "an ancestor: a loop"),
+            (".", "itself"),
+            ("../../../etc", "leaves the repository"),
+            ("../../missing", "nothing"),
+        ] {
+            let tmp = tempfile::tempdir().expect("tmp");
+            let err = snapshot_of(&tmp.path().join("w"), "apps/web", |w| {
+                write(w, "apps/web/own.yaml", &cm("own"));
+                link(w, "apps/web/sub/up", target);
+            })
+            .expect_err(why);
+            assert!(matches!(&err, Error::Symlink { path, .. } if path == "apps/web/sub/up"), "{why}: {err}");
+        }
+        // two links pointing at each other's directories
+        let tmp = tempfile::tempdir().expect("tmp");
+        let err = snapshot_of(&tmp.path().join("w"), "", |w| {
+            link(w, "a/to-b", "../b");
+            link(w, "b/to-a", "../a");
+        })
+        .expect_err("a loop through two links");
+        assert!(matches!(err, Error::Symlink { .. }), "{err}");
+    }
+
+    #[test]
+    fn export_writes_a_working_copy_without_escaping_links() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("w");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        write(&work, "base/kustomization.yaml", "resources: [cm.yaml]\n");
+        link(&work, "overlay/base", "../base");
+        link(&work, "overlay/passwd", "../../../../../../etc/passwd");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "c"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let rev = mirror.resolve("main").expect("resolve").revision;
+        let out = tmp.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        mirror.export(&rev, &out).expect("export");
+        assert_eq!(
+            std::fs::read_to_string(out.join("overlay/base/kustomization.yaml")).expect("via link"),
+            "resources: [cm.yaml]\n"
+        );
+        assert!(std::fs::symlink_metadata(out.join("overlay/passwd")).is_err(), "an escaping link is not written");
     }
 
     /// The ed25519 host key of the fixed vectors (`ssh-keygen -t ed25519`), base64.

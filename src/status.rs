@@ -124,6 +124,9 @@ pub enum ConditionType {
     NonConverging,
     /// selfHeal waits before its next attempt (backoff 2 s ×3, capped at 300 s).
     SelfHealBackoff,
+    /// The render succeeded but something in Git should be fixed (server-set fields
+    /// removed, …); each names the file and document.
+    RenderWarning,
     /// Objects plumb deleted (or someone did) still exist after the environment's stall
     /// limit, held by finalizers: the condition names each object and its finalizers.
     PruneStuck,
@@ -148,6 +151,7 @@ impl ConditionType {
             Self::HealthStalled => "HealthStalled",
             Self::NonConverging => "NonConverging",
             Self::SelfHealBackoff => "SelfHealBackoff",
+            Self::RenderWarning => "RenderWarning",
             Self::PruneStuck => "PruneStuck",
             Self::WatchError => "WatchError",
             Self::HistoryRewritten => "HistoryRewritten",

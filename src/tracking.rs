@@ -113,6 +113,13 @@ pub fn stamp(obj: &mut Value, app: &str, key: &ObjectKey, installation: Option<&
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
+    // `annotations:` / `labels:` written empty are YAML null, which the API server
+    // reads as an absent map (werf/werf#4933): a null map becomes a new one.
+    for field in ["annotations", "labels"] {
+        if meta.get(field).is_none_or(Value::is_null) {
+            meta.insert(field.into(), Value::Object(Default::default()));
+        }
+    }
     let ann = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
     if let Some(a) = ann.as_object_mut() {
         a.insert(TRACKING_ANNOTATION.into(), Value::String(key.tracking_id(app)));
@@ -184,6 +191,34 @@ mod tests {
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}});
         assert_eq!(ObjectKey::of(&ns).map(|k| k.tracking_id("web")).as_deref(), Some("web:/Namespace:/lab"));
         assert_eq!(ObjectKey::of(&d).map(|k| k.to_string()).as_deref(), Some("Deployment.apps/lab/web"));
+    }
+
+    /// werf-01: `annotations:` / `labels:` written empty (YAML null) or `{}` get the
+    /// same marks as absent maps; existing entries are kept.
+    #[test]
+    fn stamp_treats_null_and_empty_maps_as_missing() {
+        let metas = [
+            json!({"name": "web-flags", "namespace": "gitops-lab"}),
+            json!({"name": "web-flags", "namespace": "gitops-lab", "annotations": null, "labels": null}),
+            json!({"name": "web-flags", "namespace": "gitops-lab", "annotations": null}),
+            json!({"name": "web-flags", "namespace": "gitops-lab", "labels": null}),
+            json!({"name": "web-flags", "namespace": "gitops-lab", "annotations": {}, "labels": {}}),
+            json!({"name": "web-flags", "namespace": "gitops-lab", "annotations": {"a": "1"}, "labels": {"l": "2"}}),
+        ];
+        for meta in metas {
+            let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta.clone()});
+            let key = ObjectKey::of(&obj).expect("key");
+            stamp(&mut obj, "web", &key, None);
+            assert_eq!(
+                obj["metadata"]["annotations"][TRACKING_ANNOTATION], "web:/ConfigMap:gitops-lab/web-flags",
+                "{meta}"
+            );
+            assert_eq!(obj["metadata"]["labels"][APP_LABEL], "web", "{meta}");
+            assert!(is_owned_by(&obj, "web", None), "{meta}");
+            for (field, k) in [("annotations", "a"), ("labels", "l")] {
+                assert_eq!(obj["metadata"][field].get(k), meta[field].get(k), "{meta}: kept");
+            }
+        }
     }
 
     #[test]

@@ -69,10 +69,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     install_hook(&repo, &url, &secret_file, &webhook)?;
 
     let policy = dir.join("plumb.yaml");
+    // the kustomize overlay of config/examples, rendered by the kustomize that
+    // `tools/testbins/build.sh kustomize` built
+    let kustomize = crate::testbins_dir().join("kustomize/current/bin/kustomize");
     std::fs::write(
         &policy,
         format!(
-            "repositories:\n  - name: fleet\n    url: {url}\n    webhookSecretFile: webhook-secret\nenvironments:\n  - name: dev\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 30s\napplications:\n  - name: web\n    repository: fleet\n    revision: main\n    path: apps/web\n    namespace: gitops-lab\n    environment: dev\n"
+            "settings:\n  renderTools: {{kustomize: {}}}\nrepositories:\n  - name: fleet\n    url: {url}\n    webhookSecretFile: webhook-secret\nenvironments:\n  - name: dev\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 30s\napplications:\n  - name: web\n    repository: fleet\n    revision: main\n    path: apps/web\n    namespace: gitops-lab\n    environment: dev\n  - name: web-prod\n    repository: fleet\n    revision: main\n    path: kustomize/web/overlays/prod\n    namespace: web-prod\n    environment: dev\n",
+            kustomize.display()
         ),
     )?;
     let config = config::load(&policy)?;
@@ -100,6 +104,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "  kubectl --kubeconfig {} -n gitops-lab scale deployment web --replicas=5   # selfHeal sets it back to 3",
         kubeconfig.display()
     );
+    println!(
+        "  cd {} && sed -i 's/newTag: 2.0.0/newTag: 2.0.1/' kustomize/web/overlays/prod/kustomization.yaml && git commit -qam 'web-prod: 2.0.1' && git push -q origin main   # the kustomize overlay",
+        repo.work.display()
+    );
     println!();
 
     let stop = async {
@@ -111,7 +119,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
     };
     tokio::pin!(stop);
-    let mut last = String::new();
+    // the last line printed per application
+    let mut last = std::collections::HashMap::new();
     loop {
         tokio::select! {
             () = &mut stop => break,
@@ -127,9 +136,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 s.health,
                 s.conditions.first().map(|c| format!("  [{}: {}]", c.type_, c.message)).unwrap_or_default()
             );
-            if line != last {
+            if last.get(&s.app) != Some(&line) {
                 println!("{}  {line}", plumb::status::now());
-                last = line;
+                last.insert(s.app.clone(), line);
             }
         }
     }

@@ -25,6 +25,7 @@ pub mod jq;
 mod load;
 pub mod model;
 pub mod repo_url;
+mod source;
 mod sync_options;
 mod validate;
 
@@ -32,5 +33,6 @@ pub use commit_status::{DestinationError, StatusDestination};
 pub use health_status::HealthStatus;
 pub use load::{Error, load, load_str, read_secret};
 pub use model::*;
+pub use source::{ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{SYNC_OPTION_NAMES, check_sync_option};
 pub use validate::{Problem, validate};

@@ -48,6 +48,9 @@ pub struct Settings {
     /// (`plumb.dev/installation-id`); objects carrying another id are never touched.
     #[serde(default)]
     pub installation_id: Option<String>,
+    /// Render tools (kustomize): binaries, time and output limits.
+    #[serde(default)]
+    pub render_tools: super::RenderTools,
     /// What one application's commit may cost: file sizes and count, rendered bytes,
     /// YAML expansion per file, fetch-and-render time (see [`crate::limits`]).
     #[serde(default)]
@@ -60,6 +63,7 @@ impl Default for Settings {
             status_namespace: default_status_namespace(),
             webhook_max_body_bytes: default_max_body(),
             installation_id: None,
+            render_tools: super::RenderTools::default(),
             limits: crate::limits::Limits::default(),
         }
     }
@@ -409,6 +413,9 @@ pub struct Application {
     /// pass runs. Polling is unaffected.
     #[serde(default)]
     pub webhook_path_filter: bool,
+    /// How the path is rendered (plain YAML, kustomize); detected when absent.
+    #[serde(default)]
+    pub source: super::Source,
     /// This application's destinations, replacing its environment's (see [`Boundaries`]).
     #[serde(default)]
     pub destinations: Option<Destinations>,

@@ -163,6 +163,9 @@ pub fn validate(config: &Config) -> Vec<Problem> {
                 ),
             );
         }
+        for m in a.source.problems() {
+            problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
+        }
         check_ignore_rules(&a.ignore_differences, &mut problem);
         for o in &a.health_overrides {
             if let Some(m) = health_override_problem(o) {

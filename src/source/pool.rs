@@ -2,20 +2,26 @@
 //!
 //! One [`Mirror`] per repository (opened on first use with the repository's
 //! credentials: token file, SSH key, pinned host keys), locked while a fetch runs, and
-//! always used off the async threads (git2 is blocking). The manifests rendered for an
-//! application are remembered by (revision, path): a pass at a known commit renders
-//! nothing again.
+//! always used off the async threads (git2 is blocking). Renders are remembered by
+//! (renderer, root tree of the commit, path, source options, tool version) — shared by
+//! every application, so a pass at a known commit (or a commit that did not change the
+//! tree) renders nothing again and starts no child process. At most
+//! [`RENDER_CACHE_ENTRIES`] renders are kept (least recently used dropped).
 
 use std::{
     collections::HashMap,
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
 
 use super::{Credentials, Mirror, Snapshot};
 use crate::{
-    config::{Repository, read_secret},
-    render::{self, Manifest},
+    config::{Config, Repository, Source, SourceType, read_secret},
+    render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits, sops::Sops},
 };
 
 /// Why an application's source could not be read.
@@ -47,29 +53,73 @@ pub enum FetchError {
 /// The outcome of fetching and rendering an application's source.
 #[derive(Debug)]
 pub enum Desired {
-    /// The commit and its manifests.
-    Rendered(Snapshot, Vec<Manifest>),
+    /// The commit and its manifests (with the render's warnings).
+    Rendered(Snapshot, Rendered),
     /// The repository could not be read.
     FetchFailed(FetchError),
     /// The commit was read but does not render.
     RenderFailed(Snapshot, render::Error),
 }
 
-/// (revision, path, manifests) last rendered for an application.
-type RenderMemo = (String, String, Vec<Manifest>);
+/// How many renders a pool keeps.
+pub const RENDER_CACHE_ENTRIES: usize = 256;
 
-/// Mirrors by repository name, and each application's last render.
+/// Renders by key, with the tick of their last use.
+#[derive(Default)]
+struct RenderCache {
+    tick: u64,
+    entries: HashMap<String, (u64, Rendered)>,
+}
+
+impl RenderCache {
+    fn get(&mut self, key: &str) -> Option<Rendered> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(key).map(|(t, r)| {
+            *t = tick;
+            r.clone()
+        })
+    }
+
+    fn put(&mut self, key: String, rendered: Rendered) {
+        self.tick += 1;
+        if self.entries.len() >= RENDER_CACHE_ENTRIES
+            && let Some(old) = self.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
+        {
+            self.entries.remove(&old);
+        }
+        self.entries.insert(key, (self.tick, rendered));
+    }
+}
+
+/// Mirrors by repository name, the render cache, and the render tools found.
 pub struct Pool {
     cache_dir: PathBuf,
+    config: Arc<Config>,
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
-    rendered: Mutex<HashMap<String, RenderMemo>>,
+    renders: Mutex<RenderCache>,
+    kustomize: tokio::sync::Mutex<Option<Kustomize>>,
+    helm: tokio::sync::Mutex<Option<Helm>>,
+    sops: tokio::sync::Mutex<Option<Sops>>,
+    tool_runs: AtomicU64,
     limits: crate::limits::Limits,
 }
 
 impl Pool {
-    /// A pool keeping its mirrors under `cache_dir`.
-    pub fn new(cache_dir: PathBuf) -> Self {
-        Self { cache_dir, mirrors: Mutex::default(), rendered: Mutex::default(), limits: Default::default() }
+    /// A pool keeping its mirrors under `cache_dir`, rendering the applications of
+    /// `config` (their `source`, and `settings.renderTools`).
+    pub fn new(cache_dir: PathBuf, config: Arc<Config>) -> Self {
+        Self {
+            cache_dir,
+            config,
+            mirrors: Mutex::default(),
+            renders: Mutex::default(),
+            kustomize: tokio::sync::Mutex::default(),
+            helm: tokio::sync::Mutex::default(),
+            sops: tokio::sync::Mutex::default(),
+            tool_runs: AtomicU64::new(0),
+            limits: crate::limits::Limits::default(),
+        }
     }
 
     /// This pool, reading and rendering within `limits` (see [`crate::limits`]).
@@ -77,6 +127,12 @@ impl Pool {
     pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// How many render-tool child processes this pool has started (builds, templates
+    /// and version queries).
+    pub fn tool_runs(&self) -> u64 {
+        self.tool_runs.load(Ordering::Relaxed)
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, FetchError> {
@@ -112,45 +168,209 @@ impl Pool {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
-            Ok(m) => tokio::task::spawn_blocking(move || -> Result<Snapshot, FetchError> {
+            Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
                 let resolved = m.resolve(&wanted)?;
-                Ok(m.snapshot(&resolved.revision, &dir)?)
+                match m.snapshot(&resolved.revision, &dir) {
+                    // the commit is there but its tree cannot be rendered as it is
+                    Err(e @ (super::Error::Submodule { .. } | super::Error::Symlink { .. })) => {
+                        Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string())))
+                    }
+                    other => Ok((other?, None)),
+                }
             })
             .await
             .unwrap_or_else(|e| Err(FetchError::Task(e.to_string()))),
         };
         let snapshot = match fetched {
-            Ok(s) => s,
+            Ok((s, None)) => s,
+            Ok((s, Some(message))) => return Desired::RenderFailed(s, render::Error::Tree { message }),
             Err(e) => return Desired::FetchFailed(e),
         };
-        let memo = self.rendered.lock().ok().and_then(|m| {
-            m.get(app).filter(|(rev, p, _)| *rev == snapshot.revision && p == path).map(|(_, _, v)| v.clone())
-        });
-        match memo.map_or_else(|| limited_render(&self.limits, &snapshot.files), Ok) {
-            Ok(m) => {
-                if let Ok(mut r) = self.rendered.lock() {
-                    r.insert(app.to_string(), (snapshot.revision.clone(), path.to_string(), m.clone()));
-                }
-                Desired::Rendered(snapshot, m)
-            }
+        let found = self.config.applications.iter().find(|a| a.name.value == app);
+        let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
+        let target = Target { app, namespace: &namespace, path: path.trim_matches('/'), source: &source };
+        match self.render(repo, &snapshot, &target).await {
+            Ok(r) => Desired::Rendered(snapshot, r),
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
     }
+
+    /// Renders `t.path` of `snapshot` with its renderer (configured or detected), or
+    /// returns the cached render of the same inputs.
+    async fn render(&self, repo: &Repository, snapshot: &Snapshot, t: &Target<'_>) -> Result<Rendered, render::Error> {
+        let kind = t.source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+        let tools = &self.config.settings.render_tools;
+        let limits = Limits {
+            timeout: Duration::from_secs(tools.timeout_seconds),
+            max_output: tools.max_output_bytes,
+            network: t.source.allow_remote_bases,
+        };
+        let tool = match kind {
+            SourceType::Kustomize => Some(Tool::Kustomize(self.kustomize(limits).await?)),
+            SourceType::Helm => Some(Tool::Helm(self.helm(limits).await?)),
+            SourceType::Plain => None,
+        };
+        let described = match &tool {
+            Some(Tool::Kustomize(k)) => k.describe(),
+            Some(Tool::Helm(h)) => h.describe(),
+            None => String::new(),
+        };
+        // the app and namespace count for Helm (release name and namespace in templates)
+        let key =
+            format!("{kind:?} {} {} {}/{} {:?} {described}", snapshot.root_tree, t.path, t.app, t.namespace, t.source);
+        if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
+            return Ok(Rendered { cached: true, ..r });
+        }
+        let started = std::time::Instant::now();
+        let mut rendered = match tool {
+            None => {
+                let (files, sops) = self.decrypted(&snapshot.files, t.source, limits).await?;
+                for (path, bytes) in &files {
+                    if render::is_manifest_file(path)
+                        && !path.ends_with(".json")
+                        && let Ok(text) = std::str::from_utf8(bytes)
+                    {
+                        self.limits.check_yaml(path, text)?;
+                    }
+                }
+                let mut r = render::render_files(&files)?;
+                r.tool = sops.map(|s| format!("plain YAML, {}", s.version));
+                r
+            }
+            Some(tool) => {
+                let dir = self.working_copy(repo, &snapshot.revision).await?;
+                self.tool_runs.fetch_add(1, Ordering::Relaxed);
+                let shown = if t.path.is_empty() { "." } else { t.path };
+                let (name, described, out) = match tool {
+                    Tool::Kustomize(k) => {
+                        let overrides = render::kustomize::Overrides {
+                            images: &t.source.images,
+                            name_prefix: t.source.name_prefix.as_deref(),
+                            name_suffix: t.source.name_suffix.as_deref(),
+                        };
+                        let out = k.build(dir.path(), t.path, &overrides, limits).await?;
+                        (format!("{shown} (kustomize build)"), k.describe(), out)
+                    }
+                    Tool::Helm(h) => {
+                        let template = render::helm::Template {
+                            chart: t.path,
+                            release: t.source.release_name.as_deref().unwrap_or(t.app),
+                            namespace: t.namespace,
+                            value_files: &t.source.value_files,
+                            values: t.source.values.as_ref(),
+                        };
+                        let out = h.template(dir.path(), &template, limits).await?;
+                        (format!("{shown} (helm template)"), h.describe(), out)
+                    }
+                };
+                self.limits.check_yaml(&name, &String::from_utf8_lossy(&out))?;
+                render::render_output(&name, &out, described)?
+            }
+        };
+        self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
+        rendered.took = started.elapsed();
+        if let Ok(mut c) = self.renders.lock() {
+            c.put(key, rendered.clone());
+        }
+        Ok(rendered)
+    }
+
+    /// A working copy of commit `revision` of `repo` in a new temporary directory
+    /// (removed when dropped).
+    async fn working_copy(&self, repo: &Repository, revision: &str) -> Result<tempfile::TempDir, render::Error> {
+        let tool_err = |message: String| render::Error::Tool { message: format!("working copy: {message}") };
+        let dir = tempfile::tempdir().map_err(|e| tool_err(e.to_string()))?;
+        let m = self.mirror(repo).map_err(|e| tool_err(e.to_string()))?;
+        let (rev, dest) = (revision.to_string(), dir.path().to_path_buf());
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+            m.export(&rev, &dest).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(tool_err)?;
+        Ok(dir)
+    }
+
+    /// The kustomize binary, located (and its version asked) once.
+    async fn kustomize(&self, limits: Limits) -> Result<Kustomize, render::Error> {
+        let mut found = self.kustomize.lock().await;
+        if let Some(k) = found.as_ref() {
+            return Ok(k.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let k = Kustomize::locate(self.config.settings.render_tools.kustomize.as_deref(), limits).await?;
+        *found = Some(k.clone());
+        Ok(k)
+    }
+
+    /// `files` with every SOPS-encrypted one decrypted (one sops run each), and the sops
+    /// used, if any.
+    async fn decrypted(
+        &self,
+        files: &[(String, Vec<u8>)],
+        source: &Source,
+        limits: Limits,
+    ) -> Result<(Vec<(String, Vec<u8>)>, Option<Sops>), render::Error> {
+        let mut out = Vec::with_capacity(files.len());
+        let mut used = None;
+        for (path, bytes) in files {
+            if !render::is_manifest_file(path) || !render::sops::is_encrypted(path, bytes) {
+                out.push((path.clone(), bytes.clone()));
+                continue;
+            }
+            let Some(keys) = &source.sops else {
+                return Err(render::Error::Decrypt {
+                    file: path.clone(),
+                    message: "no key configured (source.sops.ageKeyFile); plumb never applies it encrypted".into(),
+                });
+            };
+            let sops = self.sops(limits).await?;
+            self.tool_runs.fetch_add(1, Ordering::Relaxed);
+            let plain = sops.decrypt(path, bytes, &keys.age_key_file, Limits { network: false, ..limits }).await?;
+            out.push((path.clone(), plain));
+            used = Some(sops);
+        }
+        Ok((out, used))
+    }
+
+    /// The sops binary, located (and its version asked) once.
+    async fn sops(&self, limits: Limits) -> Result<Sops, render::Error> {
+        let mut found = self.sops.lock().await;
+        if let Some(s) = found.as_ref() {
+            return Ok(s.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let s = Sops::locate(self.config.settings.render_tools.sops.as_deref(), limits).await?;
+        *found = Some(s.clone());
+        Ok(s)
+    }
+
+    /// The helm binary, located (and its version asked) once.
+    async fn helm(&self, limits: Limits) -> Result<Helm, render::Error> {
+        let mut found = self.helm.lock().await;
+        if let Some(h) = found.as_ref() {
+            return Ok(h.clone());
+        }
+        self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let h = Helm::locate(self.config.settings.render_tools.helm.as_deref(), limits).await?;
+        *found = Some(h.clone());
+        Ok(h)
+    }
 }
 
-/// Renders `files` within `limits`: each YAML file's expansion budget is checked before
-/// it is parsed, the rendered bytes after.
-fn limited_render(limits: &crate::limits::Limits, files: &[(String, Vec<u8>)]) -> Result<Vec<Manifest>, render::Error> {
-    for (path, bytes) in files {
-        if render::is_manifest_file(path)
-            && !path.ends_with(".json")
-            && let Ok(text) = std::str::from_utf8(bytes)
-        {
-            limits.check_yaml(path, text)?;
-        }
-    }
-    let manifests = render::render(files)?;
-    limits.check_rendered(manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
-    Ok(manifests)
+/// What one application renders: its path, namespace and source options.
+struct Target<'a> {
+    app: &'a str,
+    namespace: &'a str,
+    path: &'a str,
+    source: &'a Source,
+}
+
+/// A located render tool.
+enum Tool {
+    Kustomize(Kustomize),
+    Helm(Helm),
 }

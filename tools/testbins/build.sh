@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and Gitea from
-# their Go modules (through the Go module proxy) into a cache outside the git tree.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Gitea and the
+# render tools (kustomize, helm, sops) from their Go modules (through the Go module proxy) into a cache
+# outside the git tree.
 #
-#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|control-plane|all]     (default: all)
+#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|kustomize|helm|sops|control-plane|all]
 #
-# control-plane = etcd, k8s and kwok (what the demo needs); all = those and gitea (what the
-# tests need).
+# (default: all). control-plane = etcd, k8s and kwok (what the demo needs); all = those,
+# gitea, kustomize, helm and sops (what the tests need).
 #
 # Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
-# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea}/current/bin (Gitea's templates/ and options/ in
+# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea,kustomize,helm,sops}/current/bin (Gitea's templates/ and options/ in
 # gitea/current/static, its STATIC_ROOT_PATH). A killed build never leaves a directory
 # that looks complete (build in a temp dir, then rename).
 set -euo pipefail
@@ -119,8 +120,36 @@ build_gitea() { # $1 = output dir
   "$out/bin/gitea" --version >/dev/null
 }
 
+build_kustomize() { # $1 = output dir
+  # The kustomize CLI module pins its own kustomize/api; `go install mod@version` keeps
+  # exactly the versions its go.mod names (no replace directives in released tags).
+  local out=$1
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath \
+    -ldflags="-s -w -X sigs.k8s.io/kustomize/api/provenance.version=v$KUSTOMIZE_VERSION" \
+    "sigs.k8s.io/kustomize/kustomize/v5@v$KUSTOMIZE_VERSION"
+  "$out/bin/kustomize" version >/dev/null
+}
+
+build_helm() { # $1 = output dir
+  # `helm template` only (plumb applies); no replace directives in released tags.
+  local out=$1
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
+  "$out/bin/helm" version --short >/dev/null
+}
+
+build_sops() { # $1 = output dir
+  # sops decrypts SOPS-encrypted files at render time; age-keygen makes the tests' keys.
+  local out=$1
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "github.com/getsops/sops/v3/cmd/sops@v$SOPS_VERSION"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "filippo.io/age/cmd/age-keygen@v$AGE_VERSION"
+  "$out/bin/sops" --version >/dev/null
+}
+
 check_bin() { # component -> the binary that proves a build
-  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; esac
+  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; kustomize) echo kustomize ;; helm) echo helm ;; sops) echo sops ;; esac
 }
 
 ensure() { # $1 = etcd | k8s | kwok
@@ -130,6 +159,9 @@ ensure() { # $1 = etcd | k8s | kwok
   k8s) vers="K8S_VERSION=$K8S_VERSION K8S_STAGING=$K8S_STAGING" ;;
   kwok) vers="KWOK_VERSION=$KWOK_VERSION" ;;
   gitea) vers="GITEA_VERSION=$GITEA_VERSION" ;;
+  kustomize) vers="KUSTOMIZE_VERSION=$KUSTOMIZE_VERSION" ;;
+  helm) vers="HELM_VERSION=$HELM_VERSION" ;;
+  sops) vers="SOPS_VERSION=$SOPS_VERSION AGE_VERSION=$AGE_VERSION" ;;
   esac
   key=$( { echo "$vers"; declare -f "build_$c"; go version; } | sha256sum | cut -c1-12)
   dest=$ROOT/$c/$key
@@ -139,10 +171,12 @@ ensure() { # $1 = etcd | k8s | kwok
     log "$c: cached at $dest"
     return 0
   fi
-  local avail
+  local avail need=8000000
+  # the control plane and Gitea need ~8 GB of module and build cache; a render tool ~1 GB
+  case $c in kustomize | helm | sops) need=1000000 ;; esac
   avail=$(df -Pk "$ROOT" | awk 'NR==2{print $4}')
-  if [ "$avail" -lt 8000000 ]; then
-    log "$c: need ~8 GB free under $ROOT, have $((avail / 1024)) MB"
+  if [ "$avail" -lt "$need" ]; then
+    log "$c: need ~$((need / 1000000)) GB free under $ROOT, have $((avail / 1024)) MB"
     return 1
   fi
   mkdir -p "$ROOT/$c"
@@ -173,10 +207,10 @@ main() {
   command -v jq >/dev/null || { log "jq is not installed"; exit 1; }
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
-  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea ;;
+  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea && ensure kustomize && ensure helm && ensure sops ;;
   control-plane) ensure etcd && ensure k8s && ensure kwok ;;
-  etcd | k8s | kwok | gitea) ensure "$what" ;;
-  *) log "usage: $0 [etcd|k8s|kwok|gitea|control-plane|all]"; exit 2 ;;
+  etcd | k8s | kwok | gitea | kustomize | helm | sops) ensure "$what" ;;
+  *) log "usage: $0 [etcd|k8s|kwok|gitea|kustomize|helm|sops|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
 }
