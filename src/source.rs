@@ -112,6 +112,17 @@ pub enum Error {
         /// Commit SHA.
         revision: String,
     },
+    /// A symlink points outside the application's path and the environment's
+    /// `sharedPaths`: another application's files are not this one's.
+    #[error("{path}: symlink to `{target}` leaves the application's path (allowed: {within}); not followed")]
+    SymlinkOutside {
+        /// The symlink's path.
+        path: String,
+        /// Its target.
+        target: String,
+        /// The paths it may point into.
+        within: String,
+    },
     /// A symlink points outside the repository, at nothing, or at a directory that
     /// contains it (a loop).
     #[error("{path}: symlink to `{target}` leaves the repository, points at nothing or loops; not followed")]
@@ -308,12 +319,27 @@ impl Mirror {
     /// [`Error::Limit`] (a file over `maxFileBytes`, checked before it is read; more
     /// than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
+        self.snapshot_within(revision, path, &[])
+    }
+
+    /// [`Mirror::snapshot`], where a symlink may only point into `path` or one of
+    /// `shared` (repository paths): one application's files cannot pull in another's
+    /// through a link.
+    ///
+    /// # Errors
+    /// As [`Mirror::snapshot`]; [`Error::SymlinkOutside`].
+    pub fn snapshot_within(&self, revision: &str, path: &str, shared: &[String]) -> Result<Snapshot, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
         let commit = Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).map_err(local)?;
         let subject = commit.summary().ok().flatten().unwrap_or("").to_string();
         let root = commit.tree().map_err(local)?;
         let path = path.trim_matches('/');
-        let walk = Walk { mirror: self, root: &root };
+        let within: Vec<String> = if shared.is_empty() && path.is_empty() {
+            vec![]
+        } else {
+            std::iter::once(path).chain(shared.iter().map(|s| s.trim_matches('/'))).map(String::from).collect()
+        };
+        let walk = Walk { mirror: self, root: &root, within: &within };
         let (tree, real) = if path.is_empty() {
             (root.clone(), String::new())
         } else {
@@ -360,7 +386,7 @@ impl Mirror {
         let io = |e: std::io::Error| local(git2::Error::from_str(&format!("{}: {e}", dest.display())));
         let root =
             Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).and_then(|c| c.tree()).map_err(local)?;
-        let walk = Walk { mirror: self, root: &root };
+        let walk = Walk { mirror: self, root: &root, within: &[] };
         let mut failed = None;
         root.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
             let rel = format!("{dir}{}", e.name().unwrap_or(""));
@@ -400,6 +426,9 @@ impl Mirror {
 struct Walk<'a> {
     mirror: &'a Mirror,
     root: &'a git2::Tree<'a>,
+    /// Repository paths a symlink may point into (the application's path and its
+    /// environment's `sharedPaths`); empty: anywhere in the repository.
+    within: &'a [String],
 }
 
 /// How many directory symlinks a walk follows inside one another at most.
@@ -510,6 +539,14 @@ impl Walk<'_> {
                 }
             }
             let norm_str = norm.to_string_lossy().to_string();
+            let inside = |p: &String| p.is_empty() || norm_str == *p || norm_str.starts_with(&format!("{p}/"));
+            if !self.within.is_empty() && !self.within.iter().any(inside) {
+                return Err(Error::SymlinkOutside {
+                    path: path.into(),
+                    target: target.clone(),
+                    within: self.within.join(", "),
+                });
+            }
             if norm_str.is_empty() {
                 return Ok((norm_str, Some(self.root.clone()), self.root.id()));
             }

@@ -228,3 +228,31 @@ async fn a_revision_naming_a_branch_and_a_tag_is_an_error() {
     assert_eq!(r.status.sync, SyncStatus::OutOfSync, "{:?}", r.status.conditions);
     assert_ne!(r.status.sync, SyncStatus::Unknown);
 }
+
+/// Paths stay inside the application: a symlink in its path to another application's
+/// files (here a Secret) fails the render naming the link — nothing of the other path
+/// is applied, nothing pruned; the environment's `sharedPaths` allows a common path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_out_of_the_application_path_is_refused() {
+    let ns = "tr-link";
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-tr-link", "tr-link", ns, AUTO, &[("a.yaml", &cm(ns, "a", ""))]).await;
+    assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
+    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: theirs, namespace: {ns}}}\nstringData: {{k: v}}\n");
+    app.lab.repo.write("other/secret.yaml", &secret).unwrap();
+    std::os::unix::fs::symlink("../other/secret.yaml", app.lab.repo.work.join("app/secret.yaml")).unwrap();
+    app.commit(&[], &[]);
+    let r = app.pass(Mode::Policy).await;
+    assert_eq!(r.status.sync, SyncStatus::Unknown);
+    let cond = r.status.conditions.iter().find(|c| c.type_ == ConditionType::ComparisonError).unwrap();
+    assert!(cond.message.contains("app/secret.yaml") && cond.message.contains("leaves the application's path"), "{cond:?}");
+    assert!(r.sync.is_none());
+    assert!(!exists(&["-n", ns, "get", "secret", "theirs"]) && exists(&["-n", ns, "get", "cm", "a"]));
+
+    let shared = std::fs::read_to_string(&app.policy).unwrap().replace("    syncPolicy:", "    sharedPaths: [other]\n    syncPolicy:");
+    std::fs::write(&app.policy, shared).unwrap();
+    let ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache2"), false).await;
+    let r = ctx.run_pass("tr-link", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.sync.map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status.conditions);
+    assert!(exists(&["-n", ns, "get", "secret", "theirs"]));
+}

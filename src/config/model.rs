@@ -183,6 +183,11 @@ pub struct Environment {
     /// Namespaced kinds they may not write (see [`Boundaries`]).
     #[serde(default)]
     pub namespace_resources: Option<NamespaceResources>,
+    /// Repository paths (besides each application's own `path`) that symlinks in its
+    /// files may point into, e.g. `[common/]`; a symlink to anywhere else — another
+    /// application's path — fails the render naming it.
+    #[serde(default)]
+    pub shared_paths: Vec<String>,
     /// A ServiceAccount in each application's namespace that the application's
     /// dry-runs, applies and deletes run as (Kubernetes impersonation, like Flux's
     /// `serviceAccountName`): Kubernetes RBAC is then the last line of the boundaries.

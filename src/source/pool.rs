@@ -161,19 +161,34 @@ impl Pool {
         tokio::task::spawn_blocking(move || m.lock().ok()?.descends(&new, &old)).await.ok().flatten()
     }
 
+    /// The repository paths application `app`'s symlinks may point into besides its own
+    /// path: its environment's `sharedPaths`.
+    fn shared_paths(&self, app: &str) -> Vec<String> {
+        let c = &self.config;
+        let env = c.applications.iter().find(|a| a.name.value == app).and_then(|a| {
+            c.environments.iter().find(|e| e.name.value == a.environment.value)
+        });
+        env.map(|e| e.shared_paths.clone()).unwrap_or_default()
+    }
+
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
     /// the files under `path` for application `app`; a render is remembered by revision
     /// and path.
     pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
+        let shared = self.shared_paths(app);
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
                 let resolved = m.resolve(&wanted)?;
-                match m.snapshot(&resolved.revision, &dir) {
+                match m.snapshot_within(&resolved.revision, &dir, &shared) {
                     // the commit is there but its tree cannot be rendered as it is
-                    Err(e @ (super::Error::Submodule { .. } | super::Error::Symlink { .. })) => {
+                    Err(
+                        e @ (super::Error::Submodule { .. }
+                        | super::Error::Symlink { .. }
+                        | super::Error::SymlinkOutside { .. }),
+                    ) => {
                         Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string())))
                     }
                     other => Ok((other?, None)),
