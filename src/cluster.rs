@@ -282,6 +282,26 @@ impl Cluster {
         Ok(())
     }
 
+    /// The API server's version (`gitVersion`, e.g. `v1.36.3`) and the `group/version`s
+    /// discovery serves (`v1` for the core group): what a chart renderer calls the
+    /// cluster's capabilities.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the version cannot be read.
+    pub async fn capabilities(&self) -> Result<(String, Vec<String>), Error> {
+        self.count(false);
+        let version =
+            self.client.apiserver_version().await.map_err(|e| Error::request("get", "/version", e))?.git_version;
+        let d = self.discovery.read().await;
+        let versions = d
+            .groups()
+            .flat_map(|g| {
+                g.versions().map(|v| if g.name().is_empty() { v.to_string() } else { format!("{}/{v}", g.name()) })
+            })
+            .collect();
+        Ok((version, versions))
+    }
+
     /// Whether any served kind matches the globs `group` (`None` = any group) and `kind`.
     pub async fn serves_kind_like(&self, group: Option<&str>, kind: &str) -> bool {
         let matcher = |p: &str| globset::Glob::new(p).ok().map(|g| g.compile_matcher());

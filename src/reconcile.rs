@@ -249,37 +249,14 @@ impl Context {
             kinds: previous.kinds.clone(),
             last_sync: previous.last_sync.clone(),
             finished: previous.finished.clone(),
+            render: previous.render.clone(),
             ..AppStatus::default()
         };
 
         // 1. source and render
-        let wanted = revision.unwrap_or(&app.revision.value);
-        let limits = self.config.settings.limits;
-        let desired = self.sources.desired(name, repo, wanted, &app.path.value);
-        let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
-            let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
-            Desired::FetchFailed(source::FetchError::Git(e.into()))
-        });
-        let (snapshot, manifests) = match desired {
-            Desired::Rendered(snapshot, rendered) => {
-                if !rendered.cached {
-                    let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
-                    self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
-                }
-                let warnings = rendered.warnings.iter();
-                st.conditions
-                    .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
-                (snapshot, rendered.manifests)
-            }
-            Desired::FetchFailed(e) => {
-                let message = format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value));
-                return self.finish_early(st, previous, history, message, started, mode).await;
-            }
-            Desired::RenderFailed(snapshot, e) => {
-                (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
-                let message = format!("render {}: {e}", short(&snapshot.revision));
-                return self.finish_early(st, previous, history, message, started, mode).await;
-            }
+        let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision).await {
+            Ok(found) => found,
+            Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
 
@@ -385,6 +362,54 @@ impl Context {
         // 6. record
         self.record(&st, &previous, history, record.clone(), mode, started).await?;
         Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
+    }
+
+    /// Stage 1: fetches and renders application `app` at `revision` (else its
+    /// configured revision) within the source time limit, recording the render's time
+    /// and warnings in `st`. `Err` is the message of a failed fetch or render (the
+    /// revision and subject of a commit that failed to render are in `st`).
+    async fn source_stage(
+        &self,
+        st: &mut AppStatus,
+        app: &Application,
+        repo: &Repository,
+        revision: Option<&str>,
+    ) -> Result<(source::Snapshot, Vec<crate::render::Manifest>), String> {
+        if !self.sources.knows_cluster()
+            && let Ok((version, api_versions)) = self.cluster.capabilities().await
+        {
+            self.sources.set_cluster(version, api_versions);
+        }
+        let name = app.name.value.as_str();
+        let wanted = revision.unwrap_or(&app.revision.value);
+        let limits = self.config.settings.limits;
+        let desired = self.sources.desired(name, repo, wanted, &app.path.value);
+        let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
+            let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
+            Desired::FetchFailed(source::FetchError::Git(e.into()))
+        });
+        match desired {
+            Desired::Rendered(snapshot, rendered) => {
+                if !rendered.cached {
+                    let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
+                    self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
+                    st.render = Some(status::RenderTime {
+                        tool: rendered.tool_name().into(),
+                        millis: u64::try_from(rendered.took.as_millis()).unwrap_or(u64::MAX),
+                        revision: snapshot.revision.clone(),
+                    });
+                }
+                let warnings = rendered.warnings.iter();
+                st.conditions
+                    .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
+                Ok((snapshot, rendered.manifests))
+            }
+            Desired::FetchFailed(e) => Err(format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value))),
+            Desired::RenderFailed(snapshot, e) => {
+                (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
+                Err(format!("render {}: {e}", short(&snapshot.revision)))
+            }
+        }
     }
 
     /// Compares every manifest (16 at once), fails objects declared twice or going into

@@ -319,7 +319,8 @@ impl Mirror {
     /// [`Error::Limit`] (a file over `maxFileBytes`, checked before it is read; more
     /// than `maxFiles`).
     pub fn snapshot(&self, revision: &str, path: &str) -> Result<Snapshot, Error> {
-        self.snapshot_within(revision, path, &[])
+        // the whole repository ("" contains every path)
+        self.snapshot_within(revision, path, &[String::new()])
     }
 
     /// [`Mirror::snapshot`], where a symlink may only point into `path` or one of

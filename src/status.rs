@@ -270,6 +270,20 @@ pub struct AppStatus {
     /// [`crate::compare::object::finished_digest`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finished: Vec<Finished>,
+    /// The last render that ran (a cached render keeps the figure of the run it reuses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render: Option<RenderTime>,
+}
+
+/// How long an application's render took, and with what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderTime {
+    /// `plain`, `kustomize`, `helm`, …
+    pub tool: String,
+    /// Wall-clock milliseconds of the render (child processes included).
+    pub millis: u64,
+    /// The revision rendered.
+    pub revision: String,
 }
 
 /// A Job that finished, remembered by the digest of its manifest.

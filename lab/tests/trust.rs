@@ -256,3 +256,38 @@ async fn a_symlink_out_of_the_application_path_is_refused() {
     assert_eq!(r.sync.map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status.conditions);
     assert!(exists(&["-n", ns, "get", "secret", "theirs"]));
 }
+
+/// A watch plumb's identity may not make (403 on list/watch) is a visible
+/// `WatchError` condition naming the kind, not a debug line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_watch_is_a_condition() {
+    let ns = "tr-watch";
+    let status_ns = "plumb-tr-watch";
+    kubectl(&["create", "namespace", ns]);
+    kubectl(&["create", "namespace", status_ns]);
+    kubectl(&["-n", ns, "create", "serviceaccount", "plumb-lite"]);
+    let who = format!("system:serviceaccount:{ns}:plumb-lite");
+    // may read and write ConfigMaps everywhere, and nothing about Secrets
+    kubectl(&["create", "clusterrole", "tr-watch-cm", "--verb=get,list,watch,create,patch,update,delete", "--resource=configmaps,events,namespaces"]);
+    kubectl(&["create", "clusterrolebinding", "tr-watch-cm", "--clusterrole=tr-watch-cm", &format!("--serviceaccount={ns}:plumb-lite")]);
+    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: {ns}}}\nstringData: {{k: v}}\n");
+    let app = App::new(status_ns, "tr-watch", ns, AUTO, &[("a.yaml", &cm(ns, "a", "")), ("s.yaml", &secret)]).await;
+    let config = plumb::config::load(&app.policy).unwrap();
+    let admin = plumb::cluster::Cluster::connect(Some(&control_plane().kubeconfig)).await.unwrap();
+    let lite = admin.impersonate(&who).await.unwrap();
+    let ctx = std::sync::Arc::new(
+        plumb::reconcile::Context::new(
+            lite,
+            std::sync::Arc::new(config),
+            app.lab.tmp.path().join("cache-lite"),
+            std::sync::Arc::new(plumb::metrics::Metrics::default()),
+        )
+        .with_watches(),
+    );
+    let cond = wait_for("a WatchError naming Secret", Duration::from_secs(60), || async {
+        let r = ctx.run_pass("tr-watch", Mode::CompareOnly, None).await.unwrap();
+        r.status.conditions.into_iter().find(|c| c.type_ == ConditionType::WatchError)
+    })
+    .await;
+    assert!(cond.message.contains("Secret") && cond.message.contains("403"), "{cond:?}");
+}

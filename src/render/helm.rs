@@ -35,6 +35,11 @@ pub struct Template<'a> {
     pub value_files: &'a [String],
     /// Inline values (a mapping), applied last.
     pub values: Option<&'a serde_json::Value>,
+    /// The target cluster's version (`.Capabilities.KubeVersion`, e.g. `v1.36.3`),
+    /// when known.
+    pub kube_version: Option<&'a str>,
+    /// The target cluster's served `group/version`s (`.Capabilities.APIVersions`).
+    pub api_versions: &'a [String],
 }
 
 impl Helm {
@@ -81,6 +86,12 @@ impl Helm {
             }
             args.extend(["--values".into(), f.clone()]);
         }
+        if let Some(v) = t.kube_version {
+            args.extend(["--kube-version".into(), v.into()]);
+        }
+        for v in t.api_versions {
+            args.extend(["--api-versions".into(), v.clone()]);
+        }
         if let Some(v) = t.values {
             let file = root.join(".plumb-inline-values.json");
             std::fs::write(&file, v.to_string()).map_err(|e| Error::Tool { message: format!("helm: values: {e}") })?;
@@ -106,7 +117,7 @@ mod tests {
         let limits = Limits { timeout: Duration::from_secs(5), max_output: 1024, network: false };
         for (file, why) in [("../etc/passwd", "outside"), ("/etc/passwd", "absolute"), ("envs/none.yaml", "missing")] {
             let files = [file.to_string()];
-            let t = Template { chart: "c", release: "r", namespace: "n", value_files: &files, values: None };
+            let t = Template { chart: "c", release: "r", namespace: "n", value_files: &files, values: None, kube_version: None, api_versions: &[] };
             let err = helm.template(root.path(), &t, limits).await.expect_err(why).to_string();
             assert_eq!(
                 err,
@@ -114,7 +125,7 @@ mod tests {
                 "{why}"
             );
         }
-        let t = Template { chart: "c", release: "r", namespace: "n", value_files: &[], values: None };
+        let t = Template { chart: "c", release: "r", namespace: "n", value_files: &[], values: None, kube_version: None, api_versions: &[] };
         let err = helm.template(root.path(), &t, limits).await.expect_err("no binary").to_string();
         assert!(err.starts_with("no-helm template r c --namespace n: cannot start"), "{err}");
     }

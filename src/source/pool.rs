@@ -103,6 +103,9 @@ pub struct Pool {
     sops: tokio::sync::Mutex<Option<Sops>>,
     tool_runs: AtomicU64,
     limits: crate::limits::Limits,
+    /// The target cluster's version and served `group/version`s, for Helm's
+    /// `.Capabilities` (see [`Pool::set_cluster`]).
+    cluster: std::sync::RwLock<Option<(String, Vec<String>)>>,
 }
 
 impl Pool {
@@ -116,6 +119,7 @@ impl Pool {
             renders: Mutex::default(),
             kustomize: tokio::sync::Mutex::default(),
             helm: tokio::sync::Mutex::default(),
+            cluster: std::sync::RwLock::default(),
             sops: tokio::sync::Mutex::default(),
             tool_runs: AtomicU64::new(0),
             limits: crate::limits::Limits::default(),
@@ -169,6 +173,20 @@ impl Pool {
             c.environments.iter().find(|e| e.name.value == a.environment.value)
         });
         env.map(|e| e.shared_paths.clone()).unwrap_or_default()
+    }
+
+    /// Whether [`Pool::set_cluster`] was called.
+    pub fn knows_cluster(&self) -> bool {
+        self.cluster.read().is_ok_and(|c| c.is_some())
+    }
+
+    /// The target cluster's `version` (`v1.36.3`) and served `group/version`s, given to
+    /// Helm as `--kube-version` and `--api-versions` so that charts see the cluster
+    /// they are rendered for.
+    pub fn set_cluster(&self, version: String, api_versions: Vec<String>) {
+        if let Ok(mut c) = self.cluster.write() {
+            *c = Some((version, api_versions));
+        }
     }
 
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
@@ -268,7 +286,12 @@ impl Pool {
                         (format!("{shown} (kustomize build)"), k.describe(), out)
                     }
                     Tool::Helm(h) => {
+                        let cluster = self.cluster.read().ok().and_then(|c| c.clone());
+                        let (kube_version, api_versions) = cluster.unzip();
+                        let api_versions = api_versions.unwrap_or_default();
                         let template = render::helm::Template {
+                            kube_version: kube_version.as_deref(),
+                            api_versions: &api_versions,
                             chart: t.path,
                             release: t.source.release_name.as_deref().unwrap_or(t.app),
                             namespace: t.namespace,
