@@ -280,7 +280,9 @@ async fn utf16_files_and_directory_symlinks_render_and_an_lfs_pointer_fails() {
     let cm = |name: &str| {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{a: b}}\n")
     };
-    let app = App::new("plumb-render", "rc-parity", ns, AUTO, &[("own.yaml", &cm("own"))]).await;
+    // the shared directory is outside the application's path: its environment allows it
+    let env = format!("{AUTO}\nsharedPaths: [common]");
+    let app = App::new("plumb-render", "rc-parity", ns, &env, &[("own.yaml", &cm("own"))]).await;
     let work = &app.lab.repo.work;
     let utf16: Vec<u8> =
         [0xFF, 0xFE].into_iter().chain(cm("windows").encode_utf16().flat_map(u16::to_le_bytes)).collect();

@@ -207,13 +207,14 @@ async fn a_revision_naming_a_branch_and_a_tag_is_an_error() {
     kubectl(&["create", "namespace", ns]);
     let app = App::new("plumb-tr-ambiguous", "tr-ambiguous", ns, AUTO, &[("a.yaml", &cm(ns, "a", ""))]).await;
     assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").args(args).current_dir(&app.lab.repo.work).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    git(&["tag", "main"]);
-    git(&["push", "-q", "origin", "refs/tags/main"]);
-    app.commit(&[], &["a.yaml"]);
+    // a tag `main` in the served repository, next to the branch `main`
+    let out = std::process::Command::new("git")
+        .args(["tag", "main", "refs/heads/main"])
+        .current_dir(&app.lab.repo.bare)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git tag: {}", String::from_utf8_lossy(&out.stderr));
+    app.commit(&[("b.yaml", &cm(ns, "b", ""))], &["a.yaml"]);
     let r = app.pass(Mode::Policy).await;
     assert_eq!(r.status.sync, SyncStatus::Unknown);
     let cond = r.status.conditions.iter().find(|c| c.type_ == ConditionType::ComparisonError).unwrap();
