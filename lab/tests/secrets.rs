@@ -54,23 +54,26 @@ fn assert_clean(output: &str, text: &str) {
 struct Serve {
     child: Child,
     log: PathBuf,
-    addr: std::net::SocketAddr,
+    /// The internal listener (status API, metrics).
+    internal: std::net::SocketAddr,
 }
 
 impl Serve {
     fn start(policy: &std::path::Path, cache: &std::path::Path, log: PathBuf) -> Serve {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (addr, internal, probes) = (free(), free(), free());
         let out = std::fs::File::create(&log).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
             .args(["serve", "--config", policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
-            .args(["--listen", &addr.to_string()])
+            .args(["--listen", &addr.to_string(), "--internal-listen", &internal.to_string()])
+            .args(["--probe-listen", &probes.to_string()])
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .env("PLUMB_LOG", "plumb=debug,info")
             .stdout(Stdio::from(out.try_clone().unwrap()))
             .stderr(Stdio::from(out))
             .spawn()
             .unwrap();
-        Serve { child, log, addr }
+        Serve { child, log, internal }
     }
 
     fn log(&self) -> String {
@@ -188,7 +191,8 @@ async fn k8s_04_secret_values_never_leave() {
     .await;
     assert!(events.contains("reverted /data/password (sensitive, sha256:"), "{events}");
     let api = wait_for("the API shows web Synced", Duration::from_secs(60), || async {
-        let (code, body) = http_request(serve.addr, "GET", "/api/v1/applications", &[], b"").await;
+        let (code, body) =
+            http_request(serve.internal, "GET", "/api/v1/applications", &[bearer(reader_token())], b"").await;
         let apps: serde_json::Value = serde_json::from_str(&body).ok()?;
         let synced = apps.as_array()?.iter().any(|a| a["app"] == "web" && a["sync"] == "Synced");
         (code == 200 && synced && body.contains("\"refused\"")).then_some(body)
@@ -199,7 +203,7 @@ async fn k8s_04_secret_values_never_leave() {
         log.contains("reverted /data/password").then_some(log)
     })
     .await;
-    let (_, metrics) = http_request(serve.addr, "GET", "/metrics", &[], b"").await;
+    let (_, metrics) = http_request(serve.internal, "GET", "/metrics", &[bearer(reader_token())], b"").await;
     let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "yaml"]);
     assert!(statuses.contains("api-token"), "the refused Secret's status is there:\n{statuses}");
     let all_events = kubectl(&["-n", NS, "get", "events", "-o", "yaml"]);

@@ -521,8 +521,10 @@ pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: boo
     if theirs.is_some() && theirs != installation {
         return Ownership::Theirs(format!("another plumb installation ({})", theirs.unwrap_or("")));
     }
-    let created_for =
-        live.pointer("/metadata/annotations").and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION)).and_then(Value::as_str);
+    let created_for = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION))
+        .and_then(Value::as_str);
     match tracking::tracked_app(live) {
         Some(a) if a == app => Ownership::Ours,
         None if created_for == Some(app) => Ownership::Ours,
@@ -547,7 +549,8 @@ pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crat
         };
         if let Err(why) = boundary.check(&c.key, namespaced, &c.apply) {
             let mut refused = (**c).clone();
-            refused.reason = ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
+            refused.reason =
+                ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
             *c = std::sync::Arc::new(refused);
         }
     }
@@ -708,7 +711,12 @@ mod tests {
         let table: &[(Value, Option<&str>, bool, Ownership)] = &[
             (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x"})), None, false, Ownership::Ours),
             (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/copied"})), None, false, Ownership::Ours),
-            (live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})), None, true, Ownership::Theirs("application shop".into())),
+            (
+                live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})),
+                None,
+                true,
+                Ownership::Theirs("application shop".into()),
+            ),
             (live(json!({})), None, false, Ownership::Unmanaged),
             (live(Value::Null), None, true, Ownership::Adopt),
             (live(json!({"plumb.dev/created-for": "web"})), None, false, Ownership::Ours),
