@@ -315,8 +315,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     format!("{:?}", r.result),
                     r.reason,
                     r.subject,
-                    r.applied.len(),
-                    r.pruned.len(),
+                    // stored records name at most 100 objects; the counts cover all
+                    r.applied.len() + r.applied_omitted,
+                    r.pruned.len() + r.pruned_omitted,
                     r.message
                 );
             }

@@ -72,6 +72,11 @@ async fn status_of_2000_objects_stays_under_the_configmap_limit() {
         assert_eq!(h.applied.len() + h.applied_omitted, OBJECTS, "{h:?}");
     }
 
+    // `plumb history` counts every object of each sync
+    let (code, out, err) = plumb_cli(&["history", "big", "--config", policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(out.lines().filter(|l| l.contains(&format!("(+{OBJECTS} -0)"))).count(), 10, "{out}");
+
     // a new plumb reads it back and goes on: the next pass finds all Synced
     let again = context_for(&policy, &lab.tmp.path().join("cache-2"), false).await;
     let (loaded, history) = again.store.load("big").await.unwrap();

@@ -291,14 +291,12 @@ impl Context {
         let Some(owner) = tracking::tracked_app(live) else { return false };
         let Ok((app, _, repo)) = self.app(owner) else { return false };
         match self.sources.desired(owner, repo, &app.revision.value, &app.path.value).await {
-            Desired::Rendered(_, manifests) => {
-                !manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
-                    if k.namespace.is_empty() && !key.namespace.is_empty() {
-                        k.namespace = app.namespace.value.clone();
-                    }
-                    k == *key
-                })
-            }
+            Desired::Rendered(_, manifests) => !manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
+                if k.namespace.is_empty() && !key.namespace.is_empty() {
+                    k.namespace = app.namespace.value.clone();
+                }
+                k == *key
+            }),
             _ => false,
         }
     }
