@@ -102,12 +102,7 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
     );
     let (intake, queue) = Intake::new(receiver, dedupe.then(Dedupe::default), limits.queue_capacity, metrics.clone());
     tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
-    let state = AppState {
-        ctx: None,
-        metrics: metrics.clone(),
-        intake: Arc::new(intake),
-        max_body_bytes: limits.max_body_bytes,
-    };
+    let state = AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve_with;
+use crate::serve::{Listeners, serve_with};
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -57,9 +57,13 @@ enum Command {
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Address of the HTTP server (webhook, API, metrics).
+        /// Address of the public listener (the webhook; no token, deliveries are signed).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
+        /// Address of the internal listener (status API and metrics): every request
+        /// needs a Kubernetes bearer token whose user holds the route's right.
+        #[arg(long, env = "PLUMB_INTERNAL_LISTEN", default_value = "0.0.0.0:8082")]
+        internal_listen: SocketAddr,
         /// Address of the probes (`/healthz`, `/readyz`), apart from the webhook's limits.
         #[arg(long, env = "PLUMB_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
         probe_listen: SocketAddr,
@@ -234,11 +238,17 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen, probe_listen } => {
+        Command::Serve { cluster, listen, internal_listen, probe_listen } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = serve_with(ctx, listen, probe_listen, token.clone()).await?;
-            tracing::info!("plumb serving on http://{} (probes on http://{})", handle.addr, handle.probe_addr);
+            let listeners = Listeners { public: listen, internal: internal_listen, probes: probe_listen };
+            let handle = serve_with(ctx, listeners, token.clone()).await?;
+            tracing::info!(
+                "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
+                handle.addr,
+                handle.internal_addr,
+                handle.probe_addr
+            );
             shutdown_signal().await;
             token.cancel();
             handle.tracker.wait().await;
@@ -331,8 +341,9 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                     format!("{:?}", r.result),
                     r.reason,
                     r.subject,
-                    r.applied.len(),
-                    r.pruned.len(),
+                    // stored records name at most 100 objects; the counts cover all
+                    r.applied.len() + r.applied_omitted,
+                    r.pruned.len() + r.pruned_omitted,
                     r.message
                 );
             }

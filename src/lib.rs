@@ -16,7 +16,8 @@
 //!   stage calls;
 //! - **IO**, thin: [`source`] (git2 mirrors, renders), [`cluster`] (kube), [`apply`] (the
 //!   writes of a sync), [`status`]'s store, [`watch`], [`server`] (HTTP), [`forge`]
-//!   (commit statuses), [`scheduler`] (when passes run; it knows no other module);
+//!   (commit statuses), [`auth`] (TokenReview + SubjectAccessReview of the internal
+//!   listener), [`scheduler`] (when passes run; it knows no other module);
 //! - **pure core**, values in and out: [`config`], [`render`], [`compare`] (with
 //!   [`compare::object`]: one object prepared and judged), [`health`], [`plan`] (guards,
 //!   order, the sync gate [`plan::decide`], sync progress, hand-over), [`status`]'s
@@ -25,6 +26,7 @@
 //! No module imports one that imports it back (`tests/module_cycles.rs` checks).
 
 pub mod apply;
+pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod compare;

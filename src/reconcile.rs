@@ -262,6 +262,7 @@ impl Context {
 
         // 2. compare, and what the application owns that Git no longer declares
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
+        let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
         let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         app_options.adopt |= env.sync_policy.adopt;
         let crds = object::crd_kinds(manifests.iter().map(|m| &m.object));
@@ -282,6 +283,7 @@ impl Context {
             app: name,
             namespace: &app.namespace.value,
             rules: &rules,
+            sensitive: &sensitive,
             crds: &crds,
             defaults: &app_options,
             take_over: &env.sync_policy.take_over_managers,

@@ -22,8 +22,10 @@ use crate::{
 
 /// A running server: its address and the tasks to wait for after cancelling.
 pub struct ServeHandle {
-    /// Bound address (webhook, status API, metrics).
+    /// Bound address of the public listener (webhook).
     pub addr: SocketAddr,
+    /// Bound address of the internal listener (status API, metrics; bearer token).
+    pub internal_addr: SocketAddr,
     /// Bound address of the probes (`/healthz`, `/readyz`).
     pub probe_addr: SocketAddr,
     /// Actors and the HTTP server.
@@ -32,25 +34,34 @@ pub struct ServeHandle {
     pub scheduler: Scheduler,
 }
 
-/// [`serve_with`], the probes on a free port of `listen`'s address.
+/// [`serve_with`], the internal listener and the probes on free ports of `listen`'s
+/// address.
 ///
 /// # Errors
 /// As [`serve_with`].
 pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
-    serve_with(ctx, listen, SocketAddr::new(listen.ip(), 0), token).await
+    let free = SocketAddr::new(listen.ip(), 0);
+    serve_with(ctx, Listeners { public: listen, internal: free, probes: free }, token).await
 }
 
-/// Starts the actors, the drift triggers, the HTTP server on `listen` and the probes on
-/// `probes` (port 0 picks a free port), until `token` is cancelled.
+/// Where the three HTTP listeners bind (port 0 picks a free port).
+#[derive(Debug, Clone, Copy)]
+pub struct Listeners {
+    /// The webhook (`--listen`).
+    pub public: SocketAddr,
+    /// The status API and metrics, bearer token required (`--internal-listen`).
+    pub internal: SocketAddr,
+    /// `/healthz`, `/readyz` (`--probe-listen`).
+    pub probes: SocketAddr,
+}
+
+/// Starts the actors, the drift triggers and the three HTTP listeners ([`Listeners`]),
+/// until `token` is cancelled.
 ///
 /// # Errors
 /// Secret files unreadable, address in use.
-pub async fn serve_with(
-    ctx: Arc<Context>,
-    listen: SocketAddr,
-    probes: SocketAddr,
-    token: CancellationToken,
-) -> anyhow::Result<ServeHandle> {
+pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: CancellationToken) -> anyhow::Result<ServeHandle> {
+    let Listeners { public: listen, internal, probes } = listen;
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
         .config
@@ -76,20 +87,24 @@ pub async fn serve_with(
         tokio::net::TcpListener::bind(probes).await.with_context(|| format!("listen on {probes} (probes)"))?;
     let probe_addr = probe_listener.local_addr()?;
     tracker.spawn(server::serve_probes(probe_listener, token.clone()));
+    let internal_listener =
+        tokio::net::TcpListener::bind(internal).await.with_context(|| format!("listen on {internal} (internal)"))?;
+    let internal_addr = internal_listener.local_addr()?;
+    let internal_state = server::InternalState {
+        reviewer: Arc::new(crate::auth::Reviewer::new(ctx.cluster.client().clone())),
+        metrics: ctx.metrics.clone(),
+        ctx: ctx.clone(),
+    };
+    tracker.spawn(server::serve_internal(internal_listener, internal_state, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
     tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
-    let state = server::AppState {
-        metrics: ctx.metrics.clone(),
-        ctx: Some(ctx),
-        intake: Arc::new(intake),
-        max_body_bytes: limits.max_body_bytes,
-    };
+    let state = server::AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
-    Ok(ServeHandle { addr, probe_addr, tracker, scheduler })
+    Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler })
 }
 
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it

@@ -1,10 +1,16 @@
-//! The HTTP server: webhook receiver, status API, metrics and probes (axum on hyper).
+//! The HTTP servers: webhook receiver, status API, metrics and probes (axum on hyper),
+//! on three listeners.
 //!
-//! | route | answer |
-//! |---|---|
-//! | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full or body memory budget reached |
-//! | `GET /api/v1/applications` | JSON array of application statuses |
-//! | `GET /metrics` | Prometheus text format |
+//! | listener | route | answer |
+//! |---|---|---|
+//! | public (`--listen`, [`router`]) | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full or body memory budget reached |
+//! | internal (`--internal-listen`, [`internal_router`]) | `GET /api/v1/applications` | JSON array of application statuses |
+//! | internal | `GET /metrics` | Prometheus text format |
+//!
+//! Every request to the internal listener needs a Kubernetes bearer token whose user
+//! holds the route's right ([`crate::auth`]): 401 without a valid token, 403 without
+//! the right, 503 when the API server cannot be asked. The webhook needs no token: its
+//! deliveries are authenticated by their signature.
 //!
 //! The probes, `GET /healthz` and `GET /readyz` (`ok`), are served on their own
 //! listener ([`serve_probes`], `--probe-listen`): kubelet's probes never wait for a
@@ -48,6 +54,7 @@ use axum::{
     body::Body,
     extract::{DefaultBodyLimit, Request, State},
     http::{HeaderMap, StatusCode, header::CONTENT_LENGTH},
+    middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -62,6 +69,7 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
+    auth::{self, Reviewer, Right, Verdict},
     config::{Config, Settings, read_secret},
     metrics::{DeliveryLabels, Metrics, event_label},
     reconcile::Context,
@@ -344,31 +352,102 @@ pub async fn dispatch(mut queue: mpsc::Receiver<Queued>, scheduler: Scheduler, t
     }
 }
 
-/// Shared state of the HTTP handlers.
+/// Shared state of the public listener's handlers (the webhook).
 #[derive(Clone)]
 pub struct AppState {
-    /// Reconcile context for the status API; `None` serves only the webhook, metrics
-    /// and probes (benchmarks, tests of the HTTP layer).
-    pub ctx: Option<Arc<Context>>,
-    /// Metrics to expose.
-    pub metrics: Arc<Metrics>,
     /// Webhook intake.
     pub intake: Arc<Intake>,
     /// Body limit, checked while reading.
     pub max_body_bytes: usize,
 }
 
-/// The router with its limits: body size, whole-request timeout (408) and the bound on
-/// concurrent requests.
+/// The public router (the webhook only) with its limits: body size, whole-request
+/// timeout (408) and the bound on concurrent requests.
 pub fn router(state: AppState, limits: &Limits) -> Router {
     Router::new()
         .route("/api/webhook", post(webhook))
-        .route("/api/v1/applications", get(applications))
-        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrent_requests.max(1)))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout))
         .with_state(state)
+}
+
+/// Shared state of the internal listener's handlers.
+#[derive(Clone)]
+pub struct InternalState {
+    /// Reconcile context, for the statuses.
+    pub ctx: Arc<Context>,
+    /// Metrics to expose.
+    pub metrics: Arc<Metrics>,
+    /// Who may read ([`crate::auth`]).
+    pub reviewer: Arc<Reviewer>,
+}
+
+/// The internal router: the status API ([`auth::STATUS_API`]) and the metrics
+/// ([`auth::METRICS`]), each route behind its right. A path that matches no route is
+/// 404 without asking the API server.
+pub fn internal_router(state: InternalState) -> Router {
+    let guard = |right: Right| Guard { reviewer: state.reviewer.clone(), right };
+    Router::new()
+        .route(
+            "/api/v1/applications",
+            get(applications).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
+        )
+        .route("/metrics", get(metrics).route_layer(middleware::from_fn_with_state(guard(auth::METRICS), authorize)))
+        .with_state(state)
+}
+
+/// Serves [`internal_router`] on `listener` until `token` is cancelled, with limits of
+/// its own (256 connections, 64 requests at once, 10 s to send a request head, 30 s
+/// per request, empty bodies), shared with nothing the webhook uses.
+pub async fn serve_internal(listener: TcpListener, state: InternalState, token: CancellationToken) {
+    let limits = Limits {
+        max_connections: 256,
+        max_concurrent_requests: 64,
+        header_read_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let app = internal_router(state)
+        .layer(DefaultBodyLimit::max(0))
+        .layer(GlobalConcurrencyLimitLayer::new(limits.max_concurrent_requests))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout));
+    serve_http(listener, app, limits, token).await;
+}
+
+/// The right one route needs, and who to ask.
+#[derive(Clone)]
+struct Guard {
+    reviewer: Arc<Reviewer>,
+    right: Right,
+}
+
+async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let header = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let verdict = guard.reviewer.check(header, guard.right).await;
+    let (code, why) = match &verdict {
+        Verdict::Allowed { .. } => return next.run(request).await,
+        Verdict::Unauthenticated(why) => (StatusCode::UNAUTHORIZED, why.clone()),
+        Verdict::Forbidden { user, reason } => {
+            let mut why = format!("user `{user}` may not {}", guard.right);
+            if !reason.is_empty() {
+                why.push_str(&format!(": {reason}"));
+            }
+            (StatusCode::FORBIDDEN, why)
+        }
+        Verdict::Unavailable(why) => {
+            tracing::warn!("internal listener: {why}");
+            (StatusCode::SERVICE_UNAVAILABLE, "the API server could not review the token; retry later".to_string())
+        }
+    };
+    tracing::debug!(path = %request.uri().path(), status = code.as_u16(), "internal listener refused: {why}");
+    let mut response = (code, why).into_response();
+    if code == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+    }
+    response
 }
 
 /// The probes: `GET /healthz` and `GET /readyz` answer `ok`; nothing else is served.
@@ -548,14 +627,11 @@ async fn read_body(
     Ok(buf)
 }
 
-async fn applications(State(state): State<AppState>) -> Response {
-    match &state.ctx {
-        Some(ctx) => Json(ctx.statuses().await).into_response(),
-        None => (StatusCode::NOT_FOUND, "no status API in this server").into_response(),
-    }
+async fn applications(State(state): State<InternalState>) -> Response {
+    Json(state.ctx.statuses().await).into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+async fn metrics(State(state): State<InternalState>) -> impl IntoResponse {
     ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
 }
 

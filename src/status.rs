@@ -8,9 +8,12 @@
 //! One ConfigMap per application, `plumb-app-<app>` in the status namespace, with keys
 //! `status.json` ([`AppStatus`]) and `history.json` (the last [`HISTORY_LEN`]
 //! [`SyncRecord`]s, newest first). Written by server-side apply with field manager
-//! `plumb-status`, and only when the content changed.
+//! `plumb-status`, and only when the content changed. A large application's detail is
+//! capped to stay under the ConfigMap size limit, with counts of what was left out
+//! ([`fit`]).
 
 mod assess;
+pub mod fit;
 mod record;
 mod store;
 
@@ -220,6 +223,18 @@ pub struct SyncRecord {
     /// Objects pruned.
     #[serde(default)]
     pub pruned: Vec<String>,
+    /// Objects applied but not named in `applied` (stored records name at most
+    /// [`fit::RECORD_OBJECTS`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub applied_omitted: usize,
+    /// Objects pruned but not named in `pruned`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pruned_omitted: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The state of one application after its last pass.
@@ -245,9 +260,14 @@ pub struct AppStatus {
     /// Application health status.
     #[serde(default)]
     pub health: HealthStatus,
-    /// Per-object status.
+    /// Per-object status (in the status ConfigMap: those not Synced and Healthy first,
+    /// then the others while they fit; see [`fit`]).
     #[serde(default)]
     pub resources: Vec<ResourceStatus>,
+    /// Objects of this application left out of `resources` when stored ([`fit`]); 0
+    /// when all are listed. The sync and health status cover all of them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resources_omitted: usize,
     /// Conditions (errors, refusals). Conditions of a type this build does not know
     /// (written by another version) are dropped when read: every pass makes them anew,
     /// and the rest of the status must still load.

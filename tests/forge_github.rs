@@ -95,6 +95,8 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<
             message: String::new(),
             applied: vec!["apps/Deployment/web/web".into(), "v1/ConfigMap/web/site".into()],
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         }),
     )
 }

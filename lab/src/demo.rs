@@ -89,7 +89,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let handle = plumb::serve::serve(ctx.clone(), args.listen, token.clone()).await?;
 
     println!();
-    println!("plumb is serving on http://{}  (GET /api/v1/applications, /metrics)", handle.addr);
+    println!("plumb is serving the webhook on http://{}", handle.addr);
+    println!(
+        "  status API     : http://{}/api/v1/applications and /metrics (Authorization: Bearer <token>; `kubectl create token` for a ServiceAccount allowed to `get applications.plumb.dev` / `get /metrics`)",
+        handle.internal_addr
+    );
     println!("  Git repository : {url}  (first commit {})", &first[..7]);
     println!("  webhook        : POST {webhook}  (Gitea/GitHub signature, secret in {})", secret_file.display());
     println!("  kubeconfig     : {}", kubeconfig.display());

@@ -20,7 +20,7 @@ const STATUS_NS: &str = "plumb-k04";
 
 /// Each value of k8s-04, plain and base64 (its `username`, `web`, is a common word that
 /// appears in names: it cannot be searched for), and the refused Secret's values.
-const VALUES: [&str; 8] = [
+const VALUES: [&str; 10] = [
     "aHVudGVyLXR3bw==",
     "hunter-two",
     "Y2hhbmdlbWUtMQ==",
@@ -29,7 +29,14 @@ const VALUES: [&str; 8] = [
     "db.gitops-lab.svc",
     "tok-3x4mpl3-n0t-b4se64",
     "stringdata-token-value",
+    // a ConfigMap field the environment marks sensitive (`sensitiveFields`)
+    "cm-key-original-7f3a",
+    "cm-key-handmade-9b2e",
 ];
+
+/// A ConfigMap whose `data.apiKey` the environment marks sensitive.
+const SETTINGS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-settings, namespace: case-k04}\n\
+    data: {apiKey: cm-key-original-7f3a, mode: plain}\n";
 
 /// A Secret the API server refuses: its `data` value is not base64.
 const REFUSED: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: api-token, namespace: case-k04}\n\
@@ -54,23 +61,26 @@ fn assert_clean(output: &str, text: &str) {
 struct Serve {
     child: Child,
     log: PathBuf,
-    addr: std::net::SocketAddr,
+    /// The internal listener (status API, metrics).
+    internal: std::net::SocketAddr,
 }
 
 impl Serve {
     fn start(policy: &std::path::Path, cache: &std::path::Path, log: PathBuf) -> Serve {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (addr, internal, probes) = (free(), free(), free());
         let out = std::fs::File::create(&log).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
             .args(["serve", "--config", policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
-            .args(["--listen", &addr.to_string()])
+            .args(["--listen", &addr.to_string(), "--internal-listen", &internal.to_string()])
+            .args(["--probe-listen", &probes.to_string()])
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .env("PLUMB_LOG", "plumb=debug,info")
             .stdout(Stdio::from(out.try_clone().unwrap()))
             .stderr(Stdio::from(out))
             .spawn()
             .unwrap();
-        Serve { child, log, addr }
+        Serve { child, log, internal }
     }
 
     fn log(&self) -> String {
@@ -99,6 +109,7 @@ async fn k8s_04_secret_values_never_leave() {
     assert!(desired.contains("Y2hhbmdlbWUtMQ==") && desired.contains("stringData"), "the case changed");
     lab.repo.write("app/secret.yaml", &desired).unwrap();
     lab.repo.write("refused/secret.yaml", REFUSED).unwrap();
+    lab.repo.write("app/settings.yaml", SETTINGS).unwrap();
     lab.repo.commit("k8s-04 secrets").unwrap();
     let policy_with = |file: &str, sync_policy: &str| {
         lab.policy(
@@ -106,6 +117,7 @@ async fn k8s_04_secret_values_never_leave() {
             &format!(
                 "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\n\
                  environments:\n  - name: e\n    syncPolicy: {sync_policy}\n\
+                 \x20   sensitiveFields: [{{group: \"\", kind: ConfigMap, jsonPointers: [/data/apiKey]}}]\n\
                  applications:\n  - {{name: web, repository: r, revision: main, path: app, namespace: {NS}, environment: e}}\n\
                  \x20 - {{name: refused, repository: r, revision: main, path: refused, namespace: {NS}, environment: e}}\n",
                 lab.url
@@ -139,11 +151,17 @@ async fn k8s_04_secret_values_never_leave() {
         "-p",
         r#"{"data":{"password":"aHVudGVyLXR3bw=="}}"#,
     ]);
+    kubectl(&["-n", NS, "patch", "configmap", "web-settings", "-p", r#"{"data":{"apiKey":"cm-key-handmade-9b2e"}}"#]);
 
     // 1. plumb diff: the object and the path are shown, no value
     let (code, out, err) = cli(&["diff", "web"]);
     assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
     assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, sha256:"), "{out}");
+    assert!(
+        out.contains("# ConfigMap/case-k04/web-settings (differs at /data/apiKey (sensitive, sha256:"),
+        "a field the environment marks sensitive: {out}"
+    );
+    assert!(out.contains("  mode: plain"), "other fields of it stay readable: {out}");
     assert!(
         out.contains("-  password: (sensitive, sha256:") && out.contains("+  password: (sensitive, sha256:"),
         "{out}"
@@ -164,7 +182,7 @@ async fn k8s_04_secret_values_never_leave() {
     assert_eq!(r.status.sync, plumb::compare::SyncStatus::OutOfSync);
     let reason = &r.status.resources.iter().find(|x| x.object == "Secret/case-k04/web-db").unwrap().reason;
     assert!(reason.starts_with("differs at /data/password (sensitive, sha256:"), "{reason}");
-    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "yaml"]);
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "json"]);
     assert!(statuses.contains("differs at /data/password"), "{statuses}");
     outputs.push(("status ConfigMaps, OutOfSync".into(), statuses));
     // 4. the refused Secret: the API server's error quotes no value through plumb
@@ -187,8 +205,14 @@ async fn k8s_04_secret_values_never_leave() {
     })
     .await;
     assert!(events.contains("reverted /data/password (sensitive, sha256:"), "{events}");
+    let settings = || kubectl(&["-n", NS, "get", "configmap", "web-settings", "-o", "jsonpath={.data.apiKey}"]);
+    wait_for("selfHeal reverts the marked field", Duration::from_secs(60), || async {
+        (settings() == "cm-key-original-7f3a").then_some(())
+    })
+    .await;
     let api = wait_for("the API shows web Synced", Duration::from_secs(60), || async {
-        let (code, body) = http_request(serve.addr, "GET", "/api/v1/applications", &[], b"").await;
+        let (code, body) =
+            http_request(serve.internal, "GET", "/api/v1/applications", &[bearer(reader_token())], b"").await;
         let apps: serde_json::Value = serde_json::from_str(&body).ok()?;
         let synced = apps.as_array()?.iter().any(|a| a["app"] == "web" && a["sync"] == "Synced");
         (code == 200 && synced && body.contains("\"refused\"")).then_some(body)
@@ -199,8 +223,8 @@ async fn k8s_04_secret_values_never_leave() {
         log.contains("reverted /data/password").then_some(log)
     })
     .await;
-    let (_, metrics) = http_request(serve.addr, "GET", "/metrics", &[], b"").await;
-    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "yaml"]);
+    let (_, metrics) = http_request(serve.internal, "GET", "/metrics", &[bearer(reader_token())], b"").await;
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "json"]);
     assert!(statuses.contains("api-token"), "the refused Secret's status is there:\n{statuses}");
     let all_events = kubectl(&["-n", NS, "get", "events", "-o", "yaml"]);
     outputs.extend([

@@ -147,6 +147,8 @@ pub struct Compared {
     pub options: SyncOptions,
     /// [`finished_digest`] of its manifest: a Job the cluster removes once finished.
     pub finished_digest: Option<String>,
+    /// Fields its environment marks sensitive ([`Self::with_marked`]).
+    pub marked: super::sensitive::Marked,
 }
 
 impl Compared {
@@ -172,7 +174,33 @@ impl Compared {
             wave: 0,
             options: SyncOptions::default(),
             finished_digest: None,
+            marked: super::sensitive::Marked::default(),
         }
+    }
+
+    /// This object with the fields its environment marks sensitive (`sensitiveFields`)
+    /// masked in its differences and reason, and in every later output ([`Self::diff`],
+    /// [`Self::scrub`]).
+    #[must_use]
+    pub fn with_marked(mut self, marked: super::sensitive::Marked) -> Self {
+        if marked.is_empty() {
+            return self;
+        }
+        super::sensitive::mask_differences_with(false, &marked, &mut self.differences);
+        self.reason = match self.reason {
+            ObjectReason::Differs { client_side, .. } => ObjectReason::Differs {
+                fields: self.differences.iter().map(Difference::describe).collect(),
+                client_side,
+            },
+            ObjectReason::Error(e) => {
+                let mut sides = vec![&self.apply];
+                sides.extend(self.live.as_ref());
+                ObjectReason::Error(super::sensitive::scrub_with(&e, &sides, &marked))
+            }
+            r => r,
+        };
+        self.marked = marked;
+        self
     }
 
     /// The object's sync status.
@@ -195,8 +223,8 @@ impl Compared {
     pub fn diff(&self) -> ObjectDiff {
         ObjectDiff {
             object: self.key.to_string(),
-            desired: super::sensitive::mask_object(&self.desired),
-            live: self.live_compared.as_ref().map(super::sensitive::mask_object),
+            desired: super::sensitive::mask_object_with(&self.desired, &self.marked),
+            live: self.live_compared.as_ref().map(|l| super::sensitive::mask_object_with(l, &self.marked)),
             differences: self.differences.clone(),
             reason: self.reason.to_string(),
             verdict: Some(self.reason.clone()),
@@ -217,7 +245,7 @@ impl Compared {
     pub fn scrub(&self, message: &str) -> String {
         let mut sides = vec![&self.apply];
         sides.extend(self.live.as_ref());
-        super::sensitive::scrub(message, &sides)
+        super::sensitive::scrub_with(message, &sides, &self.marked)
     }
 }
 
@@ -521,8 +549,10 @@ pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: boo
     if theirs.is_some() && theirs != installation {
         return Ownership::Theirs(format!("another plumb installation ({})", theirs.unwrap_or("")));
     }
-    let created_for =
-        live.pointer("/metadata/annotations").and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION)).and_then(Value::as_str);
+    let created_for = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(tracking::CREATED_FOR_ANNOTATION))
+        .and_then(Value::as_str);
     match tracking::tracked_app(live) {
         Some(a) if a == app => Ownership::Ours,
         None if created_for == Some(app) => Ownership::Ours,
@@ -547,7 +577,8 @@ pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crat
         };
         if let Err(why) = boundary.check(&c.key, namespaced, &c.apply) {
             let mut refused = (**c).clone();
-            refused.reason = ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
+            refused.reason =
+                ObjectReason::Refused(format!("({}) outside the application's boundaries: {why}", c.source));
             *c = std::sync::Arc::new(refused);
         }
     }
@@ -708,7 +739,12 @@ mod tests {
         let table: &[(Value, Option<&str>, bool, Ownership)] = &[
             (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/x"})), None, false, Ownership::Ours),
             (live(json!({"plumb.dev/tracking-id": "web:/ConfigMap:ns/copied"})), None, false, Ownership::Ours),
-            (live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})), None, true, Ownership::Theirs("application shop".into())),
+            (
+                live(json!({"plumb.dev/tracking-id": "shop:/ConfigMap:ns/x"})),
+                None,
+                true,
+                Ownership::Theirs("application shop".into()),
+            ),
             (live(json!({})), None, false, Ownership::Unmanaged),
             (live(Value::Null), None, true, Ownership::Adopt),
             (live(json!({"plumb.dev/created-for": "web"})), None, false, Ownership::Ours),
@@ -749,6 +785,32 @@ mod tests {
         assert!(c.reason.to_string().starts_with("differs at /data/password (sensitive, sha256:"), "{}", c.reason);
         assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
         assert!(failed.reason.to_string().contains("data[password]"), "{}", failed.reason);
+    }
+
+    /// Issue 12: a field the environment marks sensitive is reported like a Secret's:
+    /// reason, diff and errors name the field, never the value; drift is still seen.
+    #[test]
+    fn a_marked_field_reports_paths_and_marks_never_values() {
+        let git = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"},
+            "data": {"apiKey": "cm-key-original-7f3a", "mode": "plain"}});
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"},
+            "data": {"apiKey": "cm-key-handmade-9b2e", "mode": "plain"}});
+        let j = judge(&git, &live, &live, &git, false, false, PLUMB);
+        let key = ObjectKey::of(&git).unwrap();
+        let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
+        (c.desired, c.live_compared, c.differences, c.live) =
+            (git.clone(), Some(live.clone()), j.differences, Some(live));
+        assert!(c.reason.to_string().contains("cm-key-original-7f3a"), "without the rule the value shows");
+        let c = c.with_marked(super::super::sensitive::Marked(vec!["/data/apiKey".into()]));
+        let failed = c.failed("ConfigMap \"web\" is invalid: data[apiKey]: \"cm-key-original-7f3a\"".into());
+        let d = c.diff();
+        let out = [c.reason.to_string(), serde_json::to_string(&d).unwrap(), failed.reason.to_string()].join("\n");
+        for v in ["cm-key-original-7f3a", "cm-key-handmade-9b2e"] {
+            assert!(!out.contains(v), "{v} in {out}");
+        }
+        assert!(c.reason.to_string().starts_with("differs at /data/apiKey (sensitive, sha256:"), "{}", c.reason);
+        assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
+        assert_eq!(d.desired["data"]["mode"], "plain", "other fields stay");
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //! `data.x` and `stringData.x` of the same content get the same mark, equal to the first
 //! 8 hex digits of `kubectl get secret … -o jsonpath='{.data.x}' | base64 -d | sha256sum`.
 //!
+//! An environment may mark more fields sensitive (`sensitiveFields`: group, kind and
+//! JSON pointers, [`crate::config::SensitiveFields`]); [`SensitiveRules::marked`] gives
+//! an object's [`Marked`] pointers, and the `*_with` functions mask those by the same
+//! rule (the hash is over the string's bytes, or the JSON text of any other value).
+//!
 //! Error texts are scrubbed with [`scrub`]: every value of the Secret involved
 //! (plain, base64, JSON-escaped) is replaced by its mark, and the byte snippets the API
 //! server quotes from a request body it could not decode (`…|<bytes>|…`) are cut.
@@ -20,10 +25,71 @@
 //! PR 96084); Flux censors Secret payloads in apply errors (kustomize-controller#419).
 
 use base64::Engine as _;
+use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::Difference;
+use crate::config::SensitiveFields;
+
+/// The RFC 6901 pointers of one object's fields an environment marks sensitive
+/// (everything under each too); empty for most objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marked(pub Vec<String>);
+
+impl Marked {
+    /// Whether no field is marked.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `pointer` is a marked field or lies under one.
+    fn covers(&self, pointer: &str) -> bool {
+        self.0.iter().any(|m| pointer == m || pointer.strip_prefix(m.as_str()).is_some_and(|r| r.starts_with('/')))
+    }
+}
+
+/// An environment's `sensitiveFields`, compiled (group and kind are globs; an omitted
+/// group matches any group).
+#[derive(Debug, Clone, Default)]
+pub struct SensitiveRules(Vec<(Option<GlobMatcher>, GlobMatcher, Vec<String>)>);
+
+impl SensitiveRules {
+    /// Compiles the rules; a glob that does not compile (rejected when the policy is
+    /// validated) matches only its own text.
+    pub fn new<'a>(rules: impl IntoIterator<Item = &'a SensitiveFields>) -> Self {
+        let glob = |s: &str| Glob::new(s).or_else(|_| Glob::new(&globset::escape(s))).ok().map(|g| g.compile_matcher());
+        SensitiveRules(
+            rules
+                .into_iter()
+                .filter_map(|r| {
+                    let pointers = r.json_pointers.iter().map(|p| p.value.clone()).collect();
+                    let group = match r.group.as_deref() {
+                        Some(g) => Some(glob(g)?),
+                        None => None,
+                    };
+                    Some((group, glob(&r.kind.value)?, pointers))
+                })
+                .collect(),
+        )
+    }
+
+    /// The fields of `obj` these rules mark (by its `apiVersion`'s group and `kind`).
+    pub fn marked(&self, obj: &Value) -> Marked {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let mut out: Vec<String> = self
+            .0
+            .iter()
+            .filter(|(g, k, _)| k.is_match(kind) && g.as_ref().is_none_or(|g| g.is_match(group)))
+            .flat_map(|(_, _, p)| p.iter().cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        Marked(out)
+    }
+}
 
 /// The annotation `kubectl apply` (client-side) writes: a copy of the whole object.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -73,29 +139,46 @@ fn sensitive_at(pointer: &str, scalar: bool) -> Option<bool> {
     None
 }
 
-/// Masks, in place, every sensitive value inside `v`, which sits at `pointer` of a
-/// Secret (`""` for the whole object).
-fn mask_at(pointer: &str, v: &mut Value) {
-    if let Some(base64) = sensitive_at(pointer, !v.is_object()) {
+/// Masks, in place, every sensitive value inside `v`, which sits at `pointer` of an
+/// object (`""` for the whole object): a Secret's values when `secret`, and the
+/// `marked` fields.
+fn mask_at(pointer: &str, v: &mut Value, secret: bool, marked: &Marked) {
+    let base64 =
+        if secret { sensitive_at(pointer, !v.is_object()) } else { None }.or(marked.covers(pointer).then_some(false));
+    if let Some(base64) = base64 {
         if !v.is_null() {
             *v = Value::String(mask(v, base64));
         }
         return;
     }
-    if let Value::Object(m) = v {
-        for (k, child) in m.iter_mut() {
-            let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-            mask_at(&p, child);
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+                mask_at(&p, child, secret, marked);
+            }
         }
+        Value::Array(items) if !marked.is_empty() => {
+            for (i, child) in items.iter_mut().enumerate() {
+                mask_at(&format!("{pointer}/{i}"), child, secret, marked);
+            }
+        }
+        _ => {}
     }
 }
 
 /// A copy of `obj` with its sensitive values masked (keys stay visible); any other
 /// object is returned as it is.
 pub fn mask_object(obj: &Value) -> Value {
+    mask_object_with(obj, &Marked::default())
+}
+
+/// [`mask_object`], with the `marked` fields of `obj` masked too.
+pub fn mask_object_with(obj: &Value, marked: &Marked) -> Value {
     let mut v = obj.clone();
-    if is_secret(obj) {
-        mask_at("", &mut v);
+    let secret = is_secret(obj);
+    if secret || !marked.is_empty() {
+        mask_at("", &mut v, secret, marked);
     }
     v
 }
@@ -103,14 +186,34 @@ pub fn mask_object(obj: &Value) -> Value {
 /// Masks, in place, both values of each difference of a Secret (`secret`); nothing
 /// changes for other kinds. The paths stay as they are.
 pub fn mask_differences(secret: bool, differences: &mut [Difference]) {
-    if !secret {
+    mask_differences_with(secret, &Marked::default(), differences);
+}
+
+/// [`mask_differences`], with the `marked` fields masked too (of any kind).
+pub fn mask_differences_with(secret: bool, marked: &Marked, differences: &mut [Difference]) {
+    if !secret && marked.is_empty() {
         return;
     }
     for d in differences {
         for side in [&mut d.desired, &mut d.live].into_iter().flatten() {
-            mask_at(&d.path, side);
+            mask_at(&d.path, side, secret, marked);
         }
     }
+}
+
+/// The values at the `marked` fields of `obj` as they may appear in a message (each
+/// string, and the JSON text of anything else; JSON-escaped too), with their marks.
+fn marked_values(obj: &Value, marked: &Marked) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for p in &marked.0 {
+        let Some(v) = obj.pointer(p) else { continue };
+        let mark = mask(v, false);
+        let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        let escaped = serde_json::to_string(&text).unwrap_or_default().trim_matches('"').to_string();
+        found.push((text, mark.clone()));
+        found.push((escaped, mark));
+    }
+    found
 }
 
 /// The sensitive strings of `obj` as they may appear in a message: each `data` value
@@ -151,11 +254,19 @@ fn secrets_of(obj: &Value) -> Vec<(String, String)> {
 /// quotes (`…|<bytes>|…`, as in `error found in #10 byte of …|"x": "y"|…`) cut to
 /// `…|(sensitive)|…`. Returned as it is when no object is a Secret.
 pub fn scrub(message: &str, objects: &[&Value]) -> String {
+    scrub_with(message, objects, &Marked::default())
+}
+
+/// [`scrub`], with the values at the `marked` fields of `objects` replaced too (the
+/// request-body snippets are cut as soon as any field is marked).
+pub fn scrub_with(message: &str, objects: &[&Value], marked: &Marked) -> String {
     let secrets: Vec<&Value> = objects.iter().copied().filter(|o| is_secret(o)).collect();
-    if secrets.is_empty() {
+    if secrets.is_empty() && marked.is_empty() {
         return message.to_string();
     }
     let mut values: Vec<(String, String)> = secrets.iter().flat_map(|o| secrets_of(o)).collect();
+    values.extend(objects.iter().flat_map(|o| marked_values(o, marked)));
+    values.retain(|(s, _)| s.len() >= 4);
     values.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     let mut out = cut_snippets(message);
     for (value, mark) in values {
@@ -279,6 +390,59 @@ mod tests {
         let mut cm = vec![Difference { path: "/data/k".into(), desired: Some(json!("v")), live: None, manager: None }];
         mask_differences(false, &mut cm);
         assert_eq!(cm[0].desired, Some(json!("v")));
+    }
+
+    fn rules(yaml: &str) -> SensitiveRules {
+        let text = format!("environments:\n  - name: dev\n    sensitiveFields: {yaml}\n");
+        let config = crate::config::load_str(&text, std::path::Path::new("p.yaml"), std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        SensitiveRules::new(&config.environments[0].sensitive_fields)
+    }
+
+    fn database(password: &str, token: &str) -> Value {
+        json!({"apiVersion": "db.example.com/v1", "kind": "Database", "metadata": {"name": "orders"},
+            "spec": {"size": 3, "password": password, "users": [{"name": "app", "token": token}]}})
+    }
+
+    /// Issue 12: fields an environment marks sensitive are masked by the same rule as
+    /// Secret data, whatever the kind; the rule matches by group and kind.
+    #[test]
+    fn marked_fields_of_any_kind_are_masked() {
+        let r = rules("[{group: db.example.com, kind: Database, jsonPointers: [/spec/password, /spec/users/0/token]}]");
+        let obj = database("hunter-two", "tok-3f9a1c");
+        let marked = r.marked(&obj);
+        assert_eq!(marked, Marked(vec!["/spec/password".into(), "/spec/users/0/token".into()]));
+        assert!(r.marked(&json!({"apiVersion": "other.example.com/v1", "kind": "Database"})).is_empty(), "group");
+        assert!(r.marked(&json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_empty(), "kind");
+        assert!(rules("[{kind: 'Data*', jsonPointers: [/spec]}]").marked(&obj).0 == ["/spec"], "globs, any group");
+
+        let m = mask_object_with(&obj, &marked);
+        assert_eq!(m["spec"]["password"], json!(mask(&json!("hunter-two"), false)));
+        assert_eq!(m["spec"]["users"][0]["token"], json!(mask(&json!("tok-3f9a1c"), false)));
+        assert_eq!((m["spec"]["size"].clone(), m["spec"]["users"][0]["name"].clone()), (json!(3), json!("app")));
+        assert_eq!(mask_object(&obj), obj, "without the environment's rule nothing is masked");
+
+        // differences at, under and above a marked field
+        let live = database("changeme-1", "tok-3f9a1c");
+        let mut ds = super::super::diff(&obj, &live);
+        ds.push(Difference { path: "/spec".into(), desired: Some(obj["spec"].clone()), live: None, manager: None });
+        mask_differences_with(false, &marked, &mut ds);
+        let text = serde_json::to_string(&ds).unwrap_or_default()
+            + &ds.iter().map(Difference::describe).collect::<Vec<_>>().join("\n");
+        for v in ["hunter-two", "changeme-1", "tok-3f9a1c"] {
+            assert!(!text.contains(v), "{v} in {text}");
+        }
+        let pw = ds.iter().find(|d| d.path == "/spec/password").map(Difference::describe).unwrap_or_default();
+        assert_eq!(
+            pw,
+            format!("/spec/password {}→{}", mask(&json!("changeme-1"), false), mask(&json!("hunter-two"), false))
+        );
+
+        // an error quoting the values
+        let msg = "Database.db.example.com \"orders\" is invalid: spec.password: Invalid value: \"hunter-two\"";
+        let s = scrub_with(msg, &[&obj], &marked);
+        assert!(!s.contains("hunter-two") && s.contains("spec.password") && s.contains(PREFIX), "{s}");
+        assert_eq!(scrub(msg, &[&obj]), msg, "without the rule, a Database is not a Secret");
     }
 
     #[test]

@@ -168,6 +168,10 @@ pub struct Environment {
     /// Fields that differ on purpose (owned by another controller) and are not drift.
     #[serde(default)]
     pub ignore_differences: Vec<IgnoreDifference>,
+    /// Fields whose values are as sensitive as a Secret's `data`: masked in every
+    /// output by the same rule ([`crate::compare::sensitive`]).
+    #[serde(default)]
+    pub sensitive_fields: Vec<SensitiveFields>,
     /// How health is assessed in this environment: thresholds and per-kind overrides.
     #[serde(default)]
     pub health: HealthPolicy,
@@ -355,6 +359,28 @@ pub struct OrphanIgnore {
     /// Name glob.
     #[serde(default)]
     pub name: Option<String>,
+}
+
+/// One `sensitiveFields` rule: fields of the objects of a group and kind whose values
+/// never leave plumb (printed `(sensitive, sha256:<first 8 hex>)`, as a Secret's
+/// `data`), e.g. a token in a custom resource's spec:
+///
+/// ```yaml
+/// sensitiveFields:
+///   - {group: db.example.com, kind: Database, jsonPointers: [/spec/password]}
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SensitiveFields {
+    /// API group, a glob; omitted means any group, `""` is the core group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind, a glob (`Database`, `*`).
+    pub kind: Spanned<String>,
+    /// RFC 6901 JSON pointers of the sensitive fields (`/spec/password`; `~1` escapes
+    /// `/`); everything under a field is sensitive too. At least one; `""` (the whole
+    /// object) is not allowed.
+    pub json_pointers: Vec<Spanned<String>>,
 }
 
 /// One `ignoreDifferences` rule (Argo CD's shape).

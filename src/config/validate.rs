@@ -121,6 +121,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         check_ignore_rules(&e.ignore_differences, &mut problem);
+        check_sensitive_fields(&e.sensitive_fields, &mut problem);
         for m in sync_policy_problems(e) {
             problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
         }
@@ -250,6 +251,34 @@ fn boundary_problems(b: &super::Boundaries, app_namespace: &str, own: &str) -> V
     out
 }
 
+fn check_sensitive_fields(rules: &[super::SensitiveFields], problem: &mut impl FnMut(u32, String)) {
+    let line = |s: &Spanned<String>| s.referenced.line() as u32;
+    for rule in rules {
+        for g in rule.group.iter().chain(std::iter::once(&rule.kind.value)) {
+            if let Err(e) = globset::Glob::new(g) {
+                problem(line(&rule.kind), format!("sensitiveFields: `{g}` is not a valid glob: {e}"));
+            }
+        }
+        if rule.kind.value.trim().is_empty() {
+            problem(line(&rule.kind), "sensitiveFields: the kind is empty".into());
+        }
+        if rule.json_pointers.is_empty() {
+            problem(line(&rule.kind), format!("sensitiveFields for {}: jsonPointers is empty", rule.kind.value));
+        }
+        for p in &rule.json_pointers {
+            if !p.value.starts_with('/') {
+                problem(
+                    line(p),
+                    format!(
+                        "sensitiveFields: jsonPointer `{}` must start with `/` (RFC 6901) and name a field",
+                        p.value
+                    ),
+                );
+            }
+        }
+    }
+}
+
 fn check_ignore_rules(rules: &[super::IgnoreDifference], problem: &mut impl FnMut(u32, String)) {
     let line = |s: &Spanned<String>| s.referenced.line() as u32;
     for rule in rules {
@@ -336,6 +365,37 @@ applications:
         ] {
             assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
         }
+    }
+
+    /// Issue 12: `sensitiveFields` rules are checked with the line of the bad field.
+    #[test]
+    fn sensitive_fields_are_validated_with_their_line() {
+        let text = "\
+environments:
+  - name: dev
+    sensitiveFields:
+      - {group: db.example.com, kind: Database, jsonPointers: [/spec/password]}
+      - kind: Widget
+        jsonPointers:
+          - spec/token
+          - ''
+      - {kind: 'Gadget[', jsonPointers: [/a]}
+      - {kind: Empty, jsonPointers: []}
+";
+        let msg = load_str(text, Path::new("s.yaml"), Path::new(".")).expect_err("invalid").to_string();
+        for want in [
+            "s.yaml:7: sensitiveFields: jsonPointer `spec/token` must start with `/`",
+            "s.yaml:8: sensitiveFields: jsonPointer `` must start with `/`",
+            "s.yaml:9: sensitiveFields: `Gadget[` is not a valid glob",
+            "s.yaml:10: sensitiveFields for Empty: jsonPointers is empty",
+        ] {
+            assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
+        }
+        assert!(!msg.contains("Database"), "the good rule is fine: {msg}");
+        let ok =
+            "environments:\n  - name: dev\n    sensitiveFields: [{kind: Database, jsonPointers: [/spec/password]}]\n";
+        let config = load_str(ok, Path::new("s.yaml"), Path::new(".")).expect("valid");
+        assert_eq!(config.environments[0].sensitive_fields[0].json_pointers[0].value, "/spec/password");
     }
 
     #[test]

@@ -157,6 +157,8 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<
             message: if result == SyncResult::Succeeded { String::new() } else { "apply web: forbidden".into() },
             applied: vec!["a".into(), "b".into()],
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         }),
     )
 }

@@ -369,6 +369,8 @@ mod tests {
             message: message.into(),
             applied: vec![],
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         }
     }
 

@@ -27,6 +27,8 @@ pub(super) struct Scope<'a> {
     /// Destination namespace (default of namespaced objects).
     pub namespace: &'a str,
     pub rules: &'a IgnoreRules,
+    /// The environment's `sensitiveFields`.
+    pub sensitive: &'a crate::compare::sensitive::SensitiveRules,
     /// Kinds defined by CRDs of the same render.
     pub crds: &'a CrdKinds,
     /// The application's sync options.
@@ -44,8 +46,15 @@ pub(super) struct Scope<'a> {
 }
 
 impl Context {
-    /// Compares one manifest of the render with its live object.
+    /// Compares one manifest of the render with its live object; the fields the
+    /// environment marks sensitive are masked in the outcome.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
+        let marked = scope.sensitive.marked(&obj);
+        let c = self.compare_unmasked(scope, obj, source).await;
+        if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
+    }
+
+    async fn compare_unmasked(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
         let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();

@@ -26,6 +26,7 @@ impl Context {
     ) -> Result<PassReport, Error> {
         tracing::warn!(app = %st.app, "{message}");
         (st.sync, st.health, st.resources) = (SyncStatus::Unknown, previous.health, previous.resources.clone());
+        st.resources_omitted = previous.resources_omitted;
         st.conditions.push(Condition::new(ConditionType::ComparisonError, message));
         if st.revision.is_empty() {
             (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());

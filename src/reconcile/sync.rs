@@ -42,6 +42,8 @@ impl Context {
             message: String::new(),
             applied: vec![],
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         };
         if let Some(refusal) = &p.refused {
             (rec.result, rec.message, rec.finished_at) = (SyncResult::Refused, refusal.clone(), status::now());

@@ -34,6 +34,9 @@ pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> Syn
         let mut pruned = p.pruned.clone();
         pruned.append(&mut next.pruned);
         next.pruned = pruned;
+        // a record read back from the store names only part of its objects
+        next.applied_omitted += p.applied_omitted;
+        next.pruned_omitted += p.pruned_omitted;
     }
     next
 }
@@ -64,6 +67,8 @@ mod tests {
             message: String::new(),
             applied: applied.iter().map(|a| (*a).to_string()).collect(),
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         }
     }
 
@@ -105,6 +110,8 @@ mod tests {
             message: "wave 1 waits".into(),
             applied: vec!["a".into()],
             pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
         }
     }
 

@@ -2,7 +2,7 @@
 //! namespace, with keys `status.json` ([`AppStatus`]) and `history.json` (the last
 //! [`HISTORY_LEN`](super::HISTORY_LEN) [`SyncRecord`]s, newest first). Written by
 //! server-side apply with field manager `plumb-status`, and only when the content changed
-//! (the caller decides).
+//! (the caller decides); compact JSON, capped by [`super::fit`].
 
 use std::collections::BTreeMap;
 
@@ -98,8 +98,10 @@ impl Store {
     pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
         let name = configmap_name(&status.app);
         let mut data = BTreeMap::new();
-        data.insert("status.json".to_string(), serde_json::to_string_pretty(status).unwrap_or_default());
-        data.insert("history.json".to_string(), serde_json::to_string_pretty(history).unwrap_or_default());
+        // capped to stay under the ConfigMap size limit, counts of what was left out
+        let stored = super::fit::stored(status, history);
+        data.insert("status.json".to_string(), stored.status);
+        data.insert("history.json".to_string(), stored.history);
         let cm = serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": self.namespace,

@@ -113,7 +113,10 @@ pub async fn context_on(cp: &ControlPlane, policy: &Path, cache: &Path, watches:
 /// A plumb server running in this process.
 pub struct Plumb {
     pub ctx: Arc<Context>,
+    /// The public listener (webhook).
     pub addr: SocketAddr,
+    /// The internal listener (status API, metrics; bearer token).
+    pub internal: SocketAddr,
     token: CancellationToken,
     tracker: tokio_util::task::TaskTracker,
 }
@@ -129,7 +132,7 @@ impl Plumb {
         ctx.store.ensure_namespace().await.unwrap();
         let token = CancellationToken::new();
         let h = plumb::serve::serve(ctx.clone(), "127.0.0.1:0".parse().unwrap(), token.clone()).await.unwrap();
-        Plumb { ctx, addr: h.addr, token, tracker: h.tracker }
+        Plumb { ctx, addr: h.addr, internal: h.internal_addr, token, tracker: h.tracker }
     }
 
     pub async fn stop(self) {
@@ -146,8 +149,9 @@ impl Plumb {
         http_request(self.addr, "POST", "/api/webhook", headers, body).await.0
     }
 
+    /// GETs `path` from the internal listener with [`reader_token`].
     pub async fn get(&self, path: &str) -> (u16, String) {
-        http_request(self.addr, "GET", path, &[], b"").await
+        http_request(self.internal, "GET", path, &[bearer(reader_token())], b"").await
     }
 
     /// Sum of `plumb_passes_total` for `app`.
@@ -158,6 +162,52 @@ impl Plumb {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }
+}
+
+/// The rules of the ClusterRole `plumb-status-reader` in `deploy/plumb.yaml`: what a
+/// reader of plumb's internal listener needs.
+pub const READER_RULES: &str = "rules:
+  - {apiGroups: [plumb.dev], resources: [applications], verbs: [get]}
+  - {nonResourceURLs: [/metrics], verbs: [get]}
+";
+
+/// Creates ServiceAccount `ns/name` (and `ns`) when missing and returns a fresh token of
+/// it, minted with the TokenRequest API (`kubectl create token`).
+pub fn service_account_token(ns: &str, name: &str) -> String {
+    let cp = control_plane();
+    if cp.kubectl(&["get", "namespace", ns]).is_err() {
+        kubectl(&["create", "namespace", ns]);
+    }
+    if cp.kubectl(&["-n", ns, "get", "serviceaccount", name]).is_err() {
+        kubectl(&["-n", ns, "create", "serviceaccount", name]);
+    }
+    kubectl(&["-n", ns, "create", "token", name, "--duration", "1h"]).trim().to_string()
+}
+
+/// Applies `yaml` to the shared control plane (`kubectl apply -f`).
+pub fn kubectl_apply(yaml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+/// A token of ServiceAccount `plumb-lab-readers/reader`, bound to [`READER_RULES`]
+/// (created once per test binary).
+pub fn reader_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let token = service_account_token("plumb-lab-readers", "reader");
+        kubectl_apply(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: plumb-lab-status-reader}}\n{READER_RULES}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: plumb-lab-status-reader}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: plumb-lab-status-reader}}\nsubjects: [{{kind: ServiceAccount, name: reader, namespace: plumb-lab-readers}}]\n"
+        ));
+        token
+    })
+}
+
+/// The `Authorization: Bearer <token>` header.
+pub fn bearer(token: &str) -> (String, String) {
+    ("authorization".to_string(), format!("Bearer {token}"))
 }
 
 /// A minimal HTTP/1.1 request over loopback; returns (status, body).
