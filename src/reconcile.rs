@@ -249,7 +249,6 @@ impl Context {
             kinds: previous.kinds.clone(),
             last_sync: previous.last_sync.clone(),
             finished: previous.finished.clone(),
-            render: previous.render.clone(),
             ..AppStatus::default()
         };
 
@@ -395,12 +394,13 @@ impl Context {
                 if !rendered.cached {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
                     self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
-                    st.render = Some(status::RenderTime {
-                        tool: rendered.tool_name().into(),
-                        millis: u64::try_from(rendered.took.as_millis()).unwrap_or(u64::MAX),
-                        revision: snapshot.revision.clone(),
-                    });
                 }
+                // (a cached render carries the time of the run it reuses)
+                st.render = Some(status::RenderTime {
+                    tool: rendered.tool_name().into(),
+                    millis: u64::try_from(rendered.took.as_millis()).unwrap_or(u64::MAX),
+                    revision: snapshot.revision.clone(),
+                });
                 let warnings = rendered.warnings.iter();
                 st.conditions
                     .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));

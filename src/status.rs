@@ -290,7 +290,8 @@ pub struct AppStatus {
     /// [`crate::compare::object::finished_digest`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finished: Vec<Finished>,
-    /// The last render that ran (a cached render keeps the figure of the run it reuses).
+    /// The render this pass used: its tool, the time it took when it ran (a cached
+    /// render reuses it) and the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<RenderTime>,
 }
