@@ -563,9 +563,9 @@ pub fn ownership(live: &Value, app: &str, installation: Option<&str>, adopt: boo
 }
 
 /// Marks the objects `boundary` refuses ([`crate::plan::Boundary::check`]) as
-/// [`ObjectReason::Refused`], naming their file. An object whose kind awaits a CRD of
-/// the render is checked with that CRD's scope; an object of an unknown kind is left to
-/// its error.
+/// [`ObjectReason::Refused`], naming their file: objects whose kind awaits a CRD of the
+/// render (checked with that CRD's scope; served kinds are checked before they are
+/// read). An object of an unknown kind is left to its error.
 pub fn refuse_outside(compared: &mut [std::sync::Arc<Compared>], boundary: &crate::plan::Boundary, crds: &CrdKinds) {
     for c in compared.iter_mut() {
         let namespaced = match &c.kind {

@@ -46,6 +46,39 @@ pub(super) struct Scope<'a> {
 }
 
 impl Context {
+    /// Whether application `app` may write `obj` over `live` ([`object::ownership`]):
+    /// `None` when it is its own (marking `obj` adopted when it is taken over now, or
+    /// was before), else why not — another application owns it, or it exists unmanaged
+    /// and adoption was not asked for (which refuses the sync).
+    async fn claim(
+        &self,
+        live: &Value,
+        key: &crate::tracking::ObjectKey,
+        obj: &mut Value,
+        app: &str,
+        adopt: bool,
+        source: &str,
+    ) -> Option<ObjectReason> {
+        let installation = self.config.settings.installation_id.as_deref();
+        match object::ownership(live, app, installation, adopt) {
+            Ownership::Ours => {}
+            Ownership::Adopt => tracking::mark_adopted(obj),
+            // moved here from an application that no longer declares it: taken over
+            Ownership::Theirs(_) if self.moved_here(live, key).await => {}
+            Ownership::Theirs(who) => return Some(ObjectReason::OwnedBy(who)),
+            Ownership::Unmanaged => {
+                return Some(ObjectReason::Refused(format!(
+                    "({source}) it exists and is not managed by plumb; to take it over, annotate it in Git {}: Adopt=true (or set syncPolicy.adopt: true)",
+                    tracking::SYNC_OPTIONS_ANNOTATION
+                )));
+            }
+        }
+        if tracking::is_adopted(live) {
+            tracking::mark_adopted(obj); // remembered on every apply
+        }
+        None
+    }
+
     /// Compares one manifest of the render with its live object; the fields the
     /// environment marks sensitive are masked in the outcome.
     pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
@@ -55,7 +88,7 @@ impl Context {
     }
 
     async fn compare_unmasked(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, validate_new, .. } = *scope;
+        let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, .. } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =
@@ -70,6 +103,11 @@ impl Context {
                 Ok(p) => p,
                 Err(r) => return error(r.key, r.obj, Some(kind), r.message),
             };
+        // outside the application's boundaries: neither read nor dry-run on its behalf
+        if let Err(why) = boundary.check(&key, kind.namespaced, &obj) {
+            let why = format!("({source}) outside the application's boundaries: {why}");
+            return Arc::new(Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), &source));
+        }
         let digest = object::finished_digest(&obj);
         let with = |mut c: Compared| {
             (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
@@ -128,28 +166,11 @@ impl Context {
         };
         // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
         let mut obj = obj;
-        match object::ownership(&live_obj, app, installation, defaults.adopt || options.adopt) {
-            Ownership::Ours => {}
-            Ownership::Adopt => tracking::mark_adopted(&mut obj),
-            // moved here from an application that no longer declares it: taken over
-            Ownership::Theirs(_) if self.moved_here(&live_obj, &key).await => {}
-            Ownership::Theirs(who) => {
-                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::OwnedBy(who), &source);
-                c.live = Some(live_obj);
-                return with(c);
-            }
-            Ownership::Unmanaged => {
-                let why = format!(
-                    "({source}) it exists and is not managed by plumb; to take it over, annotate it in Git {}: Adopt=true (or set syncPolicy.adopt: true)",
-                    tracking::SYNC_OPTIONS_ANNOTATION
-                );
-                let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), &source);
-                c.live = Some(live_obj);
-                return with(c);
-            }
-        }
-        if tracking::is_adopted(&live_obj) {
-            tracking::mark_adopted(&mut obj); // remembered on every apply
+        let adopt = defaults.adopt || options.adopt;
+        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, app, adopt, &source).await {
+            let mut c = Compared::early(key, obj, Some(kind), reason, &source);
+            c.live = Some(live_obj);
+            return with(c);
         }
         // Ignored fields are not sent for an existing object, so plumb never owns them;
         // Replace=true writes the whole object: ignored fields carry their live values.
