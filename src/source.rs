@@ -272,7 +272,7 @@ impl Mirror {
             let find = |n: &str| advertised.iter().find(|(a, _)| a == n).map(|(_, o)| *o);
             find(c).map(|o| (c.clone(), find(&peeled).unwrap_or(o)))
         }) else {
-            return Err(Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() });
+            return self.resolve_short_sha(revision);
         };
         let mut downloaded = false;
         if self.repo.find_commit(oid).is_err() {
@@ -286,6 +286,26 @@ impl Mirror {
             .and_then(|o| o.peel_to_commit())
             .map_err(|source| Error::Local { dir: self.repo.path().into(), source })?;
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
+    }
+
+    /// An abbreviated commit SHA no branch or tag is named after: the commit of the
+    /// remote's branches and tags it abbreviates (fetched when not in the mirror).
+    ///
+    /// # Errors
+    /// [`Error::RevisionNotFound`] when it is no short SHA, or abbreviates no commit
+    /// or several; [`Error::Fetch`].
+    fn resolve_short_sha(&self, revision: &str) -> Result<Resolved, Error> {
+        let not_found = || Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() };
+        if !is_short_sha(revision) {
+            return Err(not_found());
+        }
+        let find = || self.repo.revparse_single(revision).and_then(|o| o.peel_to_commit()).ok();
+        if let Some(c) = find() {
+            return Ok(Resolved { revision: c.id().to_string(), downloaded: false });
+        }
+        self.fetch(&["+refs/heads/*:refs/plumb/heads/*", "+refs/tags/*:refs/plumb/tags/*"])
+            .map_err(|source| Error::Fetch { url: self.url.clone(), source })?;
+        find().map(|c| Resolved { revision: c.id().to_string(), downloaded: true }).ok_or_else(not_found)
     }
 
     /// Whether commit `new` descends from (or is) commit `old`, both in the mirror;
@@ -613,6 +633,12 @@ fn is_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Whether `s` can be an abbreviated commit SHA (7 to 39 hex digits), as plumb and Git
+/// print them.
+fn is_short_sha(s: &str) -> bool {
+    (7..40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Whether the OpenSSH `known_hosts` file lists `host` with exactly `key` (the raw key
 /// blob the server sent), parsed with `ssh-key`'s known_hosts parser.
 ///
@@ -718,6 +744,9 @@ mod tests {
         assert_eq!(mirror.resolve("v1").expect("tag").revision, first.revision, "annotated tag peels to the commit");
         assert_eq!(mirror.resolve(&first.revision).expect("sha").revision, first.revision);
         assert!(matches!(mirror.resolve("nope"), Err(Error::RevisionNotFound { .. })));
+        // an abbreviated SHA, as plumb prints it
+        assert_eq!(mirror.resolve(&first.revision[..7]).expect("short sha").revision, first.revision);
+        assert!(matches!(mirror.resolve("0000000"), Err(Error::RevisionNotFound { .. })), "abbreviates nothing");
 
         let err = mirror.snapshot(&first.revision, "apps/web").expect_err("escaping symlink");
         assert!(err.to_string().contains("apps/web/escape.yaml"), "{err}");
