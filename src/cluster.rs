@@ -179,7 +179,9 @@ impl Cluster {
     /// impersonated user cannot run discovery).
     pub async fn impersonate(&self, user: &str) -> anyhow::Result<Self> {
         let Some(base) = &self.config else {
-            anyhow::bail!("impersonating {user} needs a cluster connected from a kubeconfig or in-cluster configuration");
+            anyhow::bail!(
+                "impersonating {user} needs a cluster connected from a kubeconfig or in-cluster configuration"
+            );
         };
         let mut config = base.clone();
         config.auth_info.impersonate = Some(user.to_string());

@@ -246,9 +246,7 @@ fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> bool 
     let field = format!("f:{name}");
     let owners: Vec<&str> = entries
         .iter()
-        .filter(|e| {
-            e.pointer("/fieldsV1/f:metadata/f:annotations").and_then(|a| a.get(&field)).is_some()
-        })
+        .filter(|e| e.pointer("/fieldsV1/f:metadata/f:annotations").and_then(|a| a.get(&field)).is_some())
         .filter_map(|e| e.get("manager").and_then(serde_json::Value::as_str))
         .collect();
     owners.is_empty() || owners.iter().any(|m| *m != ours)
@@ -1113,9 +1111,16 @@ mod tests {
         // who wrote it: a person (any other field manager), not plumb applying Git
         let by = |managers: &[&str]| {
             let mut o = a("2026-11-29T17:00:00Z");
-            o["metadata"]["managedFields"] = serde_json::Value::Array(managers.iter().map(|m| serde_json::json!({
+            o["metadata"]["managedFields"] = serde_json::Value::Array(
+                managers
+                    .iter()
+                    .map(|m| {
+                        serde_json::json!({
                 "manager": m, "operation": "Update",
-                "fieldsV1": {"f:metadata": {"f:annotations": {"f:plumb.dev/prune-approved": {}}}}})).collect());
+                "fieldsV1": {"f:metadata": {"f:annotations": {"f:plumb.dev/prune-approved": {}}}}})
+                    })
+                    .collect(),
+            );
             o
         };
         assert_eq!(prune_approval(&by(&["kubectl-annotate"]), now), Ok(true));

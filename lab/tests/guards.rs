@@ -129,9 +129,10 @@ async fn an_object_with_a_bad_annotation_is_not_applied() {
 async fn the_every_tracked_object_guard_counts_tracked_objects_only() {
     let ns = "brk-allgone";
     // the Namespace exists (CreateNamespace) before Git declares it: adopted
-    let adopt = "syncPolicy: {automated: true, prune: true, selfHeal: true, adopt: true, syncOptions: [CreateNamespace=true]}";
-    let a = app("allgone", ns, adopt, &[("a.yaml", &cm("a", ns, "", "k: v")), ("b.yaml", &cm("b", ns, "", "k: v"))])
-        .await;
+    let adopt =
+        "syncPolicy: {automated: true, prune: true, selfHeal: true, adopt: true, syncOptions: [CreateNamespace=true]}";
+    let a =
+        app("allgone", ns, adopt, &[("a.yaml", &cm("a", ns, "", "k: v")), ("b.yaml", &cm("b", ns, "", "k: v"))]).await;
     assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
     assert!(exists(ns, "configmaps", "a") && exists(ns, "configmaps", "b"));
 

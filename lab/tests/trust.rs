@@ -70,10 +70,9 @@ async fn objects_outside_the_boundaries_refuse_the_sync_and_nothing_is_written()
     assert_eq!(app.ctx.cluster.requests().1, writes, "no write at all");
 
     // the environment widens the boundaries: the same objects are then applied
-    let widened = std::fs::read_to_string(&app.policy).unwrap().replace(
-        "    syncPolicy:",
-        &format!("    destinations: {{namespaces: [{ns}, tr-bounds-*]}}\n    syncPolicy:"),
-    );
+    let widened = std::fs::read_to_string(&app.policy)
+        .unwrap()
+        .replace("    syncPolicy:", &format!("    destinations: {{namespaces: [{ns}, tr-bounds-*]}}\n    syncPolicy:"));
     std::fs::write(&app.policy, widened).unwrap();
     let ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache2"), false).await;
     kubectl(&["create", "namespace", "tr-bounds-eu"]);
@@ -98,7 +97,11 @@ async fn existing_objects_are_adopted_only_when_asked_and_their_prune_needs_a_pe
     let r = app.pass(Mode::Policy).await;
     let rec = r.sync.expect("refused");
     assert_eq!(rec.result, SyncResult::Refused, "{rec:?}");
-    assert!(rec.message.contains("exists and is not managed by plumb") && rec.message.contains("Adopt=true"), "{}", rec.message);
+    assert!(
+        rec.message.contains("exists and is not managed by plumb") && rec.message.contains("Adopt=true"),
+        "{}",
+        rec.message
+    );
     assert_eq!(kubectl(&["-n", ns, "get", "cm", "precious", "-o", "jsonpath={.data.owner}"]), "dba", "untouched");
     assert!(!exists(&["-n", ns, "get", "cm", "other"]), "nothing written");
 
@@ -125,7 +128,11 @@ async fn a_prune_approval_from_git_does_not_count() {
     let ns = "tr-approve";
     kubectl(&["create", "namespace", ns]);
     let now = jiff::Timestamp::now().to_string();
-    let confirm = cm(ns, "keep", &format!("  annotations: {{plumb.dev/sync-options: Prune=confirm, plumb.dev/prune-approved: \"{now}\"}}\n"));
+    let confirm = cm(
+        ns,
+        "keep",
+        &format!("  annotations: {{plumb.dev/sync-options: Prune=confirm, plumb.dev/prune-approved: \"{now}\"}}\n"),
+    );
     let other = cm(ns, "other", "");
     let app = App::new("plumb-tr-approve", "tr-approve", ns, AUTO, &[("a.yaml", &confirm), ("b.yaml", &other)]).await;
     assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
@@ -135,10 +142,20 @@ async fn a_prune_approval_from_git_does_not_count() {
     assert!(res.reason.contains("prune needs approval") && res.reason.contains("came from Git"), "{res:?}");
     assert!(exists(&["-n", ns, "get", "cm", "keep"]), "not deleted by its own commit's approval");
 
-    kubectl(&["-n", ns, "annotate", "cm", "keep", "--overwrite", &format!("plumb.dev/prune-approved={}", jiff::Timestamp::now())]);
+    kubectl(&[
+        "-n",
+        ns,
+        "annotate",
+        "cm",
+        "keep",
+        "--overwrite",
+        &format!("plumb.dev/prune-approved={}", jiff::Timestamp::now()),
+    ]);
     app.pass(Mode::Policy).await;
-    wait_for("the approved prune", Duration::from_secs(30), || async { (!exists(&["-n", ns, "get", "cm", "keep"])).then_some(()) })
-        .await;
+    wait_for("the approved prune", Duration::from_secs(30), || async {
+        (!exists(&["-n", ns, "get", "cm", "keep"])).then_some(())
+    })
+    .await;
 }
 
 /// One object declared by two applications has one owner, the first that synced it;
@@ -157,11 +174,19 @@ async fn an_object_declared_by_two_applications_has_one_owner() {
         let r = second.pass(Mode::Policy).await;
         let res = r.status.resources.iter().find(|x| x.object == format!("ConfigMap/{ns}/shared")).unwrap();
         assert!(res.reason.contains("owned by application tr-first"), "{res:?}");
-        assert!(!r.status.conditions.iter().any(|c| c.type_ == ConditionType::NonConverging), "{:?}", r.status.conditions);
+        assert!(
+            !r.status.conditions.iter().any(|c| c.type_ == ConditionType::NonConverging),
+            "{:?}",
+            r.status.conditions
+        );
         let f = first.pass(Mode::Policy).await;
         assert_eq!(f.status.sync, SyncStatus::Synced, "the owner sees no tug-of-war");
     }
-    assert_eq!(kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.metadata.resourceVersion}"]), rv, "never written");
+    assert_eq!(
+        kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.metadata.resourceVersion}"]),
+        rv,
+        "never written"
+    );
     assert_eq!(kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.data.a}"]), "b");
 }
 
@@ -174,27 +199,69 @@ async fn writes_run_as_the_applications_service_account() {
     let ns = "tr-imp";
     kubectl(&["create", "namespace", ns]);
     kubectl(&["-n", ns, "create", "serviceaccount", "deployer"]);
-    kubectl(&["-n", ns, "create", "role", "deployer", "--verb=get,list,watch,create,patch,update,delete", "--resource=configmaps"]);
-    kubectl(&["-n", ns, "create", "rolebinding", "deployer", "--role=deployer", &format!("--serviceaccount={ns}:deployer")]);
-    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: creds, namespace: {ns}}}\nstringData: {{user: app}}\n");
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "role",
+        "deployer",
+        "--verb=get,list,watch,create,patch,update,delete",
+        "--resource=configmaps",
+    ]);
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "deployer",
+        "--role=deployer",
+        &format!("--serviceaccount={ns}:deployer"),
+    ]);
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: creds, namespace: {ns}}}\nstringData: {{user: app}}\n"
+    );
     let env = format!("{AUTO}\nserviceAccountName: deployer");
-    let app = App::new("plumb-tr-imp", "tr-imp", ns, &env, &[("cm.yaml", &cm(ns, "settings", "")), ("secret.yaml", &secret)]).await;
+    let app =
+        App::new("plumb-tr-imp", "tr-imp", ns, &env, &[("cm.yaml", &cm(ns, "settings", "")), ("secret.yaml", &secret)])
+            .await;
     let r = app.pass(Mode::Policy).await;
     let rec = r.sync.expect("a sync");
     assert_eq!(rec.result, SyncResult::Failed, "{rec:?}");
     let cond = r.status.conditions.iter().find(|c| c.type_ == ConditionType::SyncError).expect("SyncError");
-    let parts = [format!("system:serviceaccount:{ns}:deployer"), "cannot".into(), "\"secrets\"".into(), format!("namespace \"{ns}\"")];
+    let parts = [
+        format!("system:serviceaccount:{ns}:deployer"),
+        "cannot".into(),
+        "\"secrets\"".into(),
+        format!("namespace \"{ns}\""),
+    ];
     for part in &parts {
         assert!(cond.message.contains(part.as_str()), "{part}: {}", cond.message);
     }
     assert!(!exists(&["-n", ns, "get", "secret", "creds"]), "RBAC refused it");
 
-    kubectl(&["-n", ns, "create", "role", "deployer-secrets", "--verb=get,list,watch,create,patch,update,delete", "--resource=secrets"]);
-    kubectl(&["-n", ns, "create", "rolebinding", "deployer-secrets", "--role=deployer-secrets", &format!("--serviceaccount={ns}:deployer")]);
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "role",
+        "deployer-secrets",
+        "--verb=get,list,watch,create,patch,update,delete",
+        "--resource=secrets",
+    ]);
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "deployer-secrets",
+        "--role=deployer-secrets",
+        &format!("--serviceaccount={ns}:deployer"),
+    ]);
     let r = app.settle().await;
     assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status.conditions);
     assert!(exists(&["-n", ns, "get", "secret", "creds"]));
-    let managers = kubectl(&["-n", ns, "get", "secret", "creds", "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
+    let managers =
+        kubectl(&["-n", ns, "get", "secret", "creds", "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
     assert!(managers.contains("plumb"), "{managers}");
 }
 
@@ -239,18 +306,24 @@ async fn a_symlink_out_of_the_application_path_is_refused() {
     kubectl(&["create", "namespace", ns]);
     let app = App::new("plumb-tr-link", "tr-link", ns, AUTO, &[("a.yaml", &cm(ns, "a", ""))]).await;
     assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
-    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: theirs, namespace: {ns}}}\nstringData: {{k: v}}\n");
+    let secret =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: theirs, namespace: {ns}}}\nstringData: {{k: v}}\n");
     app.lab.repo.write("other/secret.yaml", &secret).unwrap();
     std::os::unix::fs::symlink("../other/secret.yaml", app.lab.repo.work.join("app/secret.yaml")).unwrap();
     app.commit(&[], &[]);
     let r = app.pass(Mode::Policy).await;
     assert_eq!(r.status.sync, SyncStatus::Unknown);
     let cond = r.status.conditions.iter().find(|c| c.type_ == ConditionType::ComparisonError).unwrap();
-    assert!(cond.message.contains("app/secret.yaml") && cond.message.contains("leaves the application's path"), "{cond:?}");
+    assert!(
+        cond.message.contains("app/secret.yaml") && cond.message.contains("leaves the application's path"),
+        "{cond:?}"
+    );
     assert!(r.sync.is_none());
     assert!(!exists(&["-n", ns, "get", "secret", "theirs"]) && exists(&["-n", ns, "get", "cm", "a"]));
 
-    let shared = std::fs::read_to_string(&app.policy).unwrap().replace("    syncPolicy:", "    sharedPaths: [other]\n    syncPolicy:");
+    let shared = std::fs::read_to_string(&app.policy)
+        .unwrap()
+        .replace("    syncPolicy:", "    sharedPaths: [other]\n    syncPolicy:");
     std::fs::write(&app.policy, shared).unwrap();
     let ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache2"), false).await;
     let r = ctx.run_pass("tr-link", Mode::Policy, None).await.unwrap();
@@ -269,9 +342,22 @@ async fn a_forbidden_watch_is_a_condition() {
     kubectl(&["-n", ns, "create", "serviceaccount", "plumb-lite"]);
     let who = format!("system:serviceaccount:{ns}:plumb-lite");
     // may read and write ConfigMaps everywhere, and nothing about Secrets
-    kubectl(&["create", "clusterrole", "tr-watch-cm", "--verb=get,list,watch,create,patch,update,delete", "--resource=configmaps,events,namespaces"]);
-    kubectl(&["create", "clusterrolebinding", "tr-watch-cm", "--clusterrole=tr-watch-cm", &format!("--serviceaccount={ns}:plumb-lite")]);
-    let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: {ns}}}\nstringData: {{k: v}}\n");
+    kubectl(&[
+        "create",
+        "clusterrole",
+        "tr-watch-cm",
+        "--verb=get,list,watch,create,patch,update,delete",
+        "--resource=configmaps,events,namespaces",
+    ]);
+    kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "tr-watch-cm",
+        "--clusterrole=tr-watch-cm",
+        &format!("--serviceaccount={ns}:plumb-lite"),
+    ]);
+    let secret =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: {ns}}}\nstringData: {{k: v}}\n");
     let app = App::new(status_ns, "tr-watch", ns, AUTO, &[("a.yaml", &cm(ns, "a", "")), ("s.yaml", &secret)]).await;
     let config = plumb::config::load(&app.policy).unwrap();
     let admin = plumb::cluster::Cluster::connect(Some(&control_plane().kubeconfig)).await.unwrap();

@@ -157,15 +157,33 @@ mod tests {
                 true,
                 Some("namespace \"kube-system\" is not among the destinations (destinations.namespaces: web)"),
             ),
-            (key("", "ConfigMap", "web-2", "a"), true, Some("namespace \"web-2\" is not among the destinations (destinations.namespaces: web)")),
-            (key("", "Namespace", "", "other"), false, Some("cluster-scoped Namespace is not allowed (clusterResources: none)")),
+            (
+                key("", "ConfigMap", "web-2", "a"),
+                true,
+                Some("namespace \"web-2\" is not among the destinations (destinations.namespaces: web)"),
+            ),
+            (
+                key("", "Namespace", "", "other"),
+                false,
+                Some("cluster-scoped Namespace is not allowed (clusterResources: none)"),
+            ),
             (
                 key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
                 false,
-                Some("cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: none)"),
+                Some(
+                    "cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: none)",
+                ),
             ),
-            (key("", "ConfigMap", "plumb-system", "plumb-app-other"), true, Some("plumb's own namespace \"plumb-system\" is never written from Git")),
-            (key("", "Namespace", "", "plumb-system"), false, Some("plumb's own namespace \"plumb-system\" is never written from Git")),
+            (
+                key("", "ConfigMap", "plumb-system", "plumb-app-other"),
+                true,
+                Some("plumb's own namespace \"plumb-system\" is never written from Git"),
+            ),
+            (
+                key("", "Namespace", "", "plumb-system"),
+                false,
+                Some("plumb's own namespace \"plumb-system\" is never written from Git"),
+            ),
         ];
         for (k, namespaced, want) in table {
             assert_eq!(b.check(k, *namespaced, &none).err().as_deref(), *want, "{k}");
@@ -176,26 +194,48 @@ mod tests {
     fn environments_widen_and_narrow() {
         let boundaries = Boundaries {
             destinations: Some(Destinations { namespaces: vec!["shop".into(), "shop-*".into()] }),
-            cluster_resources: Some(vec![gk("rbac.authorization.k8s.io", "ClusterRole"), gk("apiextensions.k8s.io", "*")]),
-            namespace_resources: Some(NamespaceResources { deny: vec![gk("", "ResourceQuota"), gk("rbac.authorization.k8s.io", "*Binding")] }),
+            cluster_resources: Some(vec![
+                gk("rbac.authorization.k8s.io", "ClusterRole"),
+                gk("apiextensions.k8s.io", "*"),
+            ]),
+            namespace_resources: Some(NamespaceResources {
+                deny: vec![gk("", "ResourceQuota"), gk("rbac.authorization.k8s.io", "*Binding")],
+            }),
         };
         let b = Boundary::new(&boundaries, "web", "plumb-system").expect("valid");
         let none = json!({});
         let grant = |name: &str| json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}});
         let table: &[(ObjectKey, bool, &Value, Option<&str>)] = &[
             (key("", "ConfigMap", "shop-eu", "a"), true, &none, None),
-            (key("", "ConfigMap", "web", "a"), true, &none, Some("namespace \"web\" is not among the destinations (destinations.namespaces: shop, shop-*)")),
+            (
+                key("", "ConfigMap", "web", "a"),
+                true,
+                &none,
+                Some("namespace \"web\" is not among the destinations (destinations.namespaces: shop, shop-*)"),
+            ),
             (key("", "Namespace", "", "shop-us"), false, &none, None),
             (key("apiextensions.k8s.io", "CustomResourceDefinition", "", "w.example"), false, &none, None),
             (key("rbac.authorization.k8s.io", "ClusterRole", "", "shop-reader"), false, &none, None),
-            (key("", "ResourceQuota", "shop", "q"), true, &none, Some("ResourceQuota is denied (namespaceResources.deny: ResourceQuota)")),
+            (
+                key("", "ResourceQuota", "shop", "q"),
+                true,
+                &none,
+                Some("ResourceQuota is denied (namespaceResources.deny: ResourceQuota)"),
+            ),
             (
                 key("rbac.authorization.k8s.io", "RoleBinding", "shop", "rb"),
                 true,
                 &none,
-                Some("RoleBinding.rbac.authorization.k8s.io is denied (namespaceResources.deny: *Binding.rbac.authorization.k8s.io)"),
+                Some(
+                    "RoleBinding.rbac.authorization.k8s.io is denied (namespaceResources.deny: *Binding.rbac.authorization.k8s.io)",
+                ),
             ),
-            (key("rbac.authorization.k8s.io", "ClusterRole", "", "plumb"), false, &none, Some("plumb's own RBAC (ClusterRole plumb) is never written from Git")),
+            (
+                key("rbac.authorization.k8s.io", "ClusterRole", "", "plumb"),
+                false,
+                &none,
+                Some("plumb's own RBAC (ClusterRole plumb) is never written from Git"),
+            ),
             (
                 key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
                 false,
@@ -206,13 +246,16 @@ mod tests {
                 key("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "x"),
                 false,
                 &grant("view"),
-                Some("cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: ClusterRole.rbac.authorization.k8s.io, *.apiextensions.k8s.io)"),
+                Some(
+                    "cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: ClusterRole.rbac.authorization.k8s.io, *.apiextensions.k8s.io)",
+                ),
             ),
         ];
         for (k, namespaced, obj, want) in table {
             assert_eq!(b.check(k, *namespaced, obj).err().as_deref(), *want, "{k}");
         }
-        let bad = Boundaries { destinations: Some(Destinations { namespaces: vec!["[".into()] }), ..Boundaries::default() };
+        let bad =
+            Boundaries { destinations: Some(Destinations { namespaces: vec!["[".into()] }), ..Boundaries::default() };
         assert!(Boundary::new(&bad, "web", "plumb-system").is_err());
     }
 }

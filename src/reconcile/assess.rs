@@ -102,14 +102,15 @@ impl Context {
             ));
         }
         if let Some(cache) = &self.live {
-            let failing: Vec<String> = kinds
-                .iter()
-                .filter_map(|(_, k)| cache.error(k).map(|e| format!("{k}: {e}")))
-                .collect();
+            let failing: Vec<String> =
+                kinds.iter().filter_map(|(_, k)| cache.error(k).map(|e| format!("{k}: {e}"))).collect();
             if !failing.is_empty() {
                 st.conditions.push(Condition::new(
                     ConditionType::WatchError,
-                    format!("watches failing (live objects are read with GET and LIST meanwhile): {}", failing.join("; ")),
+                    format!(
+                        "watches failing (live objects are read with GET and LIST meanwhile): {}",
+                        failing.join("; ")
+                    ),
                 ));
             }
         }

@@ -88,7 +88,9 @@ impl Context {
     }
 
     async fn compare_unmasked(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let Scope { writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, .. } = *scope;
+        let Scope {
+            writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, ..
+        } = *scope;
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
         let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let error =

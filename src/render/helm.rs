@@ -117,7 +117,15 @@ mod tests {
         let limits = Limits { timeout: Duration::from_secs(5), max_output: 1024, network: false };
         for (file, why) in [("../etc/passwd", "outside"), ("/etc/passwd", "absolute"), ("envs/none.yaml", "missing")] {
             let files = [file.to_string()];
-            let t = Template { chart: "c", release: "r", namespace: "n", value_files: &files, values: None, kube_version: None, api_versions: &[] };
+            let t = Template {
+                chart: "c",
+                release: "r",
+                namespace: "n",
+                value_files: &files,
+                values: None,
+                kube_version: None,
+                api_versions: &[],
+            };
             let err = helm.template(root.path(), &t, limits).await.expect_err(why).to_string();
             assert_eq!(
                 err,
@@ -125,7 +133,15 @@ mod tests {
                 "{why}"
             );
         }
-        let t = Template { chart: "c", release: "r", namespace: "n", value_files: &[], values: None, kube_version: None, api_versions: &[] };
+        let t = Template {
+            chart: "c",
+            release: "r",
+            namespace: "n",
+            value_files: &[],
+            values: None,
+            kube_version: None,
+            api_versions: &[],
+        };
         let err = helm.template(root.path(), &t, limits).await.expect_err("no binary").to_string();
         assert!(err.starts_with("no-helm template r c --namespace n: cannot start"), "{err}");
     }

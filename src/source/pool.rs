@@ -169,9 +169,11 @@ impl Pool {
     /// path: its environment's `sharedPaths`.
     fn shared_paths(&self, app: &str) -> Vec<String> {
         let c = &self.config;
-        let env = c.applications.iter().find(|a| a.name.value == app).and_then(|a| {
-            c.environments.iter().find(|e| e.name.value == a.environment.value)
-        });
+        let env = c
+            .applications
+            .iter()
+            .find(|a| a.name.value == app)
+            .and_then(|a| c.environments.iter().find(|e| e.name.value == a.environment.value));
         env.map(|e| e.shared_paths.clone()).unwrap_or_default()
     }
 
@@ -206,9 +208,7 @@ impl Pool {
                         e @ (super::Error::Submodule { .. }
                         | super::Error::Symlink { .. }
                         | super::Error::SymlinkOutside { .. }),
-                    ) => {
-                        Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string())))
-                    }
+                    ) => Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string()))),
                     other => Ok((other?, None)),
                 }
             })
