@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve;
+use crate::serve::serve_with;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -28,9 +28,14 @@ use crate::{
 #[derive(Parser, Debug)]
 #[command(name = "plumb", version, about)]
 pub struct Cli {
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info`, `plumb=debug`.
-    #[arg(long, env = "PLUMB_LOG", default_value = "info", global = true)]
-    pub log: String,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info`, `plumb=debug`; when
+    /// neither this nor `PLUMB_LOG` is given, `RUST_LOG`, else `info`.
+    #[arg(long, env = "PLUMB_LOG", global = true)]
+    pub log: Option<String>,
+    /// Log lines as `text` (for people) or `json` (one object per line, for log
+    /// collectors).
+    #[arg(long, env = "PLUMB_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"], global = true)]
+    pub log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -49,6 +54,44 @@ pub struct ClusterArgs {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// Leader election options of `plumb serve` (see [`crate::leader`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaseArgs {
+    /// Run as one replica among several: only the holder of the Lease runs passes.
+    #[arg(long, env = "PLUMB_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease; default: the policy's status namespace.
+    #[arg(long, env = "PLUMB_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, env = "PLUMB_LEASE_NAME", default_value = "plumb")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease; default: `POD_NAME`, else host name and
+    /// process id.
+    #[arg(long, env = "PLUMB_IDENTITY")]
+    pub identity: Option<String>,
+    /// Seconds the Lease stays valid without renewal: a killed leader is replaced
+    /// after about this long.
+    #[arg(long, default_value_t = 10)]
+    pub lease_duration: u64,
+    /// Seconds before expiry at which the leader renews (the clock skew tolerated).
+    #[arg(long, default_value_t = 3)]
+    pub lease_grace: u64,
+}
+
+impl LeaseArgs {
+    /// The Lease options, or `None` without `--leader-elect`.
+    pub fn options(&self, status_namespace: &str) -> Option<crate::leader::LeaseOptions> {
+        self.leader_elect.then(|| crate::leader::LeaseOptions {
+            namespace: self.lease_namespace.clone().unwrap_or_else(|| status_namespace.to_string()),
+            name: self.lease_name.clone(),
+            identity: self.identity.clone().unwrap_or_else(crate::leader::default_identity),
+            duration_seconds: self.lease_duration,
+            grace_seconds: self.lease_grace,
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the reconciler: one actor per application, the webhook receiver and the API.
@@ -58,6 +101,8 @@ enum Command {
         /// Address of the HTTP server (webhook, API, metrics, probes).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
+        #[command(flatten)]
+        lease: LeaseArgs,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -167,7 +212,7 @@ enum WebhookCommand {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
+    init_tracing(cli.log.as_deref(), &cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -184,14 +229,18 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(filter: &str) {
+/// Logs to stderr: `filter` (`--log`/`PLUMB_LOG`), else `RUST_LOG`, else `info`; as
+/// text or, with `format` `json`, one JSON object per line.
+fn init_tracing(filter: Option<&str>, format: &str) {
+    let filter = filter.map(str::to_string).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".into());
     let filter =
-        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+        tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).try_init()
+    };
 }
 
 /// Loads the policy and connects to the cluster.
@@ -214,15 +263,20 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen } => {
+        Command::Serve { cluster, listen, lease } => {
             let ctx = context(&cluster, true).await?;
             let token = CancellationToken::new();
-            let handle = serve(ctx, listen, token.clone()).await?;
+            let lease = lease.options(&ctx.config.settings.status_namespace);
+            let handle = serve_with(ctx, listen, token.clone(), lease).await?;
             tracing::info!("plumb serving on http://{}", handle.addr);
-            shutdown_signal().await;
+            let lost = tokio::select! {
+                () = shutdown_signal() => false,
+                () = handle.leadership.lost() => true,
+            };
             token.cancel();
             handle.tracker.wait().await;
-            Ok(ExitCode::SUCCESS)
+            // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
+            Ok(if lost { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Diff { app, cluster, revision, output } => {
             let ctx = context(&cluster, false).await?;

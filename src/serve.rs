@@ -2,6 +2,10 @@
 //! passes ([`crate::scheduler`]), the watches that trigger them on drift, the HTTP
 //! server (webhooks, API, metrics, probes) and the commit statuses posted after passes.
 //! Everything here is wiring: it decides nothing itself.
+//!
+//! With leader election ([`serve_with`] and a [`LeaseOptions`]) every replica runs the
+//! same actors, but a replica that does not hold the Lease skips its passes and
+//! forwards the webhooks it receives to the leader (see [`crate::leader`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -13,7 +17,9 @@ use crate::{
     config::{DEFAULT_RECONCILE_INTERVAL, Environment},
     forge::Notifier,
     health::HealthStatus,
+    leader::{self, Leadership, LeaseOptions},
     metrics::Metrics,
+    probes::Probes,
     reconcile::{Context, Mode},
     scheduler::{Scheduler, Trigger},
     server,
@@ -28,6 +34,8 @@ pub struct ServeHandle {
     pub tracker: TaskTracker,
     /// Scheduler (to trigger passes).
     pub scheduler: Scheduler,
+    /// Whether this replica runs passes (always, without leader election).
+    pub leadership: Leadership,
 }
 
 /// Starts the actors, the drift triggers and the HTTP server on `listen` (port 0 picks
@@ -36,6 +44,20 @@ pub struct ServeHandle {
 /// # Errors
 /// Secret files unreadable, address in use.
 pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
+    serve_with(ctx, listen, token, None).await
+}
+
+/// [`serve`], and with `lease` one replica among several: passes run only while this
+/// replica holds the Lease (see [`crate::leader`]).
+///
+/// # Errors
+/// Secret files unreadable, address in use, the Lease cannot be read or created.
+pub async fn serve_with(
+    ctx: Arc<Context>,
+    listen: SocketAddr,
+    token: CancellationToken,
+    lease: Option<LeaseOptions>,
+) -> anyhow::Result<ServeHandle> {
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
         .config
@@ -51,7 +73,15 @@ pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationTok
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
-    let scheduler = start_actors(&ctx, &tracker, token.clone());
+    let leadership = match &lease {
+        Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
+        None => Leadership::always(),
+    };
+    let probes = Arc::new(Probes::new(app_intervals(&ctx)));
+    let scheduler = start_actors(&ctx, &tracker, &leadership, &probes, token.clone());
+    if leadership.elected() {
+        follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
+    }
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
@@ -59,23 +89,131 @@ pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationTok
     let addr = listener.local_addr()?;
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
-    tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
+    tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), ctx.clone(), token.clone()));
     let state = server::AppState {
         metrics: ctx.metrics.clone(),
         ctx: Some(ctx),
         intake: Arc::new(intake),
         max_body_bytes: limits.max_body_bytes,
     };
-    let app = server::router(state, &limits);
+    let app = probe_routes(probes).fallback_service(server::router(state, &limits));
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
-    Ok(ServeHandle { addr, tracker, scheduler })
+    Ok(ServeHandle { addr, tracker, scheduler, leadership })
+}
+
+/// `GET /readyz` and `GET /healthz` answering from `probes` (see [`crate::probes`]):
+/// `ok`, or 503 with one reason per line.
+fn probe_routes(probes: Arc<Probes>) -> axum::Router {
+    use axum::{http::StatusCode, routing::get};
+    fn answer(r: Result<(), Vec<String>>) -> (StatusCode, String) {
+        match r {
+            Ok(()) => (StatusCode::OK, "ok".into()),
+            Err(reasons) => (StatusCode::SERVICE_UNAVAILABLE, reasons.join("\n")),
+        }
+    }
+    let ready = probes.clone();
+    axum::Router::new()
+        .route("/readyz", get(move || async move { answer(ready.check().0) }))
+        .route("/healthz", get(move || async move { answer(probes.check().1) }))
+}
+
+/// Each application with its environment's reconcile interval.
+fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
+    ctx.config
+        .applications
+        .iter()
+        .map(|app| {
+            let interval = ctx
+                .config
+                .environments
+                .iter()
+                .find(|e| e.name.value == app.environment.value)
+                .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval);
+            (app.name.value.clone(), interval)
+        })
+        .collect()
+}
+
+/// With leader election: a pass of every application each time this replica becomes
+/// the leader, and the passes other replicas forward.
+fn follow_leadership(
+    ctx: &Arc<Context>,
+    tracker: &TaskTracker,
+    leadership: &Leadership,
+    scheduler: &Scheduler,
+    token: &CancellationToken,
+) {
+    let apps: Vec<String> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
+    let (mut l, s, t) = (leadership.clone(), scheduler.clone(), token.clone());
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                () = t.cancelled() => return,
+                became = l.became_leader() => {
+                    if !became {
+                        return;
+                    }
+                    for app in &apps {
+                        s.trigger(app, Trigger::Manual);
+                    }
+                }
+            }
+        }
+    });
+    let s = scheduler.clone();
+    tracker.spawn(leader::watch_forwarded(
+        ctx.cluster.client().clone(),
+        ctx.config.settings.status_namespace.clone(),
+        leadership.clone(),
+        move |app| {
+            s.trigger(app, Trigger::Manual);
+        },
+        token.clone(),
+    ));
+}
+
+/// Drains the webhook queue: the leader triggers its actors (as
+/// [`server::dispatch`]); a follower forwards each application to the leader.
+async fn dispatch(
+    mut queue: mpsc::Receiver<server::Queued>,
+    scheduler: Scheduler,
+    leadership: Leadership,
+    ctx: Arc<Context>,
+    token: CancellationToken,
+) {
+    loop {
+        let item = tokio::select! {
+            () = token.cancelled() => return,
+            item = queue.recv() => match item {
+                Some(item) => item,
+                None => return,
+            },
+        };
+        for app in &item.apps {
+            if leadership.is_leader() {
+                scheduler.trigger(app, Trigger::Webhook { received: item.received });
+                continue;
+            }
+            let ns = &ctx.config.settings.status_namespace;
+            match leader::forward(ctx.cluster.client(), ns, app).await {
+                Ok(()) => tracing::info!(app = %app, "webhook forwarded to the leader"),
+                Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
+            }
+        }
+    }
 }
 
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it
 /// calls for (in order, before the next pass). A pass that synced or left something
 /// Progressing asks for the next look soon.
-fn start_actors(ctx: &Arc<Context>, tracker: &TaskTracker, token: CancellationToken) -> Scheduler {
+fn start_actors(
+    ctx: &Arc<Context>,
+    tracker: &TaskTracker,
+    leadership: &Leadership,
+    probes: &Arc<Probes>,
+    token: CancellationToken,
+) -> Scheduler {
     let mut notifiers = std::collections::HashMap::new();
     for app in &ctx.config.applications {
         match Notifier::for_app(&ctx.config, &app.name.value) {
@@ -87,35 +225,37 @@ fn start_actors(ctx: &Arc<Context>, tracker: &TaskTracker, token: CancellationTo
         }
     }
     let notifiers = Arc::new(notifiers);
-    let apps = ctx.config.applications.iter().map(|app| {
-        let interval = ctx
-            .config
-            .environments
-            .iter()
-            .find(|e| e.name.value == app.environment.value)
-            .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval);
-        (app.name.value.clone(), interval)
-    });
-    let pass_ctx = ctx.clone();
+    let apps = app_intervals(ctx);
+    let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let pass = move |app: String| {
-        let (ctx, notifiers) = (pass_ctx.clone(), notifiers.clone());
+        let (ctx, notifiers, leadership, probes) =
+            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone());
         async move {
-            match ctx.run_pass(&app, Mode::Policy, None).await {
-                Ok(r) => {
-                    tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
-                    if let Some(n) = notifiers.get(&app) {
-                        n.after_pass(&app, &r.status, r.sync.as_ref()).await;
-                    }
-                    r.sync.is_some() || r.status.health == HealthStatus::Progressing
-                }
-                Err(e) => {
-                    tracing::warn!(app = %app, "pass failed: {e}");
-                    false
-                }
-            }
+            probes.started(&app);
+            let settling = if leadership.is_leader() { policy_pass(&ctx, &notifiers, &app).await } else { false };
+            probes.finished(&app);
+            settling
         }
     };
     Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token)
+}
+
+/// One [`Mode::Policy`] pass of `app` and the commit status it calls for; true while
+/// things are settling.
+async fn policy_pass(ctx: &Context, notifiers: &std::collections::HashMap<String, Arc<Notifier>>, app: &str) -> bool {
+    match ctx.run_pass(app, Mode::Policy, None).await {
+        Ok(r) => {
+            tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
+            if let Some(n) = notifiers.get(app) {
+                n.after_pass(app, &r.status, r.sync.as_ref()).await;
+            }
+            r.sync.is_some() || r.status.health == HealthStatus::Progressing
+        }
+        Err(e) => {
+            tracing::warn!(app = %app, "pass failed: {e}");
+            false
+        }
+    }
 }
 
 /// What the scheduler calls when a trigger starts a pass: records how long a webhook

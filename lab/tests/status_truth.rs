@@ -382,12 +382,14 @@ async fn argocd_21_an_object_controlled_by_another_owner_is_not_pruned() {
         kubectl(&["create", "namespace", &ns]);
         let app = App::new(&format!("plumb-st-a21{variant}"), &app_name, &ns, AUTO, &[("tls.yaml", &desired)]).await;
         assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
-        let cert_uid = kubectl(&["-n", &ns, "get", "certificates.pki.acme.example", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
+        let cert_uid =
+            kubectl(&["-n", &ns, "get", "certificates.pki.acme.example", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
         let patch = format!(
             r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"pki.acme.example/v1","kind":"Certificate","name":"web-tls","uid":"{cert_uid}","controller":{controller},"blockOwnerDeletion":true}}]}}}}"#
         );
         kubectl(&["-n", &ns, "patch", "secret", "web-tls", "--type", "merge", "-p", &patch]);
-        let secret_uid = || control_plane().kubectl(&["-n", &ns, "get", "secret", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
+        let secret_uid =
+            || control_plane().kubectl(&["-n", &ns, "get", "secret", "web-tls", "-o", "jsonpath={.metadata.uid}"]);
         let uid = secret_uid().unwrap();
 
         // commit 2: the placeholder Secret leaves Git, the Certificate stays
@@ -397,20 +399,24 @@ async fn argocd_21_an_object_controlled_by_another_owner_is_not_pruned() {
         assert_eq!(code, 1, "{out}");
         let r = app.settle().await;
         if controller {
-            let line = format!("Secret/{ns}/web-tls (requires pruning; controlled by Certificate.pki.acme.example/{ns}/web-tls — left to its controller)");
+            let line = format!(
+                "Secret/{ns}/web-tls (requires pruning; controlled by Certificate.pki.acme.example/{ns}/web-tls — left to its controller)"
+            );
             assert!(out.contains(&line), "{out}");
             assert_eq!(secret_uid().ok().as_deref(), Some(uid.as_str()), "not deleted");
             assert_eq!(r.status.sync, SyncStatus::Synced, "handed to its controller: {:?}", r.status.resources);
         } else {
             assert!(out.contains(&format!("Secret/{ns}/web-tls (requires pruning)")), "{out}");
-            wait_for("the Secret pruned", Duration::from_secs(30), || async { secret_uid().is_err().then_some(()) }).await;
+            wait_for("the Secret pruned", Duration::from_secs(30), || async { secret_uid().is_err().then_some(()) })
+                .await;
         }
 
         // commit 3: the Certificate goes too: nothing is left behind
         app.commit(&[("tls.yaml", docs[2])], &[]);
         wait_for("the Certificate and its Secret gone", Duration::from_secs(60), || async {
             let r = app.pass(Mode::Policy).await;
-            let left = control_plane().kubectl(&["-n", &ns, "get", "secret,certificates.pki.acme.example", "-o", "name"]);
+            let left =
+                control_plane().kubectl(&["-n", &ns, "get", "secret,certificates.pki.acme.example", "-o", "name"]);
             (left.is_ok_and(|l| l.trim().is_empty()) && r.status.sync == SyncStatus::Synced).then_some(())
         })
         .await;
