@@ -55,6 +55,22 @@ pub fn verdict(apps: &BTreeMap<String, Progress>, now: Instant) -> (Result<(), V
     (ok(waiting), ok(wedged))
 }
 
+/// `GET /readyz` and `GET /healthz` answering from `probes`: `ok`, or 503 with one
+/// reason per line.
+pub fn router(probes: std::sync::Arc<Probes>) -> axum::Router {
+    use axum::{http::StatusCode, routing::get};
+    fn answer(r: Result<(), Vec<String>>) -> (StatusCode, String) {
+        match r {
+            Ok(()) => (StatusCode::OK, "ok".into()),
+            Err(reasons) => (StatusCode::SERVICE_UNAVAILABLE, reasons.join("\n")),
+        }
+    }
+    let ready = probes.clone();
+    axum::Router::new()
+        .route("/readyz", get(move || async move { answer(ready.check().0) }))
+        .route("/healthz", get(move || async move { answer(probes.check().1) }))
+}
+
 /// The marks of one process's actors (shared by the actors and the HTTP server).
 #[derive(Debug, Default)]
 pub struct Probes {

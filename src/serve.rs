@@ -96,26 +96,10 @@ pub async fn serve_with(
         intake: Arc::new(intake),
         max_body_bytes: limits.max_body_bytes,
     };
-    let app = probe_routes(probes).fallback_service(server::router(state, &limits));
+    let app = crate::probes::router(probes).fallback_service(server::router(state, &limits));
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
     Ok(ServeHandle { addr, tracker, scheduler, leadership })
-}
-
-/// `GET /readyz` and `GET /healthz` answering from `probes` (see [`crate::probes`]):
-/// `ok`, or 503 with one reason per line.
-fn probe_routes(probes: Arc<Probes>) -> axum::Router {
-    use axum::{http::StatusCode, routing::get};
-    fn answer(r: Result<(), Vec<String>>) -> (StatusCode, String) {
-        match r {
-            Ok(()) => (StatusCode::OK, "ok".into()),
-            Err(reasons) => (StatusCode::SERVICE_UNAVAILABLE, reasons.join("\n")),
-        }
-    }
-    let ready = probes.clone();
-    axum::Router::new()
-        .route("/readyz", get(move || async move { answer(ready.check().0) }))
-        .route("/healthz", get(move || async move { answer(probes.check().1) }))
 }
 
 /// Each application with its environment's reconcile interval.

@@ -60,12 +60,17 @@ impl Store {
         Self { api: Api::namespaced(client.clone(), namespace), namespace: namespace.into(), client }
     }
 
-    /// Creates the status namespace when missing.
+    /// Creates the status namespace when missing (by server-side apply).
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn ensure_namespace(&self) -> Result<(), Error> {
         let api: Api<Namespace> = Api::all(self.client.clone());
+        // An existing namespace is left alone: plumb may hold no right on Namespaces
+        // (the least-privilege RBAC profile).
+        if let Ok(Some(_)) = api.get_opt(&self.namespace).await {
+            return Ok(());
+        }
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         api.patch(&self.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
             .await
