@@ -2,6 +2,7 @@
 //! pass server-side validation, the Pod they make is admitted under the restricted Pod
 //! Security Standard, and `plumb serve` running with exactly the ServiceAccount token of
 //! each RBAC profile syncs, self-heals and prunes.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

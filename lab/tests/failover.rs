@@ -3,6 +3,7 @@
 //! leader is killed (SIGKILL) in the middle of a sync the other replica takes the Lease
 //! over, finishes that sync, and the history has exactly one entry for it and keeps the
 //! one before.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
