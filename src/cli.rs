@@ -11,9 +11,7 @@ use std::{
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 
-use crate::serve::serve_with;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -103,6 +101,10 @@ enum Command {
         listen: SocketAddr,
         #[command(flatten)]
         lease: LeaseArgs,
+        /// Seconds between two reads of the policy file; a changed, valid policy is
+        /// applied without a restart, an invalid one is rejected (logged, metric).
+        #[arg(long, env = "PLUMB_RELOAD_EVERY", default_value_t = 5)]
+        reload_every: u64,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -263,20 +265,21 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen, lease } => {
-            let ctx = context(&cluster, true).await?;
-            let token = CancellationToken::new();
-            let lease = lease.options(&ctx.config.settings.status_namespace);
-            let handle = serve_with(ctx, listen, token.clone(), lease).await?;
-            tracing::info!("plumb serving on http://{}", handle.addr);
-            let lost = tokio::select! {
-                () = shutdown_signal() => false,
-                () = handle.leadership.lost() => true,
+        Command::Serve { cluster, listen, lease, reload_every } => {
+            let config = config::load(&cluster.config)?;
+            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
+            let cache = cluster.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
+            std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+            let process = crate::serve::Process {
+                policy: cluster.config.clone(),
+                cache_dir: cache,
+                listen,
+                lease: lease.options(&config.settings.status_namespace),
+                reload_every: std::time::Duration::from_secs(reload_every.max(1)),
             };
-            token.cancel();
-            handle.tracker.wait().await;
+            let ended = crate::serve::run(client, process, Arc::new(Metrics::default()), shutdown_signal()).await?;
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
-            Ok(if lost { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Diff { app, cluster, revision, output } => {
             let ctx = context(&cluster, false).await?;

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod plan;
 pub mod probes;
 pub mod reconcile;
+pub mod reload;
 pub mod render;
 pub mod scheduler;
 pub mod serve;

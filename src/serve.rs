@@ -188,6 +188,74 @@ async fn dispatch(
     }
 }
 
+/// What `plumb serve` runs with, besides the cluster.
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// Policy file (watched: see [`crate::reload`]).
+    pub policy: std::path::PathBuf,
+    /// Directory of the Git mirrors.
+    pub cache_dir: std::path::PathBuf,
+    /// Address of the HTTP server.
+    pub listen: SocketAddr,
+    /// Leader election, when more than one replica may run.
+    pub lease: Option<LeaseOptions>,
+    /// How often the policy file is read again.
+    pub reload_every: std::time::Duration,
+}
+
+/// How [`run`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// `shutdown` resolved.
+    Shutdown,
+    /// This replica lost the Lease it held.
+    LostLease,
+}
+
+/// Runs `plumb serve` with the policy of `process` until `shutdown` resolves or the
+/// Lease is lost. When the policy file changes and the new one is valid, the actors,
+/// watches and HTTP server stop (letting running passes finish) and start again with
+/// it, on the same address; an invalid one is rejected and the running policy stays
+/// (see [`crate::reload`]). Metrics are kept across reloads.
+///
+/// # Errors
+/// The first policy is invalid, the cluster is unreachable, the address is in use.
+pub async fn run(
+    client: kube::Client,
+    process: Process,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<Ended> {
+    let mut config = crate::config::load(&process.policy)?;
+    let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
+    let mut listen = process.listen;
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let cluster = crate::cluster::Cluster::new(client.clone()).await?;
+        let ctx = Context::new(cluster, Arc::new(config), process.cache_dir.clone(), metrics.clone()).with_watches();
+        ctx.store.ensure_namespace().await?;
+        let token = CancellationToken::new();
+        let handle = serve_with(Arc::new(ctx), listen, token.clone(), process.lease.clone()).await?;
+        tracing::info!("plumb serving on http://{}", handle.addr);
+        listen = handle.addr;
+        let next = tokio::select! {
+            () = &mut shutdown => None,
+            () = handle.leadership.lost() => {
+                token.cancel();
+                handle.tracker.wait().await;
+                return Ok(Ended::LostLease);
+            }
+            c = watch.next_valid(&metrics) => Some(c),
+        };
+        token.cancel();
+        handle.tracker.wait().await;
+        match next {
+            Some(c) => config = c,
+            None => return Ok(Ended::Shutdown),
+        }
+    }
+}
+
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it
 /// calls for (in order, before the next pass). A pass that synced or left something
 /// Progressing asks for the next look soon.
@@ -230,6 +298,7 @@ async fn policy_pass(ctx: &Context, notifiers: &std::collections::HashMap<String
     match ctx.run_pass(app, Mode::Policy, None).await {
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
+            signals(ctx, &r).await;
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;
             }
@@ -239,6 +308,46 @@ async fn policy_pass(ctx: &Context, notifiers: &std::collections::HashMap<String
             tracing::warn!(app = %app, "pass failed: {e}");
             false
         }
+    }
+}
+
+/// After a pass: `plumb_app_info`, and for a sync `plumb_app_last_sync_timestamp_seconds`
+/// and Events on the application's status ConfigMap (`SyncRunning`, `SyncSucceeded`,
+/// `SyncFailed`, `SyncRefused`, and `Pruned` naming each object deleted).
+async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
+    let st = &r.status;
+    let repository =
+        ctx.config.applications.iter().find(|a| a.name.value == st.app).map(|a| a.repository.value.clone());
+    ctx.metrics.set_app_info(crate::metrics::AppInfoLabels {
+        app: st.app.clone(),
+        environment: st.environment.clone(),
+        repository: repository.unwrap_or_default(),
+        revision: st.revision.clone(),
+        sync_status: st.sync.to_string(),
+        health_status: st.health.to_string(),
+    });
+    let Some(sync) = &r.sync else { return };
+    let result = format!("{:?}", sync.result);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    ctx.metrics
+        .last_sync_timestamp
+        .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.clone() })
+        .set(now);
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": crate::status::configmap_name(&st.app), "namespace": ctx.config.settings.status_namespace}});
+    let short: String = sync.revision.chars().take(7).collect();
+    let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
+    if !sync.message.is_empty() {
+        note = format!("{note}: {}", sync.message);
+    }
+    let warning = matches!(sync.result, crate::status::SyncResult::Failed | crate::status::SyncResult::Refused);
+    ctx.cluster.event(&cm, warning, &format!("Sync{result}"), "Sync", note).await;
+    // A sync over several passes carries its prunes along: name them once, at its end.
+    if sync.result == crate::status::SyncResult::Running {
+        return;
+    }
+    for object in &sync.pruned {
+        ctx.cluster.event(&cm, false, "Pruned", "Prune", format!("{object} pruned (sync of {short})")).await;
     }
 }
 
