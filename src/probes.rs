@@ -1,8 +1,9 @@
 //! What `GET /readyz` and `GET /healthz` of `plumb serve` answer.
 //!
 //! - **Ready** once every application's first pass was attempted (run, or skipped by
-//!   a replica that does not hold the Lease): before that the process cannot say
-//!   anything true about the applications. Discovery has run before the server starts.
+//!   a replica that does not hold the Lease) and every watch started so far has its
+//!   first full list: before that the process cannot say anything true about the
+//!   applications. Discovery has run before the server starts.
 //! - **Live** while every application actor made progress (started or finished a pass)
 //!   within its deadline: [`deadline`] of its reconcile interval. An actor stuck in one
 //!   pass beyond it is wedged, and `/healthz` answers 503 naming it, so that the kubelet
@@ -56,8 +57,11 @@ pub fn verdict(apps: &BTreeMap<String, Progress>, now: Instant) -> (Result<(), V
 }
 
 /// `GET /readyz` and `GET /healthz` answering from `probes`: `ok`, or 503 with one
-/// reason per line.
-pub fn router(probes: std::sync::Arc<Probes>) -> axum::Router {
+/// reason per line. `unsynced_watches` names the watches still listing (not ready).
+pub fn router(
+    probes: std::sync::Arc<Probes>,
+    unsynced_watches: impl Fn() -> Vec<String> + Clone + Send + Sync + 'static,
+) -> axum::Router {
     use axum::{http::StatusCode, routing::get};
     fn answer(r: Result<(), Vec<String>>) -> (StatusCode, String) {
         match r {
@@ -67,7 +71,14 @@ pub fn router(probes: std::sync::Arc<Probes>) -> axum::Router {
     }
     let ready = probes.clone();
     axum::Router::new()
-        .route("/readyz", get(move || async move { answer(ready.check().0) }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                let mut reasons = ready.check().0.err().unwrap_or_default();
+                reasons.extend(unsynced_watches().into_iter().map(|k| format!("watch of {k} not synced yet")));
+                answer(if reasons.is_empty() { Ok(()) } else { Err(reasons) })
+            }),
+        )
         .route("/healthz", get(move || async move { answer(probes.check().1) }))
 }
 

@@ -90,13 +90,15 @@ pub async fn serve_with(
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), ctx.clone(), token.clone()));
+    let watches = Arc::downgrade(&ctx);
+    let unsynced = move || watches.upgrade().map_or_else(Vec::new, |c| c.watches_unsynced());
     let state = server::AppState {
         metrics: ctx.metrics.clone(),
         ctx: Some(ctx),
         intake: Arc::new(intake),
         max_body_bytes: limits.max_body_bytes,
     };
-    let app = crate::probes::router(probes).fallback_service(server::router(state, &limits));
+    let app = crate::probes::router(probes, unsynced).fallback_service(server::router(state, &limits));
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
     Ok(ServeHandle { addr, tracker, scheduler, leadership })
