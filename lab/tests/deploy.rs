@@ -1,7 +1,8 @@
 //! `deploy/` against the real control plane: the kustomize base and the prod overlay
 //! pass server-side validation, the Pod they make is admitted under the restricted Pod
 //! Security Standard, and `plumb serve` running with exactly the ServiceAccount token of
-//! each RBAC profile syncs, self-heals and prunes.
+//! each RBAC profile syncs, self-heals and prunes; under least-privilege a destination
+//! the profile does not bind shows the missing right as a SyncError condition.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -93,7 +94,7 @@ fn status_of(app: &str) -> serde_json::Value {
 /// Under `profile` (applied with `kubectl apply -k`), `plumb serve` with only the
 /// ServiceAccount's token: a ConfigMap is created, a hand edit is reverted (selfHeal),
 /// and a file removed from Git is pruned.
-async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) {
+async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) -> String {
     let app = format!("rbac-{profile}");
     kubectl(&["apply", "-k", kustomization]);
     let lab = Lab::new(&app);
@@ -102,11 +103,14 @@ async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) 
     };
     lab.repo.write("app/keep.yaml", &cm(&format!("{app}-keep"))).unwrap();
     lab.repo.write("app/gone.yaml", &cm(&format!("{app}-gone"))).unwrap();
+    lab.repo
+        .write("denied/cm.yaml", &cm(&format!("{app}-denied")).replace("namespace: web", "namespace: web-denied"))
+        .unwrap();
     lab.repo.commit("first").unwrap();
     let policy = lab.policy(
         "policy.yaml",
         &format!(
-            "settings: {{statusNamespace: plumb-system}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true}}\n    reconcileInterval: 5s\napplications:\n  - {{name: {app}, repository: r, revision: main, path: app, namespace: web, environment: e}}\n",
+            "settings: {{statusNamespace: plumb-system}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true}}\n    reconcileInterval: 5s\napplications:\n  - {{name: {app}, repository: r, revision: main, path: app, namespace: web, environment: e}}\n  - {{name: {app}-denied, repository: r, revision: main, path: denied, namespace: web-denied, environment: e}}\n",
             lab.url
         ),
     );
@@ -158,16 +162,28 @@ async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) 
         (!kubectl(&["-n", "web", "get", "configmaps", "-o", "name"]).contains(&gone)).then_some(())
     })
     .await;
-    assert!(!logs().contains("forbidden"), "{}", logs());
+    app
 }
 
 /// Both profiles, one after the other (they bind the same ServiceAccount).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_rbac_profile_syncs_heals_and_prunes_as_plumbs_service_account() {
     namespaces();
-    sync_heal_prune_as_service_account("cluster-admin", DEPLOY).await;
+    if kubectl_ok(&["get", "namespace", "web-denied"]).is_err() {
+        kubectl(&["create", "namespace", "web-denied"]);
+    }
+    let app = sync_heal_prune_as_service_account("cluster-admin", DEPLOY).await;
+    assert_eq!(status_of(&format!("{app}-denied"))["sync"], "Synced", "cluster-admin may write anywhere");
     kubectl(&["delete", "clusterrolebinding", "plumb-cluster-admin"]);
-    sync_heal_prune_as_service_account("least-privilege", &format!("{DEPLOY}/overlays/prod")).await;
+    let app = sync_heal_prune_as_service_account("least-privilege", &format!("{DEPLOY}/overlays/prod")).await;
+    // A destination the profile does not bind: the missing right is in the status.
+    let denied = wait_for("the missing right in the status", Duration::from_secs(60), || async {
+        let st = status_of(&format!("{app}-denied"));
+        st.to_string().contains("forbidden").then_some(st)
+    })
+    .await;
+    println!("least-privilege, unbound namespace: {denied}");
+    assert_ne!(denied["sync"], "Synced", "{denied}");
     // Nothing but the profile's rights: the identity may not write outside `web`.
     let kubeconfig = service_account_kubeconfig(&std::env::temp_dir());
     let can = |args: &[&str]| {
