@@ -267,7 +267,8 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Serve { cluster, listen, lease, reload_every } => {
             let config = config::load(&cluster.config)?;
-            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
+            let metrics = Arc::new(Metrics::default());
+            let client = crate::kube_metrics::client(cluster.kubeconfig.as_deref(), metrics.clone()).await?;
             let cache = cluster.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
             std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
             let process = crate::serve::Process {
@@ -277,7 +278,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 lease: lease.options(&config.settings.status_namespace),
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
             };
-            let ended = crate::serve::run(client, process, Arc::new(Metrics::default()), shutdown_signal()).await?;
+            let ended = crate::serve::run(client, process, metrics, shutdown_signal()).await?;
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
             Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }

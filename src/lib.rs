@@ -31,6 +31,7 @@ pub mod compare;
 pub mod config;
 pub mod forge;
 pub mod health;
+pub mod kube_metrics;
 pub mod leader;
 pub mod metrics;
 pub mod plan;

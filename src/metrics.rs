@@ -91,7 +91,18 @@ pub struct Metrics {
     /// Unix time in seconds of the last sync of each application, by result
     /// (`Succeeded`, `Failed`, `Refused`, `Running`).
     pub last_sync_timestamp: Family<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// Requests to the Kubernetes API by verb and HTTP status (`error` when none came).
+    pub kube_requests: Family<KubeRequestLabels, Counter>,
     app_info_current: std::sync::Mutex<std::collections::HashMap<String, AppInfoLabels>>,
+}
+
+/// Labels of `plumb_kube_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KubeRequestLabels {
+    /// `get` (lists included), `watch`, `create`, `update`, `patch`, `delete`.
+    pub verb: String,
+    /// HTTP status code, or `error` when the request got no answer.
+    pub code: String,
 }
 
 /// Labels of `plumb_app_info`: one series per application, its value 1; the labels
@@ -162,6 +173,12 @@ impl Default for Metrics {
             "Unix time in seconds of the last sync of each application, by result",
             last_sync_timestamp.clone(),
         );
+        let kube_requests = Family::<KubeRequestLabels, Counter>::default();
+        registry.register(
+            "kube_requests",
+            "Requests to the Kubernetes API by verb and HTTP status",
+            kube_requests.clone(),
+        );
         let build_info = Family::<Vec<(String, String)>, Gauge>::default();
         build_info.get_or_create(&vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())]).set(1);
         registry.register("build_info", "The running plumb's version (value 1)", build_info);
@@ -177,6 +194,7 @@ impl Default for Metrics {
             policy_rejected,
             app_info,
             last_sync_timestamp,
+            kube_requests,
             app_info_current: std::sync::Mutex::default(),
         }
     }

@@ -181,6 +181,17 @@ async fn the_follower_takes_over_a_killed_leaders_sync() {
     assert!(kubectl(&["-n", NS, "get", "configmap", "after", "-o", "name"]).contains("after"));
     let (code, _) = replicas[follower].get("/healthz").await.unwrap();
     assert_eq!(code, 200);
+    let (_, metrics) = replicas[follower].get("/metrics").await.unwrap();
+    for expected in [
+        "plumb_kube_requests_total{verb=\"patch\",code=\"200\"}".to_string(),
+        format!(
+            "plumb_app_info{{app=\"failover\",environment=\"e\",repository=\"r\",revision=\"{second}\",sync_status=\"Synced\""
+        ),
+        "plumb_app_last_sync_timestamp_seconds{app=\"failover\",result=\"Succeeded\"}".to_string(),
+        "plumb_build_info{version=".to_string(),
+    ] {
+        assert!(metrics.contains(&expected), "{expected} not in:\n{metrics}");
+    }
 }
 
 /// Eight writers save the status of one application at once, each with a history of
