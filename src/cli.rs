@@ -105,6 +105,10 @@ enum Command {
         /// applied without a restart, an invalid one is rejected (logged, metric).
         #[arg(long, env = "PLUMB_RELOAD_EVERY", default_value_t = 5)]
         reload_every: u64,
+        /// Outgoing webhook (Slack-compatible `{"text": …}` POST) told of failed and
+        /// refused syncs and of applications becoming Degraded.
+        #[arg(long, env = "PLUMB_NOTIFY_URL")]
+        notify_url: Option<String>,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -265,7 +269,7 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen, lease, reload_every } => {
+        Command::Serve { cluster, listen, lease, reload_every, notify_url } => {
             let config = config::load(&cluster.config)?;
             let metrics = Arc::new(Metrics::default());
             let client = crate::kube_metrics::client(cluster.kubeconfig.as_deref(), metrics.clone()).await?;
@@ -277,6 +281,7 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 listen,
                 lease: lease.options(&config.settings.status_namespace),
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
+                notify_url,
             };
             let ended = crate::serve::run(client, process, metrics, shutdown_signal()).await?;
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.

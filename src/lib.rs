@@ -34,6 +34,7 @@ pub mod health;
 pub mod kube_metrics;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub mod plan;
 pub mod probes;
 pub mod reconcile;

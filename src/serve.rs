@@ -44,11 +44,12 @@ pub struct ServeHandle {
 /// # Errors
 /// Secret files unreadable, address in use.
 pub async fn serve(ctx: Arc<Context>, listen: SocketAddr, token: CancellationToken) -> anyhow::Result<ServeHandle> {
-    serve_with(ctx, listen, token, None).await
+    serve_with(ctx, listen, token, None, None).await
 }
 
 /// [`serve`], and with `lease` one replica among several: passes run only while this
-/// replica holds the Lease (see [`crate::leader`]).
+/// replica holds the Lease (see [`crate::leader`]); with `notify`, failed and refused
+/// syncs and new Degraded health are posted (see [`crate::notify`]).
 ///
 /// # Errors
 /// Secret files unreadable, address in use, the Lease cannot be read or created.
@@ -57,6 +58,7 @@ pub async fn serve_with(
     listen: SocketAddr,
     token: CancellationToken,
     lease: Option<LeaseOptions>,
+    notify: Option<Arc<crate::notify::Outgoing>>,
 ) -> anyhow::Result<ServeHandle> {
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
@@ -78,7 +80,7 @@ pub async fn serve_with(
         None => Leadership::always(),
     };
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
-    let scheduler = start_actors(&ctx, &tracker, &leadership, &probes, token.clone());
+    let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     if leadership.elected() {
         follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
     }
@@ -203,6 +205,8 @@ pub struct Process {
     pub lease: Option<LeaseOptions>,
     /// How often the policy file is read again.
     pub reload_every: std::time::Duration,
+    /// Outgoing webhook for failures (see [`crate::notify`]).
+    pub notify_url: Option<String>,
 }
 
 /// How [`run`] ended.
@@ -232,12 +236,16 @@ pub async fn run(
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
     let mut listen = process.listen;
     let mut shutdown = std::pin::pin!(shutdown);
+    let notify = match &process.notify_url {
+        Some(url) => Some(Arc::new(crate::notify::Outgoing::new(url)?)),
+        None => None,
+    };
     loop {
         let cluster = crate::cluster::Cluster::new(client.clone()).await?;
         let ctx = Context::new(cluster, Arc::new(config), process.cache_dir.clone(), metrics.clone()).with_watches();
         ctx.store.ensure_namespace().await?;
         let token = CancellationToken::new();
-        let handle = serve_with(Arc::new(ctx), listen, token.clone(), process.lease.clone()).await?;
+        let handle = serve_with(Arc::new(ctx), listen, token.clone(), process.lease.clone(), notify.clone()).await?;
         tracing::info!("plumb serving on http://{}", handle.addr);
         listen = handle.addr;
         let next = tokio::select! {
@@ -264,7 +272,7 @@ pub async fn run(
 fn start_actors(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
-    leadership: &Leadership,
+    (leadership, outgoing): (&Leadership, Option<Arc<crate::notify::Outgoing>>),
     probes: &Arc<Probes>,
     token: CancellationToken,
 ) -> Scheduler {
@@ -282,11 +290,15 @@ fn start_actors(
     let apps = app_intervals(ctx);
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let pass = move |app: String| {
-        let (ctx, notifiers, leadership, probes) =
-            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone());
+        let (ctx, notifiers, leadership, probes, outgoing) =
+            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone());
         async move {
             probes.started(&app);
-            let settling = if leadership.is_leader() { policy_pass(&ctx, &notifiers, &app).await } else { false };
+            let settling = if leadership.is_leader() {
+                policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app).await
+            } else {
+                false
+            };
             probes.finished(&app);
             settling
         }
@@ -296,11 +308,19 @@ fn start_actors(
 
 /// One [`Mode::Policy`] pass of `app` and the commit status it calls for; true while
 /// things are settling.
-async fn policy_pass(ctx: &Context, notifiers: &std::collections::HashMap<String, Arc<Notifier>>, app: &str) -> bool {
+async fn policy_pass(
+    ctx: &Context,
+    notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
+    outgoing: Option<&crate::notify::Outgoing>,
+    app: &str,
+) -> bool {
     match ctx.run_pass(app, Mode::Policy, None).await {
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             signals(ctx, &r).await;
+            if let Some(o) = outgoing {
+                o.after_pass(&r.status, r.sync.as_ref()).await;
+            }
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;
             }

@@ -68,6 +68,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
         listen,
         lease: None,
         reload_every: Duration::from_millis(500),
+        notify_url: None,
     };
     let client = control_plane().client().await.unwrap();
     let running = tokio::spawn(serve::run(client, process, metrics.clone(), async move {
