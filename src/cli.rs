@@ -13,9 +13,8 @@ use std::{
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 
-use crate::serve::{Listeners, serve_with};
+use crate::serve::Listeners;
 use crate::{
     cluster::Cluster,
     compare::{ObjectReason, diff::unified},
@@ -30,9 +29,14 @@ use crate::{
 #[derive(Parser, Debug)]
 #[command(name = "plumb", version, about)]
 pub struct Cli {
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info`, `plumb=debug`.
-    #[arg(long, env = "PLUMB_LOG", default_value = "info", global = true)]
-    pub log: String,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info`, `plumb=debug`; when
+    /// neither this nor `PLUMB_LOG` is given, `RUST_LOG`, else `info`.
+    #[arg(long, env = "PLUMB_LOG", global = true)]
+    pub log: Option<String>,
+    /// Log lines as `text` (for people) or `json` (one object per line, for log
+    /// collectors).
+    #[arg(long, env = "PLUMB_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"], global = true)]
+    pub log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,6 +55,44 @@ pub struct ClusterArgs {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// Leader election options of `plumb serve` (see [`crate::leader`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaseArgs {
+    /// Run as one replica among several: only the holder of the Lease runs passes.
+    #[arg(long, env = "PLUMB_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease; default: the policy's status namespace.
+    #[arg(long, env = "PLUMB_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, env = "PLUMB_LEASE_NAME", default_value = "plumb")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease; default: `POD_NAME`, else host name and
+    /// process id.
+    #[arg(long, env = "PLUMB_IDENTITY")]
+    pub identity: Option<String>,
+    /// Seconds the Lease stays valid without renewal: a killed leader is replaced
+    /// after about this long.
+    #[arg(long, default_value_t = 10)]
+    pub lease_duration: u64,
+    /// Seconds before expiry at which the leader renews (the clock skew tolerated).
+    #[arg(long, default_value_t = 3)]
+    pub lease_grace: u64,
+}
+
+impl LeaseArgs {
+    /// The Lease options, or `None` without `--leader-elect`.
+    pub fn options(&self, status_namespace: &str) -> Option<crate::leader::LeaseOptions> {
+        self.leader_elect.then(|| crate::leader::LeaseOptions {
+            namespace: self.lease_namespace.clone().unwrap_or_else(|| status_namespace.to_string()),
+            name: self.lease_name.clone(),
+            identity: self.identity.clone().unwrap_or_else(crate::leader::default_identity),
+            duration_seconds: self.lease_duration,
+            grace_seconds: self.lease_grace,
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the reconciler: one actor per application, the webhook receiver and the API.
@@ -67,6 +109,16 @@ enum Command {
         /// Address of the probes (`/healthz`, `/readyz`), apart from the webhook's limits.
         #[arg(long, env = "PLUMB_PROBE_LISTEN", default_value = "0.0.0.0:8081")]
         probe_listen: SocketAddr,
+        #[command(flatten)]
+        lease: LeaseArgs,
+        /// Seconds between two reads of the policy file; a changed, valid policy is
+        /// applied without a restart, an invalid one is rejected (logged, metric).
+        #[arg(long, env = "PLUMB_RELOAD_EVERY", default_value_t = 5)]
+        reload_every: u64,
+        /// Outgoing webhook (Slack-compatible `{"text": …}` POST) told of failed and
+        /// refused syncs and of applications becoming Degraded.
+        #[arg(long, env = "PLUMB_NOTIFY_URL")]
+        notify_url: Option<String>,
     },
     /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
     /// 0 no differences, 1 differences, >1 error.
@@ -192,7 +244,7 @@ enum WebhookCommand {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
+    init_tracing(cli.log.as_deref(), &cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -209,14 +261,18 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(filter: &str) {
+/// Logs to stderr: `filter` (`--log`/`PLUMB_LOG`), else `RUST_LOG`, else `info`; as
+/// text or, with `format` `json`, one JSON object per line.
+fn init_tracing(filter: Option<&str>, format: &str) {
+    let filter = filter.map(str::to_string).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".into());
     let filter =
-        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+        tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).try_init()
+    };
 }
 
 /// Loads the policy and connects to the cluster.
@@ -238,21 +294,23 @@ pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Co
 
 async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen, internal_listen, probe_listen } => {
-            let ctx = context(&cluster, true).await?;
-            let token = CancellationToken::new();
-            let listeners = Listeners { public: listen, internal: internal_listen, probes: probe_listen };
-            let handle = serve_with(ctx, listeners, token.clone()).await?;
-            tracing::info!(
-                "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
-                handle.addr,
-                handle.internal_addr,
-                handle.probe_addr
-            );
-            shutdown_signal().await;
-            token.cancel();
-            handle.tracker.wait().await;
-            Ok(ExitCode::SUCCESS)
+        Command::Serve { cluster, listen, internal_listen, probe_listen, lease, reload_every, notify_url } => {
+            let config = config::load(&cluster.config)?;
+            let metrics = Arc::new(Metrics::default());
+            let cache = cluster.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
+            std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+            let process = crate::serve::Process {
+                kubeconfig: cluster.kubeconfig.clone(),
+                policy: cluster.config.clone(),
+                cache_dir: cache,
+                listen: Listeners { public: listen, internal: internal_listen, probes: probe_listen },
+                lease: lease.options(&config.settings.status_namespace),
+                reload_every: std::time::Duration::from_secs(reload_every.max(1)),
+                notify_url,
+            };
+            let ended = crate::serve::run(process, metrics, shutdown_signal()).await?;
+            // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
+            Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Render { app, config, cache_dir, revision } => {
             let cache = cache_dir.unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));

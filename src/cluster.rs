@@ -131,7 +131,14 @@ pub struct Cluster {
     /// The configuration the client was built from ([`Cluster::connect`]), to build
     /// clients that impersonate ([`Cluster::impersonate`]).
     config: Option<kube::Config>,
+    /// How clients are built from `config` (e.g. with their requests counted), for the
+    /// impersonating ones too; `None`: plain [`Client::try_from`].
+    factory: Option<ClientFactory>,
 }
+
+/// Builds a client from a configuration, e.g. one whose requests are counted (`plumb
+/// serve`'s `plumb_kube_requests_total`).
+pub type ClientFactory = std::sync::Arc<dyn Fn(kube::Config) -> anyhow::Result<Client> + Send + Sync>;
 
 impl Cluster {
     /// Connects and runs discovery.
@@ -153,6 +160,7 @@ impl Cluster {
             dry_runs: 0.into(),
             kinds: Default::default(),
             config: None,
+            factory: None,
         })
     }
 
@@ -163,9 +171,26 @@ impl Cluster {
     /// # Errors
     /// No or invalid configuration; [`Error::Discovery`].
     pub async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Self> {
-        let config = config(kubeconfig).await?;
-        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
+        Self::from_config(config(kubeconfig).await?, None).await
+    }
+
+    /// [`Cluster::connect`] with every client (the impersonating ones of
+    /// [`Cluster::impersonate`] too) built by `factory`.
+    ///
+    /// # Errors
+    /// As [`Cluster::connect`].
+    pub async fn connect_with(kubeconfig: Option<&std::path::Path>, factory: ClientFactory) -> anyhow::Result<Self> {
+        Self::from_config(config(kubeconfig).await?, Some(factory)).await
+    }
+
+    async fn from_config(config: kube::Config, factory: Option<ClientFactory>) -> anyhow::Result<Self> {
+        let client = match &factory {
+            Some(build) => build(config.clone())?,
+            None => Client::try_from(config.clone())?,
+        };
+        let mut cluster = Self::new(client).await?;
         cluster.config = Some(config);
+        cluster.factory = factory;
         Ok(cluster)
     }
 
@@ -185,9 +210,7 @@ impl Cluster {
         };
         let mut config = base.clone();
         config.auth_info.impersonate = Some(user.to_string());
-        let mut cluster = Self::new(Client::try_from(config.clone())?).await?;
-        cluster.config = Some(config);
-        Ok(cluster)
+        Self::from_config(config, self.factory.clone()).await
     }
 
     /// The client.

@@ -94,6 +94,45 @@ pub struct Metrics {
     /// Seconds from reading a webhook delivery that queued a pass to the start of that
     /// pass (queue, dispatcher and the wait for a running pass to finish).
     pub webhook_to_pass_seconds: Histogram,
+    /// Policy reloads by `result`: `applied` or `rejected`.
+    pub policy_reloads: Family<Vec<(String, String)>, Counter>,
+    /// 1 while the policy file on disk was rejected (the previous one is in force).
+    pub policy_rejected: Gauge,
+    /// 1 per application, labelled with what it runs: see [`AppInfoLabels`].
+    pub app_info: Family<AppInfoLabels, Gauge>,
+    /// Unix time in seconds of the last sync of each application, by result
+    /// (`Succeeded`, `Failed`, `Refused`, `Running`).
+    pub last_sync_timestamp: Family<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// Requests to the Kubernetes API by verb and HTTP status (`error` when none came).
+    pub kube_requests: Family<KubeRequestLabels, Counter>,
+    app_info_current: std::sync::Mutex<std::collections::HashMap<String, AppInfoLabels>>,
+}
+
+/// Labels of `plumb_kube_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KubeRequestLabels {
+    /// `get` (lists included), `watch`, `create`, `update`, `patch`, `delete`.
+    pub verb: String,
+    /// HTTP status code, or `error` when the request got no answer.
+    pub code: String,
+}
+
+/// Labels of `plumb_app_info`: one series per application, its value 1; the labels
+/// change when the application's revision or statuses do.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppInfoLabels {
+    /// Application.
+    pub app: String,
+    /// Environment.
+    pub environment: String,
+    /// Repository name in the policy.
+    pub repository: String,
+    /// Commit SHA last compared.
+    pub revision: String,
+    /// `Synced`, `OutOfSync`, `Unknown`.
+    pub sync_status: String,
+    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing`, `Unknown`.
+    pub health_status: String,
 }
 
 impl Default for Metrics {
@@ -130,6 +169,39 @@ impl Default for Metrics {
             "Seconds from receiving a webhook delivery to the start of the pass it queued",
             webhook_to_pass_seconds.clone(),
         );
+        let policy_reloads = Family::<Vec<(String, String)>, Counter>::default();
+        let policy_rejected = Gauge::default();
+        let app_info = Family::<AppInfoLabels, Gauge>::default();
+        let last_sync_timestamp = Family::<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "policy_reloads",
+            "Policy file reloads by result (applied, rejected)",
+            policy_reloads.clone(),
+        );
+        registry.register(
+            "policy_rejected",
+            "1 while the policy file on disk is rejected and the previous one stays in force",
+            policy_rejected.clone(),
+        );
+        registry.register(
+            "app_info",
+            "Each application: environment, repository, revision and statuses",
+            app_info.clone(),
+        );
+        registry.register(
+            "app_last_sync_timestamp_seconds",
+            "Unix time in seconds of the last sync of each application, by result",
+            last_sync_timestamp.clone(),
+        );
+        let kube_requests = Family::<KubeRequestLabels, Counter>::default();
+        registry.register(
+            "kube_requests",
+            "Requests to the Kubernetes API by verb and HTTP status",
+            kube_requests.clone(),
+        );
+        let build_info = Family::<Vec<(String, String)>, Gauge>::default();
+        build_info.get_or_create(&vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())]).set(1);
+        registry.register("build_info", "The running plumb's version (value 1)", build_info);
         Self {
             registry,
             passes,
@@ -139,6 +211,12 @@ impl Default for Metrics {
             deliveries,
             render_seconds,
             webhook_to_pass_seconds,
+            policy_reloads,
+            policy_rejected,
+            app_info,
+            last_sync_timestamp,
+            kube_requests,
+            app_info_current: std::sync::Mutex::default(),
         }
     }
 }
@@ -151,6 +229,20 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+
+    /// Sets `plumb_app_info` of `labels.app` to `labels` (the previous series of that
+    /// application is removed).
+    pub fn set_app_info(&self, labels: AppInfoLabels) {
+        let Ok(mut current) = self.app_info_current.lock() else { return };
+        if let Some(old) = current.get(&labels.app) {
+            if *old == labels {
+                return;
+            }
+            self.app_info.remove(old);
+        }
+        self.app_info.get_or_create(&labels).set(1);
+        current.insert(labels.app.clone(), labels);
     }
 
     /// Sets the one-hot sync and health gauges of `app`.

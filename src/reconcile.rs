@@ -161,6 +161,11 @@ impl Context {
         self.sources.tool_runs()
     }
 
+    /// The kinds whose watch (see [`Context::with_watches`]) has not listed yet.
+    pub fn watches_unsynced(&self) -> Vec<String> {
+        self.live.as_ref().map_or_else(Vec::new, LiveCache::unsynced)
+    }
+
     /// The latest status of every application (in memory; loaded from the cluster on
     /// the first pass of each).
     pub async fn statuses(&self) -> Vec<AppStatus> {

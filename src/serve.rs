@@ -2,6 +2,10 @@
 //! passes ([`crate::scheduler`]), the watches that trigger them on drift, the HTTP
 //! server (webhooks, API, metrics, probes) and the commit statuses posted after passes.
 //! Everything here is wiring: it decides nothing itself.
+//!
+//! With leader election ([`serve_with`] and a [`LeaseOptions`]) every replica runs the
+//! same actors, but a replica that does not hold the Lease skips its passes and
+//! forwards the webhooks it receives to the leader (see [`crate::leader`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -13,7 +17,9 @@ use crate::{
     config::{DEFAULT_RECONCILE_INTERVAL, Environment},
     forge::Notifier,
     health::HealthStatus,
+    leader::{self, Leadership, LeaseOptions},
     metrics::Metrics,
+    probes::Probes,
     reconcile::{Context, Mode},
     scheduler::{Scheduler, Trigger},
     server,
@@ -32,6 +38,8 @@ pub struct ServeHandle {
     pub tracker: TaskTracker,
     /// Scheduler (to trigger passes).
     pub scheduler: Scheduler,
+    /// Whether this replica runs passes (always, without leader election).
+    pub leadership: Leadership,
 }
 
 /// [`serve_with`], the internal listener and the probes on free ports of `listen`'s
@@ -55,13 +63,37 @@ pub struct Listeners {
     pub probes: SocketAddr,
 }
 
+impl Listeners {
+    /// All three on free ports (port 0) of `ip`.
+    pub fn free(ip: std::net::IpAddr) -> Self {
+        let free = SocketAddr::new(ip, 0);
+        Self { public: free, internal: free, probes: free }
+    }
+}
+
 /// Starts the actors, the drift triggers and the three HTTP listeners ([`Listeners`]),
 /// until `token` is cancelled.
 ///
 /// # Errors
 /// Secret files unreadable, address in use.
 pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: CancellationToken) -> anyhow::Result<ServeHandle> {
-    let Listeners { public: listen, internal, probes } = listen;
+    serve_elected(ctx, listen, token, None, None).await
+}
+
+/// [`serve_with`], and with `lease` one replica among several: passes run only while
+/// this replica holds the Lease (see [`crate::leader`]); with `notify`, failed and
+/// refused syncs and new Degraded health are posted (see [`crate::notify`]).
+///
+/// # Errors
+/// Secret files unreadable, address in use, the Lease cannot be read or created.
+pub async fn serve_elected(
+    ctx: Arc<Context>,
+    listen: Listeners,
+    token: CancellationToken,
+    lease: Option<LeaseOptions>,
+    notify: Option<Arc<crate::notify::Outgoing>>,
+) -> anyhow::Result<ServeHandle> {
+    let Listeners { public: listen, internal, probes: probe_at } = listen;
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
         .config
@@ -77,16 +109,26 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
-    let scheduler = start_actors(&ctx, &tracker, token.clone());
+    let leadership = match &lease {
+        Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
+        None => Leadership::always(),
+    };
+    let probes = Arc::new(Probes::new(app_intervals(&ctx)));
+    let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
+    if leadership.elected() {
+        follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
+    }
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
     let addr = listener.local_addr()?;
     let probe_listener =
-        tokio::net::TcpListener::bind(probes).await.with_context(|| format!("listen on {probes} (probes)"))?;
+        tokio::net::TcpListener::bind(probe_at).await.with_context(|| format!("listen on {probe_at} (probes)"))?;
     let probe_addr = probe_listener.local_addr()?;
-    tracker.spawn(server::serve_probes(probe_listener, token.clone()));
+    let watches = Arc::downgrade(&ctx);
+    let unsynced = move || watches.upgrade().map_or_else(Vec::new, |c| c.watches_unsynced());
+    tracker.spawn(server::serve_probes(probe_listener, crate::probes::router(probes, unsynced), token.clone()));
     let internal_listener =
         tokio::net::TcpListener::bind(internal).await.with_context(|| format!("listen on {internal} (internal)"))?;
     let internal_addr = internal_listener.local_addr()?;
@@ -99,18 +141,195 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
-    tracker.spawn(server::dispatch(queue, scheduler.clone(), token.clone()));
+    tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), ctx.clone(), token.clone()));
     let state = server::AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
-    Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler })
+    Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler, leadership })
+}
+
+/// Each application with its environment's reconcile interval.
+fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
+    ctx.config
+        .applications
+        .iter()
+        .map(|app| {
+            let interval = ctx
+                .config
+                .environments
+                .iter()
+                .find(|e| e.name.value == app.environment.value)
+                .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval);
+            (app.name.value.clone(), interval)
+        })
+        .collect()
+}
+
+/// With leader election: a pass of every application each time this replica becomes
+/// the leader, and the passes other replicas forward.
+fn follow_leadership(
+    ctx: &Arc<Context>,
+    tracker: &TaskTracker,
+    leadership: &Leadership,
+    scheduler: &Scheduler,
+    token: &CancellationToken,
+) {
+    let apps: Vec<String> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
+    let (mut l, s, t) = (leadership.clone(), scheduler.clone(), token.clone());
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                () = t.cancelled() => return,
+                became = l.became_leader() => {
+                    if !became {
+                        return;
+                    }
+                    for app in &apps {
+                        s.trigger(app, Trigger::Manual);
+                    }
+                }
+            }
+        }
+    });
+    let s = scheduler.clone();
+    tracker.spawn(leader::watch_forwarded(
+        ctx.cluster.client().clone(),
+        ctx.config.settings.status_namespace.clone(),
+        leadership.clone(),
+        move |app| {
+            s.trigger(app, Trigger::Manual);
+        },
+        token.clone(),
+    ));
+}
+
+/// Drains the webhook queue: the leader triggers its actors (as
+/// [`server::dispatch`]); a follower forwards each application to the leader.
+async fn dispatch(
+    mut queue: mpsc::Receiver<server::Queued>,
+    scheduler: Scheduler,
+    leadership: Leadership,
+    ctx: Arc<Context>,
+    token: CancellationToken,
+) {
+    loop {
+        let item = tokio::select! {
+            () = token.cancelled() => return,
+            item = queue.recv() => match item {
+                Some(item) => item,
+                None => return,
+            },
+        };
+        for app in &item.apps {
+            if leadership.is_leader() {
+                scheduler.trigger(app, Trigger::Webhook { received: item.received });
+                continue;
+            }
+            let ns = &ctx.config.settings.status_namespace;
+            match leader::forward(ctx.cluster.client(), ns, app).await {
+                Ok(()) => tracing::info!(app = %app, "webhook forwarded to the leader"),
+                Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
+            }
+        }
+    }
+}
+
+/// What `plumb serve` runs with, besides the cluster.
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// `--kubeconfig`, else the usual inference ([`crate::cluster::config`]).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Policy file (watched: see [`crate::reload`]).
+    pub policy: std::path::PathBuf,
+    /// Directory of the Git mirrors.
+    pub cache_dir: std::path::PathBuf,
+    /// Addresses of the three listeners.
+    pub listen: Listeners,
+    /// Leader election, when more than one replica may run.
+    pub lease: Option<LeaseOptions>,
+    /// How often the policy file is read again.
+    pub reload_every: std::time::Duration,
+    /// Outgoing webhook for failures (see [`crate::notify`]).
+    pub notify_url: Option<String>,
+}
+
+/// How [`run`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// `shutdown` resolved.
+    Shutdown,
+    /// This replica lost the Lease it held.
+    LostLease,
+}
+
+/// Runs `plumb serve` with the policy of `process` until `shutdown` resolves or the
+/// Lease is lost. When the policy file changes and the new one is valid, the actors,
+/// watches and HTTP server stop (letting running passes finish) and start again with
+/// it, on the same address; an invalid one is rejected and the running policy stays
+/// (see [`crate::reload`]). Metrics are kept across reloads.
+///
+/// # Errors
+/// The first policy is invalid, the cluster is unreachable, the address is in use.
+pub async fn run(
+    process: Process,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<Ended> {
+    let mut config = crate::config::load(&process.policy)?;
+    let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
+    let mut listen = process.listen;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let notify = match &process.notify_url {
+        Some(url) => Some(Arc::new(crate::notify::Outgoing::new(url)?)),
+        None => None,
+    };
+    loop {
+        let cluster = crate::cluster::Cluster::connect_with(
+            process.kubeconfig.as_deref(),
+            crate::kube_metrics::factory(metrics.clone()),
+        )
+        .await?;
+        let ctx = Context::new(cluster, Arc::new(config), process.cache_dir.clone(), metrics.clone()).with_watches();
+        ctx.store.ensure_namespace().await?;
+        let token = CancellationToken::new();
+        let handle = serve_elected(Arc::new(ctx), listen, token.clone(), process.lease.clone(), notify.clone()).await?;
+        tracing::info!(
+            "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
+            handle.addr,
+            handle.internal_addr,
+            handle.probe_addr
+        );
+        // A reload binds the same ports again, even those first chosen by the system.
+        listen = Listeners { public: handle.addr, internal: handle.internal_addr, probes: handle.probe_addr };
+        let next = tokio::select! {
+            () = &mut shutdown => None,
+            () = handle.leadership.lost() => {
+                token.cancel();
+                handle.tracker.wait().await;
+                return Ok(Ended::LostLease);
+            }
+            c = watch.next_valid(&metrics) => Some(c),
+        };
+        token.cancel();
+        handle.tracker.wait().await;
+        match next {
+            Some(c) => config = c,
+            None => return Ok(Ended::Shutdown),
+        }
+    }
 }
 
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it
 /// calls for (in order, before the next pass). A pass that synced or left something
 /// Progressing asks for the next look soon.
-fn start_actors(ctx: &Arc<Context>, tracker: &TaskTracker, token: CancellationToken) -> Scheduler {
+fn start_actors(
+    ctx: &Arc<Context>,
+    tracker: &TaskTracker,
+    (leadership, outgoing): (&Leadership, Option<Arc<crate::notify::Outgoing>>),
+    probes: &Arc<Probes>,
+    token: CancellationToken,
+) -> Scheduler {
     let mut notifiers = std::collections::HashMap::new();
     for app in &ctx.config.applications {
         match Notifier::for_app(&ctx.config, &app.name.value) {
@@ -122,35 +341,90 @@ fn start_actors(ctx: &Arc<Context>, tracker: &TaskTracker, token: CancellationTo
         }
     }
     let notifiers = Arc::new(notifiers);
-    let apps = ctx.config.applications.iter().map(|app| {
-        let interval = ctx
-            .config
-            .environments
-            .iter()
-            .find(|e| e.name.value == app.environment.value)
-            .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval);
-        (app.name.value.clone(), interval)
-    });
-    let pass_ctx = ctx.clone();
+    let apps = app_intervals(ctx);
+    let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let pass = move |app: String| {
-        let (ctx, notifiers) = (pass_ctx.clone(), notifiers.clone());
+        let (ctx, notifiers, leadership, probes, outgoing) =
+            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone());
         async move {
-            match ctx.run_pass(&app, Mode::Policy, None).await {
-                Ok(r) => {
-                    tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
-                    if let Some(n) = notifiers.get(&app) {
-                        n.after_pass(&app, &r.status, r.sync.as_ref()).await;
-                    }
-                    r.sync.is_some() || r.status.health == HealthStatus::Progressing
-                }
-                Err(e) => {
-                    tracing::warn!(app = %app, "pass failed: {e}");
-                    false
-                }
-            }
+            probes.started(&app);
+            let settling = if leadership.is_leader() {
+                policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app).await
+            } else {
+                false
+            };
+            probes.finished(&app);
+            settling
         }
     };
     Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token)
+}
+
+/// One [`Mode::Policy`] pass of `app` and the commit status it calls for; true while
+/// things are settling.
+async fn policy_pass(
+    ctx: &Context,
+    notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
+    outgoing: Option<&crate::notify::Outgoing>,
+    app: &str,
+) -> bool {
+    match ctx.run_pass(app, Mode::Policy, None).await {
+        Ok(r) => {
+            tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
+            signals(ctx, &r).await;
+            if let Some(o) = outgoing {
+                o.after_pass(&r.status, r.sync.as_ref()).await;
+            }
+            if let Some(n) = notifiers.get(app) {
+                n.after_pass(app, &r.status, r.sync.as_ref()).await;
+            }
+            r.sync.is_some() || r.status.health == HealthStatus::Progressing
+        }
+        Err(e) => {
+            tracing::warn!(app = %app, "pass failed: {e}");
+            false
+        }
+    }
+}
+
+/// After a pass: `plumb_app_info`, and for a sync `plumb_app_last_sync_timestamp_seconds`
+/// and Events on the application's status ConfigMap (`SyncRunning`, `SyncSucceeded`,
+/// `SyncFailed`, `SyncRefused`, and `Pruned` naming each object deleted).
+async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
+    let st = &r.status;
+    let repository =
+        ctx.config.applications.iter().find(|a| a.name.value == st.app).map(|a| a.repository.value.clone());
+    ctx.metrics.set_app_info(crate::metrics::AppInfoLabels {
+        app: st.app.clone(),
+        environment: st.environment.clone(),
+        repository: repository.unwrap_or_default(),
+        revision: st.revision.clone(),
+        sync_status: st.sync.to_string(),
+        health_status: st.health.to_string(),
+    });
+    let Some(sync) = &r.sync else { return };
+    let result = format!("{:?}", sync.result);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    ctx.metrics
+        .last_sync_timestamp
+        .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.clone() })
+        .set(now);
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": crate::status::configmap_name(&st.app), "namespace": ctx.config.settings.status_namespace}});
+    let short: String = sync.revision.chars().take(7).collect();
+    let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
+    if !sync.message.is_empty() {
+        note = format!("{note}: {}", sync.message);
+    }
+    let warning = matches!(sync.result, crate::status::SyncResult::Failed | crate::status::SyncResult::Refused);
+    ctx.cluster.event(&cm, warning, &format!("Sync{result}"), "Sync", note).await;
+    // A sync over several passes carries its prunes along: name them once, at its end.
+    if sync.result == crate::status::SyncResult::Running {
+        return;
+    }
+    for object in &sync.pruned {
+        ctx.cluster.event(&cm, false, "Pruned", "Prune", format!("{object} pruned (sync of {short})")).await;
+    }
 }
 
 /// What the scheduler calls when a trigger starts a pass: records how long a webhook

@@ -450,15 +450,10 @@ async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> 
     response
 }
 
-/// The probes: `GET /healthz` and `GET /readyz` answer `ok`; nothing else is served.
-pub fn probes_router() -> Router {
-    Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(|| async { "ok" }))
-}
-
-/// Serves [`probes_router`] on `listener` until `token` is cancelled, with limits of
-/// its own (64 connections, 5 s to send a request head, 5 s per request), shared with
-/// nothing the webhook uses.
-pub async fn serve_probes(listener: TcpListener, token: CancellationToken) {
+/// Serves `probes` (see [`crate::probes::router`]) on `listener` until `token` is
+/// cancelled, with limits of its own (64 connections, 5 s to send a request head, 5 s
+/// per request), shared with nothing the webhook uses.
+pub async fn serve_probes(listener: TcpListener, probes: Router, token: CancellationToken) {
     let limits = Limits {
         max_connections: 64,
         max_concurrent_requests: 64,
@@ -466,7 +461,7 @@ pub async fn serve_probes(listener: TcpListener, token: CancellationToken) {
         request_timeout: Duration::from_secs(5),
         ..Limits::default()
     };
-    let app = probes_router()
+    let app = probes
         .layer(DefaultBodyLimit::max(0))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_timeout));
     serve_http(listener, app, limits, token).await;

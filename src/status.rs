@@ -20,7 +20,7 @@ mod store;
 use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
-pub use record::{continue_sync, finished_running, now, push_history};
+pub use record::{continue_sync, finished_running, merge_history, now, push_history};
 pub use store::{Error, Store, configmap_name};
 
 use crate::health::HealthStatus;

@@ -123,6 +123,20 @@ impl LiveCache {
         self.errors.lock().ok()?.get(kind).cloned()
     }
 
+    /// The kinds whose watch has not delivered its first full list yet (`Kind` names),
+    /// for the readiness probe.
+    pub fn unsynced(&self) -> Vec<String> {
+        let Ok(stores) = self.stores.lock() else { return vec!["(watch cache poisoned)".into()] };
+        let mut out: Vec<String> = stores
+            .iter()
+            .filter(|(_, s)| futures::FutureExt::now_or_never(s.wait_until_ready()).is_none())
+            .map(|((api_version, kind, _), _)| format!("{kind} ({api_version})"))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The cached object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent
     /// from a ready cache (it may still exist without plumb's label: the caller decides),
     /// `None` when the cache of that kind is not ready yet.

@@ -76,7 +76,8 @@ impl Server {
         tracker.spawn(server::serve_http(listener, app, limits, token.clone()));
         let probe_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let probes = probe_listener.local_addr().unwrap();
-        tracker.spawn(server::serve_probes(probe_listener, token.clone()));
+        let probe_router = plumb::probes::router(Arc::new(plumb::probes::Probes::new(Vec::new())), Vec::new);
+        tracker.spawn(server::serve_probes(probe_listener, probe_router, token.clone()));
         tracker.close();
         Server { addr, probes, passes, metrics, token, tracker }
     }

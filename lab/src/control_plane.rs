@@ -260,6 +260,11 @@ impl ControlPlane {
         plumb::cluster::client(Some(&self.kubeconfig)).await
     }
 
+    /// The admin kubeconfig of this control plane.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
     /// The run directory (PKI, data, logs).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -3,7 +3,7 @@
 //! stays unauthenticated (signed deliveries) on the public listener.
 //!
 //! Tokens are minted with the TokenRequest API (`kubectl create token`) for
-//! ServiceAccounts with and without the rights of `deploy/plumb.yaml`'s
+//! ServiceAccounts with and without the rights of `deploy/base/role.yaml`'s
 //! `plumb-status-reader` ClusterRole.
 
 #![allow(clippy::unwrap_used)]

@@ -19,6 +19,26 @@ pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
     history.truncate(HISTORY_LEN);
 }
 
+/// The history to write when the stored one (`stored`) changed since `ours` was read
+/// from it: every entry of both, one per sync (revision, reason and start), newest
+/// first, at most [`HISTORY_LEN`]. For one sync in both, ours wins unless ours is
+/// still `Running` and the stored one is not (another writer finished it).
+pub fn merge_history(stored: &[SyncRecord], ours: &[SyncRecord]) -> Vec<SyncRecord> {
+    let key = |r: &SyncRecord| (r.revision.clone(), r.reason.clone(), r.started_at.clone());
+    let mut out: Vec<SyncRecord> = ours.to_vec();
+    for s in stored {
+        match out.iter_mut().find(|o| key(o) == key(s)) {
+            Some(o) if o.result == SyncResult::Running && s.result != SyncResult::Running => *o = s.clone(),
+            Some(_) => {}
+            None => out.push(s.clone()),
+        }
+    }
+    // RFC 3339 timestamps of one width (see [`now`]) sort as text.
+    out.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    out.truncate(HISTORY_LEN);
+    out
+}
+
 /// The record of a pass that goes on with a `Running` sync (`previous`, at the same
 /// revision, for the same reason): it keeps the sync's start and adds up what each
 /// pass applied and pruned. Any other `next` is returned as it is.
@@ -90,6 +110,22 @@ mod tests {
         let mut heal = record("t6", SyncResult::Succeeded, &[]);
         heal.reason = "SelfHeal".into();
         assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
+    }
+
+    #[test]
+    fn concurrent_histories_merge_without_loss_or_duplicate() {
+        let stored = vec![record("t3", SyncResult::Succeeded, &["x"]), record("t1", SyncResult::Succeeded, &[])];
+        let ours = vec![record("t2", SyncResult::Running, &["a"]), record("t1", SyncResult::Succeeded, &[])];
+        let merged = merge_history(&stored, &ours);
+        let starts: Vec<&str> = merged.iter().map(|r| r.started_at.as_str()).collect();
+        assert_eq!(starts, ["t3", "t2", "t1"], "union, newest first, t1 once");
+        let finished = vec![record("t2", SyncResult::Succeeded, &["a", "b"])];
+        let merged = merge_history(&finished, &[record("t2", SyncResult::Running, &["a"])]);
+        assert_eq!((merged.len(), merged[0].result), (1, SyncResult::Succeeded), "a stale Running does not undo");
+        let merged = merge_history(&[record("t2", SyncResult::Running, &["a"])], &finished);
+        assert_eq!(merged[0].applied, ["a", "b"], "ours wins");
+        let many: Vec<SyncRecord> = (0..15).map(|i| record(&format!("t{i:02}"), SyncResult::Succeeded, &[])).collect();
+        assert_eq!(merge_history(&many, &[]).len(), HISTORY_LEN);
     }
 
     #[test]

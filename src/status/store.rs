@@ -9,12 +9,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams},
+    api::{Patch, PatchParams, PostParams},
 };
 
-use super::{AppStatus, SyncRecord};
+use super::{AppStatus, SyncRecord, merge_history};
 
 const MANAGER: &str = "plumb-status";
+
+/// Attempts of one save before giving up on conflicts.
+const SAVE_ATTEMPTS: usize = 8;
 
 /// Reads and writes application status ConfigMaps.
 #[derive(Clone)]
@@ -36,6 +39,14 @@ pub enum Error {
         #[source]
         source: Box<kube::Error>,
     },
+    /// Every attempt to write conflicted with another writer.
+    #[error("status ConfigMap {name}: still conflicting after {attempts} attempts")]
+    Conflict {
+        /// ConfigMap name.
+        name: String,
+        /// Attempts made.
+        attempts: usize,
+    },
 }
 
 /// Name of the status ConfigMap of `app`.
@@ -49,12 +60,17 @@ impl Store {
         Self { api: Api::namespaced(client.clone(), namespace), namespace: namespace.into(), client }
     }
 
-    /// Creates the status namespace when missing.
+    /// Creates the status namespace when missing (by server-side apply).
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn ensure_namespace(&self) -> Result<(), Error> {
         let api: Api<Namespace> = Api::all(self.client.clone());
+        // An existing namespace is left alone: plumb may hold no right on Namespaces
+        // (the least-privilege RBAC profile).
+        if let Ok(Some(_)) = api.get_opt(&self.namespace).await {
+            return Ok(());
+        }
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}});
         api.patch(&self.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
             .await
@@ -91,27 +107,54 @@ impl Store {
         Ok(out)
     }
 
-    /// Writes status and history of `status.app`.
+    /// Writes status and history of `status.app`: create when missing, else replace
+    /// the version just read; on a conflict, read again and merge the histories.
     ///
     /// # Errors
-    /// [`Error::Kube`].
+    /// [`Error::Kube`], [`Error::Conflict`].
     pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
         let name = configmap_name(&status.app);
-        let mut data = BTreeMap::new();
-        // capped to stay under the ConfigMap size limit, counts of what was left out
-        let stored = super::fit::stored(status, history);
-        data.insert("status.json".to_string(), stored.status);
-        data.insert("history.json".to_string(), stored.history);
-        let cm = serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "plumb", "plumb.dev/status-of": status.app}},
-            "data": data,
-        });
-        self.api
-            .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
-            .await
-            .map_err(|e| Error::Kube { name, source: Box::new(e) })?;
-        Ok(())
+        let kube_err = |e| Error::Kube { name: name.clone(), source: Box::new(e) };
+        for _ in 0..SAVE_ATTEMPTS {
+            let current = self.api.get_opt(&name).await.map_err(kube_err)?;
+            let stored: Vec<SyncRecord> = current
+                .as_ref()
+                .and_then(|c| c.data.as_ref()?.get("history.json"))
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or_default();
+            let merged = merge_history(&stored, history);
+            let mut cm = current.clone().unwrap_or_default();
+            cm.metadata.name = Some(name.clone());
+            cm.metadata.namespace = Some(self.namespace.clone());
+            cm.metadata.managed_fields = None;
+            let labels = cm.metadata.labels.get_or_insert_with(BTreeMap::new);
+            labels.insert("app.kubernetes.io/managed-by".into(), "plumb".into());
+            labels.insert("plumb.dev/status-of".into(), status.app.clone());
+            let data = cm.data.get_or_insert_with(BTreeMap::new);
+            // capped to stay under the ConfigMap size limit, counts of what was left out
+            let fitted = super::fit::stored(status, &merged);
+            data.insert("status.json".into(), fitted.status);
+            data.insert("history.json".into(), fitted.history);
+            let written = match current {
+                None => {
+                    self.api
+                        .create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &cm)
+                        .await
+                }
+                Some(_) => {
+                    self.api
+                        .replace(&name, &PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &cm)
+                        .await
+                }
+            };
+            match written {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    tracing::debug!(configmap = %name, "status write conflicted; reading again and merging");
+                }
+                Err(e) => return Err(kube_err(e)),
+            }
+        }
+        Err(Error::Conflict { name, attempts: SAVE_ATTEMPTS })
     }
 }

@@ -1,0 +1,250 @@
+//! `deploy/` against the real control plane: the kustomize base and the prod overlay
+//! pass server-side validation, the Pod they make is admitted under the restricted Pod
+//! Security Standard, and `plumb serve` running with exactly the ServiceAccount token of
+//! each RBAC profile syncs, self-heals and prunes; under least-privilege a destination
+//! the profile does not bind shows the missing right as a SyncError condition.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use support::{Lab, control_plane, kubectl, wait_for};
+
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+
+fn kubectl_ok(args: &[&str]) -> Result<String, String> {
+    control_plane().kubectl(args).map_err(|e| format!("{e:#}"))
+}
+
+/// The namespaces both kustomizations create, and plumb's ServiceAccount (a
+/// server-side dry-run persists nothing, so namespaced objects would otherwise be
+/// checked against a namespace that does not exist yet, and a Pod against a missing
+/// ServiceAccount). Once per test binary.
+fn namespaces() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for ns in ["plumb-system", "web"] {
+            if kubectl_ok(&["get", "namespace", ns]).is_err() {
+                kubectl(&["create", "namespace", ns]);
+            }
+        }
+        if kubectl_ok(&["-n", "plumb-system", "get", "serviceaccount", "plumb"]).is_err() {
+            kubectl(&["-n", "plumb-system", "create", "serviceaccount", "plumb"]);
+        }
+    });
+}
+
+#[test]
+fn base_and_prod_overlay_pass_server_side_dry_run() {
+    namespaces();
+    for dir in ["", "/overlays/prod"] {
+        let path = format!("{DEPLOY}{dir}");
+        let out = kubectl_ok(&["apply", "-k", &path, "--dry-run=server"]).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(out.contains("deployment.apps/plumb") && out.contains("(server dry run)"), "{out}");
+        assert!(out.contains("service/plumb-webhook") && out.contains("service/plumb-internal"), "{out}");
+    }
+    let prod = kubectl(&["kustomize", &format!("{DEPLOY}/overlays/prod")]);
+    assert!(prod.contains("kind: PodDisruptionBudget") && prod.contains("replicas: 2"), "{prod}");
+    let base = kubectl(&["kustomize", DEPLOY]);
+    assert!(!base.contains("kind: PodDisruptionBudget"), "one replica: no PDB");
+    assert!(!base.contains("change-me") && !prod.contains("change-me"));
+}
+
+/// A kubeconfig for the control plane with a fresh token of plumb's ServiceAccount
+/// (TokenRequest through `kubectl create token`).
+fn service_account_kubeconfig(dir: &Path) -> PathBuf {
+    let token = kubectl(&["-n", "plumb-system", "create", "token", "plumb", "--duration", "1h"]);
+    let admin = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
+    let (head, _) = admin.split_once("    token: ").unwrap();
+    let (_, tail) = admin.split_once("    token: ").unwrap().1.split_once('\n').unwrap();
+    let text = format!("{head}    token: {}\n{tail}", token.trim());
+    let path = dir.join("plumb-sa.kubeconfig");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn status_of(app: &str) -> serde_json::Value {
+    let text = kubectl_ok(&[
+        "-n",
+        "plumb-system",
+        "get",
+        "configmap",
+        &format!("plumb-app-{app}"),
+        "-o",
+        "jsonpath={.data.status\\.json}",
+    ])
+    .unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+/// Under `profile` (applied with `kubectl apply -k`), `plumb serve` with only the
+/// ServiceAccount's token: a ConfigMap is created, a hand edit is reverted (selfHeal),
+/// and a file removed from Git is pruned.
+async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) -> String {
+    let app = format!("rbac-{profile}");
+    kubectl(&["apply", "-k", kustomization]);
+    let lab = Lab::new(&app);
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: web}}\ndata: {{k: v}}\n")
+    };
+    lab.repo.write("app/keep.yaml", &cm(&format!("{app}-keep"))).unwrap();
+    lab.repo.write("app/gone.yaml", &cm(&format!("{app}-gone"))).unwrap();
+    lab.repo
+        .write("denied/cm.yaml", &cm(&format!("{app}-denied")).replace("namespace: web", "namespace: web-denied"))
+        .unwrap();
+    lab.repo.commit("first").unwrap();
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-system}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true}}\n    reconcileInterval: 5s\napplications:\n  - {{name: {app}, repository: r, revision: main, path: app, namespace: web, environment: e}}\n  - {{name: {app}-denied, repository: r, revision: main, path: denied, namespace: web-denied, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let kubeconfig = service_account_kubeconfig(lab.tmp.path());
+    let who = Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&who.stdout), "system:serviceaccount:plumb-system:plumb");
+    let log = lab.tmp.path().join("serve.log");
+    let _serve = Serve(
+        Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--internal-listen",
+                "127.0.0.1:0",
+                "--probe-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--leader-elect", "--lease-name", &app, "--config"])
+            .arg(&policy)
+            .arg("--cache-dir")
+            .arg(lab.tmp.path().join("cache"))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("PLUMB_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let keep = format!("{app}-keep");
+    wait_for(&format!("{profile}: the sync ({})", logs()), Duration::from_secs(90), || async {
+        (status_of(&app)["sync"] == "Synced").then_some(())
+    })
+    .await;
+    assert_eq!(kubectl(&["-n", "web", "get", "configmap", &keep, "-o", "jsonpath={.data.k}"]), "v");
+
+    kubectl(&["-n", "web", "patch", "configmap", &keep, "--type=merge", "-p", r#"{"data":{"k":"by-hand"}}"#]);
+    wait_for(&format!("{profile}: selfHeal"), Duration::from_secs(60), || async {
+        (kubectl(&["-n", "web", "get", "configmap", &keep, "-o", "jsonpath={.data.k}"]) == "v").then_some(())
+    })
+    .await;
+
+    lab.repo.remove("app/gone.yaml").unwrap();
+    lab.repo.commit("second").unwrap();
+    let gone = format!("{app}-gone");
+    wait_for(&format!("{profile}: prune ({})", logs()), Duration::from_secs(60), || async {
+        (!kubectl(&["-n", "web", "get", "configmaps", "-o", "name"]).contains(&gone)).then_some(())
+    })
+    .await;
+    app
+}
+
+/// Both profiles, one after the other (they bind the same ServiceAccount).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rbac_profile_syncs_heals_and_prunes_as_plumbs_service_account() {
+    namespaces();
+    if kubectl_ok(&["get", "namespace", "web-denied"]).is_err() {
+        kubectl(&["create", "namespace", "web-denied"]);
+    }
+    let app = sync_heal_prune_as_service_account("cluster-admin", DEPLOY).await;
+    assert_eq!(status_of(&format!("{app}-denied"))["sync"], "Synced", "cluster-admin may write anywhere");
+    kubectl(&["delete", "clusterrolebinding", "plumb-cluster-admin"]);
+    let app = sync_heal_prune_as_service_account("least-privilege", &format!("{DEPLOY}/overlays/prod")).await;
+    // A destination the profile does not bind: the missing right is in the status.
+    let denied = wait_for("the missing right in the status", Duration::from_secs(60), || async {
+        let st = status_of(&format!("{app}-denied"));
+        st.to_string().contains("forbidden").then_some(st)
+    })
+    .await;
+    println!("least-privilege, unbound namespace: {denied}");
+    assert_ne!(denied["sync"], "Synced", "{denied}");
+    // Nothing but the profile's rights: the identity may not write outside `web`.
+    let kubeconfig = service_account_kubeconfig(&std::env::temp_dir());
+    let can = |args: &[&str]| {
+        let out = Command::new("kubectl")
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "auth", "can-i"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(can(&["create", "configmaps", "-n", "web"]), "yes");
+    assert_eq!(can(&["create", "configmaps", "-n", "default"]), "no");
+    assert_eq!(can(&["create", "namespaces"]), "no");
+    assert_eq!(can(&["create", "leases.coordination.k8s.io", "-n", "plumb-system"]), "yes");
+    let _ = std::fs::remove_file(kubeconfig);
+}
+
+/// The Pod the base makes is admitted in plumb-system, whose namespace enforces the
+/// restricted Pod Security Standard (a non-compliant Pod is refused by admission).
+#[test]
+fn the_pod_meets_the_restricted_pod_security_standard() {
+    namespaces();
+    let rendered = kubectl(&["kustomize", DEPLOY]);
+    assert!(rendered.contains("pod-security.kubernetes.io/enforce: restricted"));
+    let template: serde_json::Value = {
+        let out = Command::new("kubectl")
+            .args(["--kubeconfig", control_plane().kubeconfig.to_str().unwrap(), "apply", "-k", DEPLOY])
+            .args(["--dry-run=client", "-o", "json"])
+            .output()
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        list["items"].as_array().unwrap().iter().find(|o| o["kind"] == "Deployment").unwrap()["spec"]["template"]
+            .clone()
+    };
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "plumb-pss-check", "namespace": "plumb-system", "labels": template["metadata"]["labels"]},
+        "spec": template["spec"],
+    });
+    kubectl(&["label", "namespace", "plumb-system", "pod-security.kubernetes.io/enforce=restricted", "--overwrite"]);
+    let file = std::env::temp_dir().join(format!("plumb-pss-{}.json", std::process::id()));
+    std::fs::write(&file, pod.to_string()).unwrap();
+    let out = kubectl_ok(&["apply", "--dry-run=server", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(out.as_ref().is_ok_and(|o| o.contains("created (server dry run)")), "{out:?}");
+    // The check can fail: the same Pod with root allowed is refused.
+    let mut bad = pod.clone();
+    bad["spec"]["securityContext"]["runAsNonRoot"] = serde_json::json!(false);
+    bad["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = serde_json::json!(false);
+    let file = std::env::temp_dir().join(format!("plumb-pss-bad-{}.json", std::process::id()));
+    std::fs::write(&file, bad.to_string()).unwrap();
+    let out = kubectl_ok(&["apply", "--dry-run=server", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(out.as_ref().is_err_and(|e| e.contains("restricted")), "{out:?}");
+}

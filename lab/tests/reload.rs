@@ -1,0 +1,109 @@
+//! `plumb serve` reloads its policy file without a restart: a broken new file is
+//! rejected (counted, flagged) and the running policy stays in force; a valid one is
+//! applied (a new application gets synced).
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use plumb::{metrics::Metrics, serve};
+use support::{Lab, bearer, control_plane, http_request, reader_token, wait_for};
+
+const STATUS_NS: &str = "reload-status";
+
+fn policy(url: &str, apps: &[&str]) -> String {
+    let apps: String = apps
+        .iter()
+        .map(|a| {
+            format!(
+                "  - {{name: {a}, repository: r, revision: main, path: app, namespace: reload-app, environment: e}}\n"
+            )
+        })
+        .collect();
+    format!(
+        "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: r, url: {url}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n{apps}"
+    )
+}
+
+fn synced(app: &str) -> bool {
+    let text = control_plane()
+        .kubectl(&[
+            "-n",
+            STATUS_NS,
+            "get",
+            "configmap",
+            &format!("plumb-app-{app}"),
+            "-o",
+            "jsonpath={.data.status\\.json}",
+        ])
+        .unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|s| s["sync"] == "Synced")
+}
+
+fn metric(metrics: &Metrics, line_start: &str) -> Option<String> {
+    metrics.encode().lines().find(|l| l.starts_with(line_start)).map(|l| l.rsplit(' ').next().unwrap().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
+    let lab = Lab::new("reload");
+    lab.repo
+        .write("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: reloaded}\ndata: {k: v}\n")
+        .unwrap();
+    lab.repo.commit("first").unwrap();
+    // The two applications write the same object: reload-b is given its own path below.
+    lab.repo
+        .write("b/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: reloaded-b}\ndata: {k: v}\n")
+        .unwrap();
+    lab.repo.commit("second").unwrap();
+    let file = lab.policy("policy.yaml", &policy(&lab.url, &["reload-a"]));
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let listen = serve::Listeners { public: free(), internal: free(), probes: free() };
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let process = serve::Process {
+        kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        policy: file.clone(),
+        cache_dir: lab.tmp.path().join("cache"),
+        listen,
+        lease: None,
+        reload_every: Duration::from_millis(500),
+        notify_url: None,
+    };
+    let running = tokio::spawn(serve::run(process, metrics.clone(), async move {
+        let _ = stopped.await;
+    }));
+    wait_for("reload-a synced", Duration::from_secs(60), || async { synced("reload-a").then_some(()) }).await;
+
+    // A broken file: rejected, flagged, the running policy stays.
+    std::fs::write(&file, "applications:\n  - {name: reload-a, repository: nowhere\n").unwrap();
+    wait_for("the rejection", Duration::from_secs(30), || async {
+        metric(&metrics, "plumb_policy_reloads_total{result=\"rejected\"}").filter(|v| v == "1")
+    })
+    .await;
+    assert_eq!(metric(&metrics, "plumb_policy_rejected ").as_deref(), Some("1"));
+    let (code, body) =
+        http_request(listen.internal, "GET", "/api/v1/applications", &[bearer(reader_token())], b"").await;
+    assert!(code == 200 && body.contains("reload-a"), "{code} {body}");
+
+    // A valid file with a second application: applied on the same address.
+    let good = policy(&lab.url, &["reload-a", "reload-b"]).replace(
+        "  - {name: reload-b, repository: r, revision: main, path: app,",
+        "  - {name: reload-b, repository: r, revision: main, path: b,",
+    );
+    std::fs::write(&file, good).unwrap();
+    wait_for("reload-b synced after the reload", Duration::from_secs(60), || async {
+        synced("reload-b").then_some(())
+    })
+    .await;
+    assert_eq!(metric(&metrics, "plumb_policy_reloads_total{result=\"applied\"}").as_deref(), Some("1"));
+    assert_eq!(metric(&metrics, "plumb_policy_rejected ").as_deref(), Some("0"));
+    let (code, body) =
+        http_request(listen.internal, "GET", "/api/v1/applications", &[bearer(reader_token())], b"").await;
+    assert!(code == 200 && body.contains("reload-b"), "{code} {body}");
+    assert!(metrics.encode().contains("plumb_app_info{app=\"reload-b\""), "{}", metrics.encode());
+
+    stop.send(()).unwrap();
+    assert_eq!(running.await.unwrap().unwrap(), serve::Ended::Shutdown);
+}
