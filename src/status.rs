@@ -294,6 +294,41 @@ pub struct AppStatus {
     /// render reuses it) and the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<RenderTime>,
+    /// Automated sync and selfHeal paused for this application until a time
+    /// (`plumb suspend`); `None` when not paused. Shown by the status page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspension>,
+    /// The application held at a revision by a rollback (`plumb rollback`) instead of
+    /// following its ref; `None` when it follows the ref. Shown by the status page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Pin>,
+}
+
+/// A pause of automated sync and selfHeal with an expiry: who, why, until when.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Suspension {
+    /// Who paused it (a Kubernetes user name).
+    pub by: String,
+    /// Why, as they said it (`incident 42`).
+    pub reason: String,
+    /// When automated sync resumes by itself (RFC 3339).
+    pub until: String,
+}
+
+/// A rollback's hold on a revision: automated sync stays at `revision` until released.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Pin {
+    /// The commit SHA the application is held at.
+    pub revision: String,
+    /// Who rolled back (a Kubernetes user name).
+    pub by: String,
+    /// Why, as they said it.
+    pub reason: String,
+    /// Released by the next commit on the tracked ref (`--until-next-commit`), else only
+    /// by `plumb rollback --release`.
+    pub until_next_commit: bool,
 }
 
 /// How long an application's render took, and with what.
