@@ -137,6 +137,18 @@ async fn forward(mut client: TcpStream, upstream: SocketAddr, token: &str) {
     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
 }
 
+/// The status line and headers of a GET of `path` with `token`, lower-cased.
+async fn response_head(addr: SocketAddr, path: &str, token: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    text.split_once("\r\n\r\n").map_or(text.clone(), |(head, _)| head.to_string())
+}
+
 fn screenshot_dir() -> PathBuf {
     let dir = if std::env::var_os("PLUMB_UPDATE_SCREENSHOTS").is_some() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots")
@@ -207,6 +219,15 @@ async fn status_page_in_a_browser() {
     let (code, raw) = plumb.get("/applications/web").await;
     assert_eq!(code, 200, "{raw}");
     assert!(!raw.to_ascii_lowercase().contains("<script"), "served HTML has no script element:\n{raw}");
+    let head = response_head(plumb.internal, "/applications/web", reader_token()).await;
+    for header in [
+        "content-type: text/html; charset=utf-8",
+        "content-security-policy: default-src 'none'; style-src 'unsafe-inline';",
+        "x-content-type-options: nosniff",
+        "cache-control: no-store",
+    ] {
+        assert!(head.contains(header), "{header} in:\n{head}");
+    }
     assert_eq!(plumb.get("/applications/nope").await.0, 404);
 
     let proxy = token_proxy(plumb.internal, reader_token()).await;
