@@ -1,5 +1,6 @@
 //! Command line: `plumb serve | diff | render | sync | status | history | validate | webhook replay`.
 
+mod day2;
 mod render;
 
 use std::{
@@ -207,6 +208,49 @@ enum Command {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
+    /// Pause automated sync and selfHeal of an application until a time (a manual
+    /// `plumb sync` still runs); it resumes by itself. Exit code 0 when recorded.
+    Suspend {
+        /// Application.
+        app: String,
+        /// How long (e.g. 30m, 2h).
+        #[arg(long = "for", value_parser = config::parse_duration)]
+        duration: std::time::Duration,
+        /// Why (shown in the status, the Event and the status page).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        target: day2::Target,
+    },
+    /// End a pause early.
+    Resume {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        target: day2::Target,
+    },
+    /// Sync a recorded revision and pin the application there: new commits of the
+    /// tracked ref are not synced until `--release` (or the next commit with
+    /// `--until-next-commit`). The server refuses a revision that is not an ancestor of
+    /// the tracked ref unless `--force`. Exit code 0 when recorded.
+    Rollback {
+        /// Application.
+        app: String,
+        /// A commit SHA (or prefix), or N for the Nth entry of `plumb history` (1 =
+        /// newest); default: the previous successfully synced revision.
+        revision: Option<String>,
+        /// Release the pin.
+        #[arg(long, conflicts_with_all = ["revision", "until_next_commit", "force"])]
+        release: bool,
+        /// Release the pin by itself when the tracked ref moves.
+        #[arg(long)]
+        until_next_commit: bool,
+        /// Allow a revision that is not an ancestor of the tracked ref.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        target: day2::Target,
+    },
     /// Check policy files; list every problem with file and line.
     Validate {
         /// Policy files.
@@ -375,6 +419,11 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Prune { app, cluster, approve, dry_run, timeout } => {
             let ctx = context(&cluster, false).await?;
             sync_command(&ctx, &app, true, approve, dry_run, None, timeout).await
+        }
+        Command::Suspend { app, duration, reason, target } => day2::suspend(&app, duration, &reason, &target).await,
+        Command::Resume { app, target } => day2::resume(&app, &target).await,
+        Command::Rollback { app, revision, release, until_next_commit, force, target } => {
+            day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &target).await
         }
         Command::Status { cluster } => {
             let config = config::load(&cluster.config)?;

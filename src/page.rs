@@ -225,15 +225,15 @@ fn holds(st: &AppStatus) -> String {
     }
     if let Some(p) = &st.pinned {
         let mut t = format!(
-            "<span class=hold>pinned</span> at <code title=\"{}\">{}</code>",
+            "<span class=hold>pinned</span> to <code title=\"{}\">{}</code>",
             escape(&p.revision),
             escape(short(&p.revision))
         );
         if !p.by.is_empty() {
             let _ = write!(t, " by {}", escape(&p.by));
         }
-        if !p.reason.is_empty() {
-            let _ = write!(t, ": {}", escape(&p.reason));
+        if !p.at.is_empty() {
+            let _ = write!(t, " at {}", time(&p.at));
         }
         t.push_str(if p.until_next_commit { " (until the next commit)" } else { " (until released)" });
         out.push(t);

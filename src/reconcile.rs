@@ -25,6 +25,7 @@ mod compare;
 mod inventory;
 mod memo;
 mod record;
+mod requests;
 mod sync;
 
 use std::{
@@ -69,6 +70,8 @@ pub struct Context {
     sources: source::Pool,
     /// The latest status of each application.
     statuses: RwLock<HashMap<String, AppStatus>>,
+    /// Requests on the applications' resources ([`Context::controls`]).
+    controls: status::SharedControls,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -134,6 +137,22 @@ impl Context {
             watch_token: tokio_util::sync::CancellationToken::new(),
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
+            controls: status::SharedControls::default(),
+        }
+    }
+
+    /// The requests on each application's resource, once a watch keeps them (see
+    /// `leader::watch_requests`); until then passes read them with a GET.
+    pub fn controls(&self) -> status::SharedControls {
+        self.controls.clone()
+    }
+
+    /// The requests on application `name`'s resource.
+    async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
+        let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
+        match watched {
+            Some(c) => Ok(c.unwrap_or_default()),
+            None => Ok(self.store.controls(name).await?),
         }
     }
 
@@ -257,6 +276,11 @@ impl Context {
             ..AppStatus::default()
         };
 
+        // 0. requests on the application's resource: sync, pause, pin
+        let requested = self.requested(&mut st, &previous, (app, env, repo), mode).await?;
+        let mode = requested.mode;
+        let revision = revision.or(requested.revision.as_deref());
+
         // 1. source and render
         let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision).await {
             Ok(found) => found,
@@ -323,7 +347,11 @@ impl Context {
         // 5. sync
         let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
-        let rewritten = self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await;
+        // a rollback goes back in history on purpose
+        let rewritten = match st.pinned {
+            Some(_) => None,
+            None => self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await,
+        };
         let decision = plan::decide(&plan::GateInput {
             app: name,
             mode,
@@ -339,6 +367,7 @@ impl Context {
             drifted: &drifted,
             heal: heal.as_ref(),
             rewritten: rewritten.as_deref(),
+            paused: requested.paused,
             now: Instant::now(),
         });
         st.conditions.extend(decision.conditions);
@@ -351,7 +380,10 @@ impl Context {
             if app_options.create_namespace {
                 self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
             }
-            let rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            if st.pinned.is_some() && reason == SyncReason::NewRevision {
+                "Rollback".clone_into(&mut rec.reason);
+            }
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {
                 h.failed = rec.result != SyncResult::Succeeded;
             }

@@ -113,11 +113,23 @@ pub async fn serve_elected(
         Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
         None => Leadership::always(),
     };
+    prepare_status(&ctx).await;
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     if leadership.elected() {
         follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
     }
+    let s = scheduler.clone();
+    tracker.spawn(leader::watch_requests(
+        ctx.cluster.client().clone(),
+        ctx.config.settings.status_namespace.clone(),
+        ctx.controls(),
+        leadership.clone(),
+        move |app| {
+            s.trigger(app, Trigger::Manual);
+        },
+        token.clone(),
+    ));
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
@@ -149,6 +161,38 @@ pub async fn serve_elected(
     Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler, leadership })
 }
 
+/// The application resources (`applications.plumb.dev`): the definition installed when
+/// missing, status ConfigMaps of earlier versions moved, each resource's `spec` set to
+/// the policy's declaration. Failures are logged: passes still run (and say so when
+/// they cannot write their status).
+async fn prepare_status(ctx: &Context) {
+    if let Err(e) = ctx.store.ensure_definition().await {
+        tracing::error!("{e}");
+        return;
+    }
+    match ctx.store.migrate().await {
+        Ok(moved) if !moved.is_empty() => {
+            tracing::info!("status of {} moved to applications.plumb.dev", moved.join(", "))
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("moving status ConfigMaps to applications.plumb.dev: {e}"),
+    }
+    for app in &ctx.config.applications {
+        let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
+        let spec = serde_json::json!({
+            "repository": app.repository.value,
+            "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
+            "revision": app.revision.value,
+            "path": app.path.value,
+            "namespace": app.namespace.value,
+            "environment": app.environment.value,
+        });
+        if let Err(e) = ctx.store.mirror(&app.name.value, &spec).await {
+            tracing::warn!(app = %app.name.value, "{e}");
+        }
+    }
+}
+
 /// Each application with its environment's reconcile interval.
 fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
     ctx.config
@@ -167,7 +211,7 @@ fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
 }
 
 /// With leader election: a pass of every application each time this replica becomes
-/// the leader, and the passes other replicas forward.
+/// the leader.
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -192,16 +236,6 @@ fn follow_leadership(
             }
         }
     });
-    let s = scheduler.clone();
-    tracker.spawn(leader::watch_forwarded(
-        ctx.cluster.client().clone(),
-        ctx.config.settings.status_namespace.clone(),
-        leadership.clone(),
-        move |app| {
-            s.trigger(app, Trigger::Manual);
-        },
-        token.clone(),
-    ));
 }
 
 /// Drains the webhook queue: the leader triggers its actors (as
@@ -409,8 +443,7 @@ async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
         .last_sync_timestamp
         .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.clone() })
         .set(now);
-    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": crate::status::configmap_name(&st.app), "namespace": ctx.config.settings.status_namespace}});
+    let cm = crate::status::event_object(&ctx.config.settings.status_namespace, &st.app);
     let short: String = sync.revision.chars().take(7).collect();
     let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
     if !sync.message.is_empty() {

@@ -28,15 +28,7 @@ fn policy(url: &str, apps: &[&str]) -> String {
 
 fn synced(app: &str) -> bool {
     let text = control_plane()
-        .kubectl(&[
-            "-n",
-            STATUS_NS,
-            "get",
-            "configmap",
-            &format!("plumb-app-{app}"),
-            "-o",
-            "jsonpath={.data.status\\.json}",
-        ])
+        .kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", app, "-o", "jsonpath={.status}"])
         .unwrap_or_default();
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|s| s["sync"] == "Synced")
 }

@@ -69,7 +69,7 @@ impl Context {
         Ok(())
     }
 
-    /// A `HealthChanged` Event on the status ConfigMap, naming Degraded objects.
+    /// A `HealthChanged` Event on the application's resource, naming Degraded objects.
     async fn health_changed(&self, st: &AppStatus, previous: &AppStatus) {
         let degraded = st
             .resources
@@ -81,9 +81,8 @@ impl Context {
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(app = %st.app, "{note}");
-        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": status::configmap_name(&st.app), "namespace": self.config.settings.status_namespace}});
-        self.cluster.event(&cm, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
+        let object = status::event_object(&self.config.settings.status_namespace, &st.app);
+        self.cluster.event(&object, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
     }
 
     async fn save(
