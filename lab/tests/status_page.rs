@@ -1,8 +1,8 @@
 //! Issue 15: the status page on the internal listener, loaded in a real browser.
 //!
-//! An application is synced from a Git repository served over HTTP into the lab
-//! control plane; a hand `kubectl scale` makes drift (selfHeal off, so it stays, with an
-//! `OutOfSync` condition); then headless Chromium (Debian's `chromium`, installed by
+//! Two applications are synced from a Git repository served over HTTP into the lab
+//! control plane; on `web` a hand `kubectl scale` makes drift (selfHeal off, so it
+//! stays, with an `OutOfSync` condition), `docs` is paused with `plumb suspend`; then headless Chromium (Debian's `chromium`, installed by
 //! `tools/browser/install.sh`) loads the list and the application's page through a
 //! loopback proxy that adds the reader's bearer token (a browser cannot send one from
 //! its command line). The test reads the DOM Chromium built (`--dump-dom`) and saves
@@ -212,6 +212,13 @@ async fn status_page_in_a_browser() {
     })
     .await;
     assert!(st.conditions.iter().any(|c| c.type_ == ConditionType::OutOfSync), "{:?}", st.conditions);
+    // and `docs` paused during an incident
+    let (code, out, err) = plumb_cli(&["suspend", "docs", "--for", "2h", "--reason", "incident 42", "-n", STATUS_NS]);
+    assert_eq!(code, 0, "plumb suspend: {out}\n{err}");
+    let paused = wait_for("docs paused in its status", Duration::from_secs(60), || async {
+        plumb.status("docs").await.and_then(|s| s.suspended)
+    })
+    .await;
 
     // the page is behind the status API's right, like the status API
     assert_eq!(http_request(plumb.internal, "GET", "/", &[], b"").await.0, 401);
@@ -240,6 +247,8 @@ async fn status_page_in_a_browser() {
     let docs =
         dom.split("<tr>").find(|row| row.contains(">docs</a>")).unwrap_or_else(|| panic!("no row for docs: {dom}"));
     assert!(docs.contains(">Synced</span>") && docs.contains(">Healthy</span>"), "{docs}");
+    assert!(docs.contains("<span class=\"hold\">paused</span> until"), "{docs}");
+    assert!(docs.contains(&format!("by {}: incident 42", paused.by)), "who and why: {docs}");
     assert!(dom.contains(">OutOfSync</span>") && dom.contains(">Healthy</span>"), "{dom}");
     assert!(dom.contains(&format!("{short}</code> {ESCAPED}")), "revision and escaped subject: {dom}");
     assert!(dom.contains(">Succeeded</span>"), "last sync: {dom}");
