@@ -324,10 +324,13 @@ fn init_tracing(filter: Option<&str>, format: &str) {
 /// # Errors
 /// Invalid policy, unreachable cluster.
 pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Context>> {
-    let config = config::load(&args.config)?;
+    let mut config = config::load(&args.config)?;
     let cluster = Cluster::connect(args.kubeconfig.as_deref()).await?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
     std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+    if crate::secret_refs::any(&config) {
+        crate::secret_refs::materialize(cluster.client(), &mut config, &cache.join(".secrets")).await?;
+    }
     let mut ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
     if watches {
         ctx = ctx.with_watches();

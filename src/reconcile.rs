@@ -72,6 +72,8 @@ pub struct Context {
     statuses: RwLock<HashMap<String, AppStatus>>,
     /// Requests on the applications' resources ([`Context::controls`]).
     controls: status::SharedControls,
+    /// Why the policy file on disk is not in force, while it is rejected.
+    policy_rejected: crate::reload::Rejected,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -138,7 +140,16 @@ impl Context {
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
             controls: status::SharedControls::default(),
+            policy_rejected: crate::reload::Rejected::default(),
         }
+    }
+
+    /// Shows `rejected` (the rejection of a changed policy file, see
+    /// [`crate::reload`]) in every application's status.
+    #[must_use]
+    pub fn with_policy_rejection(mut self, rejected: crate::reload::Rejected) -> Self {
+        self.policy_rejected = rejected;
+        self
     }
 
     /// The requests on each application's resource, once a watch keeps them (see
@@ -276,6 +287,9 @@ impl Context {
             ..AppStatus::default()
         };
 
+        if let Some(why) = self.policy_rejected.read().ok().and_then(|r| r.clone()) {
+            st.conditions.push(status::Condition::new(ConditionType::PolicyWarning, why));
+        }
         // 0. requests on the application's resource: sync, pause, pin
         let requested = self.requested(&mut st, &previous, (app, env, repo), mode).await?;
         let mode = requested.mode;
@@ -380,6 +394,11 @@ impl Context {
             if app_options.create_namespace {
                 self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
             }
+            if previous.last_sync.as_ref().is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision)
+            {
+                let note = format!("sync of {} ({reason:?}) started", short(&st.revision));
+                self.event(name, false, "SyncStarted", note).await;
+            }
             let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
             if st.pinned.is_some() && reason == SyncReason::NewRevision {
                 "Rollback".clone_into(&mut rec.reason);
@@ -421,6 +440,7 @@ impl Context {
         let name = app.name.value.as_str();
         let wanted = revision.unwrap_or(&app.revision.value);
         let limits = self.config.settings.limits;
+        let fetch_started = Instant::now();
         let desired = self.sources.desired(name, repo, wanted, &app.path.value);
         let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
             let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
@@ -428,6 +448,11 @@ impl Context {
         });
         match desired {
             Desired::Rendered(snapshot, rendered) => {
+                // what the pass spent outside the render: the fetch
+                let render = if rendered.cached { std::time::Duration::ZERO } else { rendered.took };
+                let fetch = fetch_started.elapsed().saturating_sub(render);
+                let labels = crate::metrics::RepositoryLabels { repository: repo.name.value.clone() };
+                self.metrics.git_fetch_seconds.get_or_create(&labels).observe(fetch.as_secs_f64());
                 if !rendered.cached {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
                     self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());

@@ -288,6 +288,25 @@ pub struct Process {
     pub notify_url: Option<String>,
 }
 
+/// Resolves when a Secret of `versions` changes (read every `every`); never when there
+/// are none.
+async fn secret_changed(
+    client: &kube::Client,
+    namespace: &str,
+    versions: &crate::secret_refs::Versions,
+    every: std::time::Duration,
+) {
+    if versions.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(every).await;
+        if crate::secret_refs::changed(client, namespace, versions).await {
+            return;
+        }
+    }
+}
+
 /// How [`run`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -324,7 +343,18 @@ pub async fn run(
             crate::kube_metrics::factory(metrics.clone()),
         )
         .await?;
-        let ctx = Context::new(cluster, Arc::new(config), process.cache_dir.clone(), metrics.clone()).with_watches();
+        // Secrets referenced by the policy, read into files (see crate::secret_refs)
+        let mut running = config.clone();
+        let secrets = if crate::secret_refs::any(&running) {
+            let dir = process.cache_dir.join(".secrets");
+            crate::secret_refs::materialize(cluster.client(), &mut running, &dir).await?
+        } else {
+            crate::secret_refs::Versions::new()
+        };
+        let client = cluster.client().clone();
+        let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
+            .with_watches()
+            .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
         let token = CancellationToken::new();
         let handle = serve_elected(Arc::new(ctx), listen, token.clone(), process.lease.clone(), notify.clone()).await?;
@@ -344,6 +374,9 @@ pub async fn run(
                 return Ok(Ended::LostLease);
             }
             c = watch.next_valid(&metrics) => Some(c),
+            () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
+                Some(config.clone())
+            }
         };
         token.cancel();
         handle.tracker.wait().await;

@@ -144,6 +144,9 @@ pub enum ConditionType {
     /// The tracked ref moved to a commit that does not descend from the last synced
     /// one: automated sync holds until a person syncs.
     HistoryRewritten,
+    /// The policy file on disk was changed and rejected (its errors, file:line): the
+    /// application runs the previous policy.
+    PolicyWarning,
     /// `plumb suspend`: automated sync and selfHeal are paused until a time; the
     /// message names who paused, why and until when.
     SyncPaused,
@@ -170,6 +173,7 @@ impl ConditionType {
             Self::WatchError => "WatchError",
             Self::HistoryRewritten => "HistoryRewritten",
             Self::SyncPaused => "SyncPaused",
+            Self::PolicyWarning => "PolicyWarning",
             Self::Pinned => "Pinned",
         }
     }

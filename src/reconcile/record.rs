@@ -66,6 +66,9 @@ impl Context {
             .get_or_create(&StatusLabels { app: st.app.clone(), status: result.into() })
             .observe(started.elapsed().as_secs_f64());
         self.metrics.set_status(&st.app, st.sync, st.health);
+        let until = st.suspended.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok());
+        let until = until.map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0);
+        self.metrics.suspended_until.get_or_create(&crate::metrics::AppLabels { app: st.app.clone() }).set(until);
         Ok(())
     }
 

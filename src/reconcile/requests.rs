@@ -36,7 +36,15 @@ impl Context {
         (app, env, repo): (&Application, &Environment, &Repository),
         mode: Mode,
     ) -> Result<Requested, Error> {
-        let controls = self.controls_of(&st.app).await?;
+        // a preview shows what it can: one who may not read the resource still may diff
+        let controls = match self.controls_of(&st.app).await {
+            Ok(c) => c,
+            Err(e) if !mode.writes() => {
+                tracing::debug!(app = %st.app, "requests not read: {e}");
+                status::Controls::default()
+            }
+            Err(e) => return Err(e),
+        };
         let mut out = Requested { mode, revision: None, paused: false };
         st.sync_request.clone_from(&previous.sync_request);
         if mode == Mode::Policy

@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 
 use super::{
     AppStatus, ConditionType, Pin, REFRESH_ANNOTATION, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, SYNC_ANNOTATION,
-    Suspension, SyncRecord, merge_history,
+    Suspension, SyncRecord, SyncStatus, merge_history,
 };
-use crate::{compare::SyncStatus, health::HealthStatus};
+use crate::health::HealthStatus;
 
 const MANAGER: &str = "plumb-status";
 
