@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use crate::status::{AppStatus, Condition, ResourceStatus, SyncRecord};
+use crate::status::{AppStatus, Condition, PassTimings, ResourceStatus, SyncRecord};
 
 /// `Content-Security-Policy` sent with every page: nothing may load or run but the
 /// inline style (no scripts, images, frames or form targets), so even markup that
@@ -144,10 +144,15 @@ pub fn list(statuses: &[AppStatus]) -> String {
 /// The page of one application: summary, objects, drift, conditions, orphaned
 /// objects, history (newest first). `history_error` is shown in place of the history
 /// when it could not be read.
-pub fn application(st: &AppStatus, history: &[SyncRecord], history_error: Option<&str>) -> String {
+pub fn application(
+    st: &AppStatus,
+    history: &[SyncRecord],
+    history_error: Option<&str>,
+    timings: Option<&PassTimings>,
+) -> String {
     let mut b = String::new();
     let _ = writeln!(b, "<p><a href=\"../\">← all applications</a></p>\n<h1>{}</h1>", escape(&st.app));
-    summary(&mut b, st);
+    summary(&mut b, st, timings);
     objects(&mut b, st);
     drift(&mut b, &st.resources);
     conditions(&mut b, &st.conditions);
@@ -262,7 +267,7 @@ fn millis(ms: u64) -> String {
     if ms < 1000 { format!("{ms} ms") } else { format!("{}.{} s", ms / 1000, (ms % 1000) / 100) }
 }
 
-fn summary(b: &mut String, st: &AppStatus) {
+fn summary(b: &mut String, st: &AppStatus, timings: Option<&PassTimings>) {
     b.push_str("<dl>\n");
     let mut row = |k: &str, v: String| {
         let _ = writeln!(b, "<dt>{k}</dt><dd>{v}</dd>");
@@ -285,6 +290,19 @@ fn summary(b: &mut String, st: &AppStatus) {
         row(
             "Render",
             format!("{} in {} of <code>{}</code>", escape(&r.tool), millis(r.millis), escape(short(&r.revision))),
+        );
+    }
+    if let Some(t) = timings {
+        row(
+            "Last pass",
+            format!(
+                "at {}: fetch and render {}, compare {}, sync {}; {} in all",
+                escape(&t.at),
+                millis(t.source_millis),
+                millis(t.compare_millis),
+                millis(t.sync_millis),
+                millis(t.total_millis)
+            ),
         );
     }
     b.push_str("</dl>\n");

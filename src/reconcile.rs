@@ -74,6 +74,8 @@ pub struct Context {
     controls: status::SharedControls,
     /// Why the policy file on disk is not in force, while it is rejected.
     policy_rejected: crate::reload::Rejected,
+    /// Stage timings of each application's last pass.
+    timings: std::sync::RwLock<HashMap<String, status::PassTimings>>,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -141,7 +143,23 @@ impl Context {
             writers: tokio::sync::Mutex::default(),
             controls: status::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
+            timings: std::sync::RwLock::default(),
         }
+    }
+
+    /// Keeps the timings of a pass that started at `started` (writing modes only).
+    fn keep_timings(&self, app: &str, mode: Mode, mut timings: status::PassTimings, started: Instant) {
+        timings.total_millis = millis(started.elapsed());
+        if mode.writes()
+            && let Ok(mut t) = self.timings.write()
+        {
+            t.insert(app.to_string(), timings);
+        }
+    }
+
+    /// The stage timings of application `app`'s last pass in this process.
+    pub fn timings(&self, app: &str) -> Option<status::PassTimings> {
+        self.timings.read().ok()?.get(app).cloned()
     }
 
     /// Shows `rejected` (the rejection of a changed policy file, see
@@ -302,6 +320,12 @@ impl Context {
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
 
+        let mut timings = status::PassTimings {
+            at: started_at.clone(),
+            source_millis: millis(started.elapsed()),
+            ..Default::default()
+        };
+        let compare_started = Instant::now();
         // 2. compare, and what the application owns that Git no longer declares
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
@@ -336,6 +360,7 @@ impl Context {
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
 
+        timings.compare_millis = millis(compare_started.elapsed());
         // 3. what a sync would do (also shown by previews and the status)
         let (prune, approved) = mode.prune(env.sync_policy.prune);
         let items = self.desired_items(name, &found.compared, &app_options);
@@ -399,7 +424,9 @@ impl Context {
                 let note = format!("sync of {} ({reason:?}) started", short(&st.revision));
                 self.event(name, false, "SyncStarted", note).await;
             }
+            let sync_started = Instant::now();
             let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            timings.sync_millis = millis(sync_started.elapsed());
             if st.pinned.is_some() && reason == SyncReason::NewRevision {
                 "Rollback".clone_into(&mut rec.reason);
             }
@@ -418,6 +445,7 @@ impl Context {
 
         // 6. record
         self.record(&st, &previous, history, record.clone(), mode, started).await?;
+        self.keep_timings(name, mode, timings, started);
         Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
     }
 
@@ -557,4 +585,9 @@ fn group_of(api_version: &str) -> &str {
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(7)]
+}
+
+/// `d` in whole milliseconds.
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -662,9 +662,10 @@ async fn page_app(
     let Some(st) = state.ctx.statuses().await.into_iter().find(|s| s.app == app) else {
         return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
     };
+    let timings = state.ctx.timings(&app);
     match state.ctx.history(&app).await {
-        Ok(history) => html(StatusCode::OK, crate::page::application(&st, &history, None)),
-        Err(e) => html(StatusCode::OK, crate::page::application(&st, &[], Some(&e.to_string()))),
+        Ok(history) => html(StatusCode::OK, crate::page::application(&st, &history, None, timings.as_ref())),
+        Err(e) => html(StatusCode::OK, crate::page::application(&st, &[], Some(&e.to_string()), timings.as_ref())),
     }
 }
 

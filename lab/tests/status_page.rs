@@ -268,6 +268,7 @@ async fn status_page_in_a_browser() {
     assert!(dom.contains("<td>OutOfSync</td><td>"), "the OutOfSync condition: {dom}");
     assert!(dom.contains(ESCAPED), "{dom}");
     assert!(dom.contains("<dt>Render</dt><dd>plain in "), "render timing: {dom}");
+    assert!(dom.contains("<dt>Last pass</dt><dd>at ") && dom.contains(", compare "), "stage timings: {dom}");
     assert!(dom.contains("<h2>History</h2>") && dom.contains(">NewRevision<"), "{dom}");
     assert!(!dom.to_ascii_lowercase().contains("<script"), "{dom}");
 

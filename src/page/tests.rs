@@ -109,12 +109,22 @@ fn list_shows_each_application_with_its_words_and_link() {
     assert!(list(&[]).contains("No application has been reconciled yet."));
 }
 
+fn timings() -> PassTimings {
+    PassTimings {
+        at: "2026-11-30T10:00:00.000Z".into(),
+        source_millis: 1200,
+        compare_millis: 40,
+        sync_millis: 0,
+        total_millis: 1300,
+    }
+}
+
 #[test]
 fn application_page_shows_objects_drift_conditions_timings_history() {
     let mut failed = record("web: broken");
     failed.result = SyncResult::Failed;
     failed.message = "apply Deployment.apps/web/web: forbidden".into();
-    let html = application(&status(), &[record("web: 3 replicas"), failed], None);
+    let html = application(&status(), &[record("web: 3 replicas"), failed], None, Some(&timings()));
     assert!(html.contains("<h1>web</h1>"));
     assert!(html.contains("<a href=\"../\">"));
     // objects, and the drift table with the manager in its own column
@@ -132,6 +142,10 @@ fn application_page_shows_objects_drift_conditions_timings_history() {
     // timings: render, last sync, each record
     assert!(html.contains("<dt>Render</dt><dd>kustomize in 1.2 s of <code>3f2c9a1</code></dd>"), "{html}");
     assert!(html.contains("(NewRevision), took 1.2 s"));
+    assert!(
+        html.contains("<dt>Last pass</dt><dd>at 2026-11-30T10:00:00.000Z: fetch and render 1.2 s, compare 40 ms, sync 0 ms; 1.3 s in all</dd>"),
+        "{html}"
+    );
     assert!(html.contains("<td class=nowrap>1.2 s</td>"));
     assert!(
         html.contains("<td><time datetime=\"2026-11-30T14:00:01.250Z\">2026-11-30 14:00:01 UTC</time></td>"),
@@ -154,7 +168,7 @@ fn attacker_controlled_text_renders_as_text() {
     st.conditions[0].message = evil.into();
     st.orphaned = vec![evil.into()];
     let history = [record(evil)];
-    for html in [list(std::slice::from_ref(&st)), application(&st, &history, Some(evil)), not_found(evil)] {
+    for html in [list(std::slice::from_ref(&st)), application(&st, &history, Some(evil), None), not_found(evil)] {
         let lower = html.to_lowercase();
         assert!(!lower.contains("<script"), "{html}");
         assert!(!lower.contains("<img"), "{html}");
@@ -184,7 +198,7 @@ fn paused_and_pinned_are_shown_with_who_why_and_when() {
     let html = list(std::slice::from_ref(&st));
     assert!(html.contains("<span class=hold>paused</span> until <time datetime=\"2026-11-30T16:00:00Z\">2026-11-30 16:00:00 UTC</time> by alice: incident 42"), "{html}");
     assert!(html.contains("<span class=hold>pinned</span> to <code title=\"3f2c9a1b7d5e4f60718293a4b5c6d7e8f9012345\">3f2c9a1</code> by bob at <time datetime=\"2026-11-30T13:00:00Z\">2026-11-30 13:00:00 UTC</time> (until the next commit)"), "{html}");
-    assert!(application(&st, &[], None).contains("paused</span> until"));
+    assert!(application(&st, &[], None, None).contains("paused</span> until"));
     // and a stored status with only the required fields loads them
     let stored = r#"{"app":"web","environment":"prod","suspended":{"until":"2026-11-30T16:00:00Z"},"pinned":{"revision":"abc"}}"#;
     let loaded: AppStatus = serde_json::from_str(stored).unwrap();
@@ -195,14 +209,14 @@ fn paused_and_pinned_are_shown_with_who_why_and_when() {
 #[test]
 fn history_error_and_empty_states_are_said() {
     let st = AppStatus { app: "new".into(), ..AppStatus::default() };
-    let html = application(&st, &[], None);
+    let html = application(&st, &[], None, None);
     assert!(html.contains("<h2>Objects (0)</h2>\n<p>None.</p>"));
     assert!(html.contains("No sync yet."));
     assert!(html.contains("<span class=muted>none yet</span>"));
     assert!(
-        application(&st, &[], Some("configmaps is forbidden"))
+        application(&st, &[], Some("configmaps is forbidden"), None)
             .contains("The history could not be read: configmaps is forbidden")
     );
     let capped = AppStatus { resources_omitted: 7, ..status() };
-    assert!(application(&capped, &[], None).contains("7 more object(s)"));
+    assert!(application(&capped, &[], None, None).contains("7 more object(s)"));
 }
