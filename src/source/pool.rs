@@ -213,11 +213,13 @@ impl Pool {
     pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let shared = self.shared_paths(app);
+        // an advertisement asked for after this is as new as this pass needs
+        let asked = std::time::Instant::now();
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
-                let resolved = m.resolve(&wanted)?;
+                let resolved = m.resolve_since(&wanted, asked)?;
                 match m.snapshot_within(&resolved.revision, &dir, &shared) {
                     // the commit is there but its tree cannot be rendered as it is
                     Err(
