@@ -420,7 +420,10 @@ async fn main() {
             let verdict = if passes <= 2 { "met" } else { "NOT met" };
             row([
                 "P5",
-                &format!("100,000 distinct signed pushes to one app in {:.1} s → passes ({pass_ms} ms stand-in pass)", took.as_secs_f64()),
+                &format!(
+                    "100,000 distinct signed pushes to one app in {:.1} s → passes ({pass_ms} ms stand-in pass)",
+                    took.as_secs_f64()
+                ),
                 &format!("{passes} passes"),
                 "—",
                 "—",

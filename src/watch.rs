@@ -68,7 +68,8 @@ impl LiveCache {
     /// instead of GETting each object costs one request per kind.
     pub async fn ready(&self, kind: &Kind, timeout: std::time::Duration) {
         let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), true);
-        let Some(store) = self.stores.lock().ok().map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, true)).clone())
+        let Some(store) =
+            self.stores.lock().ok().map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, true)).clone())
         else {
             return;
         };

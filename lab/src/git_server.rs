@@ -113,7 +113,13 @@ struct Counters {
     fetch_bytes: AtomicU64,
 }
 
-async fn cgi(State((root, counts)): State<(PathBuf, Arc<Counters>)>, method: Method, uri: Uri, headers: HeaderMap, req: Request) -> Response {
+async fn cgi(
+    State((root, counts)): State<(PathBuf, Arc<Counters>)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    req: Request,
+) -> Response {
     let body: Bytes = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE),
