@@ -160,6 +160,10 @@ pub enum Error {
     },
 }
 
+/// When the request for an advertisement of the remote's refs started, and the refs
+/// (name, object id) it listed.
+type Advertisement = (std::time::Instant, Arc<Vec<(String, Oid)>>);
+
 /// A bare mirror of one repository.
 pub struct Mirror {
     repo: Repository,
@@ -168,7 +172,7 @@ pub struct Mirror {
     limits: crate::limits::Limits,
     /// The last advertisement of the remote's refs (`ls-remote`) and when the request
     /// for it started: see [`Mirror::resolve_since`].
-    advertised: std::sync::Mutex<Option<(std::time::Instant, Arc<Vec<(String, Oid)>>)>>,
+    advertised: std::sync::Mutex<Option<Advertisement>>,
 }
 
 impl Mirror {

@@ -94,6 +94,10 @@ pub struct Job<'a> {
     pub health: Vec<HealthStatus>,
 }
 
+/// One object's write: the object as the server returned it and its health then, or the
+/// failure's message.
+type Applied = Result<(Value, health::Health), String>;
+
 /// Compares an object created after its CRD again, once the CRD is served.
 pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, String>> + Sync);
 
@@ -170,8 +174,7 @@ pub async fn run(
                     .boxed(),
                 );
             }
-            let mut results: Vec<(usize, Result<(Value, health::Health), String>)> =
-                stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+            let mut results: Vec<(usize, Applied)> = stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
             // in plan order, whatever order the answers came in
             results.sort_by_cached_key(|(idx, _)| batch.iter().position(|b| b == idx));
             for (idx, res) in results {
