@@ -56,6 +56,10 @@ pub use crate::{compare::ObjectDiff, plan::Mode};
 /// How many objects are compared at once.
 const CONCURRENCY: usize = 16;
 
+/// The longest a pass waits for a kind's watch to deliver its first list: 10 s (then it
+/// reads objects one by one).
+const WATCH_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything a pass needs, shared by all applications of one process.
 pub struct Context {
     /// The cluster.
@@ -513,6 +517,7 @@ impl Context {
         manifests: Vec<crate::render::Manifest>,
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
+        self.watches_ready(&manifests).await;
         let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
@@ -541,6 +546,23 @@ impl Context {
         };
         kinds.retain(|(a, k)| !gone(a, k));
         Found { compared, candidates, errors }
+    }
+
+    /// With watches: waits (at most [`WATCH_READY_TIMEOUT`] per kind) for the first list
+    /// of every kind `manifests` use, so that the first pass of an application reads
+    /// its live objects with one LIST per kind instead of one GET per object.
+    async fn watches_ready(&self, manifests: &[crate::render::Manifest]) {
+        let Some(live) = &self.live else { return };
+        let mut kinds: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for m in manifests {
+            let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
+            kinds.insert((field("apiVersion"), field("kind")));
+        }
+        for (api_version, kind) in kinds {
+            if let Ok(kind) = self.cluster.kind(api_version, kind).await {
+                live.ready(&kind, WATCH_READY_TIMEOUT).await;
+            }
+        }
     }
 
     /// The plan's view of each compared object.
