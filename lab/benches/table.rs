@@ -25,7 +25,8 @@
 //! Prints one Markdown table at the end (rows of `BENCH_ROWS`, a file, are appended:
 //! `scripts/bench` puts the webhook bench's there). Run: `scripts/bench`, or this part
 //! alone: `cargo bench -p plumb-lab --bench table`. Knobs (environment): `PUSHES` (10),
-//! `PASSES` (10), `SOAK_SECS` (120), `SKIP` (comma list of P1…P7 to leave out).
+//! `PASSES` (10), `SOAK_SECS` (120), `SKIP` (comma list of P1…P7 to leave out),
+//! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g. `heaptrack`).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -502,7 +503,19 @@ struct Serve {
 
 impl Serve {
     fn start(policy: &Path, cache: &Path) -> Serve {
-        let child = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+        // SERVE_WRAP="heaptrack -o /tmp/p4": run under a profiler (its RSS is then the
+        // wrapper's; kill the process it leaves behind)
+        let wrap = std::env::var("SERVE_WRAP").unwrap_or_default();
+        let mut words = wrap.split_whitespace();
+        let mut command = match words.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(words).arg(env!("CARGO_BIN_EXE_plumb-under-test"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_plumb-under-test")),
+        };
+        let child = command
             .args(["serve", "-c"])
             .arg(policy)
             .arg("--cache-dir")
