@@ -653,6 +653,23 @@ impl Cluster {
         self.get(&kind, &key).await.ok().flatten()
     }
 
+    /// The names of every object of `kind` in `namespace` (cluster-wide for a
+    /// cluster-scoped kind), labelled or not: one metadata-only LIST, which answers
+    /// "does it exist" for many objects at once where a GET answers for one.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn names(&self, kind: &Kind, namespace: &str) -> Result<std::collections::HashSet<String>, Error> {
+        self.count(false);
+        let what = format!("{} in {namespace}", kind.resource.kind);
+        let list = self
+            .api(kind, namespace)
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(|e| Error::request("list", what, e))?;
+        Ok(list.items.into_iter().filter_map(|o| o.metadata.name).collect())
+    }
+
     /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
     ///
     /// # Errors

@@ -360,6 +360,7 @@ impl Context {
             finished: &previous.finished,
             boundary: &boundary,
             validate_new: !mode.writes(),
+            absent: None,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
@@ -518,6 +519,8 @@ impl Context {
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
         self.watches_ready(&manifests).await;
+        let absent = self.known_absent(scope, &manifests).await;
+        let scope = &Scope { absent: Some(&absent), ..*scope };
         let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that

@@ -409,11 +409,13 @@ fn start_actors(
     }
     let notifiers = Arc::new(notifiers);
     let apps = app_intervals(ctx);
+    let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let pass = move |app: String| {
-        let (ctx, notifiers, leadership, probes, outgoing) =
-            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone());
+        let (ctx, notifiers, leadership, probes, outgoing, first) =
+            (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
         async move {
+            let _permit = first.permit(&app).await;
             probes.started(&app);
             let settling = if leadership.is_leader() {
                 policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app).await
@@ -425,6 +427,35 @@ fn start_actors(
         }
     };
     Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token)
+}
+
+/// How many applications' first passes run at once when `plumb serve` starts: every
+/// application starts together, and a first pass holds its whole render and comparison
+/// (with 1,000 applications, all of them at once set the process's peak memory).
+/// Later passes are not bounded (they are spread by their triggers and poll jitter).
+pub const FIRST_PASSES_AT_ONCE: usize = 8;
+
+/// The first pass of each application waits for one of [`FIRST_PASSES_AT_ONCE`]
+/// permits; later passes take none.
+#[derive(Clone)]
+struct FirstPasses {
+    waiting: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl FirstPasses {
+    fn new(apps: impl Iterator<Item = String>) -> Self {
+        Self {
+            waiting: Arc::new(std::sync::Mutex::new(apps.collect())),
+            permits: Arc::new(tokio::sync::Semaphore::new(FIRST_PASSES_AT_ONCE)),
+        }
+    }
+
+    /// A permit for `app`'s first pass (held while it runs); `None` for later passes.
+    async fn permit(&self, app: &str) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let first = self.waiting.lock().is_ok_and(|mut w| w.remove(app));
+        if first { self.permits.clone().acquire_owned().await.ok() } else { None }
+    }
 }
 
 /// One [`Mode::Policy`] pass of `app` and the commit status it calls for; true while

@@ -2,18 +2,23 @@
 //! else GET), dry-run it (or reuse a remembered answer), then let
 //! [`crate::compare::object`] prepare and judge it.
 
-use std::sync::Arc;
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use serde_json::Value;
 
-use super::Context;
+use super::{Context, memo::DryRunAnswer};
 use crate::{
+    cluster::Kind,
     compare::{
         Compared, IgnoreRules, ObjectReason, normalize,
         object::{self, CrdKinds, Ownership},
     },
     plan::SyncOptions,
-    tracking,
+    render::Manifest,
+    tracking::{self, ObjectKey},
     watch::value_hash,
 };
 
@@ -43,9 +48,53 @@ pub(super) struct Scope<'a> {
     /// Dry-run the create of missing objects, so a preview reports what the server would
     /// reject (a sync does not need it: a create that fails writes nothing).
     pub validate_new: bool,
+    /// Objects known absent from the cluster this pass ([`Context::known_absent`]): not
+    /// read again one by one.
+    pub absent: Option<&'a HashSet<ObjectKey>>,
 }
 
+/// Fewest objects of one kind and namespace missing from the watch cache for which one
+/// metadata LIST ([`crate::cluster::Cluster::names`]) replaces their GETs.
+const LIST_FROM: usize = 4;
+
 impl Context {
+    /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
+    /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
+    /// (a first sync): the cache holds only objects with plumb's label, so an object
+    /// missing from it may still exist unlabelled. The others are read one by one.
+    pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
+        let mut absent = HashSet::new();
+        let Some(live) = &self.live else { return absent };
+        let mut missing: HashMap<(String, String, String), (Kind, Vec<ObjectKey>)> = HashMap::new();
+        for m in manifests {
+            let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
+            let (Ok(kind), Some(mut key)) =
+                (self.cluster.kind(field("apiVersion"), field("kind")).await, ObjectKey::of(&m.object))
+            else {
+                continue;
+            };
+            if !kind.namespaced {
+                key.namespace.clear();
+            } else if key.namespace.is_empty() {
+                scope.namespace.clone_into(&mut key.namespace);
+            }
+            // outside the application's boundaries: not read on its behalf
+            if scope.boundary.check(&key, kind.namespaced, &m.object).is_err() {
+                continue;
+            }
+            // absent from a ready cache, and not just written by plumb
+            if matches!(live.get_arc(&kind, &key), Some(None)) && self.memo.written(&key).is_none() {
+                let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), key.namespace.clone());
+                missing.entry(id).or_insert_with(|| (kind, vec![])).1.push(key);
+            }
+        }
+        for (kind, keys) in missing.into_values().filter(|(_, keys)| keys.len() >= LIST_FROM) {
+            let Ok(names) = self.cluster.names(&kind, &keys[0].namespace).await else { continue };
+            absent.extend(keys.into_iter().filter(|k| !names.contains(&k.name)));
+        }
+        absent
+    }
+
     /// Whether application `app` may write `obj` over `live` ([`object::ownership`]):
     /// `None` when it is its own (marking `obj` adopted when it is taken over now, or
     /// was before), else why not — another application owns it, or it exists unmanaged
@@ -135,6 +184,7 @@ impl Context {
             Some(l) => Some(l),
             // not watched yet, absent from the cache (it may exist without our label), or
             // older than plumb's own last write: read it from the API server
+            None if scope.absent.is_some_and(|a| a.contains(&key)) => None,
             None => match self.cluster.get(&kind, &key).await {
                 Ok(l) => {
                     self.memo.seen(&key);
@@ -199,13 +249,20 @@ impl Context {
             return error(key, apply, Some(kind), e);
         }
         let apply_hash = value_hash(&apply);
-        // keyed by the live content without status: a controller writing status does not
-        // invalidate the dry-run
         let normalized_live = normalize(&live_obj);
-        let live_hash = value_hash(&normalized_live);
+        let live_hash = live_hash(&normalized_live, &live_obj);
         let mut client_side = false;
         let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
-            Some(d) => d,
+            // judged in sync against this very content: still in sync
+            Some(DryRunAnswer::Synced) => {
+                let c = Compared::early(key, apply, Some(kind), ObjectReason::Synced, &source);
+                let result = with(Compared { live: Some(live_obj), ..c });
+                if let Some(rv) = live_rv {
+                    self.memo.remember_compared(manifest_hash, rv, result.clone());
+                }
+                return result;
+            }
+            Some(DryRunAnswer::Desired(d)) => d,
             None => {
                 let dry = match writer.apply_validated(&kind, &key, &apply, true, strict).await {
                     Ok(d) => d,
@@ -216,16 +273,10 @@ impl Context {
                     }
                     // Git changes a field that cannot change: known to differ, needs re-creation.
                     Err(e) if !e.immutable_fields().is_empty() => {
-                        let mut c = Compared::early(
-                            key,
-                            apply,
-                            Some(kind),
-                            ObjectReason::Immutable(e.immutable_fields()),
-                            &source,
-                        );
-                        c.desired = normalize(&c.apply);
-                        c.live_compared = Some(normalized_live);
-                        c.live = Some(live_obj);
+                        let reason = ObjectReason::Immutable(e.immutable_fields());
+                        let mut c = Compared::early(key, apply, Some(kind), reason, &source);
+                        (c.desired, c.live_compared, c.live) =
+                            (normalize(&c.apply), Some(normalized_live), Some(live_obj));
                         return with(c);
                     }
                     Err(e) => return error(key, apply, Some(kind), e.to_string()),
@@ -233,9 +284,6 @@ impl Context {
                 let mut desired = normalize(&dry);
                 if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
                     return error(key, apply, Some(kind), e);
-                }
-                if !client_side {
-                    self.memo.remember_dry_run(&key, apply_hash, live_hash, desired.clone());
                 }
                 desired
             }
@@ -245,13 +293,23 @@ impl Context {
             return error(key, apply, Some(kind), e);
         }
         let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, hand);
-        let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
-        (c.desired, c.live_compared, c.differences) = (desired, Some(live_n), j.differences);
-        (c.live, c.takeover) = (Some(live_obj), j.takeover);
-        let result = with(c);
+        if !client_side {
+            self.memo.remember_dry_run(&key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
+        }
+        let c = Compared::early(key, apply, Some(kind), j.reason, &source);
+        let (live_compared, live, takeover) = (Some(live_n), Some(live_obj), j.takeover);
+        let result = with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c });
         if let Some(rv) = live_rv {
             self.memo.remember_compared(manifest_hash, rv, result.clone());
         }
         result
     }
+}
+
+/// What keys a dry-run answer to the live object: its content without status (a
+/// controller writing status does not invalidate it) and who manages which field (the
+/// judgement reads `managedFields`).
+fn live_hash(normalized_live: &Value, live_obj: &Value) -> u64 {
+    let managed = live_obj.pointer("/metadata/managedFields").map_or(0, value_hash);
+    value_hash(normalized_live) ^ managed.rotate_left(1)
 }

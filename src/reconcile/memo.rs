@@ -2,6 +2,10 @@
 //! a pass with nothing new costs no API request: dry-run answers, whole comparisons,
 //! plumb's own last writes, selfHeal state and since when objects are Progressing.
 //! Every entry is keyed so that it can never answer for changed content.
+//!
+//! Memory: an object in sync is remembered without its compared sides (the dry-run
+//! answer and the normalized live object): its verdict is all the next pass needs. Only
+//! objects that differ keep the dry-run answer their differences were found with.
 
 use std::{collections::HashMap, sync::Mutex};
 
@@ -14,7 +18,17 @@ use crate::{compare::Compared, health::ProgressingSince, plan::HealState, tracki
 struct DryRun {
     apply_hash: u64,
     live_hash: u64,
-    desired: Value,
+    answer: DryRunAnswer,
+}
+
+/// What a remembered dry-run answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DryRunAnswer {
+    /// The object was judged in sync against this very live content (with its
+    /// `managedFields`): it still is, without comparing again.
+    Synced,
+    /// Git's side as the server answered it (normalized, ignored fields stripped).
+    Desired(Value),
 }
 
 /// A whole comparison: valid while the manifest (its hash) and the live object (its
@@ -34,18 +48,56 @@ pub struct Memo {
     progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
 
+/// `c` as remembered: when it is in sync, without the two compared sides (`desired`
+/// becomes `null`, `live_compared` `None`): they only show a difference, and there is
+/// none. Two full copies of the object fewer per Synced object.
+pub fn slim(c: std::sync::Arc<Compared>) -> std::sync::Arc<Compared> {
+    let synced = c.reason == crate::compare::ObjectReason::Synced && c.differences.is_empty();
+    if !synced || (c.desired.is_null() && c.live_compared.is_none()) {
+        return c;
+    }
+    std::sync::Arc::new(Compared {
+        key: c.key.clone(),
+        kind: c.kind.clone(),
+        apply: c.apply.clone(),
+        live: c.live.clone(),
+        reason: c.reason.clone(),
+        desired: Value::Null,
+        live_compared: None,
+        differences: vec![],
+        takeover: c.takeover.clone(),
+        source: c.source.clone(),
+        wave: c.wave,
+        options: c.options.clone(),
+        finished_digest: c.finished_digest.clone(),
+        marked: c.marked.clone(),
+    })
+}
+
+impl DryRunAnswer {
+    /// What to remember of a judgement `j` made against `desired`: in sync (nothing to
+    /// take over), only that; otherwise the answer itself.
+    pub fn of(j: &crate::compare::object::Judgement, desired: &Value) -> Self {
+        if j.reason == crate::compare::ObjectReason::Synced && j.differences.is_empty() && j.takeover.is_none() {
+            Self::Synced
+        } else {
+            Self::Desired(desired.clone())
+        }
+    }
+}
+
 impl Memo {
     /// The dry-run answer for `key` when the applied body and the live object are as
     /// they were.
-    pub fn dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64) -> Option<Value> {
+    pub fn dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64) -> Option<DryRunAnswer> {
         let m = self.dry_runs.lock().ok()?;
-        m.get(key).filter(|d| d.apply_hash == apply_hash && d.live_hash == live_hash).map(|d| d.desired.clone())
+        m.get(key).filter(|d| d.apply_hash == apply_hash && d.live_hash == live_hash).map(|d| d.answer.clone())
     }
 
     /// Remembers a dry-run answer.
-    pub fn remember_dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64, desired: Value) {
+    pub fn remember_dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64, answer: DryRunAnswer) {
         if let Ok(mut m) = self.dry_runs.lock() {
-            m.insert(key.clone(), DryRun { apply_hash, live_hash, desired });
+            m.insert(key.clone(), DryRun { apply_hash, live_hash, answer });
         }
     }
 
@@ -56,8 +108,9 @@ impl Memo {
         m.get(key).filter(|(h, r, _)| *h == manifest_hash && r == live_rv).map(|(_, _, c)| c.clone())
     }
 
-    /// Remembers a comparison.
+    /// Remembers a comparison; one in sync without its compared sides ([`slim`]).
     pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
+        let c = slim(c);
         if let Ok(mut m) = self.compared.lock() {
             m.insert(c.key.clone(), (manifest_hash, live_rv, c));
         }

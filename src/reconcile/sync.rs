@@ -134,7 +134,7 @@ impl Context {
         let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
         let no_crds = object::CrdKinds::new();
-        let scope = Scope { crds: &no_crds, validate_new: false, ..*scope };
+        let scope = Scope { crds: &no_crds, validate_new: false, absent: None, ..*scope };
         let fresh = self.compare_one(&scope, c.apply.clone(), c.source.clone()).await;
         match fresh.sync() {
             SyncStatus::Unknown => Err(fresh.reason.to_string()),
