@@ -174,13 +174,25 @@ impl Cluster {
         Self::from_config(config(kubeconfig).await?, None).await
     }
 
+    /// [`Cluster::connect`] with `--context` (see [`config_in`]).
+    ///
+    /// # Errors
+    /// As [`Cluster::connect`].
+    pub async fn connect_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<Self> {
+        Self::from_config(config_in(kubeconfig, context).await?, None).await
+    }
+
     /// [`Cluster::connect`] with every client (the impersonating ones of
     /// [`Cluster::impersonate`] too) built by `factory`.
     ///
     /// # Errors
     /// As [`Cluster::connect`].
-    pub async fn connect_with(kubeconfig: Option<&std::path::Path>, factory: ClientFactory) -> anyhow::Result<Self> {
-        Self::from_config(config(kubeconfig).await?, Some(factory)).await
+    pub async fn connect_with(
+        kubeconfig: Option<&std::path::Path>,
+        context: Option<&str>,
+        factory: ClientFactory,
+    ) -> anyhow::Result<Self> {
+        Self::from_config(config_in(kubeconfig, context).await?, Some(factory)).await
     }
 
     async fn from_config(config: kube::Config, factory: Option<ClientFactory>) -> anyhow::Result<Self> {
@@ -851,13 +863,34 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Clie
 /// # Errors
 /// When no configuration is found or it is invalid.
 pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
-        Some(path) => {
+    config_in(kubeconfig, None).await
+}
+
+/// [`config`] with a kubeconfig context other than the current one (`--context`).
+/// Without `--kubeconfig`, the files of `KUBECONFIG` (a `:`-separated list) are merged
+/// as kubectl merges them (the first file to set a value wins), else `~/.kube/config`;
+/// without a context either, the in-cluster service account is the last resort.
+///
+/// # Errors
+/// When no configuration is found, it is invalid, or it has no such context.
+pub async fn config_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    Ok(match (kubeconfig, context) {
+        (Some(path), _) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
-        None => kube::Config::infer().await?,
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
+        (None, None) => kube::Config::infer().await?,
     })
+}
+
+/// [`client`] with `--context` (see [`config_in`]).
+///
+/// # Errors
+/// As [`config_in`].
+pub async fn client_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    Ok(Client::try_from(config_in(kubeconfig, context).await?)?)
 }
 
 #[cfg(test)]

@@ -38,9 +38,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::status::configmap_name;
 
-/// Annotation on an application's status ConfigMap by which a follower asks the leader
-/// for a pass (value: the time of the request, RFC 3339; any change triggers).
-pub const REFRESH_ANNOTATION: &str = "plumb.dev/refresh-requested";
+pub use crate::status::REFRESH_ANNOTATION;
 
 /// Field manager of the forwarding writes.
 const FORWARD_MANAGER: &str = "plumb-forward";
@@ -227,19 +225,23 @@ impl Leadership {
 /// Asks the leader for a pass of `app` by stamping [`REFRESH_ANNOTATION`] on its status
 /// ConfigMap in `namespace` (creating the ConfigMap when the application never ran).
 ///
+/// Returns the value written; a server acknowledges it once a pass that saw it has
+/// finished (see [`crate::status::Store::requests`]).
+///
 /// # Errors
 /// The API request failed.
-pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), kube::Error> {
+pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<String, kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let name = configmap_name(app);
+    let value = crate::status::now();
     let cm = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace,
                      "labels": {"app.kubernetes.io/managed-by": "plumb", "plumb.dev/status-of": app},
-                     "annotations": {REFRESH_ANNOTATION: crate::status::now()}},
+                     "annotations": {REFRESH_ANNOTATION: value}},
     });
     api.patch(&name, &PatchParams::apply(FORWARD_MANAGER).force(), &Patch::Apply(&cm)).await?;
-    Ok(())
+    Ok(value)
 }
 
 /// Watches the status ConfigMaps in `namespace` and calls `trigger(app)` whenever the
@@ -303,4 +305,24 @@ pub fn default_identity() -> String {
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     format!("{}-{}", if host.is_empty() { "plumb" } else { &host }, std::process::id())
+}
+
+/// The identity holding Lease `namespace/name` when it is held and was renewed within
+/// its duration (a serving `plumb serve --leader-elect`); `None` when there is no such
+/// Lease, it has no holder, or it expired. A single replica without `--leader-elect`
+/// holds no Lease and is not seen here.
+///
+/// # Errors
+/// The API request failed (other than 404).
+pub async fn holder(client: &Client, namespace: &str, name: &str) -> Result<Option<String>, kube::Error> {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), namespace);
+    let Some(lease) = api.get_opt(name).await? else { return Ok(None) };
+    let Some(spec) = lease.spec else { return Ok(None) };
+    let (Some(who), Some(renewed), Some(duration)) =
+        (spec.holder_identity, spec.renew_time, spec.lease_duration_seconds)
+    else {
+        return Ok(None);
+    };
+    let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration));
+    Ok((!who.is_empty() && expires > jiff::Timestamp::now()).then_some(who))
 }

@@ -76,6 +76,9 @@ pub struct Context {
     memo: Memo,
     /// Clusters impersonating an application's ServiceAccount, by user name.
     writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
+    /// Whether passes save status and history (false: `plumb sync --local` while a
+    /// server serves the namespace, which keeps its own record).
+    records: bool,
 }
 
 impl Drop for Context {
@@ -132,6 +135,7 @@ impl Context {
             live: None,
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
+            records: true,
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
         }
@@ -146,6 +150,14 @@ impl Context {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone()));
         self.drift_rx = Mutex::new(Some(rx));
+        self
+    }
+
+    /// Passes of this context apply but save no status, history or status Events:
+    /// another writer (a serving plumb) owns the status object.
+    #[must_use]
+    pub fn without_records(mut self) -> Self {
+        self.records = false;
         self
     }
 

@@ -118,6 +118,18 @@ pub async fn serve_elected(
     if leadership.elected() {
         follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
     }
+    // Pass requests (`plumb sync APP`, `plumb refresh APP`, webhooks forwarded by
+    // followers) come through the status objects, with or without election.
+    let s = scheduler.clone();
+    tracker.spawn(leader::watch_forwarded(
+        ctx.cluster.client().clone(),
+        ctx.config.settings.status_namespace.clone(),
+        leadership.clone(),
+        move |app| {
+            s.trigger(app, Trigger::Manual);
+        },
+        token.clone(),
+    ));
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
@@ -167,7 +179,7 @@ fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
 }
 
 /// With leader election: a pass of every application each time this replica becomes
-/// the leader, and the passes other replicas forward.
+/// the leader.
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -192,16 +204,6 @@ fn follow_leadership(
             }
         }
     });
-    let s = scheduler.clone();
-    tracker.spawn(leader::watch_forwarded(
-        ctx.cluster.client().clone(),
-        ctx.config.settings.status_namespace.clone(),
-        leadership.clone(),
-        move |app| {
-            s.trigger(app, Trigger::Manual);
-        },
-        token.clone(),
-    ));
 }
 
 /// Drains the webhook queue: the leader triggers its actors (as
@@ -228,7 +230,7 @@ async fn dispatch(
             }
             let ns = &ctx.config.settings.status_namespace;
             match leader::forward(ctx.cluster.client(), ns, app).await {
-                Ok(()) => tracing::info!(app = %app, "webhook forwarded to the leader"),
+                Ok(_) => tracing::info!(app = %app, "webhook forwarded to the leader"),
                 Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
             }
         }
@@ -240,6 +242,8 @@ async fn dispatch(
 pub struct Process {
     /// `--kubeconfig`, else the usual inference ([`crate::cluster::config`]).
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// `--context`, else the kubeconfig's current context.
+    pub context: Option<String>,
     /// Policy file (watched: see [`crate::reload`]).
     pub policy: std::path::PathBuf,
     /// Directory of the Git mirrors.
@@ -287,6 +291,7 @@ pub async fn run(
     loop {
         let cluster = crate::cluster::Cluster::connect_with(
             process.kubeconfig.as_deref(),
+            process.context.as_deref(),
             crate::kube_metrics::factory(metrics.clone()),
         )
         .await?;
@@ -368,7 +373,22 @@ async fn policy_pass(
     outgoing: Option<&crate::notify::Outgoing>,
     app: &str,
 ) -> bool {
-    match ctx.run_pass(app, Mode::Policy, None).await {
+    // A request seen before the pass starts is answered once the pass has saved its
+    // status: whoever asked (`plumb sync`, `plumb refresh`) then reads the result.
+    let asked = match ctx.store.requests(app).await {
+        Ok(r) => r.requested.filter(|v| r.observed.as_ref() != Some(v)),
+        Err(e) => {
+            tracing::debug!(app = %app, "reading pass requests: {e}");
+            None
+        }
+    };
+    let passed = ctx.run_pass(app, Mode::Policy, None).await;
+    if let Some(value) = asked
+        && let Err(e) = ctx.store.acknowledge(app, &value).await
+    {
+        tracing::warn!(app = %app, "acknowledging a pass request: {e}");
+    }
+    match passed {
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             signals(ctx, &r).await;

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
 pub use record::{continue_sync, finished_running, merge_history, now, push_history};
-pub use store::{Error, Store, configmap_name};
+pub use store::{Error, OBSERVED_ANNOTATION, REFRESH_ANNOTATION, Requests, Store, configmap_name, event_time};
 
 use crate::health::HealthStatus;
 

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -49,6 +49,45 @@ pub enum Error {
     },
 }
 
+/// Annotation on an application's status object by which a pass is asked for (a
+/// follower forwarding a webhook, `plumb sync`, `plumb refresh`; value: the time of the
+/// request, RFC 3339; any change triggers). Written by [`crate::leader::forward`].
+pub const REFRESH_ANNOTATION: &str = "plumb.dev/refresh-requested";
+
+/// Annotation by which a server acknowledges a pass request: the value of
+/// [`crate::leader::REFRESH_ANNOTATION`] its last finished pass had seen.
+pub const OBSERVED_ANNOTATION: &str = "plumb.dev/refresh-observed";
+
+/// The pass requests of an application ([`Store::requests`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// The last request (RFC 3339 time of the request), if any.
+    pub requested: Option<String>,
+    /// The last request a finished pass had seen.
+    pub observed: Option<String>,
+}
+
+impl Requests {
+    /// Whether a pass that saw request `value` (or a later one) has finished. Values are
+    /// [`super::now`] times, which sort as text.
+    pub fn answered(&self, value: &str) -> bool {
+        self.observed.as_deref().is_some_and(|o| o >= value)
+    }
+}
+
+/// When an Event happened last: its series' last observation, else its last or first
+/// timestamp, else its event time (RFC 3339; empty when none is set).
+pub fn event_time(e: &Event) -> String {
+    let t = e
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))
+        .or_else(|| e.last_timestamp.as_ref().map(|t| t.0))
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
+        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
+    t.map(|t| t.to_string()).unwrap_or_default()
+}
+
 /// Name of the status ConfigMap of `app`.
 pub fn configmap_name(app: &str) -> String {
     format!("plumb-app-{app}")
@@ -89,6 +128,68 @@ impl Store {
         let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         Ok((status, history))
+    }
+
+    /// Reads status and history of `app`; `None` when no status object exists (the
+    /// application never ran in this namespace, or plumb's namespace is another one).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn find(&self, app: &str) -> Result<Option<(AppStatus, Vec<SyncRecord>)>, Error> {
+        let name = configmap_name(app);
+        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
+        Ok(cm.map(|c| {
+            let data = c.data.unwrap_or_default();
+            let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+            let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+            (status, history)
+        }))
+    }
+
+    /// The pass requests of `app` (see [`crate::leader::forward`]): the last value asked
+    /// for and the last value a server acknowledged (after the pass that saw it).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn requests(&self, app: &str) -> Result<Requests, Error> {
+        let name = configmap_name(app);
+        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
+        let mut annotations = cm.and_then(|c| c.metadata.annotations).unwrap_or_default();
+        Ok(Requests {
+            requested: annotations.remove(REFRESH_ANNOTATION),
+            observed: annotations.remove(OBSERVED_ANNOTATION),
+        })
+    }
+
+    /// Records that a pass which started after request `value` of `app` has finished
+    /// (and saved its status): a client following the request stops waiting.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn acknowledge(&self, app: &str, value: &str) -> Result<(), Error> {
+        let name = configmap_name(app);
+        let patch = serde_json::json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
+        self.api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
+        Ok(())
+    }
+
+    /// The Kubernetes Events about `app`'s status object (what the server records:
+    /// `SyncSucceeded`, `SyncFailed`, `HealthChanged`, `Pruned`, …), oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn events(&self, app: &str) -> Result<Vec<Event>, Error> {
+        let name = configmap_name(app);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let lp = kube::api::ListParams::default()
+            .fields(&format!("involvedObject.kind=ConfigMap,involvedObject.name={name}"));
+        let mut events =
+            api.list(&lp).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?.items;
+        events.sort_by_key(event_time);
+        Ok(events)
     }
 
     /// Lists every application status in the namespace.
