@@ -112,10 +112,9 @@ async fn read_commands_need_only_a_kubeconfig() {
     assert!(text.contains("Sync:         OutOfSync") && text.contains("hand-edit"), "{text}");
 
     // a policy whose secret files live in the cluster only is enough for every reader
-    let text = std::fs::read_to_string(&app.policy).unwrap().replace(
-        "webhookSecretFile: webhook-secret",
-        "webhookSecretFile: /etc/plumb/secrets/absent, tokenFile: /etc/plumb/secrets/absent-token",
-    );
+    let text = std::fs::read_to_string(&app.policy)
+        .unwrap()
+        .replace("webhookSecretFile: webhook-secret", "webhookSecretFile: /etc/plumb/secrets/absent");
     let remote = app.lab.policy("in-cluster.yaml", &text);
     let remote = remote.to_str().unwrap();
     for args in

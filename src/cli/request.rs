@@ -71,7 +71,8 @@ pub async fn run(
     let before = store.find(app).await?.and_then(|(s, _)| s.last_sync);
     let request = crate::leader::forward(&client, &namespace, app).await?;
     eprintln!("{app}: pass requested from plumb in namespace {namespace} ({request})");
-    let mut progress = Progress::new(std::io::stdout().is_terminal() && output == Output::Table);
+    let mut progress =
+        Progress::new(std::io::stdout().is_terminal() && output == Output::Table, output == Output::Table);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut answered = false;
     let status = loop {
@@ -156,18 +157,20 @@ pub fn summary(asked: Asked, o: &Outcome) -> String {
     out
 }
 
-/// Progress of a followed request: each new line once; on a terminal, a spinner on
-/// standard error between them (never when output is piped).
+/// Progress of a followed request: each new line once (on standard output with `-o
+/// table`, else on standard error, so that JSON and YAML stay one document); on a
+/// terminal, a spinner on standard error between them (never when output is piped).
 struct Progress {
     terminal: bool,
+    stdout: bool,
     said: String,
     frame: usize,
     spinning: bool,
 }
 
 impl Progress {
-    fn new(terminal: bool) -> Self {
-        Self { terminal, said: String::new(), frame: 0, spinning: false }
+    fn new(terminal: bool, stdout: bool) -> Self {
+        Self { terminal, stdout, said: String::new(), frame: 0, spinning: false }
     }
 
     fn line(&mut self, text: &str) {
@@ -175,7 +178,11 @@ impl Progress {
             return;
         }
         self.done();
-        println!("{text}");
+        if self.stdout {
+            println!("{text}");
+        } else {
+            eprintln!("{text}");
+        }
         self.said = text.to_string();
     }
 
