@@ -868,20 +868,31 @@ pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 
 /// [`config`] with a kubeconfig context other than the current one (`--context`).
 /// Without `--kubeconfig`, the files of `KUBECONFIG` (a `:`-separated list) are merged
-/// as kubectl merges them (the first file to set a value wins), else `~/.kube/config`;
-/// without a context either, the in-cluster service account is the last resort.
+/// as kubectl merges them (the first file to set a value wins; files that do not exist
+/// are skipped), else `~/.kube/config`; without a context either, the in-cluster
+/// service account is the last resort.
 ///
 /// # Errors
 /// When no configuration is found, it is invalid, or it has no such context.
 pub async fn config_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Config> {
     let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    Ok(match (kubeconfig, context) {
-        (Some(path), _) => {
-            let kc = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
-        (None, None) => kube::Config::infer().await?,
+    if let Some(path) = kubeconfig {
+        let kc = kube::config::Kubeconfig::read_from(path)?;
+        return Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?);
+    }
+    // As kubectl: the files of KUBECONFIG that exist, merged; a missing one is skipped.
+    let listed: Vec<std::path::PathBuf> = std::env::var_os("KUBECONFIG")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty() && p.exists()).collect())
+        .unwrap_or_default();
+    if !listed.is_empty() {
+        let kc = listed.iter().try_fold(kube::config::Kubeconfig::default(), |merged, p| {
+            kube::config::Kubeconfig::read_from(p).and_then(|next| merged.merge(next))
+        })?;
+        return Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?);
+    }
+    Ok(match context {
+        Some(_) => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer().await?,
     })
 }
 

@@ -154,6 +154,9 @@ async fn kubeconfig_lists_merge_and_context_selects() {
         plumb_with(&format!("{broken}:{lab}"), &[&["status", "--context", &lab_context][..], &ns].concat());
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("APP "), "{out}");
+    // a listed file that does not exist is skipped, as kubectl skips it
+    let (code, _, err) = plumb_with(&format!("/nonexistent/config:{lab}"), &[&["status"][..], &ns].concat());
+    assert_eq!(code, 0, "{err}");
     let (code, _, err) =
         plumb_with(&format!("{broken}:{lab}"), &[&["status", "--context", "absent"][..], &ns].concat());
     assert_eq!(code, 2, "{err}");
