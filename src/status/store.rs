@@ -76,7 +76,7 @@ impl Requests {
 }
 
 /// When an Event happened last: its series' last observation, else its last or first
-/// timestamp, else its event time (RFC 3339; empty when none is set).
+/// timestamp, else its event time (RFC 3339 to the second; empty when none is set).
 pub fn event_time(e: &Event) -> String {
     let t = e
         .series
@@ -85,7 +85,7 @@ pub fn event_time(e: &Event) -> String {
         .or_else(|| e.last_timestamp.as_ref().map(|t| t.0))
         .or_else(|| e.event_time.as_ref().map(|t| t.0))
         .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
-    t.map(|t| t.to_string()).unwrap_or_default()
+    t.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
 }
 
 /// Name of the status ConfigMap of `app`.
