@@ -4,6 +4,7 @@
 //! `prune`, `diff` and `render` work from the policy file on this machine. Output is
 //! `-o table|json|yaml`; Git-controlled text is shown escaped ([`output::sanitize`]).
 
+mod day2;
 mod local;
 pub mod output;
 pub mod read;
@@ -289,6 +290,43 @@ runs after --timeout; 2 error.")]
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Pause automated sync and selfHeal of an application until a time (a manual
+    /// `plumb sync` still runs); it resumes by itself. Exit code 0 when recorded.
+    Suspend {
+        /// Application.
+        app: String,
+        /// How long (e.g. 30m, 2h).
+        #[arg(long = "for", value_parser = config::parse_duration)]
+        duration: std::time::Duration,
+        /// Why (shown in the status, the Event and the status page).
+        #[arg(long)]
+        reason: String,
+    },
+    /// End a pause early.
+    Resume {
+        /// Application.
+        app: String,
+    },
+    /// Sync a recorded revision and pin the application there: new commits of the
+    /// tracked ref are not synced until `--release` (or the next commit with
+    /// `--until-next-commit`). The server refuses a revision that is not an ancestor of
+    /// the tracked ref unless `--force`. Exit code 0 when recorded.
+    Rollback {
+        /// Application.
+        app: String,
+        /// A commit SHA (or prefix), or N for the Nth entry of `plumb history` (1 =
+        /// newest); default: the previous successfully synced revision.
+        revision: Option<String>,
+        /// Release the pin.
+        #[arg(long, conflicts_with_all = ["revision", "until_next_commit", "force"])]
+        release: bool,
+        /// Release the pin by itself when the tracked ref moves.
+        #[arg(long)]
+        until_next_commit: bool,
+        /// Allow a revision that is not an ancestor of the tracked ref.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check policy files; list every problem with file and line.
     #[command(after_help = "Exit codes: 0 every file is valid; 1 problems were found.")]
     Validate {
@@ -383,9 +421,12 @@ fn init_tracing(filter: Option<&str>, format: &str) {
 /// # Errors
 /// Invalid policy, unreachable cluster.
 pub async fn context(policy: &PolicyArgs, kube: &KubeArgs, writes: bool) -> anyhow::Result<Context> {
-    let config = config::load_without_secrets(&policy.config)?;
+    let mut config = config::load_without_secrets(&policy.config)?;
     let cluster = Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
     let cache = cache_dir(policy.cache_dir.as_deref())?;
+    if crate::secret_refs::any(&config) {
+        crate::secret_refs::materialize(cluster.client(), &mut config, &cache.join(".secrets")).await?;
+    }
     let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
     if writes {
         ctx.store.ensure_namespace().await?;
@@ -440,6 +481,11 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Prune { app, policy, approve, dry_run, timeout } => {
             sync_here(&policy, &kube, &app, (Some(true), approve, dry_run), None, timeout).await
+        }
+        Command::Suspend { app, duration, reason } => day2::suspend(&app, duration, &reason, &kube).await,
+        Command::Resume { app } => day2::resume(&app, &kube).await,
+        Command::Rollback { app, revision, release, until_next_commit, force } => {
+            day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
         }
         Command::Status { read } => {
             let policy = read::policy(read.config.as_deref())?;

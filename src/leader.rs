@@ -7,10 +7,11 @@
 //! not been renewed for `duration` seconds, so a killed leader is replaced after at most
 //! about `duration` + 1 s).
 //!
-//! A follower that receives a webhook forwards it through the application's status
-//! ConfigMap: it sets the annotation [`REFRESH_ANNOTATION`] (field manager
-//! `plumb-forward`), and the leader, which watches those ConfigMaps, runs a pass when the
+//! A follower that receives a webhook forwards it through the application's resource
+//! (`applications.plumb.dev`): it sets the annotation [`REFRESH_ANNOTATION`], and the
+//! leader, which watches those resources ([`watch_requests`]), runs a pass when the
 //! value changes. The webhook body never travels: the leader fetches the ref itself.
+//! `plumb sync`, `refresh`, `suspend` and `rollback` reach the server the same way.
 //!
 //! A leader that loses the Lease stops: [`Leadership::lost`] resolves and `plumb serve`
 //! exits with status 1, so that two replicas never write at the same time (the pod is
@@ -26,22 +27,13 @@ use std::{
 };
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-    runtime::watcher,
-};
+use kube::{Api, Client, api::DynamicObject, runtime::watcher};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::status::configmap_name;
-
 pub use crate::status::REFRESH_ANNOTATION;
-
-/// Field manager of the forwarding writes.
-const FORWARD_MANAGER: &str = "plumb-forward";
+use crate::status::{Controls, SharedControls, Store};
 
 /// Where and how to hold the Lease.
 #[derive(Debug, Clone)]
@@ -222,44 +214,46 @@ impl Leadership {
     }
 }
 
-/// Asks the leader for a pass of `app` by stamping [`REFRESH_ANNOTATION`] on its status
-/// ConfigMap in `namespace` (creating the ConfigMap when the application never ran).
-///
-/// Returns the value written; a server acknowledges it once a pass that saw it has
-/// finished (see [`crate::status::Store::requests`]).
+/// Asks the leader for a pass of `app` by stamping [`REFRESH_ANNOTATION`] (the time of
+/// the request) on its resource in `namespace`, creating the resource when missing.
 ///
 /// # Errors
 /// The API request failed.
-pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<String, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let name = configmap_name(app);
+pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), crate::status::Error> {
+    request(client, namespace, app, REFRESH_ANNOTATION).await.map(|_| ())
+}
+
+/// Stamps the request annotation `key` ([`REFRESH_ANNOTATION`] or
+/// [`crate::status::SYNC_ANNOTATION`]) with a new value (the time, RFC 3339) on `app`'s
+/// resource in `namespace`, and returns that value: the server records a sync request's
+/// value in the status (`syncRequest`) once it has acted on it.
+///
+/// # Errors
+/// The API request failed.
+pub async fn request(client: &Client, namespace: &str, app: &str, key: &str) -> Result<String, crate::status::Error> {
     let value = crate::status::now();
-    let cm = serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "plumb", "plumb.dev/status-of": app},
-                     "annotations": {REFRESH_ANNOTATION: value}},
-    });
-    api.patch(&name, &PatchParams::apply(FORWARD_MANAGER).force(), &Patch::Apply(&cm)).await?;
+    Store::new(client.clone(), namespace).annotate(app, key, Some(&value)).await?;
     Ok(value)
 }
 
-/// Watches the status ConfigMaps in `namespace` and calls `trigger(app)` whenever the
-/// [`REFRESH_ANNOTATION`] of one changes while this replica leads, until `token` is
-/// cancelled. Values seen at start are remembered, not acted on (every application
-/// gets a pass when a replica becomes leader anyway).
-pub async fn watch_forwarded(
+/// Watches the application resources in `namespace`, keeps `shared` up to date with
+/// their requests ([`Controls`]) and calls `trigger(app)` whenever a request changes
+/// while this replica leads (a pass or sync request, a new or ended pause, a new or
+/// released pin), and again when a pause ends, until `token` is cancelled. Values seen
+/// at start are remembered, not acted on (every application gets a pass when a replica
+/// starts leading anyway).
+pub async fn watch_requests(
     client: Client,
     namespace: String,
+    shared: SharedControls,
     leadership: Leadership,
-    trigger: impl Fn(&str) + Send + 'static,
+    trigger: impl Fn(&str) + Clone + Send + 'static,
     token: CancellationToken,
 ) {
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let cfg = watcher::Config::default().labels("app.kubernetes.io/managed-by=plumb");
-    let mut stream = std::pin::pin!(watcher(api, cfg));
-    let mut seen: HashMap<String, String> = HashMap::new();
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &crate::status::application_resource());
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut initial = true;
+    let mut seen: HashMap<String, Controls> = HashMap::new();
     loop {
         let event = tokio::select! {
             () = token.cancelled() => return,
@@ -272,26 +266,47 @@ pub async fn watch_forwarded(
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
             Ok(watcher::Event::InitDone) => {
                 initial = false;
+                // from now on passes read the requests from here
+                if let Ok(mut m) = shared.write() {
+                    *m = Some(std::mem::take(&mut seen));
+                }
                 continue;
             }
             Ok(watcher::Event::Init | watcher::Event::Delete(_)) => continue,
             Err(e) => {
-                tracing::warn!(namespace = %namespace, "watching status ConfigMaps for forwarded webhooks: {e}");
+                tracing::warn!(namespace = %namespace, "watching applications.plumb.dev for requests: {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
-        let labels = obj.metadata.labels.unwrap_or_default();
-        let Some(app) = labels.get("plumb.dev/status-of") else { continue };
-        let Some(value) = obj.metadata.annotations.unwrap_or_default().remove(REFRESH_ANNOTATION) else { continue };
-        if seen.get(app) == Some(&value) {
+        let Some(app) = obj.metadata.name.clone() else { continue };
+        let controls = Controls::from_annotations(&app, &obj.metadata.annotations.unwrap_or_default());
+        let previous = if initial {
+            seen.insert(app.clone(), controls.clone())
+        } else {
+            shared.write().ok().and_then(|mut m| m.get_or_insert_default().insert(app.clone(), controls.clone()))
+        };
+        if previous.as_ref() == Some(&controls) {
             continue;
         }
-        seen.insert(app.clone(), value);
-        if !initial && leadership.is_leader() {
-            tracing::info!(app = %app, "webhook forwarded by another replica");
-            trigger(app);
+        // the end of a pause is a change too: a pass then resumes automated sync
+        if let Some(until) = controls.suspend.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok()) {
+            let left = until.duration_since(jiff::Timestamp::now());
+            if left.is_positive() {
+                let (t, app, token) = (trigger.clone(), app.clone(), token.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = token.cancelled() => {}
+                        () = tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(50)) => t(&app),
+                    }
+                });
+            }
         }
+        if initial || !leadership.is_leader() {
+            continue;
+        }
+        tracing::info!(app = %app, "request on applications.plumb.dev/{app}: a pass");
+        trigger(&app);
     }
 }
 

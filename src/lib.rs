@@ -44,6 +44,7 @@ pub mod reconcile;
 pub mod reload;
 pub mod render;
 pub mod scheduler;
+pub mod secret_refs;
 pub mod serve;
 pub mod server;
 pub mod source;

@@ -105,7 +105,27 @@ pub struct Metrics {
     pub last_sync_timestamp: Family<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// Requests to the Kubernetes API by verb and HTTP status (`error` when none came).
     pub kube_requests: Family<KubeRequestLabels, Counter>,
+    /// Seconds to bring a revision of a repository into its mirror (ls-remote, and the
+    /// download when the commit is new), by repository name.
+    pub git_fetch_seconds: Family<RepositoryLabels, Histogram>,
+    /// Unix time in seconds until which each application's automated sync is paused
+    /// (`plumb suspend`); 0 when not paused.
+    pub suspended_until: Family<AppLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     app_info_current: std::sync::Mutex<std::collections::HashMap<String, AppInfoLabels>>,
+}
+
+/// Labels of a repository's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RepositoryLabels {
+    /// Repository name in the policy.
+    pub repository: String,
+}
+
+/// Labels of an application's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppLabels {
+    /// Application.
+    pub app: String,
 }
 
 /// Labels of `plumb_kube_requests_total`.
@@ -164,6 +184,20 @@ impl Default for Metrics {
             "Duration of a render (not a cached one) in seconds, by application and tool",
             render_seconds.clone(),
         );
+        let git_fetch_seconds = Family::<RepositoryLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0])
+        });
+        registry.register(
+            "git_fetch_duration_seconds",
+            "Seconds to resolve a revision and bring its commit into the mirror, by repository",
+            git_fetch_seconds.clone(),
+        );
+        let suspended_until = Family::<AppLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "app_suspended_until_timestamp_seconds",
+            "Unix time in seconds until which automated sync of each application is paused (0: not paused)",
+            suspended_until.clone(),
+        );
         registry.register(
             "webhook_to_pass_seconds",
             "Seconds from receiving a webhook delivery to the start of the pass it queued",
@@ -216,6 +250,8 @@ impl Default for Metrics {
             app_info,
             last_sync_timestamp,
             kube_requests,
+            git_fetch_seconds,
+            suspended_until,
             app_info_current: std::sync::Mutex::default(),
         }
     }

@@ -25,6 +25,7 @@ mod compare;
 mod inventory;
 mod memo;
 mod record;
+mod requests;
 mod sync;
 
 use std::{
@@ -69,6 +70,10 @@ pub struct Context {
     sources: source::Pool,
     /// The latest status of each application.
     statuses: RwLock<HashMap<String, AppStatus>>,
+    /// Requests on the applications' resources ([`Context::controls`]).
+    controls: status::SharedControls,
+    /// Why the policy file on disk is not in force, while it is rejected.
+    policy_rejected: crate::reload::Rejected,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -138,6 +143,31 @@ impl Context {
             records: true,
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
+            controls: status::SharedControls::default(),
+            policy_rejected: crate::reload::Rejected::default(),
+        }
+    }
+
+    /// Shows `rejected` (the rejection of a changed policy file, see
+    /// [`crate::reload`]) in every application's status.
+    #[must_use]
+    pub fn with_policy_rejection(mut self, rejected: crate::reload::Rejected) -> Self {
+        self.policy_rejected = rejected;
+        self
+    }
+
+    /// The requests on each application's resource, once a watch keeps them (see
+    /// `leader::watch_requests`); until then passes read them with a GET.
+    pub fn controls(&self) -> status::SharedControls {
+        self.controls.clone()
+    }
+
+    /// The requests on application `name`'s resource.
+    async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
+        let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
+        match watched {
+            Some(c) => Ok(c.unwrap_or_default()),
+            None => Ok(self.store.controls(name).await?),
         }
     }
 
@@ -269,6 +299,14 @@ impl Context {
             ..AppStatus::default()
         };
 
+        if let Some(why) = self.policy_rejected.read().ok().and_then(|r| r.clone()) {
+            st.conditions.push(status::Condition::new(ConditionType::PolicyWarning, why));
+        }
+        // 0. requests on the application's resource: sync, pause, pin
+        let requested = self.requested(&mut st, &previous, (app, env, repo), mode).await?;
+        let mode = requested.mode;
+        let revision = revision.or(requested.revision.as_deref());
+
         // 1. source and render
         let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision).await {
             Ok(found) => found,
@@ -335,7 +373,11 @@ impl Context {
         // 5. sync
         let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
-        let rewritten = self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await;
+        // a rollback goes back in history on purpose
+        let rewritten = match st.pinned {
+            Some(_) => None,
+            None => self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await,
+        };
         let decision = plan::decide(&plan::GateInput {
             app: name,
             mode,
@@ -351,6 +393,7 @@ impl Context {
             drifted: &drifted,
             heal: heal.as_ref(),
             rewritten: rewritten.as_deref(),
+            paused: requested.paused,
             now: Instant::now(),
         });
         st.conditions.extend(decision.conditions);
@@ -363,7 +406,15 @@ impl Context {
             if app_options.create_namespace {
                 self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
             }
-            let rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            if previous.last_sync.as_ref().is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision)
+            {
+                let note = format!("sync of {} ({reason:?}) started", short(&st.revision));
+                self.event(name, false, "SyncStarted", note).await;
+            }
+            let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            if st.pinned.is_some() && reason == SyncReason::NewRevision {
+                "Rollback".clone_into(&mut rec.reason);
+            }
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {
                 h.failed = rec.result != SyncResult::Succeeded;
             }
@@ -401,6 +452,7 @@ impl Context {
         let name = app.name.value.as_str();
         let wanted = revision.unwrap_or(&app.revision.value);
         let limits = self.config.settings.limits;
+        let fetch_started = Instant::now();
         let desired = self.sources.desired(name, repo, wanted, &app.path.value);
         let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
             let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
@@ -408,6 +460,11 @@ impl Context {
         });
         match desired {
             Desired::Rendered(snapshot, rendered) => {
+                // what the pass spent outside the render: the fetch
+                let render = if rendered.cached { std::time::Duration::ZERO } else { rendered.took };
+                let fetch = fetch_started.elapsed().saturating_sub(render);
+                let labels = crate::metrics::RepositoryLabels { repository: repo.name.value.clone() };
+                self.metrics.git_fetch_seconds.get_or_create(&labels).observe(fetch.as_secs_f64());
                 if !rendered.cached {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
                     self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());

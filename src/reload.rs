@@ -31,18 +31,28 @@ pub fn change(last: &[u8; 32], bytes: &[u8]) -> Change {
     if &digest == last { Change::Unchanged } else { Change::Changed(digest) }
 }
 
+/// Why the policy file on disk is not in force (its errors, file:line), while it is
+/// rejected; shared with the passes, which show it as a `PolicyWarning` condition.
+pub type Rejected = std::sync::Arc<std::sync::RwLock<Option<String>>>;
+
 /// Watches one policy file.
 pub struct PolicyWatch {
     path: PathBuf,
     last: [u8; 32],
     every: Duration,
+    rejected: Rejected,
 }
 
 impl PolicyWatch {
     /// Watches `path`, whose current content is in force, reading it every `every`.
     pub fn new(path: &Path, every: Duration) -> Self {
         let last = std::fs::read(path).map(|b| Sha256::digest(&b).into()).unwrap_or([0; 32]);
-        Self { path: path.into(), last, every }
+        Self { path: path.into(), last, every, rejected: Rejected::default() }
+    }
+
+    /// The rejection of the file on disk, while there is one.
+    pub fn rejected(&self) -> Rejected {
+        self.rejected.clone()
     }
 
     /// Resolves with the next changed policy that loads and validates. Rejected
@@ -61,12 +71,20 @@ impl PolicyWatch {
                     tracing::info!(file = %self.path.display(), "policy changed: reloading");
                     metrics.policy_reloads.get_or_create(&vec![("result".to_string(), "applied".to_string())]).inc();
                     metrics.policy_rejected.set(0);
+                    if let Ok(mut r) = self.rejected.write() {
+                        *r = None;
+                    }
                     return config;
                 }
                 Err(e) => {
                     tracing::error!(file = %self.path.display(), "new policy rejected, the previous one stays in force: {e}");
                     metrics.policy_reloads.get_or_create(&vec![("result".to_string(), "rejected".to_string())]).inc();
                     metrics.policy_rejected.set(1);
+                    if let Ok(mut r) = self.rejected.write() {
+                        *r = Some(format!(
+                            "the policy file on disk was rejected, this application runs the previous one: {e}"
+                        ));
+                    }
                 }
             }
         }

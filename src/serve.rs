@@ -113,17 +113,17 @@ pub async fn serve_elected(
         Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
         None => Leadership::always(),
     };
+    prepare_status(&ctx).await;
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     if leadership.elected() {
         follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
     }
-    // Pass requests (`plumb sync APP`, `plumb refresh APP`, webhooks forwarded by
-    // followers) come through the status objects, with or without election.
     let s = scheduler.clone();
-    tracker.spawn(leader::watch_forwarded(
+    tracker.spawn(leader::watch_requests(
         ctx.cluster.client().clone(),
         ctx.config.settings.status_namespace.clone(),
+        ctx.controls(),
         leadership.clone(),
         move |app| {
             s.trigger(app, Trigger::Manual);
@@ -159,6 +159,38 @@ pub async fn serve_elected(
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
     Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler, leadership })
+}
+
+/// The application resources (`applications.plumb.dev`): the definition installed when
+/// missing, status ConfigMaps of earlier versions moved, each resource's `spec` set to
+/// the policy's declaration. Failures are logged: passes still run (and say so when
+/// they cannot write their status).
+async fn prepare_status(ctx: &Context) {
+    if let Err(e) = ctx.store.ensure_definition().await {
+        tracing::error!("{e}");
+        return;
+    }
+    match ctx.store.migrate().await {
+        Ok(moved) if !moved.is_empty() => {
+            tracing::info!("status of {} moved to applications.plumb.dev", moved.join(", "))
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("moving status ConfigMaps to applications.plumb.dev: {e}"),
+    }
+    for app in &ctx.config.applications {
+        let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
+        let spec = serde_json::json!({
+            "repository": app.repository.value,
+            "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
+            "revision": app.revision.value,
+            "path": app.path.value,
+            "namespace": app.namespace.value,
+            "environment": app.environment.value,
+        });
+        if let Err(e) = ctx.store.mirror(&app.name.value, &spec).await {
+            tracing::warn!(app = %app.name.value, "{e}");
+        }
+    }
 }
 
 /// Each application with its environment's reconcile interval.
@@ -258,6 +290,25 @@ pub struct Process {
     pub notify_url: Option<String>,
 }
 
+/// Resolves when a Secret of `versions` changes (read every `every`); never when there
+/// are none.
+async fn secret_changed(
+    client: &kube::Client,
+    namespace: &str,
+    versions: &crate::secret_refs::Versions,
+    every: std::time::Duration,
+) {
+    if versions.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(every).await;
+        if crate::secret_refs::changed(client, namespace, versions).await {
+            return;
+        }
+    }
+}
+
 /// How [`run`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -295,7 +346,18 @@ pub async fn run(
             crate::kube_metrics::factory(metrics.clone()),
         )
         .await?;
-        let ctx = Context::new(cluster, Arc::new(config), process.cache_dir.clone(), metrics.clone()).with_watches();
+        // Secrets referenced by the policy, read into files (see crate::secret_refs)
+        let mut running = config.clone();
+        let secrets = if crate::secret_refs::any(&running) {
+            let dir = process.cache_dir.join(".secrets");
+            crate::secret_refs::materialize(cluster.client(), &mut running, &dir).await?
+        } else {
+            crate::secret_refs::Versions::new()
+        };
+        let client = cluster.client().clone();
+        let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
+            .with_watches()
+            .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
         let token = CancellationToken::new();
         let handle = serve_elected(Arc::new(ctx), listen, token.clone(), process.lease.clone(), notify.clone()).await?;
@@ -315,6 +377,9 @@ pub async fn run(
                 return Ok(Ended::LostLease);
             }
             c = watch.next_valid(&metrics) => Some(c),
+            () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
+                Some(config.clone())
+            }
         };
         token.cancel();
         handle.tracker.wait().await;
@@ -373,8 +438,9 @@ async fn policy_pass(
     outgoing: Option<&crate::notify::Outgoing>,
     app: &str,
 ) -> bool {
-    // A request seen before the pass starts is answered once the pass has saved its
-    // status: whoever asked (`plumb sync`, `plumb refresh`) then reads the result.
+    // A refresh request seen before the pass starts is answered once the pass has saved
+    // its status: `plumb refresh` then reads the result. (A sync request is answered in
+    // the status itself, `syncRequest`.)
     let asked = match ctx.store.requests(app).await {
         Ok(r) => r.requested.filter(|v| r.observed.as_ref() != Some(v)),
         Err(e) => {
@@ -429,8 +495,7 @@ async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
         .last_sync_timestamp
         .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.clone() })
         .set(now);
-    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": crate::status::configmap_name(&st.app), "namespace": ctx.config.settings.status_namespace}});
+    let cm = crate::status::event_object(&ctx.config.settings.status_namespace, &st.app);
     let short: String = sync.revision.chars().take(7).collect();
     let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
     if !sync.message.is_empty() {

@@ -1,16 +1,18 @@
 //! Status and history of each application, kept **in the cluster** so that they survive
-//! a restart of plumb and `kubectl` can read them:
+//! a restart of plumb and `kubectl` can read them: one `Application` resource
+//! (`applications.plumb.dev`, see `deploy/base/crd.yaml`) per application, named after
+//! it, in the status namespace:
 //!
 //! ```text
-//! kubectl -n plumb-system get configmap plumb-app-web -o jsonpath='{.data.status\.json}'
+//! kubectl -n plumb-system get applications.plumb.dev
+//! kubectl -n plumb-system wait --for=condition=Ready application.plumb.dev/web
 //! ```
 //!
-//! One ConfigMap per application, `plumb-app-<app>` in the status namespace, with keys
-//! `status.json` ([`AppStatus`]) and `history.json` (the last [`HISTORY_LEN`]
-//! [`SyncRecord`]s, newest first). Written by server-side apply with field manager
-//! `plumb-status`, and only when the content changed. A large application's detail is
-//! capped to stay under the ConfigMap size limit, with counts of what was left out
-//! ([`fit`]).
+//! Its `spec` mirrors the policy file; its `status` subresource holds the
+//! [`AppStatus`], conditions in Kubernetes' shape (with `Ready`) and the last
+//! [`HISTORY_LEN`] [`SyncRecord`]s, newest first, capped to stay under the object size
+//! limit with counts of what was left out ([`fit`]). Written only when the content
+//! changed, with resourceVersion preconditions.
 
 mod assess;
 pub mod fit;
@@ -21,7 +23,10 @@ use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
 pub use record::{continue_sync, finished_running, merge_history, now, push_history};
-pub use store::{Error, OBSERVED_ANNOTATION, REFRESH_ANNOTATION, Requests, Store, configmap_name, event_time};
+pub use store::{
+    API_VERSION, Controls, Error, OBSERVED_ANNOTATION, Requests, SharedControls, Store, application_resource,
+    configmap_name, event_object, event_time, kube_conditions,
+};
 
 use crate::health::HealthStatus;
 
@@ -139,6 +144,15 @@ pub enum ConditionType {
     /// The tracked ref moved to a commit that does not descend from the last synced
     /// one: automated sync holds until a person syncs.
     HistoryRewritten,
+    /// The policy file on disk was changed and rejected (its errors, file:line): the
+    /// application runs the previous policy.
+    PolicyWarning,
+    /// `plumb suspend`: automated sync and selfHeal are paused until a time; the
+    /// message names who paused, why and until when.
+    SyncPaused,
+    /// `plumb rollback`: the application is pinned to a recorded revision; new commits
+    /// of the tracked ref are not synced until the pin is released.
+    Pinned,
 }
 
 impl ConditionType {
@@ -158,6 +172,9 @@ impl ConditionType {
             Self::PruneStuck => "PruneStuck",
             Self::WatchError => "WatchError",
             Self::HistoryRewritten => "HistoryRewritten",
+            Self::SyncPaused => "SyncPaused",
+            Self::PolicyWarning => "PolicyWarning",
+            Self::Pinned => "Pinned",
         }
     }
 
@@ -294,7 +311,76 @@ pub struct AppStatus {
     /// render reuses it) and the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<RenderTime>,
+    /// Automated sync and selfHeal paused (`plumb suspend`), while in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspension>,
+    /// Pinned to a recorded revision (`plumb rollback`), while in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Pin>,
+    /// The value of the last sync request ([`SYNC_ANNOTATION`]) a pass acted on.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sync_request: String,
 }
+
+/// A pause of automated sync and selfHeal (`plumb suspend APP --for 2h --reason …`),
+/// recorded as the annotation [`SUSPEND_ANNOTATION`] on the application's resource.
+/// It ends by itself at `until`; manual syncs still run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Suspension {
+    /// End of the pause, RFC 3339 UTC.
+    pub until: String,
+    /// Who paused (the Kubernetes user the API server named to the CLI).
+    #[serde(default)]
+    pub by: String,
+    /// Why (free text, shown as given).
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Suspension {
+    /// Whether the pause is still in force at `now` (an unreadable `until` is not).
+    pub fn in_force(&self, now: jiff::Timestamp) -> bool {
+        self.until.parse::<jiff::Timestamp>().is_ok_and(|until| until > now)
+    }
+}
+
+/// A pin to a recorded revision (`plumb rollback APP REVISION`), recorded as the
+/// annotation [`ROLLBACK_ANNOTATION`]: passes compare and sync that revision instead of
+/// the tracked ref's head until `plumb rollback APP --release`, or the next commit on
+/// the tracked ref when `until_next_commit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pin {
+    /// The revision (commit SHA, or a prefix of one) to run.
+    pub revision: String,
+    /// Who asked.
+    #[serde(default)]
+    pub by: String,
+    /// When, RFC 3339 UTC.
+    #[serde(default)]
+    pub at: String,
+    /// Release the pin when the tracked ref moves past `tracked`.
+    #[serde(default)]
+    pub until_next_commit: bool,
+    /// Allow a revision that is not an ancestor of the tracked ref's head.
+    #[serde(default)]
+    pub force: bool,
+    /// The tracked ref's head when the pin was first seen (set by plumb).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tracked: String,
+}
+
+/// Annotation of a pass request on an application's resource (value: a time): the
+/// serving leader runs a pass of the application ([`crate::leader::forward`]).
+pub const REFRESH_ANNOTATION: &str = "plumb.dev/refresh-requested";
+/// Annotation of a sync request (value: a time): the serving leader runs a manual
+/// sync of the application, as `plumb sync --local` would.
+pub const SYNC_ANNOTATION: &str = "plumb.dev/sync-requested";
+/// Annotation holding a [`Suspension`] as JSON.
+pub const SUSPEND_ANNOTATION: &str = "plumb.dev/suspend";
+/// Annotation holding a [`Pin`] as JSON.
+pub const ROLLBACK_ANNOTATION: &str = "plumb.dev/rollback";
 
 /// How long an application's render took, and with what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

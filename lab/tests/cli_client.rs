@@ -179,7 +179,7 @@ async fn sync_asks_the_server_and_follows_it() {
     let c2 = app.lab.repo.commit("settings: 2").unwrap();
     let (code, out, err) = plumb_cli(&["sync", "cli-server", "-n", status_ns, "--timeout", "90s"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(err.contains("pass requested"), "{err}");
+    assert!(err.contains("plumb.dev/sync-requested on applications.plumb.dev/cli-server"), "{err}");
     assert!(out.contains(&format!("cli-server {} \"settings: 2\": Succeeded", &c2[..7])), "{out}");
     assert!(out.contains("cli-server: Synced / Healthy"), "{out}");
     assert_eq!(kubectl(&["-n", ns, "get", "configmap", "settings", "-o", "jsonpath={.data.k}"]), "2");
@@ -197,16 +197,15 @@ async fn sync_asks_the_server_and_follows_it() {
     let events = json(&out);
     assert!(events.as_array().unwrap().iter().any(|e| e["reason"] == "SyncSucceeded"), "{out}");
 
-    // emptying the application is refused by the allowEmpty guard: exit 1
-    app.lab.repo.write("app/README.md", "nothing to deploy\n").unwrap();
-    app.lab.repo.remove("app/cm.yaml").unwrap();
-    let c3 = app.lab.repo.commit("empty the app").unwrap();
+    // an object in plumb's own namespace is refused, for a person's sync too: exit 1
+    app.lab.repo.write("app/sneaky.yaml", &cm(status_ns, "sneaky", "x")).unwrap();
+    let c3 = app.lab.repo.commit("write into plumb's namespace").unwrap();
     let (code, out, err) = plumb_cli(&["sync", "cli-server", "-n", status_ns, "-o", "json", "--timeout", "90s"]);
     assert_eq!(code, 1, "{out}\n{err}");
     let outcome = json(&out);
     assert_eq!(outcome["sync"]["result"], "Refused", "{out}");
     assert_eq!(outcome["sync"]["revision"], c3);
-    assert!(kubectl(&["-n", ns, "get", "configmap", "settings", "-o", "name"]).contains("settings"));
+    assert!(control_plane().kubectl(&["-n", status_ns, "get", "configmap", "sneaky"]).is_err());
     plumb.stop().await;
 
     // no server any more: the request is not answered (exit 3), and says so

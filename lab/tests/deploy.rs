@@ -78,16 +78,8 @@ impl Drop for Serve {
 }
 
 fn status_of(app: &str) -> serde_json::Value {
-    let text = kubectl_ok(&[
-        "-n",
-        "plumb-system",
-        "get",
-        "configmap",
-        &format!("plumb-app-{app}"),
-        "-o",
-        "jsonpath={.data.status\\.json}",
-    ])
-    .unwrap_or_default();
+    let text = kubectl_ok(&["-n", "plumb-system", "get", "applications.plumb.dev", app, "-o", "jsonpath={.status}"])
+        .unwrap_or_default();
     serde_json::from_str(&text).unwrap_or_default()
 }
 

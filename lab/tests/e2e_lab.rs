@@ -109,7 +109,7 @@ async fn the_lab_scenario() {
         "{out}"
     );
     assert!(
-        kubectl(&["-n", "plumb-lab", "get", "configmap", "plumb-app-web", "-o", "jsonpath={.data.history\\.json}"])
+        kubectl(&["-n", "plumb-lab", "get", "applications.plumb.dev", "web", "-o", "jsonpath={.status.history}"])
             .contains(&c1)
     );
 

@@ -84,7 +84,7 @@ fn holder() -> String {
 
 fn history() -> Vec<SyncRecord> {
     let text = control_plane()
-        .kubectl(&["-n", STATUS_NS, "get", "configmap", "plumb-app-failover", "-o", "jsonpath={.data.history\\.json}"])
+        .kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "failover", "-o", "jsonpath={.status.history}"])
         .unwrap_or_default();
     serde_json::from_str(&text).unwrap_or_default()
 }

@@ -147,15 +147,15 @@ impl Fault {
             "-n",
             &format!("plumb-{}", self.ns),
             "get",
-            "configmap",
-            &format!("plumb-app-{app}"),
+            "applications.plumb.dev",
+            app,
             "-o",
             "json",
         ]))
         .unwrap();
-        let field = |k: &str| cm["data"][k].as_str().unwrap_or_else(|| panic!("no {k} in {cm}")).to_string();
-        let status = serde_json::from_str(&field("status.json")).unwrap_or_else(|e| panic!("status.json: {e}"));
-        let history = serde_json::from_str(&field("history.json")).unwrap_or_else(|e| panic!("history.json: {e}"));
+        let status = serde_json::from_value(cm["status"].clone()).unwrap_or_else(|e| panic!("status: {e}"));
+        let history =
+            serde_json::from_value(cm["status"]["history"].clone()).unwrap_or_else(|e| panic!("history: {e}"));
         (status, history)
     }
 

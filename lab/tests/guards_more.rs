@@ -34,8 +34,7 @@ fn exists(ns: &str, kind: &str, name: &str) -> bool {
 }
 
 fn history(app: &str) -> Vec<plumb::status::SyncRecord> {
-    let name = plumb::status::configmap_name(app);
-    let text = kubectl(&["-n", STATUS_NS, "get", "configmap", &name, "-o", "jsonpath={.data.history\\.json}"]);
+    let text = kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", app, "-o", "jsonpath={.status.history}"]);
     serde_json::from_str(&text).unwrap_or_default()
 }
 
@@ -229,7 +228,7 @@ async fn a_preview_writes_nothing_and_reports_an_invalid_new_object() {
     let policy = a.policy.to_str().unwrap();
     let (code, out, err) = plumb_cli(&["sync", "b2previewns", "--config", policy, "--dry-run"]);
     assert!(!kubectl(&["get", "namespaces", "-o", "name"]).lines().any(|l| l == format!("namespace/{ns}")), "{out}");
-    assert!(!kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "name"]).contains("plumb-app-b2previewns"));
+    assert!(control_plane().kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "b2previewns"]).is_err());
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains(&format!("ConfigMap/{ns}/cfg")), "{out}");
 

@@ -60,7 +60,7 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
         "-o",
         "jsonpath={.items[*].note}{.items[*].message}",
     ]);
-    assert!(events.contains("→ Healthy"), "a transition Event on the application's status ConfigMap: {events}");
+    assert!(events.contains("→ Healthy"), "a transition Event on the application resource: {events}");
     lab.repo.write("app/lb.yaml", &format!("apiVersion: v1\nkind: Service\nmetadata: {{name: portal-lb, namespace: {ns}}}\nspec: {{type: LoadBalancer, selector: {{app: web}}, ports: [{{port: 80}}]}}\n")).unwrap();
     lab.repo.commit("a load balancer nobody provisions").unwrap();
     ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();

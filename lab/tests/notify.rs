@@ -60,15 +60,7 @@ async fn a_refused_sync_is_posted_to_the_notify_url() {
     }));
     let synced = || {
         let text = control_plane()
-            .kubectl(&[
-                "-n",
-                "notify-status",
-                "get",
-                "configmap",
-                "plumb-app-notified",
-                "-o",
-                "jsonpath={.data.status\\.json}",
-            ])
+            .kubectl(&["-n", "notify-status", "get", "applications.plumb.dev", "notified", "-o", "jsonpath={.status}"])
             .unwrap_or_default();
         serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|s| s["sync"] == "Synced")
     };

@@ -28,15 +28,7 @@ fn policy(url: &str, apps: &[&str]) -> String {
 
 fn synced(app: &str) -> bool {
     let text = control_plane()
-        .kubectl(&[
-            "-n",
-            STATUS_NS,
-            "get",
-            "configmap",
-            &format!("plumb-app-{app}"),
-            "-o",
-            "jsonpath={.data.status\\.json}",
-        ])
+        .kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", app, "-o", "jsonpath={.status}"])
         .unwrap_or_default();
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|s| s["sync"] == "Synced")
 }
@@ -84,6 +76,27 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     })
     .await;
     assert_eq!(metric(&metrics, "plumb_policy_rejected ").as_deref(), Some("1"));
+    // the application's status says so at its next pass (a pass asked for here)
+    let client = control_plane().client().await.unwrap();
+    plumb::leader::forward(&client, STATUS_NS, "reload-a").await.unwrap();
+    let warning = wait_for("the rejection in the status", Duration::from_secs(30), || async {
+        let text = control_plane()
+            .kubectl(&[
+                "-n",
+                STATUS_NS,
+                "get",
+                "applications.plumb.dev",
+                "reload-a",
+                "-o",
+                "jsonpath={.status.conditions}",
+            ])
+            .unwrap_or_default();
+        let conditions: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == "PolicyWarning")
+    })
+    .await;
+    let message = warning["message"].as_str().unwrap();
+    assert!(message.contains("rejected") && message.contains("policy.yaml"), "{message}");
     let (code, body) =
         http_request(listen.internal, "GET", "/api/v1/applications", &[bearer(reader_token())], b"").await;
     assert!(code == 200 && body.contains("reload-a"), "{code} {body}");
@@ -105,6 +118,84 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     assert!(code == 200 && body.contains("reload-b"), "{code} {body}");
     assert!(metrics.encode().contains("plumb_app_info{app=\"reload-b\""), "{}", metrics.encode());
 
+    stop.send(()).unwrap();
+    assert_eq!(running.await.unwrap().unwrap(), serve::Ended::Shutdown);
+}
+
+/// A webhook secret given as `webhookSecretRef` is read through the API, and a rotated
+/// value is in force within seconds, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_referenced_webhook_secret_is_read_and_its_rotation_applied() {
+    let status_ns = "reload-secretref";
+    let lab = Lab::new("secretref");
+    lab.repo.write("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refd}\ndata: {k: v}\n").unwrap();
+    let head = lab.repo.commit("first").unwrap();
+    let kubectl = |args: &[&str]| control_plane().kubectl(args).unwrap();
+    let _ = control_plane().kubectl(&["create", "namespace", status_ns]);
+    kubectl(&["-n", status_ns, "create", "secret", "generic", "hook", "--from-literal=value=first-secret"]);
+    let file = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: {status_ns}}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretRef: {{name: hook, key: value}}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n  - {{name: refd, repository: r, revision: main, path: app, namespace: reload-refd, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let listen = serve::Listeners { public: free(), internal: free(), probes: free() };
+    let process = serve::Process {
+        kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        context: None,
+        policy: file,
+        cache_dir: lab.tmp.path().join("cache"),
+        listen,
+        lease: None,
+        reload_every: Duration::from_millis(500),
+        notify_url: None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(serve::run(process, Arc::new(Metrics::default()), async move {
+        let _ = stopped.await;
+    }));
+    let deliver = |secret: &'static [u8], n: u32| {
+        let (headers, body) = lab.gitea_push(&lab.url, &"0".repeat(40), &head, secret);
+        let headers: Vec<_> = headers
+            .into_iter()
+            .map(|(k, v)| if k == "X-Gitea-Delivery" { (k, format!("{v}-{n}")) } else { (k, v) })
+            .collect();
+        async move { http_request(listen.public, "POST", "/api/webhook", &headers, &body).await.0 }
+    };
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    wait_for("the webhook listener", Duration::from_secs(60), || async {
+        tokio::net::TcpStream::connect(listen.public).await.ok().map(|_| ())
+    })
+    .await;
+    wait_for("the server with the first secret", Duration::from_secs(60), || {
+        let d = deliver(b"first-secret", next());
+        async move { (d.await / 100 == 2).then_some(()) }
+    })
+    .await;
+    assert_eq!(deliver(b"second-secret", next()).await, 401, "a delivery signed with another secret");
+
+    kubectl(&[
+        "-n",
+        status_ns,
+        "patch",
+        "secret",
+        "hook",
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"value":"second-secret"}}"#,
+    ]);
+    wait_for("the rotated secret in force", Duration::from_secs(30), || {
+        let d = deliver(b"second-secret", next());
+        async move { (d.await / 100 == 2).then_some(()) }
+    })
+    .await;
+    assert_eq!(deliver(b"first-secret", next()).await, 401, "the old secret no longer verifies");
     stop.send(()).unwrap();
     assert_eq!(running.await.unwrap().unwrap(), serve::Ended::Shutdown);
 }

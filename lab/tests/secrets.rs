@@ -182,9 +182,9 @@ async fn k8s_04_secret_values_never_leave() {
     assert_eq!(r.status.sync, plumb::compare::SyncStatus::OutOfSync);
     let reason = &r.status.resources.iter().find(|x| x.object == "Secret/case-k04/web-db").unwrap().reason;
     assert!(reason.starts_with("differs at /data/password (sensitive, sha256:"), "{reason}");
-    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "json"]);
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "-o", "json"]);
     assert!(statuses.contains("differs at /data/password"), "{statuses}");
-    outputs.push(("status ConfigMaps, OutOfSync".into(), statuses));
+    outputs.push(("Application resources, OutOfSync".into(), statuses));
     // 4. the refused Secret: the API server's error quotes no value through plumb
     for args in [&["diff", "refused"][..], &["sync", "refused", "--local"]] {
         let (code, out, err) = cli(args);
@@ -224,7 +224,7 @@ async fn k8s_04_secret_values_never_leave() {
     })
     .await;
     let (_, metrics) = http_request(serve.internal, "GET", "/metrics", &[bearer(reader_token())], b"").await;
-    let statuses = kubectl(&["-n", STATUS_NS, "get", "configmaps", "-o", "json"]);
+    let statuses = kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "-o", "json"]);
     assert!(statuses.contains("api-token"), "the refused Secret's status is there:\n{statuses}");
     let all_events = kubectl(&["-n", NS, "get", "events", "-o", "yaml"]);
     outputs.extend([

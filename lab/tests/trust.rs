@@ -349,6 +349,17 @@ async fn a_forbidden_watch_is_a_condition() {
         "--verb=get,list,watch,create,patch,update,delete",
         "--resource=configmaps,events,namespaces",
     ]);
+    // and its Application resources, as plumb's own Role grants
+    kubectl_apply(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: tr-watch-apps}\nrules:\n  - {apiGroups: [plumb.dev], resources: [applications, applications/status], verbs: [get, list, watch, create, update, patch]}\n",
+    );
+    kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "tr-watch-apps",
+        "--clusterrole=tr-watch-apps",
+        &format!("--serviceaccount={ns}:plumb-lite"),
+    ]);
     kubectl(&[
         "create",
         "clusterrolebinding",

@@ -1,13 +1,12 @@
-//! `plumb sync APP` and `plumb refresh APP` ask the server: they record a pass request
-//! on the application's status object ([`crate::leader::forward`]; Kubernetes RBAC on
-//! that object is the permission), then follow the server's progress by reading the
-//! status ([`Store`]) until the server acknowledges a pass that saw the request and any
-//! sync it started has left `Running` (wave by wave). Git is fetched and the cluster
-//! written by the server, with its identity and its lock — never from the laptop.
-//!
-//! The server's pass follows the application's policy: with automated sync it syncs
-//! what is OutOfSync; without, it compares, and `plumb sync` says the application was
-//! left OutOfSync (exit 1): `plumb sync --local` syncs from the laptop.
+//! `plumb sync APP` and `plumb refresh APP` ask the server: they record a request on
+//! the application's resource ([`crate::leader::request`]: `plumb.dev/sync-requested`,
+//! a manual sync whatever the policy; `plumb.dev/refresh-requested`, a pass under the
+//! policy; Kubernetes RBAC on `applications.plumb.dev` is the permission), then follow
+//! the server's progress by reading the status ([`Store`]) until the server answered
+//! the request (`syncRequest` in the status; the annotation
+//! [`crate::status::OBSERVED_ANNOTATION`] for a refresh) and any sync it started has
+//! left `Running` (wave by wave). Git is fetched and the cluster written by the server,
+//! with its identity — never from the laptop.
 
 use std::{io::IsTerminal as _, process::ExitCode, time::Duration};
 
@@ -25,8 +24,8 @@ use crate::{
 
 /// Exit codes of `plumb sync` (through the server), for its `--help`.
 pub const SYNC_EXIT_CODES: &str = "Exit codes: 0 the application is Synced (a sync the request started \
-Succeeded); 1 the sync Failed or was Refused, or the application is left OutOfSync (automated sync off: \
-use --local); 2 error (cluster, comparison error: fetch, render); 3 no server answered within --timeout \
+Succeeded); 1 the sync Failed or was Refused, or the application is left OutOfSync (held: see its \
+conditions); 2 error (cluster, comparison error: fetch, render); 3 no server answered within --timeout \
 (is plumb serve running for this namespace?). With --local or --dry-run: 0 done / nothing to do, 1 the \
 sync failed, was refused or still runs after --timeout, or the preview found an error or a refusal; 2 error.";
 
@@ -69,16 +68,22 @@ pub async fn run(
     let namespace = kube.namespace(policy);
     let store = Store::new(client.clone(), &namespace);
     let before = store.find(app).await?.and_then(|(s, _)| s.last_sync);
-    let request = crate::leader::forward(&client, &namespace, app).await?;
-    eprintln!("{app}: pass requested from plumb in namespace {namespace} ({request})");
+    let key = match asked {
+        Asked::Sync => crate::status::SYNC_ANNOTATION,
+        Asked::Refresh => crate::status::REFRESH_ANNOTATION,
+    };
+    let request = crate::leader::request(&client, &namespace, app, key).await?;
+    eprintln!("{app}: {key} on applications.plumb.dev/{app} in namespace {namespace} ({request})");
     let mut progress =
         Progress::new(std::io::stdout().is_terminal() && output == Output::Table, output == Output::Table);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut answered = false;
     let status = loop {
-        // the acknowledgement is written after the pass saved its status: read it first
-        answered = answered || store.requests(app).await?.answered(&request);
+        // a refresh is acknowledged after the pass saved its status: read that first
+        let refreshed = asked == Asked::Refresh && store.requests(app).await?.answered(&request);
         let (status, _) = store.load(app).await?;
+        // a sync request is acknowledged in the status the pass saved (`syncRequest`)
+        answered = answered || refreshed || (asked == Asked::Sync && status.sync_request.as_str() >= request.as_str());
         let new_sync = status.last_sync.as_ref().filter(|s| Some(*s) != before.as_ref());
         if let Some(r) = new_sync {
             progress.line(&format!(
@@ -114,6 +119,10 @@ pub async fn run(
 
 /// The exit code of a followed request (see [`SYNC_EXIT_CODES`], [`REFRESH_EXIT_CODES`]).
 pub fn exit_code(asked: Asked, status: &AppStatus, sync: Option<&SyncRecord>) -> ExitCode {
+    // a refused sync is a refusal even when a refused object leaves the comparison Unknown
+    if asked == Asked::Sync && sync.is_some_and(|s| matches!(s.result, SyncResult::Failed | SyncResult::Refused)) {
+        return ExitCode::from(1);
+    }
     if status.sync == SyncStatus::Unknown {
         return ExitCode::from(2);
     }
@@ -140,7 +149,7 @@ pub fn summary(asked: Asked, o: &Outcome) -> String {
             out.push_str(&format!("  pruned  {p}\n"));
         }
     } else if asked == Asked::Sync && st.sync == SyncStatus::OutOfSync {
-        out.push_str("  the server compared but did not sync: automated sync is off (or held); `plumb sync --local` syncs from here\n");
+        out.push_str("  the server did not sync (see the conditions)\n");
     }
     for c in &st.conditions {
         out.push_str(&format!("  {}: {}\n", c.type_, sanitize(&c.message)));
@@ -245,6 +254,7 @@ mod tests {
             (Asked::Sync, &out_of_sync, Some(record(SyncResult::Failed)), ExitCode::from(1)),
             (Asked::Sync, &out_of_sync, None, ExitCode::from(1)),
             (Asked::Sync, &unknown, None, ExitCode::from(2)),
+            (Asked::Sync, &unknown, Some(record(SyncResult::Refused)), ExitCode::from(1)),
             (Asked::Sync, &held, None, ExitCode::from(1)),
             (Asked::Refresh, &held, None, ok),
             (Asked::Refresh, &out_of_sync, None, ok),

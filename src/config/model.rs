@@ -108,6 +108,28 @@ pub struct Repository {
     /// status (see [`crate::forge`]). Off when absent.
     #[serde(default)]
     pub commit_status: Option<CommitStatusConfig>,
+    /// The webhook secret from a Kubernetes Secret in plumb's namespace instead of
+    /// `webhookSecretFile` (see [`crate::secret_refs`]).
+    #[serde(default)]
+    pub webhook_secret_ref: Option<SecretRef>,
+    /// The HTTPS token from a Secret instead of `tokenFile`.
+    #[serde(default)]
+    pub token_secret_ref: Option<SecretRef>,
+    /// The SSH private key from a Secret instead of `sshKeyFile`.
+    #[serde(default)]
+    pub ssh_key_secret_ref: Option<SecretRef>,
+}
+
+/// A key of a Kubernetes Secret in plumb's namespace (`settings.statusNamespace`),
+/// read through the API: `{name: plumb-git, key: token}`. Its value is used as the
+/// matching file's content would be (one trailing newline stripped).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key under its `data`.
+    pub key: String,
 }
 
 /// Where and how to post commit statuses (`commitStatus` of a repository).

@@ -28,6 +28,27 @@ impl fmt::Display for Problem {
     }
 }
 
+/// What is wrong with the credentials of repository `r`: a `…SecretRef` given with
+/// its file, an SSH key without pinned host keys.
+fn secret_ref_problems(r: &super::Repository) -> Vec<String> {
+    let both = [
+        ("webhookSecretFile", r.webhook_secret_file.is_some(), "webhookSecretRef", r.webhook_secret_ref.is_some()),
+        ("tokenFile", r.token_file.is_some(), "tokenSecretRef", r.token_secret_ref.is_some()),
+        ("sshKeyFile", r.ssh_key_file.is_some(), "sshKeySecretRef", r.ssh_key_secret_ref.is_some()),
+    ];
+    let mut out: Vec<String> = both
+        .iter()
+        .filter(|(_, file, _, reference)| *file && *reference)
+        .map(|(file, _, reference, _)| format!("repository `{}`: {file} and {reference}: give one", r.name.value))
+        .collect();
+    for (has, name) in [(r.ssh_key_file.is_some(), "sshKeyFile"), (r.ssh_key_secret_ref.is_some(), "sshKeySecretRef")] {
+        if has && r.known_hosts_file.is_none() {
+            out.push(format!("repository `{}`: {name} needs knownHostsFile (host keys are pinned)", r.name.value));
+        }
+    }
+    out
+}
+
 /// Returns every problem of `config` (empty when it is valid).
 ///
 /// Checks: names are DNS-1123 labels (application names become ConfigMap names and
@@ -63,14 +84,16 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
         if r.url.value.trim().is_empty() {
             problem(line(&r.url), format!("repository `{}` has an empty url", r.name.value));
         }
-        for p in super::repo_url::problems(&r.name.value, &r.url.value, r.token_file.is_some(), r.insecure) {
+        for p in super::repo_url::problems(
+            &r.name.value,
+            &r.url.value,
+            r.token_file.is_some() || r.token_secret_ref.is_some(),
+            r.insecure,
+        ) {
             problem(line(&r.url), p);
         }
-        if r.ssh_key_file.is_some() && r.known_hosts_file.is_none() {
-            problem(
-                line(&r.name),
-                format!("repository `{}`: sshKeyFile needs knownHostsFile (host keys are pinned)", r.name.value),
-            );
+        for m in secret_ref_problems(r) {
+            problem(line(&r.name), m);
         }
         for f in [&r.webhook_secret_file, &r.token_file, &r.ssh_key_file, &r.known_hosts_file].into_iter().flatten() {
             if files && !f.value.is_file() {

@@ -149,6 +149,9 @@ pub struct GateInput<'a> {
     /// The tracked ref moved to a commit that does not descend from the last synced
     /// one (force-push, branch reset): what to say. Automated sync holds.
     pub rewritten: Option<&'a str>,
+    /// Automated sync and selfHeal are paused (`plumb suspend`): a policy pass only
+    /// compares; a manual sync still runs.
+    pub paused: bool,
     /// Now.
     pub now: Instant,
 }
@@ -195,6 +198,7 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
     let wanted = match input.mode {
         Mode::CompareOnly | Mode::Observe | Mode::Preview { .. } => None,
         Mode::Manual { .. } => super::sync_reason(input.policy, out_of_sync, revision_changed, true),
+        Mode::Policy if input.paused => None,
         Mode::Policy => super::sync_reason(input.policy, out_of_sync, revision_changed, false),
     };
     let (reason, heal) = match wanted {
@@ -385,6 +389,7 @@ mod tests {
         last: Option<SyncRecord>,
         shared: bool,
         rewritten: Option<&'static str>,
+        paused: bool,
         want: Option<SyncReason>,
         conditions: Vec<ConditionType>,
         settled: bool,
@@ -399,6 +404,7 @@ mod tests {
             out_of_sync: true,
             plan: plan(true),
             errors: vec![],
+            paused: false,
             last: None,
             shared: false,
             rewritten: None,
@@ -426,6 +432,7 @@ mod tests {
             drifted: &drifted,
             heal,
             rewritten: c.rewritten,
+            paused: c.paused,
             now,
         })
     }
@@ -467,6 +474,15 @@ mod tests {
                 ..case("a person's sync always runs")
             },
             Case { mode: Mode::CompareOnly, synced_revision: "old", ..case("compare-only never syncs") },
+            Case { paused: true, synced_revision: "old", ..case("a paused application does not sync a new revision") },
+            Case { paused: true, ..case("a paused application does not revert drift") },
+            Case {
+                mode: Mode::Manual { prune: false, approve: false },
+                paused: true,
+                synced_revision: "old",
+                want: Some(Manual),
+                ..case("a person's sync runs while paused")
+            },
             Case { mode: Mode::Observe, synced_revision: "old", ..case("observing never syncs") },
             Case {
                 synced_revision: "old",

@@ -66,10 +66,13 @@ impl Context {
             .get_or_create(&StatusLabels { app: st.app.clone(), status: result.into() })
             .observe(started.elapsed().as_secs_f64());
         self.metrics.set_status(&st.app, st.sync, st.health);
+        let until = st.suspended.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok());
+        let until = until.map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0);
+        self.metrics.suspended_until.get_or_create(&crate::metrics::AppLabels { app: st.app.clone() }).set(until);
         Ok(())
     }
 
-    /// A `HealthChanged` Event on the status ConfigMap, naming Degraded objects.
+    /// A `HealthChanged` Event on the application's resource, naming Degraded objects.
     async fn health_changed(&self, st: &AppStatus, previous: &AppStatus) {
         let degraded = st
             .resources
@@ -81,9 +84,8 @@ impl Context {
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(app = %st.app, "{note}");
-        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": status::configmap_name(&st.app), "namespace": self.config.settings.status_namespace}});
-        self.cluster.event(&cm, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
+        let object = status::event_object(&self.config.settings.status_namespace, &st.app);
+        self.cluster.event(&object, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
     }
 
     async fn save(

@@ -165,6 +165,22 @@ impl Pool {
         tokio::task::spawn_blocking(move || m.lock().ok()?.descends(&new, &old)).await.ok().flatten()
     }
 
+    /// The commit `wanted` (branch, tag or SHA) of `repo` names now, fetched into the
+    /// mirror when missing (see [`super::Mirror::resolve`]), off the async threads.
+    ///
+    /// # Errors
+    /// As [`super::Mirror::resolve`].
+    pub async fn resolve(&self, repo: &Repository, wanted: &str) -> Result<String, FetchError> {
+        let m = self.mirror(repo)?;
+        let wanted = wanted.to_string();
+        tokio::task::spawn_blocking(move || -> Result<String, FetchError> {
+            let m = m.lock().map_err(|_| FetchError::Poisoned)?;
+            Ok(m.resolve(&wanted)?.revision)
+        })
+        .await
+        .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
+    }
+
     /// The repository paths application `app`'s symlinks may point into besides its own
     /// path: its environment's `sharedPaths`.
     fn shared_paths(&self, app: &str) -> Vec<String> {

@@ -1,28 +1,56 @@
-//! The status store: one ConfigMap per application, `plumb-app-<app>` in the status
-//! namespace, with keys `status.json` ([`AppStatus`]) and `history.json` (the last
-//! [`HISTORY_LEN`](super::HISTORY_LEN) [`SyncRecord`]s, newest first). Written by
-//! server-side apply with field manager `plumb-status`, and only when the content changed
-//! (the caller decides); compact JSON, capped by [`super::fit`].
+//! The status store: one `Application` resource (`applications.plumb.dev/v1alpha1`)
+//! per application, named after it, in the status namespace. `spec` mirrors the policy
+//! ([`Store::mirror`]); the `status` subresource holds the [`AppStatus`] fields, the
+//! conditions in Kubernetes' shape plus `Ready` ([`kube_conditions`]), `history` (the
+//! last [`HISTORY_LEN`](super::HISTORY_LEN) [`SyncRecord`]s, newest first) and
+//! `observedGeneration`; capped by [`super::fit`]. Requests to the server are
+//! annotations on it ([`Controls`]).
+//!
+//! The definition (`deploy/base/crd.yaml`) is installed when missing. Status
+//! ConfigMaps of earlier versions (`plumb-app-<app>`) are read when no resource exists
+//! yet and moved by [`Store::migrate`].
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
+use serde_json::{Value, json};
 
-use super::{AppStatus, SyncRecord, merge_history};
+use super::{
+    AppStatus, ConditionType, Pin, REFRESH_ANNOTATION, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, SYNC_ANNOTATION,
+    Suspension, SyncRecord, SyncStatus, merge_history,
+};
+use crate::health::HealthStatus;
 
 const MANAGER: &str = "plumb-status";
 
 /// Attempts of one save before giving up on conflicts.
 const SAVE_ATTEMPTS: usize = 8;
 
-/// Reads and writes application status ConfigMaps.
+/// The definition of the `Application` resource, as shipped in `deploy/`.
+pub const CRD_YAML: &str = include_str!("../../deploy/base/crd.yaml");
+
+/// Group, version and kind of the `Application` resource.
+pub const API_VERSION: &str = "plumb.dev/v1alpha1";
+
+/// The `Application` resource type.
+pub fn application_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("plumb.dev", "v1alpha1", "Application"), "applications")
+}
+
+/// The object an Event about `app` is recorded on (its `Application`).
+pub fn event_object(namespace: &str, app: &str) -> Value {
+    json!({"apiVersion": API_VERSION, "kind": "Application", "metadata": {"name": app, "namespace": namespace}})
+}
+
+/// Reads and writes application statuses.
 #[derive(Clone)]
 pub struct Store {
-    api: Api<ConfigMap>,
+    api: Api<DynamicObject>,
+    legacy: Api<ConfigMap>,
     namespace: String,
     client: Client,
 }
@@ -31,31 +59,30 @@ pub struct Store {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// API request failed.
-    #[error("status ConfigMap {name}: {source}")]
+    #[error("status of {name} (applications.plumb.dev in the status namespace): {source}")]
     Kube {
-        /// ConfigMap name.
+        /// Application (or what was being done).
         name: String,
         /// kube's error.
         #[source]
         source: Box<kube::Error>,
     },
     /// Every attempt to write conflicted with another writer.
-    #[error("status ConfigMap {name}: still conflicting after {attempts} attempts")]
+    #[error("status of {name}: still conflicting after {attempts} attempts")]
     Conflict {
-        /// ConfigMap name.
+        /// Application.
         name: String,
         /// Attempts made.
         attempts: usize,
     },
+    /// The resource definition could not be installed or did not become established.
+    #[error("installing the Application resource definition (applications.plumb.dev): {0}")]
+    Definition(String),
 }
 
-/// Annotation on an application's status object by which a pass is asked for (a
-/// follower forwarding a webhook, `plumb sync`, `plumb refresh`; value: the time of the
-/// request, RFC 3339; any change triggers). Written by [`crate::leader::forward`].
-pub const REFRESH_ANNOTATION: &str = "plumb.dev/refresh-requested";
-
 /// Annotation by which a server acknowledges a pass request: the value of
-/// [`crate::leader::REFRESH_ANNOTATION`] its last finished pass had seen.
+/// [`REFRESH_ANNOTATION`] its last finished pass had seen (`plumb refresh` waits for it;
+/// a sync request is acknowledged in the status, `syncRequest`).
 pub const OBSERVED_ANNOTATION: &str = "plumb.dev/refresh-observed";
 
 /// The pass requests of an application ([`Store::requests`]).
@@ -88,15 +115,112 @@ pub fn event_time(e: &Event) -> String {
     t.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
 }
 
-/// Name of the status ConfigMap of `app`.
+/// Name of the status ConfigMap of `app` in versions before the `Application` resource
+/// (read and migrated, never written).
 pub fn configmap_name(app: &str) -> String {
     format!("plumb-app-{app}")
+}
+
+/// The requests of every application as last seen on their resources, shared between
+/// the watch that reads them (`leader::watch_requests`) and the passes. `None` until
+/// that watch runs: passes then read the resource themselves.
+pub type SharedControls = std::sync::Arc<std::sync::RwLock<Option<std::collections::HashMap<String, Controls>>>>;
+
+/// What people asked of an application on its resource (annotations), as the server
+/// reads them before a pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Controls {
+    /// [`REFRESH_ANNOTATION`]'s value.
+    pub refresh: Option<String>,
+    /// [`SYNC_ANNOTATION`]'s value.
+    pub sync: Option<String>,
+    /// [`SUSPEND_ANNOTATION`], parsed (an unparsable value is ignored with a warning).
+    pub suspend: Option<Suspension>,
+    /// [`ROLLBACK_ANNOTATION`], parsed.
+    pub pin: Option<Pin>,
+}
+
+impl Controls {
+    /// The controls in `annotations` of application `app`. Pure.
+    pub fn from_annotations(app: &str, annotations: &BTreeMap<String, String>) -> Self {
+        fn parsed<T: serde::de::DeserializeOwned>(app: &str, key: &str, v: Option<&String>) -> Option<T> {
+            let v = v?;
+            match serde_json::from_str(v) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::warn!(app = %app, "annotation {key} ignored: {e}");
+                    None
+                }
+            }
+        }
+        Self {
+            refresh: annotations.get(REFRESH_ANNOTATION).cloned(),
+            sync: annotations.get(SYNC_ANNOTATION).cloned(),
+            suspend: parsed(app, SUSPEND_ANNOTATION, annotations.get(SUSPEND_ANNOTATION)),
+            pin: parsed(app, ROLLBACK_ANNOTATION, annotations.get(ROLLBACK_ANNOTATION)),
+        }
+    }
+}
+
+/// The conditions of `status` in Kubernetes' shape (`type`, `status`, `reason`,
+/// `message`, `lastTransitionTime`, `observedGeneration`; as `metav1.Condition`), one
+/// per type (messages of a type joined by `; `), then `Ready`: `True` when the
+/// application is Synced and Healthy with no `…Error` condition. A condition keeps the
+/// `lastTransitionTime` of `current` (the stored ones) while its status is unchanged.
+/// Pure.
+pub fn kube_conditions(status: &AppStatus, current: &[Value], generation: i64, now: &str) -> Vec<Value> {
+    let since = |type_: &str, state: &str| -> String {
+        current
+            .iter()
+            .find(|c| c["type"] == type_ && c["status"] == state)
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .unwrap_or(now)
+            .to_string()
+    };
+    let mut by_type: Vec<(ConditionType, Vec<&str>)> = Vec::new();
+    for c in &status.conditions {
+        match by_type.iter_mut().find(|(t, _)| *t == c.type_) {
+            Some((_, messages)) => messages.push(&c.message),
+            None => by_type.push((c.type_, vec![&c.message])),
+        }
+    }
+    let mut out: Vec<Value> = by_type
+        .into_iter()
+        .map(|(t, messages)| {
+            json!({"type": t.as_str(), "status": "True", "reason": t.as_str(), "message": messages.join("; "),
+                   "lastTransitionTime": since(t.as_str(), "True"), "observedGeneration": generation})
+        })
+        .collect();
+    let error = status.conditions.iter().find(|c| c.type_.ends_with("Error"));
+    let ready = status.sync == SyncStatus::Synced && status.health == HealthStatus::Healthy && error.is_none();
+    let reason = match (error, status.sync, status.health) {
+        (_, _, _) if ready => "Synced".to_string(),
+        (Some(e), _, _) => e.type_.as_str().to_string(),
+        (None, SyncStatus::OutOfSync | SyncStatus::Unknown, _) => status.sync.to_string(),
+        (None, _, h) => h.to_string(),
+    };
+    let state = if ready { "True" } else { "False" };
+    let revision: String = status.revision.chars().take(7).collect();
+    out.push(json!({"type": "Ready", "status": state, "reason": reason,
+        "message": format!("{} and {} at {revision}", status.sync, status.health),
+        "lastTransitionTime": since("Ready", state), "observedGeneration": generation}));
+    out
 }
 
 impl Store {
     /// A store in `namespace`.
     pub fn new(client: Client, namespace: &str) -> Self {
-        Self { api: Api::namespaced(client.clone(), namespace), namespace: namespace.into(), client }
+        Self {
+            api: Api::namespaced_with(client.clone(), namespace, &application_resource()),
+            legacy: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.into(),
+            client,
+        }
+    }
+
+    /// The status namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Creates the status namespace when missing (by server-side apply).
@@ -117,33 +241,99 @@ impl Store {
         Ok(())
     }
 
-    /// Reads status and history of `app` (defaults when never written).
+    /// Installs the `Application` definition ([`CRD_YAML`]) when the cluster does not
+    /// serve it, and waits (at most 30 s) until it is established.
+    ///
+    /// # Errors
+    /// [`Error::Definition`] (no right to create it, or not established in time).
+    pub async fn ensure_definition(&self) -> Result<(), Error> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let name = "applications.plumb.dev";
+        let established = |crd: &CustomResourceDefinition| {
+            crd.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        };
+        match api.get_opt(name).await {
+            Ok(Some(crd)) if established(&crd) => return Ok(()),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                let crd: CustomResourceDefinition =
+                    serde_saphyr::from_str(CRD_YAML).map_err(|e| Error::Definition(e.to_string()))?;
+                match api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &crd).await
+                {
+                    Ok(_) => tracing::info!("installed the Application resource definition (applications.plumb.dev)"),
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(Error::Definition(e.to_string())),
+                }
+            }
+        }
+        for _ in 0..300 {
+            if let Ok(Some(crd)) = api.get_opt(name).await
+                && established(&crd)
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Err(Error::Definition("not established within 30 s".into()))
+    }
+
+    fn kube_err(name: &str) -> impl Fn(kube::Error) -> Error + '_ {
+        move |e| Error::Kube { name: name.to_string(), source: Box::new(e) }
+    }
+
+    /// Reads status and history of `app` (defaults when never written; from the
+    /// status ConfigMap of an earlier version when there is no resource yet).
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn load(&self, app: &str) -> Result<(AppStatus, Vec<SyncRecord>), Error> {
+        match self.get(app).await? {
+            Some(obj) => Ok(from_object(&obj)),
+            None => self.load_legacy(app).await,
+        }
+    }
+
+    async fn get(&self, app: &str) -> Result<Option<DynamicObject>, Error> {
+        match self.api.get_opt(app).await {
+            Ok(o) => Ok(o),
+            // the definition is not installed yet: nothing was written
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(Self::kube_err(app)(e)),
+        }
+    }
+
+    async fn load_legacy(&self, app: &str) -> Result<(AppStatus, Vec<SyncRecord>), Error> {
         let name = configmap_name(app);
-        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
+        let cm = self.legacy.get_opt(&name).await.map_err(Self::kube_err(app))?;
         let data = cm.and_then(|c| c.data).unwrap_or_default();
         let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         Ok((status, history))
     }
 
-    /// Reads status and history of `app`; `None` when no status object exists (the
-    /// application never ran in this namespace, or plumb's namespace is another one).
+    /// Reads status and history of `app`; `None` when it has neither a resource nor a
+    /// status ConfigMap of an earlier version (the application is not served in this
+    /// namespace).
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn find(&self, app: &str) -> Result<Option<(AppStatus, Vec<SyncRecord>)>, Error> {
-        let name = configmap_name(app);
-        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
-        Ok(cm.map(|c| {
-            let data = c.data.unwrap_or_default();
-            let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-            let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-            (status, history)
-        }))
+        if let Some(obj) = self.get(app).await? {
+            let (mut status, history) = from_object(&obj);
+            if status.app.is_empty() {
+                status.app = app.to_string();
+            }
+            return Ok(Some((status, history)));
+        }
+        let legacy = self.legacy.get_opt(&configmap_name(app)).await.map_err(Self::kube_err(app))?;
+        Ok(match legacy {
+            Some(_) => Some(self.load_legacy(app).await?),
+            None => None,
+        })
     }
 
     /// The pass requests of `app` (see [`crate::leader::forward`]): the last value asked
@@ -152,9 +342,8 @@ impl Store {
     /// # Errors
     /// [`Error::Kube`].
     pub async fn requests(&self, app: &str) -> Result<Requests, Error> {
-        let name = configmap_name(app);
-        let cm = self.api.get_opt(&name).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
-        let mut annotations = cm.and_then(|c| c.metadata.annotations).unwrap_or_default();
+        let obj = self.get(app).await?;
+        let mut annotations = obj.and_then(|o| o.metadata.annotations).unwrap_or_default();
         Ok(Requests {
             requested: annotations.remove(REFRESH_ANNOTATION),
             observed: annotations.remove(OBSERVED_ANNOTATION),
@@ -167,95 +356,264 @@ impl Store {
     /// # Errors
     /// [`Error::Kube`].
     pub async fn acknowledge(&self, app: &str, value: &str) -> Result<(), Error> {
-        let name = configmap_name(app);
-        let patch = serde_json::json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
-        self.api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?;
+        let patch = json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
+        self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
 
-    /// The Kubernetes Events about `app`'s status object (what the server records:
-    /// `SyncSucceeded`, `SyncFailed`, `HealthChanged`, `Pruned`, …), oldest first.
+    /// The Kubernetes Events about `app` (recorded on its resource, see
+    /// [`event_object`]: `SyncSucceeded`, `SyncFailed`, `HealthChanged`, `Pruned`, …),
+    /// oldest first.
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn events(&self, app: &str) -> Result<Vec<Event>, Error> {
-        let name = configmap_name(app);
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         let lp = kube::api::ListParams::default()
-            .fields(&format!("involvedObject.kind=ConfigMap,involvedObject.name={name}"));
-        let mut events =
-            api.list(&lp).await.map_err(|e| Error::Kube { name: name.clone(), source: Box::new(e) })?.items;
+            .fields(&format!("involvedObject.kind=Application,involvedObject.name={app}"));
+        let mut events = api.list(&lp).await.map_err(Self::kube_err(app))?.items;
         events.sort_by_key(event_time);
         Ok(events)
     }
 
-    /// Lists every application status in the namespace.
+    /// The requests recorded on `app`'s resource (none when it does not exist).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn controls(&self, app: &str) -> Result<Controls, Error> {
+        Ok(self
+            .get(app)
+            .await?
+            .map(|o| Controls::from_annotations(app, &o.metadata.annotations.unwrap_or_default()))
+            .unwrap_or_default())
+    }
+
+    /// Lists every application status in the namespace, by name.
     ///
     /// # Errors
     /// [`Error::Kube`].
     pub async fn list(&self) -> Result<Vec<AppStatus>, Error> {
-        let lp = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=plumb");
-        let list = self.api.list(&lp).await.map_err(|e| Error::Kube { name: "(list)".into(), source: Box::new(e) })?;
-        let mut out: Vec<AppStatus> = list
-            .items
-            .into_iter()
-            .filter_map(|c| c.data?.get("status.json").and_then(|s| serde_json::from_str(s).ok()))
-            .collect();
+        let list = match self.api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+            Err(e) => return Err(Self::kube_err("(list)")(e)),
+        };
+        let mut out: Vec<AppStatus> =
+            list.iter().map(|o| from_object(o).0).filter(|s: &AppStatus| !s.app.is_empty()).collect();
         out.sort_by(|a, b| a.app.cmp(&b.app));
         Ok(out)
     }
 
-    /// Writes status and history of `status.app`: create when missing, else replace
-    /// the version just read; on a conflict, read again and merge the histories.
+    /// Sets the `spec` of `app`'s resource to `spec` (the policy's declaration of it),
+    /// creating the resource when missing. Writes nothing when equal.
     ///
     /// # Errors
-    /// [`Error::Kube`], [`Error::Conflict`].
-    pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
-        let name = configmap_name(&status.app);
-        let kube_err = |e| Error::Kube { name: name.clone(), source: Box::new(e) };
-        for _ in 0..SAVE_ATTEMPTS {
-            let current = self.api.get_opt(&name).await.map_err(kube_err)?;
-            let stored: Vec<SyncRecord> = current
-                .as_ref()
-                .and_then(|c| c.data.as_ref()?.get("history.json"))
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or_default();
-            let merged = merge_history(&stored, history);
-            let mut cm = current.clone().unwrap_or_default();
-            cm.metadata.name = Some(name.clone());
-            cm.metadata.namespace = Some(self.namespace.clone());
-            cm.metadata.managed_fields = None;
-            let labels = cm.metadata.labels.get_or_insert_with(BTreeMap::new);
-            labels.insert("app.kubernetes.io/managed-by".into(), "plumb".into());
-            labels.insert("plumb.dev/status-of".into(), status.app.clone());
-            let data = cm.data.get_or_insert_with(BTreeMap::new);
-            // capped to stay under the ConfigMap size limit, counts of what was left out
-            let fitted = super::fit::stored(status, &merged);
-            data.insert("status.json".into(), fitted.status);
-            data.insert("history.json".into(), fitted.history);
-            let written = match current {
-                None => {
-                    self.api
-                        .create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &cm)
-                        .await
+    /// [`Error::Kube`], [`Error::Definition`].
+    pub async fn mirror(&self, app: &str, spec: &Value) -> Result<(), Error> {
+        let current = self.get(app).await?;
+        if current.as_ref().is_some_and(|o| &o.data["spec"] == spec) {
+            return Ok(());
+        }
+        let patch = json!({"apiVersion": API_VERSION, "kind": "Application",
+            "metadata": {"name": app, "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "plumb"}},
+            "spec": spec});
+        let pp = PatchParams::apply(MANAGER).force();
+        match self.api.patch(app, &pp, &Patch::Apply(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.ensure_definition().await?;
+                self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map(|_| ()).map_err(Self::kube_err(app))
+            }
+            Err(e) => Err(Self::kube_err(app)(e)),
+        }
+    }
+
+    /// Sets (or with `None` removes) the annotation `key` of `app`'s resource, creating
+    /// the resource when missing: how requests reach the server.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn annotate(&self, app: &str, key: &str, value: Option<&str>) -> Result<(), Error> {
+        if self.get(app).await?.is_none() {
+            self.mirror(app, &json!({})).await?;
+        }
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        Ok(())
+    }
+
+    /// Moves the status ConfigMaps of earlier versions (`plumb-app-<app>`) to
+    /// `Application` resources (status and history kept), then deletes them. Returns
+    /// the applications moved.
+    ///
+    /// # Errors
+    /// [`Error::Kube`], [`Error::Definition`].
+    pub async fn migrate(&self) -> Result<Vec<String>, Error> {
+        let lp = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=plumb");
+        let old = self.legacy.list(&lp).await.map_err(Self::kube_err("(status ConfigMaps)"))?;
+        let mut moved = Vec::new();
+        for cm in old.items {
+            let Some(app) = cm.metadata.labels.as_ref().and_then(|l| l.get("plumb.dev/status-of")).cloned() else {
+                continue;
+            };
+            if self.get(&app).await?.is_none() {
+                let (status, history) = self.load_legacy(&app).await?;
+                if !status.app.is_empty() {
+                    self.save(&status, &history).await?;
                 }
-                Some(_) => {
-                    self.api
-                        .replace(&name, &PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &cm)
-                        .await
+            }
+            let name = configmap_name(&app);
+            match self.legacy.delete(&name, &Default::default()).await {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(e) => return Err(Self::kube_err(&app)(e)),
+            }
+            tracing::info!(app = %app, "status moved from ConfigMap {name} to applications.plumb.dev/{app}");
+            moved.push(app);
+        }
+        Ok(moved)
+    }
+
+    /// Writes status and history of `status.app` to its resource's status
+    /// subresource (creating the resource when missing), replacing the version just
+    /// read; on a conflict, reads again and merges the histories.
+    ///
+    /// # Errors
+    /// [`Error::Kube`], [`Error::Conflict`], [`Error::Definition`].
+    pub async fn save(&self, status: &AppStatus, history: &[SyncRecord]) -> Result<(), Error> {
+        let name = status.app.clone();
+        for _ in 0..SAVE_ATTEMPTS {
+            let current = match self.get(&name).await? {
+                Some(o) => o,
+                None => {
+                    self.mirror(&name, &json!({})).await?;
+                    continue;
                 }
             };
-            match written {
+            let stored = from_object(&current).1;
+            let merged = merge_history(&stored, history);
+            let generation = current.metadata.generation.unwrap_or(0);
+            let no_conditions = Vec::new();
+            let conditions = current.data["status"]["conditions"].as_array().unwrap_or(&no_conditions);
+            let body = status_body(status, &merged, conditions, generation, &super::now());
+            let mut obj = current.clone();
+            obj.metadata.managed_fields = None;
+            obj.data["status"] = body;
+            let pp = PostParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+            match self.api.replace_status(&name, &pp, &obj).await {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => {
-                    tracing::debug!(configmap = %name, "status write conflicted; reading again and merging");
+                    tracing::debug!(app = %name, "status write conflicted; reading again and merging");
                 }
-                Err(e) => return Err(kube_err(e)),
+                Err(e) => return Err(Self::kube_err(&name)(e)),
             }
         }
         Err(Error::Conflict { name, attempts: SAVE_ATTEMPTS })
+    }
+}
+
+/// The `status` of an application's resource: `status` (capped by [`super::fit`]) with
+/// its conditions in Kubernetes' shape, `history`, `observedGeneration`. Pure.
+pub fn status_body(
+    status: &AppStatus,
+    history: &[SyncRecord],
+    current_conditions: &[Value],
+    generation: i64,
+    now: &str,
+) -> Value {
+    let fitted = super::fit::stored(status, history);
+    let mut body: Value = serde_json::from_str(&fitted.status).unwrap_or_else(|_| json!({}));
+    body["conditions"] = Value::Array(kube_conditions(status, current_conditions, generation, now));
+    body["history"] = serde_json::from_str(&fitted.history).unwrap_or_else(|_| json!([]));
+    body["observedGeneration"] = json!(generation);
+    body
+}
+
+/// Status and history read from an application's resource. Pure.
+pub fn from_object(obj: &DynamicObject) -> (AppStatus, Vec<SyncRecord>) {
+    let s = &obj.data["status"];
+    let status = serde_json::from_value(s.clone()).unwrap_or_default();
+    let history = serde_json::from_value(s["history"].clone()).unwrap_or_default();
+    (status, history)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::status::Condition;
+
+    fn status(sync: SyncStatus, health: HealthStatus, conditions: Vec<Condition>) -> AppStatus {
+        AppStatus { app: "web".into(), revision: "0123456789".into(), sync, health, conditions, ..Default::default() }
+    }
+
+    #[test]
+    fn ready_is_true_only_when_synced_healthy_and_without_errors() {
+        let ok = kube_conditions(&status(SyncStatus::Synced, HealthStatus::Healthy, vec![]), &[], 3, "T1");
+        assert_eq!(ok.len(), 1);
+        assert_eq!(ok[0]["type"], "Ready");
+        assert_eq!(ok[0]["status"], "True");
+        assert_eq!(ok[0]["observedGeneration"], 3);
+        assert_eq!(ok[0]["message"], "Synced and Healthy at 0123456");
+        let degraded = kube_conditions(&status(SyncStatus::Synced, HealthStatus::Degraded, vec![]), &[], 1, "T1");
+        assert_eq!((&degraded[0]["status"], &degraded[0]["reason"]), (&json!("False"), &json!("Degraded")));
+        let out = kube_conditions(&status(SyncStatus::OutOfSync, HealthStatus::Healthy, vec![]), &[], 1, "T1");
+        assert_eq!(out[0]["reason"], "OutOfSync");
+        let err = Condition::new(ConditionType::SyncError, "refused");
+        let failed = kube_conditions(&status(SyncStatus::Synced, HealthStatus::Healthy, vec![err]), &[], 1, "T1");
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[0]["type"], "SyncError");
+        assert_eq!(failed[0]["status"], "True");
+        assert_eq!((&failed[1]["status"], &failed[1]["reason"]), (&json!("False"), &json!("SyncError")));
+    }
+
+    #[test]
+    fn one_condition_per_type_and_transition_times_kept_while_unchanged() {
+        let warnings = vec![
+            Condition::new(ConditionType::RenderWarning, "a.yaml: x"),
+            Condition::new(ConditionType::RenderWarning, "b.yaml: y"),
+        ];
+        let st = status(SyncStatus::Synced, HealthStatus::Healthy, warnings);
+        let first = kube_conditions(&st, &[], 1, "T1");
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0]["message"], "a.yaml: x; b.yaml: y");
+        let again = kube_conditions(&st, &first, 2, "T2");
+        assert_eq!(again[0]["lastTransitionTime"], "T1");
+        assert_eq!(again[1]["lastTransitionTime"], "T1");
+        let worse = status(SyncStatus::OutOfSync, HealthStatus::Healthy, vec![]);
+        let changed = kube_conditions(&worse, &again, 3, "T3");
+        assert_eq!((&changed[0]["type"], &changed[0]["lastTransitionTime"]), (&json!("Ready"), &json!("T3")));
+    }
+
+    #[test]
+    fn the_stored_body_reads_back_as_the_same_status() {
+        let st = status(
+            SyncStatus::OutOfSync,
+            HealthStatus::Progressing,
+            vec![Condition::new(ConditionType::SyncError, "boom")],
+        );
+        let body = status_body(&st, &[], &[], 4, "T");
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": API_VERSION, "kind": "Application", "metadata": {"name": "web"}, "status": body}))
+        .unwrap();
+        let (back, history) = from_object(&obj);
+        assert_eq!(back, st, "Ready and the Kubernetes fields are dropped when read");
+        assert!(history.is_empty());
+    }
+
+    #[test]
+    fn controls_are_read_from_annotations_and_bad_ones_ignored() {
+        let mut a = BTreeMap::new();
+        a.insert(
+            SUSPEND_ANNOTATION.to_string(),
+            r#"{"until":"2026-12-01T00:00:00Z","by":"ann","reason":"incident 42"}"#.into(),
+        );
+        a.insert(ROLLBACK_ANNOTATION.to_string(), "not json".into());
+        a.insert(SYNC_ANNOTATION.to_string(), "T".into());
+        let c = Controls::from_annotations("web", &a);
+        assert_eq!(c.suspend.as_ref().map(|s| s.reason.as_str()), Some("incident 42"));
+        assert!(c.pin.is_none());
+        assert_eq!(c.sync.as_deref(), Some("T"));
+        assert!(c.refresh.is_none());
     }
 }

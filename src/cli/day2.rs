@@ -1,0 +1,180 @@
+//! `plumb suspend`, `resume` and `rollback`: requests recorded as annotations on the
+//! application's resource (`applications.plumb.dev`), which the serving plumb acts on
+//! (see [`crate::status::Controls`]). Kubernetes RBAC on that resource (`patch
+//! applications.plumb.dev`) decides who may make them; they need a kubeconfig, not the
+//! policy file.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::read::KubeArgs;
+use crate::status::{Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, Store, Suspension, SyncRecord, SyncResult};
+
+/// A client and the status store in plumb's namespace (`--kubeconfig`, `--context`,
+/// `-n`; see [`KubeArgs`]).
+async fn store(target: &KubeArgs) -> anyhow::Result<(kube::Client, Store)> {
+    let client = target.client().await?;
+    Ok((client.clone(), Store::new(client, &target.namespace(None))))
+}
+
+/// Who the API server says the caller is (a `SelfSubjectReview`, as `kubectl auth
+/// whoami`), recorded with a pause or pin; `""` when it cannot say.
+async fn whoami(client: &kube::Client) -> String {
+    let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap_or_default());
+    let Ok(request) = request else { return String::new() };
+    match client.request::<serde_json::Value>(request).await {
+        Ok(v) => v["status"]["userInfo"]["username"].as_str().unwrap_or_default().to_string(),
+        Err(e) => {
+            tracing::debug!("SelfSubjectReview: {e}");
+            String::new()
+        }
+    }
+}
+
+/// `plumb suspend APP --for D --reason R`.
+///
+/// # Errors
+/// The duration is invalid; the resource cannot be written (e.g. 403: no `patch` on
+/// `applications.plumb.dev`).
+pub async fn suspend(
+    app: &str,
+    duration: std::time::Duration,
+    reason: &str,
+    target: &KubeArgs,
+) -> anyhow::Result<ExitCode> {
+    let (client, store) = store(target).await?;
+    let span = jiff::SignedDuration::try_from(duration).context("--for")?;
+    let until = jiff::Timestamp::now().checked_add(span).context("--for")?;
+    let pause = Suspension {
+        until: until.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        by: whoami(&client).await,
+        reason: reason.to_string(),
+    };
+    store.annotate(app, SUSPEND_ANNOTATION, Some(&serde_json::to_string(&pause)?)).await?;
+    println!(
+        "{app}: automated sync and selfHeal paused until {} ({reason}); `plumb resume {app}` ends it",
+        pause.until
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `plumb resume APP`.
+///
+/// # Errors
+/// The resource cannot be written.
+pub async fn resume(app: &str, target: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let (_, store) = store(target).await?;
+    store.annotate(app, SUSPEND_ANNOTATION, None).await?;
+    println!("{app}: automated sync resumed");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The revision `wanted` names in `history` (newest first): `None` → the newest
+/// successful sync of another revision than the newest sync's (the one before); a
+/// number `N` → the revision of the `N`th entry (1 = newest, as `plumb history`
+/// numbers them); else a commit SHA or a prefix of one, taken as given when no entry
+/// has it. Pure.
+///
+/// # Errors
+/// No earlier successful sync; `N` beyond the history.
+pub fn rollback_revision(history: &[SyncRecord], wanted: Option<&str>) -> Result<String, String> {
+    match wanted {
+        None => {
+            let current = history.iter().find(|r| r.result == SyncResult::Succeeded).map(|r| r.revision.as_str());
+            history
+                .iter()
+                .find(|r| r.result == SyncResult::Succeeded && Some(r.revision.as_str()) != current)
+                .map(|r| r.revision.clone())
+                .ok_or_else(|| "no earlier successful sync in the history: name a revision".to_string())
+        }
+        Some(n) if n.len() < 4 && n.chars().all(|c| c.is_ascii_digit()) => {
+            let i: usize = n.parse().map_err(|_| format!("history entry {n}"))?;
+            history
+                .get(i.wrapping_sub(1))
+                .map(|r| r.revision.clone())
+                .ok_or_else(|| format!("history entry {n}: the history has {} entries (1 = newest)", history.len()))
+        }
+        Some(rev) => Ok(history
+            .iter()
+            .find(|r| r.revision.starts_with(rev))
+            .map_or_else(|| rev.to_string(), |r| r.revision.clone())),
+    }
+}
+
+/// `plumb rollback APP [REVISION|N]`, or `--release`.
+///
+/// # Errors
+/// The history cannot be read or names no such revision; the resource cannot be
+/// written.
+pub async fn rollback(
+    app: &str,
+    wanted: Option<&str>,
+    (release, until_next_commit, force): (bool, bool, bool),
+    target: &KubeArgs,
+) -> anyhow::Result<ExitCode> {
+    let (client, store) = store(target).await?;
+    if release {
+        store.annotate(app, ROLLBACK_ANNOTATION, None).await?;
+        println!("{app}: pin released; automated sync follows the tracked ref again");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (_, history) = store.load(app).await?;
+    let revision = rollback_revision(&history, wanted).map_err(anyhow::Error::msg)?;
+    let pin = Pin {
+        revision: revision.clone(),
+        by: whoami(&client).await,
+        at: crate::status::now(),
+        until_next_commit,
+        force,
+        tracked: String::new(),
+    };
+    store.annotate(app, ROLLBACK_ANNOTATION, Some(&serde_json::to_string(&pin)?)).await?;
+    let short: String = revision.chars().take(7).collect();
+    let until =
+        if until_next_commit { "the next commit".to_string() } else { format!("`plumb rollback {app} --release`") };
+    println!("{app}: rollback to {short} requested; pinned there until {until}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rec(revision: &str, result: SyncResult) -> SyncRecord {
+        SyncRecord {
+            revision: revision.into(),
+            subject: String::new(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            reason: "NewRevision".into(),
+            result,
+            message: String::new(),
+            applied: vec![],
+            pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
+        }
+    }
+
+    #[test]
+    fn the_revision_of_a_rollback() {
+        let h = [
+            rec("cccc", SyncResult::Succeeded),
+            rec("cccc", SyncResult::Succeeded),
+            rec("bbbb", SyncResult::Failed),
+            rec("aaaa", SyncResult::Succeeded),
+        ];
+        assert_eq!(rollback_revision(&h, None).unwrap(), "aaaa", "the previous successful revision");
+        assert_eq!(rollback_revision(&h, Some("3")).unwrap(), "bbbb");
+        assert!(rollback_revision(&h, Some("9")).unwrap_err().contains("has 4 entries"));
+        assert!(rollback_revision(&h, Some("0")).is_err());
+        assert_eq!(rollback_revision(&h, Some("aa")).unwrap(), "aaaa", "a prefix of a recorded revision");
+        assert_eq!(rollback_revision(&h, Some("deadbeef")).unwrap(), "deadbeef", "else as given");
+        assert!(rollback_revision(&h[..2], None).is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! Stage 0 of a pass: what people asked on the application's resource
+//! (`applications.plumb.dev`, see [`crate::status::Controls`]) and what it changes for
+//! this pass: a new sync request makes it a manual sync, a pause in force holds
+//! automated sync and selfHeal, a pin replaces the tracked ref's head by a recorded
+//! revision (`plumb rollback`).
+
+use super::{Context, Error, Mode, short};
+use crate::{
+    config::{Application, Environment, Repository},
+    status::{self, AppStatus, Condition, ConditionType, Pin, ROLLBACK_ANNOTATION},
+};
+
+/// What the requests change for one pass.
+pub(super) struct Requested {
+    /// The pass's mode (a new sync request turns a policy pass into a manual sync).
+    pub mode: Mode,
+    /// The revision to compare instead of the tracked ref (a pin).
+    pub revision: Option<String>,
+    /// Automated sync and selfHeal are paused.
+    pub paused: bool,
+}
+
+impl Context {
+    /// Reads the requests on `app`'s resource and records in `st` those in force
+    /// (`suspended`, `pinned`, the handled `sync_request`, conditions, Events).
+    /// Previews and comparisons only show the pause and pin; they act on none.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when the resource cannot be read. A pin that cannot be
+    /// resolved or is refused is a `SyncError` condition, not an error: the pass goes
+    /// on with the tracked ref.
+    pub(super) async fn requested(
+        &self,
+        st: &mut AppStatus,
+        previous: &AppStatus,
+        (app, env, repo): (&Application, &Environment, &Repository),
+        mode: Mode,
+    ) -> Result<Requested, Error> {
+        // a preview shows what it can: one who may not read the resource still may diff
+        let controls = match self.controls_of(&st.app).await {
+            Ok(c) => c,
+            Err(e) if !mode.writes() => {
+                tracing::debug!(app = %st.app, "requests not read: {e}");
+                status::Controls::default()
+            }
+            Err(e) => return Err(e),
+        };
+        let mut out = Requested { mode, revision: None, paused: false };
+        st.sync_request.clone_from(&previous.sync_request);
+        if mode == Mode::Policy
+            && let Some(v) = &controls.sync
+            && *v != previous.sync_request
+        {
+            out.mode = Mode::Manual { prune: env.sync_policy.prune, approve: false };
+            st.sync_request.clone_from(v);
+            tracing::info!(app = %st.app, "sync requested on applications.plumb.dev/{} at {v}", st.app);
+        }
+        st.suspended = controls.suspend.filter(|s| s.in_force(jiff::Timestamp::now()));
+        if let Some(s) = &st.suspended {
+            out.paused = true;
+            let message =
+                format!("automated sync and selfHeal paused by {} until {}: {}", or_unknown(&s.by), s.until, s.reason);
+            st.conditions.push(Condition::new(ConditionType::SyncPaused, message));
+        }
+        if mode.writes() && previous.suspended != st.suspended && !previous.app.is_empty() {
+            let note = match &st.suspended {
+                Some(s) => format!("paused by {} until {}: {}", or_unknown(&s.by), s.until, s.reason),
+                None => "automated sync resumed".to_string(),
+            };
+            let reason = if st.suspended.is_some() { "Paused" } else { "Resumed" };
+            self.event(&st.app, false, reason, note).await;
+        }
+        match controls.pin {
+            Some(pin) => out.revision = self.pin(st, previous, pin, app, repo, mode).await?,
+            None if mode.writes() && previous.pinned.is_some() => {
+                self.event(&st.app, false, "PinReleased", "pin released: the tracked ref is synced again".into()).await;
+            }
+            None => {}
+        }
+        Ok(out)
+    }
+
+    /// Resolves a pin: the revision to compare, or `None` when it is released (the
+    /// tracked ref moved with `until_next_commit`) or refused (not an ancestor of the
+    /// tracked ref without `force`; unresolvable).
+    async fn pin(
+        &self,
+        st: &mut AppStatus,
+        previous: &AppStatus,
+        mut pin: Pin,
+        app: &Application,
+        repo: &Repository,
+        mode: Mode,
+    ) -> Result<Option<String>, Error> {
+        let tracked = &app.revision.value;
+        let resolved = match self.sources.resolve(repo, tracked).await {
+            Ok(head) => self.sources.resolve(repo, &pin.revision).await.map(|target| (head, target)),
+            Err(e) => Err(e),
+        };
+        let (head, target) = match resolved {
+            Ok(found) => found,
+            Err(e) => {
+                let message = format!("rollback to {} not applied: {e}", pin.revision);
+                st.conditions.push(Condition::new(ConditionType::SyncError, message));
+                return Ok(None);
+            }
+        };
+        // the head when the pin was first seen, kept while the same pin stays
+        let same = previous.pinned.as_ref().filter(|p| p.at == pin.at && !p.tracked.is_empty());
+        pin.tracked = same.map_or_else(|| head.clone(), |p| p.tracked.clone());
+        if pin.until_next_commit && head != pin.tracked {
+            if mode.writes() {
+                self.store.annotate(&st.app, ROLLBACK_ANNOTATION, None).await?;
+                let note = format!("pin to {} released: {tracked} moved to {}", short(&target), short(&head));
+                self.event(&st.app, false, "PinReleased", note).await;
+            }
+            return Ok(None);
+        }
+        if !pin.force && self.sources.descends(repo, &head, &target).await != Some(true) {
+            let message = format!(
+                "rollback to {} refused: it is not an ancestor of {tracked} ({}); `plumb rollback {} {} --force` to run it anyway",
+                short(&target),
+                short(&head),
+                st.app,
+                short(&target)
+            );
+            st.conditions.push(Condition::new(ConditionType::SyncError, message));
+            return Ok(None);
+        }
+        pin.revision.clone_from(&target);
+        let until = if pin.until_next_commit { "the next commit of" } else { "`plumb rollback --release`; commits of" };
+        let message = format!(
+            "pinned to {} by {} at {} (rollback): {until} {tracked} are not synced{}",
+            short(&target),
+            or_unknown(&pin.by),
+            pin.at,
+            if pin.until_next_commit { " until then" } else { "" }
+        );
+        st.conditions.push(Condition::new(ConditionType::Pinned, message));
+        if mode.writes() && previous.pinned.as_ref().is_none_or(|p| p.at != pin.at) {
+            let note = format!("pinned to {} by {} (rollback)", short(&target), or_unknown(&pin.by));
+            self.event(&st.app, false, "Pinned", note).await;
+        }
+        st.pinned = Some(pin);
+        Ok(Some(target))
+    }
+
+    /// An Event on application `app`'s resource.
+    pub(super) async fn event(&self, app: &str, warning: bool, reason: &str, note: String) {
+        let object = status::event_object(&self.config.settings.status_namespace, app);
+        self.cluster.event(&object, warning, reason, "Reconcile", note).await;
+    }
+}
+
+fn or_unknown(who: &str) -> &str {
+    if who.is_empty() { "(unknown)" } else { who }
+}

@@ -1,0 +1,149 @@
+//! Repository secrets read from Kubernetes Secrets instead of files:
+//! `webhookSecretRef`, `tokenSecretRef` and `sshKeySecretRef` (`{name, key}`, a Secret
+//! in plumb's namespace, `settings.statusNamespace`).
+//!
+//! Before the policy is used, each referenced value is read through the API and written
+//! to a file of its own (mode 0600) under the cache directory, and the matching
+//! `…File` field points at it, so everything downstream reads files as before. `plumb
+//! serve` reads the referenced Secrets again every policy-reload interval and restarts
+//! its actors and listeners in place when one changed (as for a changed policy file):
+//! a rotated token or webhook secret is used within seconds, without a restart.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use serde_saphyr::{Location, Spanned};
+
+use crate::config::{Config, SecretRef};
+
+/// The resourceVersion of each referenced Secret when read, by name.
+pub type Versions = BTreeMap<String, String>;
+
+/// A referenced Secret or key could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API request failed (no such Secret, no right to read it).
+    #[error("repository `{repo}`: {field} {namespace}/{name}: {source}")]
+    Read {
+        /// Repository name.
+        repo: String,
+        /// `webhookSecretRef`, `tokenSecretRef` or `sshKeySecretRef`.
+        field: &'static str,
+        /// Namespace searched.
+        namespace: String,
+        /// Secret name.
+        name: String,
+        /// kube's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The Secret has no such key.
+    #[error("repository `{repo}`: {field}: Secret {namespace}/{name} has no key `{key}`")]
+    MissingKey {
+        /// Repository name.
+        repo: String,
+        /// `webhookSecretRef`, `tokenSecretRef` or `sshKeySecretRef`.
+        field: &'static str,
+        /// Namespace searched.
+        namespace: String,
+        /// Secret name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// The file could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A reference, by its field name, and the file field it fills.
+type Slot<'a> = (&'static str, &'a Option<SecretRef>, &'a mut Option<Spanned<PathBuf>>);
+
+/// Whether `config` references any Secret.
+pub fn any(config: &Config) -> bool {
+    config
+        .repositories
+        .iter()
+        .any(|r| r.webhook_secret_ref.is_some() || r.token_secret_ref.is_some() || r.ssh_key_secret_ref.is_some())
+}
+
+/// Reads every Secret `config` references from its status namespace and writes each
+/// value to `dir/<repository>-<field>` (mode 0600), setting the matching `…File`
+/// field. Returns the resourceVersions read.
+///
+/// # Errors
+/// [`Error`]: a Secret or key that cannot be read, a file that cannot be written.
+pub async fn materialize(client: &Client, config: &mut Config, dir: &Path) -> Result<Versions, Error> {
+    let namespace = config.settings.status_namespace.clone();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let mut versions = Versions::new();
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.into(), source })?;
+    for repo in &mut config.repositories {
+        let name = repo.name.value.clone();
+        let slots: [Slot<'_>; 3] = [
+            ("webhookSecretRef", &repo.webhook_secret_ref, &mut repo.webhook_secret_file),
+            ("tokenSecretRef", &repo.token_secret_ref, &mut repo.token_file),
+            ("sshKeySecretRef", &repo.ssh_key_secret_ref, &mut repo.ssh_key_file),
+        ];
+        for (field, reference, file) in slots {
+            let Some(r) = reference else { continue };
+            let read = |source| Error::Read {
+                repo: name.clone(),
+                field,
+                namespace: namespace.clone(),
+                name: r.name.clone(),
+                source: Box::new(source),
+            };
+            let secret = api.get(&r.name).await.map_err(read)?;
+            let value = secret.data.as_ref().and_then(|d| d.get(&r.key)).ok_or_else(|| Error::MissingKey {
+                repo: name.clone(),
+                field,
+                namespace: namespace.clone(),
+                name: r.name.clone(),
+                key: r.key.clone(),
+            })?;
+            let path = dir.join(format!("{name}-{field}"));
+            write_private(&path, &value.0).map_err(|source| Error::Write { path: path.clone(), source })?;
+            versions.insert(r.name.clone(), secret.metadata.resource_version.clone().unwrap_or_default());
+            *file = Some(Spanned::new(path, Location::UNKNOWN, Location::UNKNOWN));
+        }
+    }
+    Ok(versions)
+}
+
+/// Whether a Secret of `versions` (in `namespace`) changed or can no longer be read.
+pub async fn changed(client: &Client, namespace: &str, versions: &Versions) -> bool {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    for (name, version) in versions {
+        match api.get(name).await {
+            Ok(s) if s.metadata.resource_version.as_ref() == Some(version) => {}
+            Ok(_) => {
+                tracing::info!(secret = %name, "a referenced Secret changed: restarting with its new value");
+                return true;
+            }
+            Err(e) => {
+                tracing::warn!(secret = %name, "reading a referenced Secret: {e}");
+            }
+        }
+    }
+    false
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _};
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
