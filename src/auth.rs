@@ -5,7 +5,7 @@
 //!
 //! | route | the right a caller needs (RBAC rule) |
 //! |---|---|
-//! | `GET /api/v1/applications` (and later status pages) | `get` on `applications` in API group `plumb.dev` ([`STATUS_API`]; no such CRD exists, RBAC grants it by name) |
+//! | `GET /api/v1/applications`, the status page (`GET /`, `GET /applications/{app}`) | `get` on `applications` in API group `plumb.dev` ([`STATUS_API`]; the Application resource, `deploy/base/crd.yaml`) |
 //! | `GET /metrics` | `get` on the non-resource URL `/metrics` ([`METRICS`], what Prometheus' own ClusterRole usually holds) |
 //!
 //! Answers: no `Authorization: Bearer <token>` header or a token the API server does not

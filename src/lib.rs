@@ -38,6 +38,7 @@ pub mod leader;
 pub mod limits;
 pub mod metrics;
 pub mod notify;
+pub mod page;
 pub mod plan;
 pub mod probes;
 pub mod reconcile;

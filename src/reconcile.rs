@@ -56,6 +56,10 @@ pub use crate::{compare::ObjectDiff, plan::Mode};
 /// How many objects are compared at once.
 const CONCURRENCY: usize = 16;
 
+/// The longest a pass waits for a kind's watch to deliver its first list: 10 s (then it
+/// reads objects one by one).
+const WATCH_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything a pass needs, shared by all applications of one process.
 pub struct Context {
     /// The cluster.
@@ -74,6 +78,8 @@ pub struct Context {
     controls: status::SharedControls,
     /// Why the policy file on disk is not in force, while it is rejected.
     policy_rejected: crate::reload::Rejected,
+    /// Stage timings of each application's last pass.
+    timings: std::sync::RwLock<HashMap<String, status::PassTimings>>,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -145,7 +151,23 @@ impl Context {
             writers: tokio::sync::Mutex::default(),
             controls: status::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
+            timings: std::sync::RwLock::default(),
         }
+    }
+
+    /// Keeps the timings of a pass that started at `started` (writing modes only).
+    fn keep_timings(&self, app: &str, mode: Mode, mut timings: status::PassTimings, started: Instant) {
+        timings.total_millis = millis(started.elapsed());
+        if mode.writes()
+            && let Ok(mut t) = self.timings.write()
+        {
+            t.insert(app.to_string(), timings);
+        }
+    }
+
+    /// The stage timings of application `app`'s last pass in this process.
+    pub fn timings(&self, app: &str) -> Option<status::PassTimings> {
+        self.timings.read().ok()?.get(app).cloned()
     }
 
     /// Shows `rejected` (the rejection of a changed policy file, see
@@ -314,6 +336,12 @@ impl Context {
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
 
+        let mut timings = status::PassTimings {
+            at: started_at.clone(),
+            source_millis: millis(started.elapsed()),
+            ..Default::default()
+        };
+        let compare_started = Instant::now();
         // 2. compare, and what the application owns that Git no longer declares
         let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
@@ -348,6 +376,7 @@ impl Context {
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
 
+        timings.compare_millis = millis(compare_started.elapsed());
         // 3. what a sync would do (also shown by previews and the status)
         let (prune, approved) = mode.prune(env.sync_policy.prune);
         let items = self.desired_items(name, &found.compared, &app_options);
@@ -411,7 +440,9 @@ impl Context {
                 let note = format!("sync of {} ({reason:?}) started", short(&st.revision));
                 self.event(name, false, "SyncStarted", note).await;
             }
+            let sync_started = Instant::now();
             let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            timings.sync_millis = millis(sync_started.elapsed());
             if st.pinned.is_some() && reason == SyncReason::NewRevision {
                 "Rollback".clone_into(&mut rec.reason);
             }
@@ -430,6 +461,7 @@ impl Context {
 
         // 6. record
         self.record(&st, &previous, history, record.clone(), mode, started).await?;
+        self.keep_timings(name, mode, timings, started);
         Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
     }
 
@@ -497,6 +529,7 @@ impl Context {
         manifests: Vec<crate::render::Manifest>,
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
+        self.watches_ready(&manifests).await;
         let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
@@ -525,6 +558,23 @@ impl Context {
         };
         kinds.retain(|(a, k)| !gone(a, k));
         Found { compared, candidates, errors }
+    }
+
+    /// With watches: waits (at most [`WATCH_READY_TIMEOUT`] per kind) for the first list
+    /// of every kind `manifests` use, so that the first pass of an application reads
+    /// its live objects with one LIST per kind instead of one GET per object.
+    async fn watches_ready(&self, manifests: &[crate::render::Manifest]) {
+        let Some(live) = &self.live else { return };
+        let mut kinds: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for m in manifests {
+            let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
+            kinds.insert((field("apiVersion"), field("kind")));
+        }
+        for (api_version, kind) in kinds {
+            if let Ok(kind) = self.cluster.kind(api_version, kind).await {
+                live.ready(&kind, WATCH_READY_TIMEOUT).await;
+            }
+        }
     }
 
     /// The plan's view of each compared object.
@@ -569,4 +619,9 @@ fn group_of(api_version: &str) -> &str {
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(7)]
+}
+
+/// `d` in whole milliseconds.
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

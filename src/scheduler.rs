@@ -3,7 +3,11 @@
 //! Each actor runs a pass at start, then waits for a trigger (webhook, manual) or for
 //! its reconcile interval (plus up to 10 % random jitter, so that applications spread
 //! out) and runs the next. Triggers coalesce: at most one pass runs and one waits per
-//! application, so a burst of webhooks during a pass leads to exactly one more pass.
+//! application, so a burst of webhooks during a pass leads to exactly one more pass. A
+//! trigger that finds the actor idle starts its pass at once; triggers that arrived
+//! while a pass ran start the next one when they stop coming for [`QUIET`] (at most
+//! [`MAX_HOLD`] after the pass ended): a storm of pushes, each naming a newer head of
+//! the same ref, is one pass at its end, which fetches the newest head.
 //!
 //! The scheduler knows no other part of plumb: it is given the pass to run (a closure
 //! taking the application's name) and what to do when a trigger starts one.
@@ -47,6 +51,14 @@ impl Trigger {
 
 /// How soon a pass follows one that synced or found the application Progressing.
 pub const SETTLE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long triggers that arrived during a pass must stop coming before the next pass
+/// starts: 50 ms.
+pub const QUIET: Duration = Duration::from_millis(50);
+
+/// The longest a pass asked for during a pass is held back while triggers keep coming:
+/// 10 s (a storm longer than that gets one pass every 10 s).
+pub const MAX_HOLD: Duration = Duration::from_secs(10);
 
 /// Handles to the per-application actors.
 #[derive(Clone, Default)]
@@ -122,6 +134,15 @@ async fn run_loop<F, Fut>(
     let mut why = "start".to_string();
     loop {
         let settling = pass(why).await;
+        if let Ok(t) = rx.try_recv() {
+            // asked for while the pass ran: wait for the burst to end
+            if !quiet(&mut rx, &token).await {
+                return;
+            }
+            started(t);
+            why = t.as_str().to_string();
+            continue;
+        }
         let wait = if settling { interval.min(SETTLE_INTERVAL) } else { jittered(interval) };
         tokio::select! {
             () = token.cancelled() => return,
@@ -133,6 +154,21 @@ async fn run_loop<F, Fut>(
                 None => return,
             },
             () = tokio::time::sleep(wait) => why = "poll".into(),
+        }
+    }
+}
+
+/// Waits until no trigger has arrived for [`QUIET`], or [`MAX_HOLD`] has passed, taking
+/// the triggers that come meanwhile (they ask for the same pass). False when cancelled
+/// or the scheduler is gone.
+async fn quiet(rx: &mut mpsc::Receiver<Trigger>, token: &CancellationToken) -> bool {
+    let deadline = tokio::time::Instant::now() + MAX_HOLD;
+    loop {
+        tokio::select! {
+            () = token.cancelled() => return false,
+            () = tokio::time::sleep_until(deadline) => return true,
+            () = tokio::time::sleep(QUIET) => return true,
+            t = rx.recv() => if t.is_none() { return false },
         }
     }
 }
@@ -184,6 +220,44 @@ mod tests {
         assert_eq!(passes.load(Ordering::SeqCst), 2, "no poll before the interval");
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 3, "one poll after 180 s + jitter (≤ 18 s)");
+        token.cancel();
+        task.await.expect("actor ends on cancel");
+    }
+
+    /// A storm of triggers that goes on for 3 s after a pass: one pass when it ends,
+    /// not one per pass length; a lone trigger on an idle actor starts at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_is_one_pass_at_its_end() {
+        let passes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel(1);
+        let token = CancellationToken::new();
+        let p = passes.clone();
+        let t0 = tokio::time::Instant::now();
+        let pass = move |_why: String| {
+            let p = p.clone();
+            async move {
+                p.lock().unwrap().push(t0.elapsed());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                false
+            }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), |_| {}));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), tx)])) };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(passes.lock().unwrap().len(), 1, "the start pass");
+        let received = tokio::time::Instant::now().into_std();
+        sched.trigger("web", Trigger::Webhook { received });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(passes.lock().unwrap()[1], Duration::from_secs(1), "a lone push starts its pass at once");
+        // 3 s of triggers, one every millisecond
+        for _ in 0..3000 {
+            sched.trigger("web", Trigger::Webhook { received });
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let seen = passes.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "start, the first push, one pass after the storm: {seen:?}");
+        assert!(seen[2] >= Duration::from_secs(4), "after the storm ended: {seen:?}");
         token.cancel();
         task.await.expect("actor ends on cancel");
     }

@@ -6,6 +6,8 @@
 //! | public (`--listen`, [`router`]) | `POST /api/webhook` | 202 a pass was queued, 200 authenticated but nothing to do (or a duplicate delivery), 400 malformed, 401 bad or missing signature, 408 too slow, 413 body too large, 415 content type, 503 queue full or body memory budget reached |
 //! | internal (`--internal-listen`, [`internal_router`]) | `GET /api/v1/applications` | JSON array of application statuses |
 //! | internal | `GET /metrics` | Prometheus text format |
+//! | internal | `GET /` | the status page: HTML list of applications ([`crate::page`]) |
+//! | internal | `GET /applications/{app}` | the status page of one application (404 when it has no status) |
 //!
 //! Every request to the internal listener needs a Kubernetes bearer token whose user
 //! holds the route's right ([`crate::auth`]): 401 without a valid token, 403 without
@@ -399,6 +401,11 @@ pub fn internal_router(state: InternalState) -> Router {
             get(applications).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
         )
         .route("/metrics", get(metrics).route_layer(middleware::from_fn_with_state(guard(auth::METRICS), authorize)))
+        .route("/", get(page_list).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)))
+        .route(
+            "/applications/{app}",
+            get(page_app).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
+        )
         .with_state(state)
 }
 
@@ -629,6 +636,42 @@ async fn read_body(
 
 async fn applications(State(state): State<InternalState>) -> Response {
     Json(state.ctx.statuses().await).into_response()
+}
+
+/// An HTML page ([`crate::page`]) with headers that keep it inert: no scripts or other
+/// loads (CSP), no MIME sniffing, not cached, not framed, no referrer.
+fn html(code: StatusCode, body: String) -> Response {
+    (
+        code,
+        [
+            ("content-type", "text/html; charset=utf-8"),
+            ("content-security-policy", crate::page::CONTENT_SECURITY_POLICY),
+            ("x-content-type-options", "nosniff"),
+            ("cache-control", "no-store"),
+            ("referrer-policy", "no-referrer"),
+            ("x-frame-options", "DENY"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn page_list(State(state): State<InternalState>) -> Response {
+    html(StatusCode::OK, crate::page::list(&state.ctx.statuses().await))
+}
+
+async fn page_app(
+    State(state): State<InternalState>,
+    axum::extract::Path(app): axum::extract::Path<String>,
+) -> Response {
+    let Some(st) = state.ctx.statuses().await.into_iter().find(|s| s.app == app) else {
+        return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
+    };
+    let timings = state.ctx.timings(&app);
+    match state.ctx.history(&app).await {
+        Ok(history) => html(StatusCode::OK, crate::page::application(&st, &history, None, timings.as_ref())),
+        Err(e) => html(StatusCode::OK, crate::page::application(&st, &[], Some(&e.to_string()), timings.as_ref())),
+    }
 }
 
 async fn metrics(State(state): State<InternalState>) -> impl IntoResponse {

@@ -11,7 +11,10 @@
 
 mod pool;
 
-use std::path::{Component, Path, PathBuf};
+use std::{
+    path::{Component, Path, PathBuf},
+    sync::Arc,
+};
 
 use git2::{
     AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository,
@@ -157,12 +160,19 @@ pub enum Error {
     },
 }
 
+/// When the request for an advertisement of the remote's refs started, and the refs
+/// (name, object id) it listed.
+type Advertisement = (std::time::Instant, Arc<Vec<(String, Oid)>>);
+
 /// A bare mirror of one repository.
 pub struct Mirror {
     repo: Repository,
     url: String,
     credentials: Credentials,
     limits: crate::limits::Limits,
+    /// The last advertisement of the remote's refs (`ls-remote`) and when the request
+    /// for it started: see [`Mirror::resolve_since`].
+    advertised: std::sync::Mutex<Option<Advertisement>>,
 }
 
 impl Mirror {
@@ -177,7 +187,13 @@ impl Mirror {
             Ok(r) => r,
             Err(_) => Repository::init_bare(&dir).map_err(|source| Error::Local { dir: dir.clone(), source })?,
         };
-        Ok(Self { repo, url: url.to_string(), credentials, limits: crate::limits::Limits::default() })
+        Ok(Self {
+            repo,
+            url: url.to_string(),
+            credentials,
+            limits: crate::limits::Limits::default(),
+            advertised: std::sync::Mutex::default(),
+        })
     }
 
     /// This mirror, reading files within `limits` (file size and count).
@@ -239,6 +255,17 @@ impl Mirror {
     /// # Errors
     /// [`Error::Fetch`] on network/auth failures, [`Error::RevisionNotFound`].
     pub fn resolve(&self, revision: &str) -> Result<Resolved, Error> {
+        self.resolve_since(revision, std::time::Instant::now())
+    }
+
+    /// [`Mirror::resolve`] for a request made at `asked`: an advertisement of the
+    /// remote's refs whose request started at or after `asked` answers it too (it is at
+    /// least as new as one made for this request), so passes of applications sharing a
+    /// repository that ask at about the same time cost one `ls-remote` together.
+    ///
+    /// # Errors
+    /// As [`Mirror::resolve`].
+    pub fn resolve_since(&self, revision: &str, asked: std::time::Instant) -> Result<Resolved, Error> {
         let fetch_err = |source| Error::Fetch { url: self.url.clone(), source };
         if is_sha(revision) {
             if let Ok(oid) = Oid::from_str(revision)
@@ -252,12 +279,7 @@ impl Mirror {
                 None => Err(Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() }),
             };
         }
-        // ls-remote: one round trip, no objects.
-        let mut remote = self.repo.remote_anonymous(&self.url).map_err(fetch_err)?;
-        let advertised: Vec<(String, Oid)> = {
-            let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None).map_err(fetch_err)?;
-            conn.list().map_err(fetch_err)?.iter().map(|h| (h.name().to_string(), h.oid())).collect()
-        };
+        let advertised = self.advertisement(asked).map_err(fetch_err)?;
         let candidates: Vec<String> = if revision.starts_with("refs/") {
             vec![revision.to_string()]
         } else {
@@ -286,6 +308,28 @@ impl Mirror {
             .and_then(|o| o.peel_to_commit())
             .map_err(|source| Error::Local { dir: self.repo.path().into(), source })?;
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
+    }
+
+    /// The remote's refs: the last advertisement when its request started at or after
+    /// `asked`, else a new `ls-remote` (one round trip, no objects).
+    fn advertisement(&self, asked: std::time::Instant) -> Result<Arc<Vec<(String, Oid)>>, git2::Error> {
+        if let Ok(last) = self.advertised.lock()
+            && let Some((started, refs)) = last.as_ref()
+            && *started >= asked
+        {
+            return Ok(refs.clone());
+        }
+        let started = std::time::Instant::now();
+        let mut remote = self.repo.remote_anonymous(&self.url)?;
+        let refs: Vec<(String, Oid)> = {
+            let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
+            conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect()
+        };
+        let refs = Arc::new(refs);
+        if let Ok(mut last) = self.advertised.lock() {
+            *last = Some((started, refs.clone()));
+        }
+        Ok(refs)
     }
 
     /// An abbreviated commit SHA no branch or tag is named after: the commit of the

@@ -382,6 +382,23 @@ pub const SUSPEND_ANNOTATION: &str = "plumb.dev/suspend";
 /// Annotation holding a [`Pin`] as JSON.
 pub const ROLLBACK_ANNOTATION: &str = "plumb.dev/rollback";
 
+/// How long the stages of an application's last pass took, in milliseconds (kept in
+/// memory by the running plumb, not stored: they change at every pass).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassTimings {
+    /// When the pass started, RFC 3339 UTC.
+    pub at: String,
+    /// Fetch and render (a cached render costs nothing).
+    pub source_millis: u64,
+    /// Comparison with the live objects (dry-runs included).
+    pub compare_millis: u64,
+    /// The sync (applies, prunes), 0 when there was none.
+    pub sync_millis: u64,
+    /// The whole pass.
+    pub total_millis: u64,
+}
+
 /// How long an application's render took, and with what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenderTime {

@@ -7,7 +7,8 @@
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
 //! other server-populated fields of [normalize](fn@crate::compare::normalize)), the application
 //! named by its label gets a pass within seconds instead of at the next poll.
-//! Status-only changes (a controller updating `status`) trigger nothing.
+//! Status-only changes (a controller updating `status`) trigger nothing. The cache keeps
+//! objects without plumb's own `managedFields` field set ([`compact`]).
 
 use std::{
     collections::HashMap,
@@ -61,6 +62,34 @@ impl LiveCache {
         self.store_of(kind, true)
     }
 
+    /// Starts the watch of `kind` when it is not running and waits, at most `timeout`,
+    /// for its first list (or its first error: a kind plumb may not list is not waited
+    /// for). One LIST answers for every object of the kind: a pass that waits here
+    /// instead of GETting each object costs one request per kind.
+    pub async fn ready(&self, kind: &Kind, timeout: std::time::Duration) {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), true);
+        let Some(store) =
+            self.stores.lock().ok().map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, true)).clone())
+        else {
+            return;
+        };
+        let failed = async {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                if self.error(&kind.resource.kind).is_some() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, async {
+            tokio::select! {
+                _ = store.wait_until_ready() => {}
+                () = failed => {}
+            }
+        })
+        .await;
+    }
+
     /// `labelled`: only objects with plumb's app label (and drift triggers); otherwise
     /// every object of the kind (children such as Pods, no triggers).
     fn store_of(&self, kind: &Kind, labelled: bool) -> Option<Store<DynamicObject>> {
@@ -77,7 +106,7 @@ impl LiveCache {
         let store = writer.as_reader();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
         let config = if labelled { watcher::Config::default().labels(APP_LABEL) } else { watcher::Config::default() };
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(compact));
         let drift = self.drift.clone();
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
@@ -176,6 +205,31 @@ impl LiveCache {
                 .collect(),
         )
     }
+}
+
+/// What the cache keeps of an object: all of it but the field set of plumb's own
+/// server-side apply entry in `managedFields` (usually the largest part of the
+/// metadata). Comparing never reads it (a difference is explained by the other
+/// managers' entries); a takeover of hand-made fields, which merges into it, reads the
+/// whole object from the API server first.
+fn compact(obj: &mut DynamicObject) {
+    for e in obj.metadata.managed_fields.iter_mut().flatten() {
+        if e.manager.as_deref() == Some(crate::FIELD_MANAGER) && e.operation.as_deref() == Some("Apply") {
+            e.fields_v1 = None;
+        }
+    }
+}
+
+/// Whether `live` (as JSON) came from the cache without plumb's own field set (see
+/// [`compact`]).
+pub fn compacted(live: &Value) -> bool {
+    live.pointer("/metadata/managedFields").and_then(Value::as_array).is_some_and(|entries| {
+        entries.iter().any(|e| {
+            e.get("manager").and_then(Value::as_str) == Some(crate::FIELD_MANAGER)
+                && e.get("operation").and_then(Value::as_str) == Some("Apply")
+                && e.get("fieldsV1").is_none()
+        })
+    })
 }
 
 /// A cached object as JSON, with its apiVersion and kind.

@@ -7,6 +7,10 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use anyhow::Context as _;
@@ -24,6 +28,8 @@ pub struct GitServer {
     /// Base URL, `http://127.0.0.1:<port>`; a repository `x.git` in the root is at
     /// `<base>/x.git`.
     pub base: String,
+    /// What has been asked of the server so far (see [`GitServer::counts`]).
+    counts: Arc<Counters>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -49,6 +55,8 @@ impl GitServer {
         let addr: SocketAddr = listener.local_addr()?;
         let root = root.to_path_buf();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let counts = Arc::new(Counters::default());
+        let counters = counts.clone();
         let thread = std::thread::Builder::new()
             .name("git-http".into())
             .spawn(move || {
@@ -59,7 +67,7 @@ impl GitServer {
                     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                         return;
                     };
-                    let app = Router::new().fallback(cgi).with_state(root);
+                    let app = Router::new().fallback(cgi).with_state((root, counters));
                     let _ = axum::serve(listener, app)
                         .with_graceful_shutdown(async {
                             let _ = rx.await;
@@ -68,7 +76,15 @@ impl GitServer {
                 });
             })
             .context("git server thread")?;
-        Ok(Self { base: format!("http://{addr}"), shutdown: Some(tx), thread: Some(thread) })
+        Ok(Self { base: format!("http://{addr}"), counts, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// Requests served so far: `(advertisements, fetches, bytes sent for fetches)`. An
+    /// advertisement (`GET …/info/refs`) is what `git ls-remote` costs and what starts
+    /// every fetch; a fetch is a `POST …/git-upload-pack` (objects sent).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let c = &self.counts;
+        (c.adverts.load(Ordering::Relaxed), c.fetches.load(Ordering::Relaxed), c.fetch_bytes.load(Ordering::Relaxed))
     }
 
     /// Stops serving and returns once the port is closed (clients then get connection
@@ -89,7 +105,21 @@ impl Drop for GitServer {
     }
 }
 
-async fn cgi(State(root): State<PathBuf>, method: Method, uri: Uri, headers: HeaderMap, req: Request) -> Response {
+/// Request counters of one server.
+#[derive(Default)]
+struct Counters {
+    adverts: AtomicU64,
+    fetches: AtomicU64,
+    fetch_bytes: AtomicU64,
+}
+
+async fn cgi(
+    State((root, counts)): State<(PathBuf, Arc<Counters>)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    req: Request,
+) -> Response {
     let body: Bytes = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE),
@@ -121,6 +151,12 @@ async fn cgi(State(root): State<PathBuf>, method: Method, uri: Uri, headers: Hea
         return status(StatusCode::INTERNAL_SERVER_ERROR);
     };
     let raw = out.stdout;
+    if uri.path().ends_with("/info/refs") {
+        counts.adverts.fetch_add(1, Ordering::Relaxed);
+    } else if uri.path().ends_with("/git-upload-pack") {
+        counts.fetches.fetch_add(1, Ordering::Relaxed);
+        counts.fetch_bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
+    }
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -94,6 +94,10 @@ pub struct Job<'a> {
     pub health: Vec<HealthStatus>,
 }
 
+/// One object's write: the object as the server returned it and its health then, or the
+/// failure's message.
+type Applied = Result<(Value, health::Health), String>;
+
 /// Compares an object created after its CRD again, once the CRD is served.
 pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, String>> + Sync);
 
@@ -144,25 +148,41 @@ pub async fn run(
                     }),
                 }
             }
+            // Each object's write, the read of its health and its Event run together,
+            // `CONCURRENCY` objects at once: one object's round trips never wait for
+            // another's. The batch (one kind of one wave) is finished before the next.
             let mut jobs = Vec::with_capacity(targets.len());
             for (idx, c) in &targets {
                 let options = job.app_options.with_object(&c.options);
                 let (idx, may_recreate) = (*idx, p.recreate.contains(idx));
-                jobs.push(async move { (idx, apply_one(cluster, c, &options, may_recreate).await) }.boxed());
+                jobs.push(
+                    async move {
+                        let res = apply_one(cluster, c, &options, may_recreate).await;
+                        let res = match res {
+                            Ok(obj) => {
+                                let h = health_after_apply(cluster, &obj).await;
+                                if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+                                    written(&c.key, rv);
+                                }
+                                announce(cluster, job, c).await;
+                                Ok((obj, h))
+                            }
+                            Err(message) => Err(message),
+                        };
+                        (idx, res)
+                    }
+                    .boxed(),
+                );
             }
-            let results: Vec<(usize, Result<Value, String>)> =
-                stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+            let mut results: Vec<(usize, Applied)> = stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+            // in plan order, whatever order the answers came in
+            results.sort_by_cached_key(|(idx, _)| batch.iter().position(|b| b == idx));
             for (idx, res) in results {
                 let c = &job.compared[idx];
                 match res {
-                    Ok(obj) => {
-                        let h = health_after_apply(cluster, &obj).await;
+                    Ok((obj, h)) => {
                         health[idx] =
                             if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
-                        if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                            written(&c.key, rv);
-                        }
-                        announce(cluster, job, c).await;
                         out.applied.push((idx, obj, h));
                     }
                     Err(message) => {

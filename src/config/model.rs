@@ -139,7 +139,7 @@ pub struct SecretRef {
 ///   provider: gitea                     # or github
 ///   tokenFile: /etc/plumb/forge-token   # API token; one trailing newline stripped
 ///   apiUrl: https://git.example.com/api/v1          # optional, see below
-///   targetUrl: https://plumb.example.com/api/v1/applications   # optional link
+///   targetUrl: https://plumb.example.com/applications/{app}   # optional link; {app}: the application
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -156,7 +156,9 @@ pub struct CommitStatusConfig {
     /// `write:repository`; GitHub fine-grained "Commit statuses: write" or classic
     /// `repo:status`). Read at every post, so it can be rotated in place.
     pub token_file: Spanned<PathBuf>,
-    /// Link shown with each status (e.g. plumb's `/api/v1/applications`). Omitted when
+    /// Link shown with each status; every `{app}` in it is replaced by the application's
+    /// name (percent-encoded), so it can point at the application's status page, e.g.
+    /// `https://plumb.example.com/applications/{app}` (see [`crate::page`]). Omitted when
     /// absent.
     #[serde(default)]
     pub target_url: Option<String>,

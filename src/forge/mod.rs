@@ -18,7 +18,9 @@
 //! at most 140 characters: GitHub rejects longer ones with 422). The four states are the
 //! ones both APIs accept (Gitea also has `warning`, unused).
 //!
-//! Both forges take the same JSON body `{state, target_url, description, context}`:
+//! Both forges take the same JSON body `{state, target_url, description, context}`;
+//! `target_url` is the policy's `targetUrl` with `{app}` replaced by the application's
+//! name ([`Target::link`]), so a status can link to the application's status page.
 //!
 //! - **Gitea** (and Forgejo), `POST {apiUrl}/repos/{owner}/{repo}/statuses/{sha}` with
 //!   `Authorization: token …` — Gitea's API reference (`CreateStatusOption`, answer 201).
@@ -94,6 +96,13 @@ pub struct CommitStatus {
     pub description: String,
 }
 
+impl CommitStatus {
+    /// The application this status is about: the context without its `plumb/` prefix.
+    pub fn app(&self) -> &str {
+        self.context.strip_prefix("plumb/").unwrap_or(&self.context)
+    }
+}
+
 /// Why commit statuses cannot be posted.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -167,6 +176,15 @@ impl Target {
         })
     }
 
+    /// The link sent with a status of application `app`: the configured `targetUrl` with
+    /// every `{app}` replaced by the application's name as one percent-encoded path
+    /// segment (`https://plumb.example.com/applications/{app}` → its status page);
+    /// `None` when no `targetUrl` is configured.
+    pub fn link(&self, app: &str) -> Option<String> {
+        let t = self.target_url.as_ref()?;
+        Some(t.replace("{app}", &crate::page::path_segment(app)))
+    }
+
     /// `{api_url}/repos/{owner}/{repo}/statuses/{sha}`, each segment percent-encoded.
     ///
     /// # Errors
@@ -194,8 +212,8 @@ impl Target {
             "description": status.description,
             "context": status.context,
         });
-        if let Some(t) = &self.target_url {
-            body["target_url"] = t.as_str().into();
+        if let Some(t) = self.link(status.app()) {
+            body["target_url"] = t.into();
         }
         let scheme: &[u8] = match self.provider {
             ForgeProvider::Gitea => b"token ",

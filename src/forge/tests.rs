@@ -189,3 +189,22 @@ fn failed_and_refused_syncs_say_why() {
     let s = next("web", &report(Some(SyncResult::Refused), HealthStatus::Healthy), None).unwrap();
     assert_eq!(s.state, State::Error);
 }
+
+/// `{app}` in `targetUrl` becomes the application's name, one path segment, so the
+/// status links to the application's status page; a URL without it is sent unchanged.
+#[test]
+fn target_url_links_to_the_application_page() {
+    let t = Target::new(
+        &cfg("provider: gitea\ntokenFile: /t\ntargetUrl: https://plumb.example/applications/{app}\n"),
+        "http://127.0.0.1:3000/plumb/fleet.git",
+    )
+    .unwrap();
+    let req = t.request(&status(State::Success), b"tok3n").unwrap();
+    let body: serde_json::Value = serde_json::from_slice(req.body()).unwrap();
+    assert_eq!(body["target_url"], "https://plumb.example/applications/web");
+    assert_eq!(t.link("a b/../c?d"), Some("https://plumb.example/applications/a%20b%2F..%2Fc%3Fd".into()));
+    let plain = Target { target_url: Some("https://plumb.example/".into()), ..t.clone() };
+    assert_eq!(plain.link("web"), Some("https://plumb.example/".into()));
+    assert_eq!(Target { target_url: None, ..t }.link("web"), None);
+    assert_eq!(status(State::Success).app(), "web");
+}

@@ -143,6 +143,18 @@ impl Context {
                 Err(e) => return error(key, obj, Some(kind), e.to_string()),
             },
         };
+        // A takeover merges hand-made fields into plumb's own managedFields entry, which
+        // the watch cache does not keep: read the whole object for it.
+        let hand = crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: take_over };
+        let live = match live {
+            Some(l) if crate::watch::compacted(&l) && crate::compare::managers::takeover(&l, hand).is_some() => {
+                match self.cluster.get(&kind, &key).await {
+                    Ok(l) => l,
+                    Err(e) => return error(key, obj, Some(kind), e.to_string()),
+                }
+            }
+            other => other,
+        };
         let strict = !(defaults.validate_disabled || options.validate_disabled);
         let Some(live_obj) = live else {
             // a Job that ran this manifest to the end, removed by its own rule: done
@@ -232,7 +244,6 @@ impl Context {
         if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
             return error(key, apply, Some(kind), e);
         }
-        let hand = crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: take_over };
         let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, hand);
         let mut c = Compared::early(key, apply, Some(kind), j.reason, &source);
         (c.desired, c.live_compared, c.differences) = (desired, Some(live_n), j.differences);

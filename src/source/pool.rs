@@ -8,6 +8,7 @@
 //! tree) renders nothing again and starts no child process. At most
 //! [`RENDER_CACHE_ENTRIES`] renders are kept (least recently used dropped).
 
+use sha2::Digest as _;
 use std::{
     collections::HashMap,
     path::PathBuf,
@@ -213,11 +214,13 @@ impl Pool {
     pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let shared = self.shared_paths(app);
+        // an advertisement asked for after this is as new as this pass needs
+        let asked = std::time::Instant::now();
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
-                let resolved = m.resolve(&wanted)?;
+                let resolved = m.resolve_since(&wanted, asked)?;
                 match m.snapshot_within(&resolved.revision, &dir, &shared) {
                     // the commit is there but its tree cannot be rendered as it is
                     Err(
@@ -266,8 +269,23 @@ impl Pool {
             None => String::new(),
         };
         // the app and namespace count for Helm (release name and namespace in templates)
-        let key =
-            format!("{kind:?} {} {} {}/{} {:?} {described}", snapshot.root_tree, t.path, t.app, t.namespace, t.source);
+        // A plain render reads only the files under the path: keyed by their content, a
+        // commit that changes other paths renders nothing again. A tool may read the
+        // whole working copy (kustomize bases, chart dependencies): keyed by the root tree.
+        let inputs = match kind {
+            SourceType::Plain => {
+                let mut h = sha2::Sha256::new();
+                for (path, bytes) in &snapshot.files {
+                    h.update((path.len() as u64).to_le_bytes());
+                    h.update(path.as_bytes());
+                    h.update((bytes.len() as u64).to_le_bytes());
+                    h.update(bytes);
+                }
+                format!("files {}", hex::encode(h.finalize()))
+            }
+            _ => snapshot.root_tree.clone(),
+        };
+        let key = format!("{kind:?} {inputs} {} {}/{} {:?} {described}", t.path, t.app, t.namespace, t.source);
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok(Rendered { cached: true, ..r });
         }
