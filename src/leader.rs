@@ -286,7 +286,7 @@ pub async fn watch_requests(
         } else {
             shared.write().ok().and_then(|mut m| m.get_or_insert_default().insert(app.clone(), controls.clone()))
         };
-        if previous.as_ref() == Some(&controls) {
+        if previous.as_ref().is_some_and(|p| !p.asks_differently(&controls)) {
             continue;
         }
         // the end of a pause is a change too: a pass then resumes automated sync

@@ -184,8 +184,12 @@ impl Context {
         self.controls.clone()
     }
 
-    /// The requests on application `name`'s resource.
-    async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
+    /// The requests on application `name`'s resource: from the watch that keeps them
+    /// when it runs (no request), else read.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when read and the read fails.
+    pub async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
         let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
         match watched {
             Some(c) => Ok(c.unwrap_or_default()),

@@ -441,8 +441,8 @@ async fn policy_pass(
     // A refresh request seen before the pass starts is answered once the pass has saved
     // its status: `plumb refresh` then reads the result. (A sync request is answered in
     // the status itself, `syncRequest`.)
-    let asked = match ctx.store.requests(app).await {
-        Ok(r) => r.requested.filter(|v| r.observed.as_ref() != Some(v)),
+    let asked = match ctx.controls_of(app).await {
+        Ok(c) => c.unanswered_refresh(),
         Err(e) => {
             tracing::debug!(app = %app, "reading pass requests: {e}");
             None

@@ -132,6 +132,8 @@ pub type SharedControls = std::sync::Arc<std::sync::RwLock<Option<std::collectio
 pub struct Controls {
     /// [`REFRESH_ANNOTATION`]'s value.
     pub refresh: Option<String>,
+    /// [`OBSERVED_ANNOTATION`]'s value: the last pass request a finished pass had seen.
+    pub observed: Option<String>,
     /// [`SYNC_ANNOTATION`]'s value.
     pub sync: Option<String>,
     /// [`SUSPEND_ANNOTATION`], parsed (an unparsable value is ignored with a warning).
@@ -141,6 +143,17 @@ pub struct Controls {
 }
 
 impl Controls {
+    /// Whether `other` asks something else of the server than `self` (the
+    /// acknowledgement of a pass request, written by the server, asks nothing).
+    pub fn asks_differently(&self, other: &Self) -> bool {
+        Self { observed: None, ..self.clone() } != Self { observed: None, ..other.clone() }
+    }
+
+    /// The pass request not acknowledged yet, if any.
+    pub fn unanswered_refresh(&self) -> Option<String> {
+        self.refresh.clone().filter(|v| self.observed.as_ref() != Some(v))
+    }
+
     /// The controls in `annotations` of application `app`. Pure.
     pub fn from_annotations(app: &str, annotations: &BTreeMap<String, String>) -> Self {
         fn parsed<T: serde::de::DeserializeOwned>(app: &str, key: &str, v: Option<&String>) -> Option<T> {
@@ -155,6 +168,7 @@ impl Controls {
         }
         Self {
             refresh: annotations.get(REFRESH_ANNOTATION).cloned(),
+            observed: annotations.get(OBSERVED_ANNOTATION).cloned(),
             sync: annotations.get(SYNC_ANNOTATION).cloned(),
             suspend: parsed(app, SUSPEND_ANNOTATION, annotations.get(SUSPEND_ANNOTATION)),
             pin: parsed(app, ROLLBACK_ANNOTATION, annotations.get(ROLLBACK_ANNOTATION)),
@@ -615,5 +629,15 @@ mod tests {
         assert!(c.pin.is_none());
         assert_eq!(c.sync.as_deref(), Some("T"));
         assert!(c.refresh.is_none());
+        // the server's acknowledgement asks nothing new; a new request does
+        let mut acked = c.clone();
+        acked.observed = Some("T".into());
+        assert!(!c.asks_differently(&acked));
+        let mut asked = acked.clone();
+        asked.refresh = Some("T2".into());
+        assert!(acked.asks_differently(&asked));
+        assert_eq!(asked.unanswered_refresh().as_deref(), Some("T2"));
+        asked.observed = Some("T2".into());
+        assert!(asked.unanswered_refresh().is_none());
     }
 }
