@@ -121,7 +121,8 @@ pub struct Kind {
 /// The cluster connection plus a discovery cache.
 pub struct Cluster {
     client: Client,
-    recorder: kube::runtime::events::Recorder,
+    /// Who records Events (`plumb`, the pod's host name).
+    reporter: kube::runtime::events::Reporter,
     discovery: RwLock<Discovery>,
     requests: std::sync::atomic::AtomicU64,
     writes: std::sync::atomic::AtomicU64,
@@ -150,10 +151,9 @@ impl Cluster {
             Discovery::new(client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
         let reporter =
             kube::runtime::events::Reporter { controller: "plumb".into(), instance: std::env::var("HOSTNAME").ok() };
-        let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
         Ok(Self {
             client,
-            recorder,
+            reporter,
             discovery: RwLock::new(discovery),
             requests: 1.into(),
             writes: 0.into(),
@@ -702,7 +702,11 @@ impl Cluster {
             secondary: None,
         };
         self.count(false);
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+        // A recorder of its own for each Event: kube's recorder folds Events of the same
+        // reason on the same object into one series that keeps the first note, so a
+        // second sync or prune would show the first one's revision or object.
+        let recorder = kube::runtime::events::Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&ev, &reference).await {
             tracing::warn!("event {reason} on {:?}: {e}", reference.name);
         }
     }
