@@ -1,7 +1,15 @@
-//! Command line: `plumb serve | diff | render | sync | status | history | validate | webhook replay`.
+//! Command line. Read commands (`status`, `history`, `get`, `events`) read the status
+//! objects with only a kubeconfig; write commands (`sync`, `refresh`) ask the server
+//! through the application's status object and follow its progress; `--local`,
+//! `prune`, `diff` and `render` work from the policy file on this machine. Output is
+//! `-o table|json|yaml`; Git-controlled text is shown escaped ([`output::sanitize`]).
 
 mod day2;
+mod local;
+pub mod output;
+pub mod read;
 mod render;
+pub mod request;
 
 use std::{
     io::IsTerminal,
@@ -13,18 +21,26 @@ use std::{
 };
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
+
+pub use local::preview;
+use output::Output;
+use read::{KubeArgs, READ_EXIT_CODES};
+use request::{Asked, REFRESH_EXIT_CODES, SYNC_EXIT_CODES};
 
 use crate::serve::Listeners;
 use crate::{
     cluster::Cluster,
-    compare::{ObjectReason, diff::unified},
-    config::{self, Config},
+    compare::diff::unified,
+    config,
     metrics::Metrics,
     reconcile::{Context, Mode},
     server,
     status::ConditionType,
 };
+
+/// The Git commit plumb was built from (`build.rs`; `unknown` outside a repository).
+pub const GIT_COMMIT: &str = env!("PLUMB_GIT_COMMIT");
 
 /// plumb keeps a Kubernetes cluster equal to a Git repository.
 #[derive(Parser, Debug)]
@@ -38,22 +54,34 @@ pub struct Cli {
     /// collectors).
     #[arg(long, env = "PLUMB_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"], global = true)]
     pub log_format: String,
+    /// How to reach the cluster.
+    #[command(flatten)]
+    pub kube: KubeArgs,
     #[command(subcommand)]
     command: Command,
 }
 
-/// Options shared by commands that talk to the cluster.
+/// The policy file of commands that fetch and render Git on this machine.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ClusterArgs {
+pub struct PolicyArgs {
     /// Policy file.
     #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
     pub config: PathBuf,
-    /// kubeconfig file; default: `KUBECONFIG`, `~/.kube/config`, or in-cluster.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
     /// Directory of the Git mirrors (created when missing).
     #[arg(long, env = "PLUMB_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+}
+
+/// The optional policy file of read commands: its `statusNamespace` and its list of
+/// applications (those that never ran included); its secret files are not needed.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReadArgs {
+    /// Policy file (optional).
+    #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
 /// Leader election options of `plumb serve` (see [`crate::leader`]).
@@ -97,9 +125,11 @@ impl LeaseArgs {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the reconciler: one actor per application, the webhook receiver and the API.
+    /// The only command (with `sync --local`) that creates plumb's status namespace.
+    #[command(after_help = "Exit codes: 0 shut down; 1 lost the leader Lease (restart as a follower); 2 error.")]
     Serve {
         #[command(flatten)]
-        cluster: ClusterArgs,
+        policy: PolicyArgs,
         /// Address of the public listener (the webhook; no token, deliveries are signed).
         #[arg(long, env = "PLUMB_LISTEN", default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
@@ -121,13 +151,14 @@ enum Command {
         #[arg(long, env = "PLUMB_NOTIFY_URL")]
         notify_url: Option<String>,
     },
-    /// Show how the live cluster differs from Git. Exit code as `kubectl diff`:
-    /// 0 no differences, 1 differences, >1 error.
+    /// Show how the live cluster differs from Git (fetched and rendered here; nothing is
+    /// written, not even plumb's namespace).
+    #[command(after_help = "Exit codes (as `kubectl diff`): 0 no differences; 1 differences; 2 error.")]
     Diff {
         /// Application.
         app: String,
         #[command(flatten)]
-        cluster: ClusterArgs,
+        policy: PolicyArgs,
         /// Compare this commit (or branch/tag) instead of the configured revision.
         #[arg(long)]
         revision: Option<String>,
@@ -137,54 +168,86 @@ enum Command {
     },
     /// Print the rendered objects of one application (Secret values masked) as a YAML
     /// stream; the tool, its version and the render time on standard error. Needs no
-    /// cluster. Exit 0, or 2 when the source cannot be fetched or rendered.
+    /// cluster and writes nothing.
+    #[command(after_help = "Exit codes: 0 rendered; 2 the source cannot be fetched or rendered.")]
     Render {
         /// Application.
         app: String,
-        /// Policy file.
-        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
-        config: PathBuf,
-        /// Directory of the Git mirrors (created when missing).
-        #[arg(long, env = "PLUMB_CACHE_DIR")]
-        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        policy: PolicyArgs,
         /// Render this commit (or branch/tag) instead of the configured revision.
         #[arg(long)]
         revision: Option<String>,
     },
-    /// Sync one application now, whatever its policy, and print what was done.
+    /// Ask the server to sync one application now and follow its progress, wave by wave
+    /// (a spinner on a terminal). With `--local`, fetch and apply from this machine.
+    #[command(after_help = SYNC_EXIT_CODES)]
     Sync {
         /// Application.
         app: String,
-        #[command(flatten)]
-        cluster: ClusterArgs,
-        /// Also delete objects Git no longer declares (default: the policy's `prune`).
+        /// Policy file: needed by `--local` and `--dry-run`; otherwise optional (its
+        /// `statusNamespace`).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: Option<PathBuf>,
+        /// Directory of the Git mirrors (`--local`, `--dry-run`).
+        #[arg(long, env = "PLUMB_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+        /// Fetch, render and apply from this machine with your identity, as a server
+        /// would (for clusters without a server). While a server holds plumb's Lease in
+        /// the namespace, a local sync writes no status: the server records its own.
         #[arg(long)]
+        local: bool,
+        /// Also delete objects Git no longer declares (default: the policy's `prune`;
+        /// `--local` only).
+        #[arg(long, requires = "local")]
         prune: Option<bool>,
-        /// Print the plan; write nothing.
-        #[arg(long)]
+        /// Print the plan, computed here; write nothing (needs `-c`).
+        #[arg(long, conflicts_with = "local")]
         dry_run: bool,
         /// Approve deleting objects that need it: `Prune=confirm`, PersistentVolumeClaims,
-        /// Namespaces, CustomResourceDefinitions.
+        /// Namespaces, CustomResourceDefinitions (`--local`, `--dry-run`).
         #[arg(long)]
         approve: bool,
-        /// After syncing, wait until the application is Synced and Healthy (exit 0),
-        /// Degraded (exit 1, printing the causes) or the timeout passes (exit 1, printing
-        /// what is still Progressing); a fetch, render or comparison error stops the wait
-        /// at once (exit 2, printing it). The status stored in the cluster says what
-        /// the wait printed.
-        #[arg(long)]
+        /// `--local`: after syncing, wait until the application is Synced and Healthy
+        /// (exit 0), Degraded (exit 1, printing the causes) or the timeout passes (exit
+        /// 1); a fetch, render or comparison error stops the wait at once (exit 2). The
+        /// wait only reads: it writes no status.
+        #[arg(long, requires = "local")]
         wait: bool,
-        /// Longest wait with `--wait`, and for later sync waves (e.g. 90s, 5m).
+        /// Longest wait for the server's answer and its sync waves (`--local`: for
+        /// `--wait` and later sync waves), e.g. 90s, 5m.
         #[arg(long, default_value = "5m", value_parser = config::parse_duration)]
         timeout: std::time::Duration,
+        /// Output format of the result (through the server).
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
-    /// Delete what Git no longer declares in one application now (`plumb sync APP
-    /// --prune true`); with `--approve` also the objects that wait for an approval.
+    /// Ask the server to compare one application now (a pass under its policy) and print
+    /// the new status.
+    #[command(after_help = REFRESH_EXIT_CODES)]
+    Refresh {
+        /// Application.
+        app: String,
+        /// Policy file (optional: its `statusNamespace`).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: Option<PathBuf>,
+        /// Longest wait for the server's answer, e.g. 30s, 5m.
+        #[arg(long, default_value = "2m", value_parser = config::parse_duration)]
+        timeout: std::time::Duration,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Delete what Git no longer declares in one application now, from this machine
+    /// (`plumb sync APP --local --prune true`); with `--approve` also the objects that
+    /// wait for an approval.
+    #[command(after_help = "Exit codes: 0 done or nothing to do; 1 the sync failed, was refused or still \
+runs after --timeout; 2 error.")]
     Prune {
         /// Application.
         app: String,
         #[command(flatten)]
-        cluster: ClusterArgs,
+        policy: PolicyArgs,
         /// Approve deleting `Prune=confirm` objects, PersistentVolumeClaims, Namespaces
         /// and CustomResourceDefinitions.
         #[arg(long)]
@@ -196,17 +259,36 @@ enum Command {
         #[arg(long, default_value = "5m", value_parser = config::parse_duration)]
         timeout: std::time::Duration,
     },
-    /// Table of every application: environment, revision, sync, health, last sync.
+    /// Every application: environment, revision, sync, health, last sync, conditions.
+    #[command(after_help = READ_EXIT_CODES)]
     Status {
         #[command(flatten)]
-        cluster: ClusterArgs,
+        read: ReadArgs,
     },
     /// The last syncs of one application, newest first.
+    #[command(after_help = READ_EXIT_CODES)]
     History {
         /// Application.
         app: String,
         #[command(flatten)]
-        cluster: ClusterArgs,
+        read: ReadArgs,
+    },
+    /// One application: its objects with sync and health, and the drift lines with the
+    /// field manager of each hand change.
+    #[command(after_help = READ_EXIT_CODES)]
+    Get {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// The Kubernetes Events about one application (syncs, prunes, health changes).
+    #[command(after_help = READ_EXIT_CODES)]
+    Events {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        read: ReadArgs,
     },
     /// Pause automated sync and selfHeal of an application until a time (a manual
     /// `plumb sync` still runs); it resumes by itself. Exit code 0 when recorded.
@@ -219,15 +301,11 @@ enum Command {
         /// Why (shown in the status, the Event and the status page).
         #[arg(long)]
         reason: String,
-        #[command(flatten)]
-        target: day2::Target,
     },
     /// End a pause early.
     Resume {
         /// Application.
         app: String,
-        #[command(flatten)]
-        target: day2::Target,
     },
     /// Sync a recorded revision and pin the application there: new commits of the
     /// tracked ref are not synced until `--release` (or the next commit with
@@ -248,14 +326,30 @@ enum Command {
         /// Allow a revision that is not an ancestor of the tracked ref.
         #[arg(long)]
         force: bool,
-        #[command(flatten)]
-        target: day2::Target,
     },
     /// Check policy files; list every problem with file and line.
+    #[command(after_help = "Exit codes: 0 every file is valid; 1 problems were found.")]
     Validate {
         /// Policy files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// plumb's version and the Git commit it was built from.
+    #[command(after_help = "Exit codes: 0.")]
+    Version {
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Print a shell completion script, e.g. `plumb completion bash > /etc/bash_completion.d/plumb`.
+    #[command(after_help = "Exit codes: 0.")]
+    Completion {
+        /// Shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Webhook tools.
     Webhook {
@@ -269,8 +363,8 @@ enum Command {
 enum WebhookCommand {
     /// Run one recorded delivery (e.g. copied from the forge's delivery history) through
     /// the server's webhook code, without duplicate detection and without starting a
-    /// pass, and print the decision as JSON. Exit code 0 when the server would answer
-    /// 2xx, 1 otherwise.
+    /// pass, and print the decision as JSON.
+    #[command(after_help = "Exit codes: 0 the server would answer 2xx; 1 otherwise; 2 error.")]
     Replay {
         /// Policy file (repositories, secrets, applications).
         #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
@@ -296,10 +390,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(cli.command)) {
+    match rt.block_on(run(cli.kube, cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", output::sanitize(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -319,164 +413,105 @@ fn init_tracing(filter: Option<&str>, format: &str) {
     };
 }
 
-/// Loads the policy and connects to the cluster.
+/// Loads the policy (without checking its secret files: a fetch that needs one fails
+/// naming it) and connects to the cluster. Only with `writes` is plumb's status
+/// namespace created when missing (`sync --local`, `prune`): `diff` and previews write
+/// nothing.
 ///
 /// # Errors
 /// Invalid policy, unreachable cluster.
-pub async fn context(args: &ClusterArgs, watches: bool) -> anyhow::Result<Arc<Context>> {
-    let mut config = config::load(&args.config)?;
-    let cluster = Cluster::connect(args.kubeconfig.as_deref()).await?;
-    let cache = args.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
-    std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+pub async fn context(policy: &PolicyArgs, kube: &KubeArgs, writes: bool) -> anyhow::Result<Context> {
+    let mut config = config::load_without_secrets(&policy.config)?;
+    let cluster = Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+    let cache = cache_dir(policy.cache_dir.as_deref())?;
     if crate::secret_refs::any(&config) {
         crate::secret_refs::materialize(cluster.client(), &mut config, &cache.join(".secrets")).await?;
     }
-    let mut ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
-    if watches {
-        ctx = ctx.with_watches();
+    let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
+    if writes {
+        ctx.store.ensure_namespace().await?;
     }
-    ctx.store.ensure_namespace().await?;
-    Ok(Arc::new(ctx))
+    Ok(ctx)
 }
 
-async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
+fn cache_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let cache = given.map_or_else(|| std::env::temp_dir().join("plumb-repos"), Path::to_path_buf);
+    std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+    Ok(cache)
+}
+
+async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Serve { cluster, listen, internal_listen, probe_listen, lease, reload_every, notify_url } => {
-            let config = config::load(&cluster.config)?;
-            let metrics = Arc::new(Metrics::default());
-            let cache = cluster.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
-            std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
+        Command::Serve { policy, listen, internal_listen, probe_listen, lease, reload_every, notify_url } => {
+            let config = config::load(&policy.config)?;
             let process = crate::serve::Process {
-                kubeconfig: cluster.kubeconfig.clone(),
-                policy: cluster.config.clone(),
-                cache_dir: cache,
+                kubeconfig: kube.kubeconfig.clone(),
+                context: kube.context.clone(),
+                policy: policy.config.clone(),
+                cache_dir: cache_dir(policy.cache_dir.as_deref())?,
                 listen: Listeners { public: listen, internal: internal_listen, probes: probe_listen },
                 lease: lease.options(&config.settings.status_namespace),
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
                 notify_url,
             };
-            let ended = crate::serve::run(process, metrics, shutdown_signal()).await?;
+            let ended = crate::serve::run(process, Arc::new(Metrics::default()), shutdown_signal()).await?;
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
             Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Render { app, config, cache_dir, revision } => {
-            let cache = cache_dir.unwrap_or_else(|| std::env::temp_dir().join("plumb-repos"));
-            std::fs::create_dir_all(&cache).with_context(|| format!("cache dir {}", cache.display()))?;
-            render::run(&config, &cache, &app, revision.as_deref()).await
+        Command::Render { app, policy, revision } => {
+            let cache = cache_dir(policy.cache_dir.as_deref())?;
+            render::run(&policy.config, &cache, &app, revision.as_deref()).await
         }
-        Command::Diff { app, cluster, revision, output } => {
-            let ctx = context(&cluster, false).await?;
-            let report = ctx.run_pass(&app, Mode::CompareOnly, revision.as_deref()).await?;
-            let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
-            for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
-                eprintln!("warning: {}", c.message);
+        Command::Diff { app, policy, revision, output } => {
+            let ctx = context(&policy, &kube, false).await?;
+            diff(&ctx, &app, revision.as_deref(), &output).await
+        }
+        Command::Sync { app, config, cache_dir, local, prune, dry_run, approve, wait, timeout, output } => {
+            if !local && !dry_run {
+                let policy = read::policy(config.as_deref())?;
+                return request::run(&kube, policy.as_ref(), &app, Asked::Sync, (timeout, output)).await;
             }
-            if report.status.sync == crate::compare::SyncStatus::Unknown {
-                for c in &report.status.conditions {
-                    eprintln!("{}: {}", c.type_, c.message);
-                }
-                return Ok(ExitCode::from(2));
-            }
-            if output == "json" {
-                println!("{}", serde_json::to_string_pretty(&report.diffs)?);
-            } else {
-                let color = std::io::stdout().is_terminal();
-                for d in &report.diffs {
-                    if d.reason.is_empty() {
-                        continue;
-                    }
-                    println!("# {} ({})", d.object, d.reason);
-                    let text = if d.verdict.is_none() {
-                        String::new()
-                    } else {
-                        // both sides come masked (compare::sensitive)
-                        unified(&d.object, &d.desired, d.live.as_ref())
-                    };
-                    for line in text.lines() {
-                        match (color, line.chars().next()) {
-                            (true, Some('+')) if !line.starts_with("+++") => {
-                                println!("\x1b[32m{line}\x1b[0m")
-                            }
-                            (true, Some('-')) if !line.starts_with("---") => {
-                                println!("\x1b[31m{line}\x1b[0m")
-                            }
-                            _ => println!("{line}"),
-                        }
-                    }
-                }
-            }
-            Ok(ExitCode::from(u8::from(differs)))
+            let config = config.context("--local and --dry-run need the policy file (-c)")?;
+            let policy = PolicyArgs { config, cache_dir };
+            sync_here(&policy, &kube, &app, (prune, approve, dry_run), wait.then_some(timeout), timeout).await
         }
-        Command::Sync { app, cluster, prune, dry_run, approve, wait, timeout } => {
-            let ctx = context(&cluster, false).await?;
-            let policy_prune = ctx
-                .config
-                .applications
-                .iter()
-                .find(|a| a.name.value == app)
-                .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
-                .is_some_and(|e| e.sync_policy.prune);
-            sync_command(&ctx, &app, prune.unwrap_or(policy_prune), approve, dry_run, wait.then_some(timeout), timeout)
-                .await
+        Command::Refresh { app, config, timeout, output } => {
+            let policy = read::policy(config.as_deref())?;
+            request::run(&kube, policy.as_ref(), &app, Asked::Refresh, (timeout, output)).await
         }
-        Command::Prune { app, cluster, approve, dry_run, timeout } => {
-            let ctx = context(&cluster, false).await?;
-            sync_command(&ctx, &app, true, approve, dry_run, None, timeout).await
+        Command::Prune { app, policy, approve, dry_run, timeout } => {
+            sync_here(&policy, &kube, &app, (Some(true), approve, dry_run), None, timeout).await
         }
-        Command::Suspend { app, duration, reason, target } => day2::suspend(&app, duration, &reason, &target).await,
-        Command::Resume { app, target } => day2::resume(&app, &target).await,
-        Command::Rollback { app, revision, release, until_next_commit, force, target } => {
-            day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &target).await
+        Command::Suspend { app, duration, reason } => day2::suspend(&app, duration, &reason, &kube).await,
+        Command::Resume { app } => day2::resume(&app, &kube).await,
+        Command::Rollback { app, revision, release, until_next_commit, force } => {
+            day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
         }
-        Command::Status { cluster } => {
-            let config = config::load(&cluster.config)?;
-            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
-            let store = crate::status::Store::new(client, &config.settings.status_namespace);
-            print!("{}", status_table(&config, &store.list().await?));
+        Command::Status { read } => {
+            let policy = read::policy(read.config.as_deref())?;
+            read::status(&kube, policy.as_ref(), read.output).await
+        }
+        Command::History { app, read } => {
+            let policy = read::policy(read.config.as_deref())?;
+            read::history(&kube, policy.as_ref(), &app, read.output).await
+        }
+        Command::Get { app, read } => {
+            let policy = read::policy(read.config.as_deref())?;
+            read::get(&kube, policy.as_ref(), &app, read.output).await
+        }
+        Command::Events { app, read } => {
+            let policy = read::policy(read.config.as_deref())?;
+            read::events(&kube, policy.as_ref(), &app, read.output).await
+        }
+        Command::Validate { files, output } => validate(&files, output),
+        Command::Version { output } => {
+            let v = serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "commit": GIT_COMMIT});
+            output::emit(output, &v, || format!("plumb {} (commit {GIT_COMMIT})\n", env!("CARGO_PKG_VERSION")))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::History { app, cluster } => {
-            let config = config::load(&cluster.config)?;
-            let client = crate::cluster::client(cluster.kubeconfig.as_deref()).await?;
-            let store = crate::status::Store::new(client, &config.settings.status_namespace);
-            if !config.applications.iter().any(|a| a.name.value == app) {
-                anyhow::bail!("no application '{app}' in the policy");
-            }
-            let (_, history) = store.load(&app).await?;
-            for r in history {
-                println!(
-                    "{}  {}  {:<9} {:<11} {}  (+{} -{}) {}",
-                    r.finished_at,
-                    short(&r.revision),
-                    format!("{:?}", r.result),
-                    r.reason,
-                    r.subject,
-                    // stored records name at most 100 objects; the counts cover all
-                    r.applied.len() + r.applied_omitted,
-                    r.pruned.len() + r.pruned_omitted,
-                    r.message
-                );
-            }
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "plumb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
-        }
-        Command::Validate { files } => {
-            let mut ok = true;
-            for f in &files {
-                match config::load(f) {
-                    Ok(c) => println!(
-                        "{}: ok ({} applications, {} environments, {} repositories)",
-                        f.display(),
-                        c.applications.len(),
-                        c.environments.len(),
-                        c.repositories.len()
-                    ),
-                    Err(e) => {
-                        ok = false;
-                        eprintln!("{e}");
-                    }
-                }
-            }
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Webhook { command: WebhookCommand::Replay { config, headers, body } } => {
             let report = replay(&config, &headers, &body)?;
@@ -487,204 +522,131 @@ async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `plumb sync` / `plumb prune`: previews (`dry_run`) or syncs, going on while later
-/// sync waves wait for earlier ones to become Healthy (at most `timeout`), then waits
-/// for health when `wait` is given.
-async fn sync_command(
-    ctx: &Context,
+/// `plumb diff`: a compare-only pass, printed as unified diffs (colored on a terminal)
+/// or JSON.
+async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) -> anyhow::Result<ExitCode> {
+    let report = ctx.run_pass(app, Mode::CompareOnly, revision).await?;
+    let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
+    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
+        eprintln!("warning: {}", output::sanitize(&c.message));
+    }
+    if report.status.sync == crate::compare::SyncStatus::Unknown {
+        for c in &report.status.conditions {
+            eprintln!("{}: {}", c.type_, output::sanitize(&c.message));
+        }
+        return Ok(ExitCode::from(2));
+    }
+    if output == "json" {
+        println!("{}", serde_json::to_string_pretty(&report.diffs)?);
+        return Ok(ExitCode::from(u8::from(differs)));
+    }
+    let color = std::io::stdout().is_terminal();
+    for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {
+        println!("# {} ({})", d.object, output::sanitize(&d.reason));
+        // both sides come masked (compare::sensitive)
+        let text = if d.verdict.is_none() { String::new() } else { unified(&d.object, &d.desired, d.live.as_ref()) };
+        for line in text.lines() {
+            let line = output::sanitize(line);
+            match (color, line.chars().next()) {
+                (true, Some('+')) if !line.starts_with("+++") => println!("\x1b[32m{line}\x1b[0m"),
+                (true, Some('-')) if !line.starts_with("---") => println!("\x1b[31m{line}\x1b[0m"),
+                _ => println!("{line}"),
+            }
+        }
+    }
+    Ok(ExitCode::from(u8::from(differs)))
+}
+
+/// `plumb sync --local`, `--dry-run` and `plumb prune`: from this machine. A local
+/// sync while a server holds plumb's Lease writes no status (the server records its
+/// own); without one it records as the server would.
+async fn sync_here(
+    policy: &PolicyArgs,
+    kube: &KubeArgs,
     app: &str,
-    prune: bool,
-    approve: bool,
-    dry_run: bool,
+    (prune, approve, dry_run): (Option<bool>, bool, bool),
     wait: Option<std::time::Duration>,
     timeout: std::time::Duration,
 ) -> anyhow::Result<ExitCode> {
-    use crate::status::SyncResult;
-    if dry_run {
-        let report = ctx.run_pass(app, Mode::Preview { prune, approve }, None).await?;
-        print!("{}", preview(&report));
-        let bad = report.status.sync == crate::compare::SyncStatus::Unknown || report.plan.refused.is_some();
-        return Ok(ExitCode::from(u8::from(bad)));
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
-    let mut said = String::new();
-    while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
-        if r.message != said {
-            let (a, p) = (r.applied.len(), r.pruned.len());
-            println!("{app} {}: {} (so far applied {a}, pruned {p})", short(&r.revision), r.message);
-            said.clone_from(&r.message);
+    let mut ctx = context(policy, kube, !dry_run).await?;
+    if !dry_run {
+        let ns = &ctx.config.settings.status_namespace;
+        match crate::leader::holder(ctx.cluster.client(), ns, "plumb").await? {
+            Some(server) => {
+                eprintln!(
+                    "local: syncing {app} from this machine; plumb server {server} serves namespace {ns}: no status written here (the server records its own)"
+                );
+                ctx = ctx.without_records();
+            }
+            None => eprintln!(
+                "local: syncing {app} from this machine with your identity (no plumb server holds a Lease in {ns})"
+            ),
         }
-        if tokio::time::Instant::now() >= deadline {
-            println!("{app}: sync still running after {timeout:?}");
-            return Ok(ExitCode::from(1));
-        }
-        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-        report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
     }
-    if let Some(timeout) = wait {
-        return wait_for_health(ctx, app, report, timeout).await;
-    }
-    match &report.sync {
-        Some(r) => {
-            println!("{} {} \"{}\": {:?}", app, short(&r.revision), r.subject, r.result);
-            for a in &r.applied {
-                println!("  applied {a}");
-            }
-            for p in &r.pruned {
-                println!("  pruned  {p}");
-            }
-            for (object, why) in &report.plan.skipped {
-                println!("  skipped {object}: {why}");
-            }
-            if !r.message.is_empty() {
-                println!("  {}", r.message);
-            }
-            Ok(if r.result == SyncResult::Succeeded { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let policy_prune = ctx
+        .config
+        .applications
+        .iter()
+        .find(|a| a.name.value == app)
+        .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
+        .is_some_and(|e| e.sync_policy.prune);
+    local::sync_command(&ctx, app, prune.unwrap_or(policy_prune), approve, dry_run, wait, timeout).await
+}
+
+/// One policy file as `plumb validate -o json` prints it.
+#[derive(Debug, serde::Serialize)]
+struct Validated {
+    file: PathBuf,
+    valid: bool,
+    applications: usize,
+    environments: usize,
+    repositories: usize,
+    problems: Vec<String>,
+}
+
+fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
+    let results: Vec<Validated> = files
+        .iter()
+        .map(|f| match config::load(f) {
+            Ok(c) => Validated {
+                file: f.clone(),
+                valid: true,
+                applications: c.applications.len(),
+                environments: c.environments.len(),
+                repositories: c.repositories.len(),
+                problems: vec![],
+            },
+            Err(e) => Validated {
+                file: f.clone(),
+                valid: false,
+                applications: 0,
+                environments: 0,
+                repositories: 0,
+                problems: e.to_string().lines().map(str::to_string).collect(),
+            },
+        })
+        .collect();
+    for r in results.iter().filter(|r| !r.valid && output == Output::Table) {
+        for p in &r.problems {
+            eprintln!("{p}");
         }
-        None => {
-            println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
-            for c in &report.status.conditions {
-                println!("  {}: {}", c.type_, c.message);
-            }
-            Ok(if report.status.sync == crate::compare::SyncStatus::Unknown {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
+    }
+    output::emit(output, &results, || {
+        results
+            .iter()
+            .filter(|r| r.valid)
+            .map(|r| {
+                format!(
+                    "{}: ok ({} applications, {} environments, {} repositories)\n",
+                    r.file.display(),
+                    r.applications,
+                    r.environments,
+                    r.repositories
+                )
             })
-        }
-    }
-}
-
-/// The plan of a preview, in the order a sync runs it: per wave, what would be
-/// created or updated (with the differing paths); then what would be pruned (with its
-/// data-loss class) and what is skipped and why; errors; a refusal.
-pub fn preview(report: &crate::reconcile::PassReport) -> String {
-    use std::fmt::Write as _;
-    let p = &report.plan;
-    let mut out = String::new();
-    if let Some(r) = &p.refused {
-        let _ = writeln!(out, "refused  {r}");
-    }
-    let multi = p.waves.len() > 1;
-    for w in &p.waves {
-        let mut header = multi.then(|| format!("wave {}:", w.wave));
-        for &i in &w.members {
-            let d = &report.diffs[i];
-            let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
-            if !unknown && !w.apply.contains(&i) {
-                continue; // Synced: nothing to do
-            }
-            let line = if unknown {
-                format!("error    {}  {}", d.object, d.reason)
-            } else if d.live.is_none() {
-                let why =
-                    if d.verdict == Some(ObjectReason::Missing) { String::new() } else { format!("  ({})", d.reason) };
-                format!("create   {}{why}", d.object)
-            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) && p.recreate.contains(&i) {
-                format!("recreate {}  delete and create (Force=true): {}", d.object, d.reason)
-            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) {
-                format!("error    {}  {}", d.object, d.reason)
-            } else if d.verdict == Some(ObjectReason::Synced) {
-                format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
-            } else {
-                let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
-                format!("update   {}  {}", d.object, paths.join(", "))
-            };
-            if let Some(h) = header.take() {
-                let _ = writeln!(out, "{h}");
-            }
-            let _ = writeln!(out, "{}{line}", if multi { "  " } else { "" });
-        }
-    }
-    for c in &p.prune {
-        let class =
-            crate::plan::data_loss_class(&c.key.group, &c.key.kind).map_or(String::new(), |k| format!("  [{k}]"));
-        let _ = writeln!(out, "prune    {}{class}", c.key);
-    }
-    for c in &p.prune_last {
-        let _ = writeln!(out, "prune    {}  (PruneLast: once everything is Healthy)", c.key);
-    }
-    for (object, why) in &p.skipped {
-        let _ = writeln!(out, "skip     {object}  {why}");
-    }
-    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::OrphanedResourceWarning) {
-        let _ = writeln!(out, "warning  {}", c.message);
-    }
-    if out.is_empty() {
-        out.push_str("nothing to do: Synced\n");
-    }
-    out
-}
-
-/// `plumb sync --wait`: prints the sync, then re-compares every 2 s until the app is
-/// Synced and Healthy (exit 0), something is Degraded (exit 1) or `timeout` passes
-/// (exit 1).
-async fn wait_for_health(
-    ctx: &Context,
-    app: &str,
-    first: crate::reconcile::PassReport,
-    timeout: std::time::Duration,
-) -> anyhow::Result<ExitCode> {
-    use crate::{compare::SyncStatus, health::HealthStatus};
-    if let Some(r) = &first.sync {
-        println!(
-            "{app} {} \"{}\": {:?} (applied {}, pruned {})",
-            short(&r.revision),
-            r.subject,
-            r.result,
-            r.applied.len(),
-            r.pruned.len()
-        );
-        if r.result != crate::status::SyncResult::Succeeded {
-            println!("  {}", r.message);
-            if first.status.sync != SyncStatus::Unknown {
-                return Ok(ExitCode::from(1));
-            }
-        }
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut r = first;
-    loop {
-        let st = &r.status;
-        match (st.sync, st.health) {
-            // waiting does not mend a fetch, render or comparison error
-            (SyncStatus::Unknown, _) => {
-                println!("{app}: {} at {}", st.sync, short(&st.revision));
-                for c in &st.conditions {
-                    println!("  {}: {}", c.type_, c.message);
-                }
-                return Ok(ExitCode::from(2));
-            }
-            (SyncStatus::Synced, HealthStatus::Healthy) => {
-                println!("{app}: Synced and Healthy at {}", short(&st.revision));
-                return Ok(ExitCode::SUCCESS);
-            }
-            (_, HealthStatus::Degraded) => {
-                println!("{app}: Degraded");
-                for x in st.resources.iter().filter(|x| x.health == HealthStatus::Degraded) {
-                    println!("  {}: {}", x.object, x.health_message);
-                }
-                return Ok(ExitCode::from(1));
-            }
-            _ if tokio::time::Instant::now() >= deadline => {
-                println!("{app}: still {} / {} after {timeout:?}", st.sync, st.health);
-                for x in
-                    st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
-                {
-                    let why = [x.reason.as_str(), x.health_message.as_str()]
-                        .into_iter()
-                        .filter(|t| !t.is_empty())
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    println!("  {}: {} {} {why}", x.object, x.sync, x.health);
-                }
-                return Ok(ExitCode::from(1));
-            }
-            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
-        }
-        r = ctx.run_pass(app, Mode::Observe, None).await?;
-    }
+            .collect()
+    })?;
+    Ok(if results.iter().all(|r| r.valid) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// `plumb webhook replay`: the decision of the server for one recorded delivery, as JSON:
@@ -796,42 +758,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(7)]
-}
-
-/// The `plumb status` table.
-pub fn status_table(config: &Config, statuses: &[crate::status::AppStatus]) -> String {
-    let mut out = format!(
-        "{:<16} {:<8} {:<9} {:<11} {:<12} {:<36} {}\n",
-        "APP", "ENV", "REVISION", "SYNC", "HEALTH", "SUBJECT", "LAST SYNC"
-    );
-    for app in &config.applications {
-        let name = &app.name.value;
-        let st = statuses.iter().find(|s| &s.app == name);
-        let (rev, sync, health, subject, last) = match st {
-            Some(s) => (
-                short(&s.revision).to_string(),
-                s.sync.to_string(),
-                s.health.to_string(),
-                s.subject.chars().take(36).collect::<String>(),
-                s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{:?} {}", r.result, r.finished_at)),
-            ),
-            None => ("-".into(), "Unknown".into(), "Unknown".into(), "(no pass yet)".into(), "-".into()),
-        };
-        out.push_str(&format!(
-            "{name:<16} {:<8} {rev:<9} {sync:<11} {health:<12} {subject:<36} {last}\n",
-            app.environment.value
-        ));
-        for c in st.map(|s| s.conditions.as_slice()).unwrap_or_default() {
-            let text: String = c.message.chars().take(160).collect();
-            let more = if c.message.chars().count() > 160 { "…" } else { "" };
-            out.push_str(&format!("  {}: {text}{more}\n", c.type_));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

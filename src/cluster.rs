@@ -121,7 +121,8 @@ pub struct Kind {
 /// The cluster connection plus a discovery cache.
 pub struct Cluster {
     client: Client,
-    recorder: kube::runtime::events::Recorder,
+    /// Who records Events (`plumb`, the pod's host name).
+    reporter: kube::runtime::events::Reporter,
     discovery: RwLock<Discovery>,
     requests: std::sync::atomic::AtomicU64,
     writes: std::sync::atomic::AtomicU64,
@@ -150,10 +151,9 @@ impl Cluster {
             Discovery::new(client.clone()).run_aggregated().await.map_err(|e| Error::Discovery(Box::new(e)))?;
         let reporter =
             kube::runtime::events::Reporter { controller: "plumb".into(), instance: std::env::var("HOSTNAME").ok() };
-        let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
         Ok(Self {
             client,
-            recorder,
+            reporter,
             discovery: RwLock::new(discovery),
             requests: 1.into(),
             writes: 0.into(),
@@ -174,13 +174,25 @@ impl Cluster {
         Self::from_config(config(kubeconfig).await?, None).await
     }
 
+    /// [`Cluster::connect`] with `--context` (see [`config_in`]).
+    ///
+    /// # Errors
+    /// As [`Cluster::connect`].
+    pub async fn connect_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<Self> {
+        Self::from_config(config_in(kubeconfig, context).await?, None).await
+    }
+
     /// [`Cluster::connect`] with every client (the impersonating ones of
     /// [`Cluster::impersonate`] too) built by `factory`.
     ///
     /// # Errors
     /// As [`Cluster::connect`].
-    pub async fn connect_with(kubeconfig: Option<&std::path::Path>, factory: ClientFactory) -> anyhow::Result<Self> {
-        Self::from_config(config(kubeconfig).await?, Some(factory)).await
+    pub async fn connect_with(
+        kubeconfig: Option<&std::path::Path>,
+        context: Option<&str>,
+        factory: ClientFactory,
+    ) -> anyhow::Result<Self> {
+        Self::from_config(config_in(kubeconfig, context).await?, Some(factory)).await
     }
 
     async fn from_config(config: kube::Config, factory: Option<ClientFactory>) -> anyhow::Result<Self> {
@@ -707,7 +719,11 @@ impl Cluster {
             secondary: None,
         };
         self.count(false);
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+        // A recorder of its own for each Event: kube's recorder folds Events of the same
+        // reason on the same object into one series that keeps the first note, so a
+        // second sync or prune would show the first one's revision or object.
+        let recorder = kube::runtime::events::Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&ev, &reference).await {
             tracing::warn!("event {reason} on {:?}: {e}", reference.name);
         }
     }
@@ -868,13 +884,45 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Clie
 /// # Errors
 /// When no configuration is found or it is invalid.
 pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-        }
+    config_in(kubeconfig, None).await
+}
+
+/// [`config`] with a kubeconfig context other than the current one (`--context`).
+/// Without `--kubeconfig`, the files of `KUBECONFIG` (a `:`-separated list) are merged
+/// as kubectl merges them (the first file to set a value wins; files that do not exist
+/// are skipped), else `~/.kube/config`; without a context either, the in-cluster
+/// service account is the last resort.
+///
+/// # Errors
+/// When no configuration is found, it is invalid, or it has no such context.
+pub async fn config_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    if let Some(path) = kubeconfig {
+        let kc = kube::config::Kubeconfig::read_from(path)?;
+        return Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?);
+    }
+    // As kubectl: the files of KUBECONFIG that exist, merged; a missing one is skipped.
+    let listed: Vec<std::path::PathBuf> = std::env::var_os("KUBECONFIG")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty() && p.exists()).collect())
+        .unwrap_or_default();
+    if !listed.is_empty() {
+        let kc = listed.iter().try_fold(kube::config::Kubeconfig::default(), |merged, p| {
+            kube::config::Kubeconfig::read_from(p).and_then(|next| merged.merge(next))
+        })?;
+        return Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?);
+    }
+    Ok(match context {
+        Some(_) => kube::Config::from_kubeconfig(&options).await?,
         None => kube::Config::infer().await?,
     })
+}
+
+/// [`client`] with `--context` (see [`config_in`]).
+///
+/// # Errors
+/// As [`config_in`].
+pub async fn client_in(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    Ok(Client::try_from(config_in(kubeconfig, context).await?)?)
 }
 
 #[cfg(test)]

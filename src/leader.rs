@@ -286,7 +286,7 @@ pub async fn watch_requests(
         } else {
             shared.write().ok().and_then(|mut m| m.get_or_insert_default().insert(app.clone(), controls.clone()))
         };
-        if previous.as_ref() == Some(&controls) {
+        if previous.as_ref().is_some_and(|p| !p.asks_differently(&controls)) {
             continue;
         }
         // the end of a pause is a change too: a pass then resumes automated sync
@@ -320,4 +320,24 @@ pub fn default_identity() -> String {
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     format!("{}-{}", if host.is_empty() { "plumb" } else { &host }, std::process::id())
+}
+
+/// The identity holding Lease `namespace/name` when it is held and was renewed within
+/// its duration (a serving `plumb serve --leader-elect`); `None` when there is no such
+/// Lease, it has no holder, or it expired. A single replica without `--leader-elect`
+/// holds no Lease and is not seen here.
+///
+/// # Errors
+/// The API request failed (other than 404).
+pub async fn holder(client: &Client, namespace: &str, name: &str) -> Result<Option<String>, kube::Error> {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), namespace);
+    let Some(lease) = api.get_opt(name).await? else { return Ok(None) };
+    let Some(spec) = lease.spec else { return Ok(None) };
+    let (Some(who), Some(renewed), Some(duration)) =
+        (spec.holder_identity, spec.renew_time, spec.lease_duration_seconds)
+    else {
+        return Ok(None);
+    };
+    let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration));
+    Ok((!who.is_empty() && expires > jiff::Timestamp::now()).then_some(who))
 }

@@ -87,6 +87,9 @@ pub struct Context {
     memo: Memo,
     /// Clusters impersonating an application's ServiceAccount, by user name.
     writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
+    /// Whether passes save status and history (false: `plumb sync --local` while a
+    /// server serves the namespace, which keeps its own record).
+    records: bool,
 }
 
 impl Drop for Context {
@@ -143,6 +146,7 @@ impl Context {
             live: None,
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
+            records: true,
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
             controls: status::SharedControls::default(),
@@ -180,8 +184,12 @@ impl Context {
         self.controls.clone()
     }
 
-    /// The requests on application `name`'s resource.
-    async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
+    /// The requests on application `name`'s resource: from the watch that keeps them
+    /// when it runs (no request), else read.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when read and the read fails.
+    pub async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
         let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
         match watched {
             Some(c) => Ok(c.unwrap_or_default()),
@@ -198,6 +206,14 @@ impl Context {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone()));
         self.drift_rx = Mutex::new(Some(rx));
+        self
+    }
+
+    /// Passes of this context apply but save no status, history or status Events:
+    /// another writer (a serving plumb) owns the status object.
+    #[must_use]
+    pub fn without_records(mut self) -> Self {
+        self.records = false;
         self
     }
 

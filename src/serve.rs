@@ -262,7 +262,7 @@ async fn dispatch(
             }
             let ns = &ctx.config.settings.status_namespace;
             match leader::forward(ctx.cluster.client(), ns, app).await {
-                Ok(()) => tracing::info!(app = %app, "webhook forwarded to the leader"),
+                Ok(_) => tracing::info!(app = %app, "webhook forwarded to the leader"),
                 Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
             }
         }
@@ -274,6 +274,8 @@ async fn dispatch(
 pub struct Process {
     /// `--kubeconfig`, else the usual inference ([`crate::cluster::config`]).
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// `--context`, else the kubeconfig's current context.
+    pub context: Option<String>,
     /// Policy file (watched: see [`crate::reload`]).
     pub policy: std::path::PathBuf,
     /// Directory of the Git mirrors.
@@ -340,6 +342,7 @@ pub async fn run(
     loop {
         let cluster = crate::cluster::Cluster::connect_with(
             process.kubeconfig.as_deref(),
+            process.context.as_deref(),
             crate::kube_metrics::factory(metrics.clone()),
         )
         .await?;
@@ -466,7 +469,23 @@ async fn policy_pass(
     outgoing: Option<&crate::notify::Outgoing>,
     app: &str,
 ) -> bool {
-    match ctx.run_pass(app, Mode::Policy, None).await {
+    // A refresh request seen before the pass starts is answered once the pass has saved
+    // its status: `plumb refresh` then reads the result. (A sync request is answered in
+    // the status itself, `syncRequest`.)
+    let asked = match ctx.controls_of(app).await {
+        Ok(c) => c.unanswered_refresh(),
+        Err(e) => {
+            tracing::debug!(app = %app, "reading pass requests: {e}");
+            None
+        }
+    };
+    let passed = ctx.run_pass(app, Mode::Policy, None).await;
+    if let Some(value) = asked
+        && let Err(e) = ctx.store.acknowledge(app, &value).await
+    {
+        tracing::warn!(app = %app, "acknowledging a pass request: {e}");
+    }
+    match passed {
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             signals(ctx, &r).await;

@@ -133,19 +133,24 @@ impl Limits {
 /// secret, and one watch per application (its repository, revision and, with
 /// `webhookPathFilter`, its path).
 ///
+/// A repository whose URL names no host (`file://`, a local path: legitimate for
+/// tests and demos, and accepted by every other command) cannot match a push
+/// delivery: it is left out of the receiver, and its applications are polled only.
+///
 /// # Errors
-/// A message naming the repository whose URL cannot be normalized or whose secret
-/// file cannot be read (never the secret itself).
+/// A message naming the repository whose secret file cannot be read (never the secret
+/// itself).
 pub fn receiver(config: &Config) -> Result<Receiver, String> {
     let mut repositories = Vec::new();
     for r in &config.repositories {
-        let key = RepoKey::from_url(&r.url.value).ok_or_else(|| {
-            format!(
-                "repository `{}`: cannot normalize url {}",
-                r.name.value,
-                crate::config::repo_url::redact(&r.url.value)
-            )
-        })?;
+        let Some(key) = RepoKey::from_url(&r.url.value) else {
+            tracing::info!(
+                repository = %r.name.value,
+                url = %crate::config::repo_url::redact(&r.url.value),
+                "no host in the repository url: webhooks cannot name it; polled only"
+            );
+            continue;
+        };
         let secret = match &r.webhook_secret_file {
             Some(f) => Some(Secret::new(read_secret(&f.value).map_err(|e| {
                 format!("repository `{}`: webhookSecretFile {}: {e}", r.name.value, f.value.display())
@@ -697,6 +702,21 @@ mod tests {
             watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
             max_body_bytes: 1 << 20,
         }
+    }
+
+    /// A `file://` repository (tests, demos) is accepted as `plumb diff` accepts it:
+    /// polled only, never matched by a delivery; the others are watched as before.
+    #[test]
+    fn a_file_url_is_polled_not_refused() {
+        let text = format!(
+            "repositories:\n  - {{name: local, url: \"file:///srv/git/fleet.git\"}}\n  - {{name: remote, url: \"{URL}\"}}\nenvironments:\n  - name: e\napplications:\n  - {{name: a, repository: local, revision: main, path: app, namespace: a, environment: e}}\n  - {{name: b, repository: remote, revision: main, path: app, namespace: b, environment: e}}\n"
+        );
+        let config = crate::config::load_str(&text, std::path::Path::new("p.yaml"), std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = super::receiver(&config).unwrap();
+        assert_eq!(r.repositories.len(), 1);
+        assert_eq!(r.repositories[0].key, RepoKey::from_url(URL).unwrap());
+        assert_eq!(r.watches.iter().map(|w| w.app.as_str()).collect::<Vec<_>>(), ["b"]);
     }
 
     fn push(after: &str) -> Vec<u8> {

@@ -135,7 +135,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 "{}  revision {} \"{}\"  sync {}  health {}{}",
                 s.app,
                 &s.revision[..s.revision.len().min(7)],
-                s.subject,
+                plumb::cli::output::sanitize(&s.subject),
                 s.sync,
                 s.health,
                 s.conditions.first().map(|c| format!("  [{}: {}]", c.type_, c.message)).unwrap_or_default()

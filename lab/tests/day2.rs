@@ -154,7 +154,7 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
 
     // a sync request: the server syncs the new commit (no webhook, a 1 h interval)
     lab.repo.write("app/settings.yaml", &cm("2")).unwrap();
-    lab.repo.commit("two").unwrap();
+    let c2 = lab.repo.commit("two").unwrap();
     let asked = plumb::leader::request(&client, status_ns, app, plumb::status::SYNC_ANNOTATION).await.unwrap();
     value_becomes(ns, "2").await;
     wait_for("the request recorded as handled", Duration::from_secs(30), || async {
@@ -166,7 +166,7 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
     let out = cli(&["suspend", app, "--for", "8s", "--reason", "incident 42"], status_ns);
     assert!(out.contains("paused until"), "{out}");
     lab.repo.write("app/settings.yaml", &cm("3")).unwrap();
-    lab.repo.commit("three").unwrap();
+    let c3 = lab.repo.commit("three").unwrap();
     let paused = wait_for("the pause in the status", Duration::from_secs(30), || async {
         let s = resource(status_ns, app)["status"].clone();
         (s["suspended"]["reason"] == "incident 42" && s["revision"].as_str().is_some_and(|r| r != c1)).then_some(s)
@@ -192,6 +192,10 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
     let events =
         kubectl(&["-n", status_ns, "get", "events", "--field-selector", &format!("involvedObject.name={app}")]);
     assert!(events.contains("Paused") && events.contains("incident 42"), "{events}");
+    // one Event per sync, each naming its own revision (not a series keeping the first)
+    for c in [&c1, &c2, &c3] {
+        assert!(events.contains(&format!("sync of {} (", &c[..7])), "{c}: {events}");
+    }
 
     // a rollback: back to one, pinned there while new commits arrive, until released
     cli(&["rollback", app, &c1[..8]], status_ns);

@@ -240,3 +240,79 @@ fn the_pod_meets_the_restricted_pod_security_standard() {
     let _ = std::fs::remove_file(&file);
     assert!(out.as_ref().is_err_and(|e| e.contains("restricted")), "{out:?}");
 }
+
+/// The ClusterRoles `deploy/` ships for people: with `plumb-viewer` the CLI reads the
+/// Application resources and cannot ask for anything; with `plumb-operator` it may
+/// pause an application. RBAC on the resource is the permission model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_read_with_plumb_viewer_and_request_with_plumb_operator() {
+    let ns = "plumb-people";
+    let roles = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/role.yaml")).unwrap();
+    for doc in roles.split("\n---\n").filter(|d| d.contains("name: plumb-viewer") || d.contains("name: plumb-operator"))
+    {
+        support::kubectl_apply(doc);
+    }
+    let admin = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
+    let store = plumb::status::Store::new(admin, ns);
+    store.ensure_namespace().await.unwrap();
+    let status = plumb::status::AppStatus { app: "web".into(), environment: "e".into(), ..Default::default() };
+    store.save(&status, &[]).await.unwrap();
+    let admin_text = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_of = |who: &str| {
+        let token = support::service_account_token(ns, who);
+        let (head, rest) = admin_text.split_once("    token: ").unwrap();
+        let (_, tail) = rest.split_once('\n').unwrap();
+        let path = dir.path().join(format!("{who}.kubeconfig"));
+        std::fs::write(&path, format!("{head}    token: {token}\n{tail}")).unwrap();
+        path
+    };
+    let (viewer, operator) = (kubeconfig_of("viewer"), kubeconfig_of("operator"));
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=plumb-viewer",
+        &format!("--serviceaccount={ns}:viewer"),
+    ]);
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "operator",
+        "--clusterrole=plumb-operator",
+        &format!("--serviceaccount={ns}:operator"),
+    ]);
+    let plumb = |kubeconfig: &Path, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args(args)
+            .args(["-n", ns, "--kubeconfig"])
+            .arg(kubeconfig)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, out, err) = plumb(&viewer, &["status", "-o", "json"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("\"web\""), "{out}");
+    let (code, out, err) = plumb(&viewer, &["suspend", "web", "--for", "1h", "--reason", "r"]);
+    assert_ne!(code, Some(0), "a viewer may not pause: {out}\n{err}");
+    assert!(err.contains("forbidden") || err.contains("403"), "{err}");
+    assert!(!kubectl(&["-n", ns, "get", "applications.plumb.dev", "web", "-o", "yaml"]).contains("plumb.dev/suspend"));
+    let (code, out, err) = plumb(&operator, &["suspend", "web", "--for", "1h", "--reason", "maintenance"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let annotations =
+        kubectl(&["-n", ns, "get", "applications.plumb.dev", "web", "-o", "jsonpath={.metadata.annotations}"]);
+    assert!(
+        annotations.contains("maintenance") && annotations.contains("system:serviceaccount:plumb-people:operator"),
+        "{annotations}"
+    );
+}

@@ -203,8 +203,12 @@ async fn the_lab_scenario() {
     let plumb = Plumb::start(&fast, &cache).await;
     wait_for("replicas back to 3", Duration::from_secs(20), || async { (replicas_of(NAMESPACE) == "3").then_some(()) })
         .await;
-    let history = plumb.ctx.history("web").await.unwrap();
-    assert_eq!(history[0].reason, "SelfHeal");
+    // the revert is applied before its record is written: wait for the record too
+    let history = wait_for("the SelfHeal record", Duration::from_secs(20), || async {
+        let h = plumb.ctx.history("web").await.ok()?;
+        (h.first()?.reason == "SelfHeal").then_some(h)
+    })
+    .await;
     assert_eq!(history[0].applied, ["Deployment.apps/gitops-lab/web"]);
     let events = kubectl(&[
         "-n",

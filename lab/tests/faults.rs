@@ -280,7 +280,7 @@ async fn empty_render_manual_sync_with_prune_deletes() {
     let app = "empty-manual";
     let (f, _, c2, id, _, r) = empty_render(app, false).await;
     assert_eq!(r.sync.unwrap().result, SyncResult::Refused);
-    let (code, out, err) = f.cli(&["sync", app, "--prune", "true"]);
+    let (code, out, err) = f.cli(&["sync", app, "--local", "--prune", "true"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains(&format!("pruned  {id}")), "{out}");
     wait_for("Deployment gone", Duration::from_secs(60), || async {
@@ -559,14 +559,14 @@ async fn plumb_killed_mid_sync_converges_on_restart() {
     let app = "killed";
     let f = Fault::new(app, &[app], false).await;
     let c1 = f.commit(&[("killed/keep.yaml", Some(&f.cm("keep", "1")))], "keep");
-    let (code, out, err) = f.cli(&["sync", app]);
+    let (code, out, err) = f.cli(&["sync", app, "--local"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let before = f.live();
     let c2 = f.commit(&[("killed/big.yaml", Some(&big_commit(&f, 400)))], "400 more");
 
     let cache = f.lab.tmp.path().join("cli-cache");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
-        .args(["sync", app, "--config", f.policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
+        .args(["sync", app, "--local", "--config", f.policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()])
         .env("KUBECONFIG", &control_plane().kubeconfig)
         .env("PLUMB_LOG", "warn")
         .stdout(Stdio::null())
@@ -586,7 +586,7 @@ async fn plumb_killed_mid_sync_converges_on_restart() {
     assert!(applied < 400, "plumb was killed only after the whole commit was applied");
     f.stored(app);
 
-    let (code, out, err) = f.cli(&["sync", app]);
+    let (code, out, err) = f.cli(&["sync", app, "--local"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("Succeeded"), "{out}");
     assert_eq!(count_big(&client, &f.ns).await, 400);

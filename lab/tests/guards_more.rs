@@ -150,7 +150,7 @@ async fn a_refusal_is_recorded_once_and_a_manual_sync_still_prunes() {
     }
     assert_eq!(history("b2refuse").len(), 2);
 
-    let (code, out, err) = plumb_cli(&["sync", "b2refuse", "--config", a.policy.to_str().unwrap()]);
+    let (code, out, err) = plumb_cli(&["sync", "b2refuse", "--local", "--config", a.policy.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!exists(ns, "configmaps", "b") && !exists(ns, "configmaps", "c"), "{out}");
     let r = a.pass(Mode::Policy).await;

@@ -32,8 +32,16 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     let r = ctx.run_pass("health-app", Mode::Policy, None).await.unwrap();
     assert_eq!(r.status.sync, SyncStatus::Synced);
     // `plumb sync --wait` returns once kwok has the pods running
-    let (code, out, err) =
-        plumb_cli(&["sync", "health-app", "--config", policy.to_str().unwrap(), "--wait", "--timeout", "60s"]);
+    let (code, out, err) = plumb_cli(&[
+        "sync",
+        "health-app",
+        "--local",
+        "--config",
+        policy.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "60s",
+    ]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("Synced and Healthy"), "{out}");
     wait_for("Deployment Healthy (kwok runs the pods)", Duration::from_secs(60), || async {
@@ -65,8 +73,16 @@ async fn progressing_to_healthy_and_a_stalled_load_balancer() {
     );
     let lb = r.status.resources.iter().find(|x| x.object.contains("portal-lb")).unwrap();
     assert!(lb.health_message.contains("no address"), "{lb:?}");
-    let (code, out, _) =
-        plumb_cli(&["sync", "health-app", "--config", policy.to_str().unwrap(), "--wait", "--timeout", "3s"]);
+    let (code, out, _) = plumb_cli(&[
+        "sync",
+        "health-app",
+        "--local",
+        "--config",
+        policy.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "3s",
+    ]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("still Synced / Progressing") && out.contains("portal-lb"), "{out}");
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -46,6 +46,7 @@ async fn a_refused_sync_is_posted_to_the_notify_url() {
     );
     let process = serve::Process {
         kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        context: None,
         policy: file,
         cache_dir: lab.tmp.path().join("cache"),
         listen: serve::Listeners::free([127, 0, 0, 1].into()),

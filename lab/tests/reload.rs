@@ -56,6 +56,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let process = serve::Process {
         kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        context: None,
         policy: file.clone(),
         cache_dir: lab.tmp.path().join("cache"),
         listen,
@@ -143,6 +144,7 @@ async fn a_referenced_webhook_secret_is_read_and_its_rotation_applied() {
     let listen = serve::Listeners { public: free(), internal: free(), probes: free() };
     let process = serve::Process {
         kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        context: None,
         policy: file,
         cache_dir: lab.tmp.path().join("cache"),
         listen,

@@ -44,7 +44,7 @@ async fn pvc_prune_waits_for_approval() {
     assert!(kubectl(&["-n", ns, "get", "pvc", "-o", "name"]).contains("data"));
 
     let (code, out, err) =
-        plumb_cli(&["sync", "safety", "--config", policy.to_str().unwrap(), "--prune", "true", "--approve"]);
+        plumb_cli(&["sync", "safety", "--local", "--config", policy.to_str().unwrap(), "--prune", "true", "--approve"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains(&format!("pruned  PersistentVolumeClaim/{ns}/data")), "{out}");
     wait_for("claim gone", Duration::from_secs(30), || async {

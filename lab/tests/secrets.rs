@@ -136,7 +136,7 @@ async fn k8s_04_secret_values_never_leave() {
     };
     let mut outputs: Vec<(String, String)> = Vec::new();
 
-    let (code, out, err) = cli(&["sync", "web"]);
+    let (code, out, err) = cli(&["sync", "web", "--local"]);
     assert_eq!(code, 0, "{out}\n{err}");
     outputs.push(("plumb sync web".into(), format!("{out}\n{err}")));
     assert_eq!(password(), "Y2hhbmdlbWUtMQ==");
@@ -186,7 +186,7 @@ async fn k8s_04_secret_values_never_leave() {
     assert!(statuses.contains("differs at /data/password"), "{statuses}");
     outputs.push(("Application resources, OutOfSync".into(), statuses));
     // 4. the refused Secret: the API server's error quotes no value through plumb
-    for args in [&["diff", "refused"][..], &["sync", "refused"]] {
+    for args in [&["diff", "refused"][..], &["sync", "refused", "--local"]] {
         let (code, out, err) = cli(args);
         assert_ne!(code, 0, "the API server refuses a data value that is not base64\n{out}\n{err}");
         eprintln!("plumb {args:?} → {code}\n{out}\n{err}");

@@ -289,7 +289,7 @@ async fn argocd_18_a_claim_waiting_for_its_consumer_does_not_block_the_next_wave
 
     // the command a person runs: no wave waits on the claim
     let (code, out, err) =
-        plumb_cli(&["sync", "web-a18", "-c", app.policy.to_str().unwrap(), "--wait", "--timeout", "3m"]);
+        plumb_cli(&["sync", "web-a18", "--local", "-c", app.policy.to_str().unwrap(), "--wait", "--timeout", "3m"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!out.contains("waits until wave"), "{out}");
 }
@@ -306,7 +306,7 @@ async fn sync_wait_stops_on_errors_and_leaves_the_status_it_printed() {
     );
     let app = App::new("plumb-st-wait", "web-wait", ns, "syncPolicy: {prune: true}", &[("deploy.yaml", &deploy)]).await;
     let policy = app.policy.to_str().unwrap();
-    let (code, out, err) = plumb_cli(&["sync", "web-wait", "-c", policy, "--wait", "--timeout", "2m"]);
+    let (code, out, err) = plumb_cli(&["sync", "web-wait", "--local", "-c", policy, "--wait", "--timeout", "2m"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("Synced and Healthy"), "{out}");
     let (stored, _) = app.ctx.store.load("web-wait").await.unwrap();
@@ -314,7 +314,7 @@ async fn sync_wait_stops_on_errors_and_leaves_the_status_it_printed() {
 
     // a render error: exit 2 with the error, not a wait until the timeout
     app.commit(&[("broken.yaml", "kind: [unclosed\n")], &[]);
-    let (code, out, err) = plumb_cli(&["sync", "web-wait", "-c", policy, "--wait", "--timeout", "5m"]);
+    let (code, out, err) = plumb_cli(&["sync", "web-wait", "--local", "-c", policy, "--wait", "--timeout", "5m"]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.contains("ComparisonError") && out.contains("broken.yaml"), "{out}");
     let (stored, _) = app.ctx.store.load("web-wait").await.unwrap();

@@ -280,7 +280,7 @@ async fn allow_empty_guard_argocd_07() {
                 a.ctx.history(&a.name).await.unwrap().iter().filter(|h| h.result == SyncResult::Refused).count();
             assert_eq!(refused, 1);
             let (code, out, err) =
-                plumb_cli(&["sync", &a.name, "--config", a.policy.to_str().unwrap(), "--prune", "true"]);
+                plumb_cli(&["sync", &a.name, "--local", "--config", a.policy.to_str().unwrap(), "--prune", "true"]);
             assert_eq!(code, 0, "{out}\n{err}");
             assert!(out.contains(&format!("pruned  Deployment.apps/{ns}/solo")), "{out}");
         }

@@ -59,7 +59,7 @@ async fn objects_outside_the_boundaries_refuse_the_sync_and_nothing_is_written()
         let (code, out, _) = plumb_cli(&["sync", "tr-bounds", "-c", app.policy.to_str().unwrap(), "--dry-run"]);
         assert!(code == 1 && out.contains("refused") && out.contains(rule), "{file}: dry-run {code}\n{out}");
         // a person's sync is refused too
-        let (code, out, _) = plumb_cli(&["sync", "tr-bounds", "-c", app.policy.to_str().unwrap()]);
+        let (code, out, _) = plumb_cli(&["sync", "tr-bounds", "--local", "-c", app.policy.to_str().unwrap()]);
         assert_eq!(code, 1, "{file}: {out}");
         app.commit(&[], &[file]);
     }

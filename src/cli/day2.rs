@@ -7,26 +7,15 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Args;
 
+use super::read::KubeArgs;
 use crate::status::{Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, Store, Suspension, SyncRecord, SyncResult};
 
-/// Where the application resources are: a kubeconfig and plumb's namespace.
-#[derive(Args, Debug, Clone)]
-pub struct Target {
-    /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
-    #[arg(long)]
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// plumb's namespace (`settings.statusNamespace` of the policy).
-    #[arg(long, short = 'n', env = "PLUMB_NAMESPACE", default_value = "plumb-system")]
-    pub namespace: String,
-}
-
-impl Target {
-    async fn store(&self) -> anyhow::Result<(kube::Client, Store)> {
-        let client = crate::cluster::client(self.kubeconfig.as_deref()).await?;
-        Ok((client.clone(), Store::new(client, &self.namespace)))
-    }
+/// A client and the status store in plumb's namespace (`--kubeconfig`, `--context`,
+/// `-n`; see [`KubeArgs`]).
+async fn store(target: &KubeArgs) -> anyhow::Result<(kube::Client, Store)> {
+    let client = target.client().await?;
+    Ok((client.clone(), Store::new(client, &target.namespace(None))))
 }
 
 /// Who the API server says the caller is (a `SelfSubjectReview`, as `kubectl auth
@@ -55,9 +44,9 @@ pub async fn suspend(
     app: &str,
     duration: std::time::Duration,
     reason: &str,
-    target: &Target,
+    target: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (client, store) = target.store().await?;
+    let (client, store) = store(target).await?;
     let span = jiff::SignedDuration::try_from(duration).context("--for")?;
     let until = jiff::Timestamp::now().checked_add(span).context("--for")?;
     let pause = Suspension {
@@ -77,8 +66,8 @@ pub async fn suspend(
 ///
 /// # Errors
 /// The resource cannot be written.
-pub async fn resume(app: &str, target: &Target) -> anyhow::Result<ExitCode> {
-    let (_, store) = target.store().await?;
+pub async fn resume(app: &str, target: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let (_, store) = store(target).await?;
     store.annotate(app, SUSPEND_ANNOTATION, None).await?;
     println!("{app}: automated sync resumed");
     Ok(ExitCode::SUCCESS)
@@ -125,9 +114,9 @@ pub async fn rollback(
     app: &str,
     wanted: Option<&str>,
     (release, until_next_commit, force): (bool, bool, bool),
-    target: &Target,
+    target: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (client, store) = target.store().await?;
+    let (client, store) = store(target).await?;
     if release {
         store.annotate(app, ROLLBACK_ANNOTATION, None).await?;
         println!("{app}: pin released; automated sync follows the tracked ref again");

@@ -21,7 +21,7 @@ use crate::{
 /// # Errors
 /// The policy cannot be read, or names no such application.
 pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&str>) -> anyhow::Result<ExitCode> {
-    let config: Arc<Config> = Arc::new(config::load(config_file)?);
+    let config: Arc<Config> = Arc::new(config::load_without_secrets(config_file)?);
     let a = config
         .applications
         .iter()

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Config, validate};
+use super::Config;
 
 /// Why a policy file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,22 @@ pub fn load(file: &Path) -> Result<Config, Error> {
 /// # Errors
 /// As [`load`].
 pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
+    load_checked(text, file, base, true)
+}
+
+/// [`load`] without checking that the secret files exist ([`super::validate_with`]):
+/// for commands that never read them (`diff`, `render`, `sync --dry-run`, the read
+/// commands given a policy); a fetch that needs a missing credential fails then,
+/// naming it.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_without_secrets(file: &Path) -> Result<Config, Error> {
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Read { file: file.into(), source })?;
+    load_checked(&text, file, file.parent().unwrap_or(Path::new(".")), false)
+}
+
+fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Config, Error> {
     let mut config: Config = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         Error::Parse {
@@ -79,7 +95,7 @@ pub fn load_str(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
             cs.token_file.value = base.join(&cs.token_file.value);
         }
     }
-    let problems = validate(&config);
+    let problems = super::validate_with(&config, files);
     if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
 }
 

@@ -31,8 +31,8 @@ mod validate;
 
 pub use commit_status::{DestinationError, StatusDestination};
 pub use health_status::HealthStatus;
-pub use load::{Error, load, load_str, read_secret};
+pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
 pub use source::{ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{SYNC_OPTION_NAMES, check_sync_option};
-pub use validate::{Problem, validate};
+pub use validate::{Problem, validate, validate_with};

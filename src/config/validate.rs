@@ -60,6 +60,13 @@ fn secret_ref_problems(r: &super::Repository) -> Vec<String> {
 /// an API URL (see [`super::CommitStatusConfig::destination`]); JSON pointers are RFC 6901; sync options
 /// are `Name=value` with known names; health overrides have `rule` or `conditions`.
 pub fn validate(config: &Config) -> Vec<Problem> {
+    validate_with(config, true)
+}
+
+/// [`validate`]; with `files` false, without checking that secret files exist (the
+/// commands that read only the cluster or render on a laptop, where the in-cluster
+/// paths such as `/etc/plumb/secrets/…` are not present).
+pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut problem = |line: u32, message: String| {
         out.push(Problem { file: config.file.clone(), line, message });
@@ -89,7 +96,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             problem(line(&r.name), m);
         }
         for f in [&r.webhook_secret_file, &r.token_file, &r.ssh_key_file, &r.known_hosts_file].into_iter().flatten() {
-            if !f.value.is_file() {
+            if files && !f.value.is_file() {
                 problem(
                     f.referenced.line() as u32,
                     format!("repository `{}`: file {} does not exist", r.name.value, f.value.display()),
@@ -97,7 +104,7 @@ pub fn validate(config: &Config) -> Vec<Problem> {
             }
         }
         if let Some(cs) = &r.commit_status {
-            if !cs.token_file.value.is_file() {
+            if files && !cs.token_file.value.is_file() {
                 problem(
                     cs.token_file.referenced.line() as u32,
                     format!(

@@ -54,7 +54,7 @@ impl Context {
             (None, SyncStatus::Unknown) => "error",
             (None, _) => "compared",
         };
-        if mode.writes() {
+        if mode.writes() && self.records {
             if previous.health != st.health && !previous.app.is_empty() {
                 self.health_changed(st, previous).await;
             }

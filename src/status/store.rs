@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
@@ -80,6 +80,41 @@ pub enum Error {
     Definition(String),
 }
 
+/// Annotation by which a server acknowledges a pass request: the value of
+/// [`REFRESH_ANNOTATION`] its last finished pass had seen (`plumb refresh` waits for it;
+/// a sync request is acknowledged in the status, `syncRequest`).
+pub const OBSERVED_ANNOTATION: &str = "plumb.dev/refresh-observed";
+
+/// The pass requests of an application ([`Store::requests`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// The last request (RFC 3339 time of the request), if any.
+    pub requested: Option<String>,
+    /// The last request a finished pass had seen.
+    pub observed: Option<String>,
+}
+
+impl Requests {
+    /// Whether a pass that saw request `value` (or a later one) has finished. Values are
+    /// [`super::now`] times, which sort as text.
+    pub fn answered(&self, value: &str) -> bool {
+        self.observed.as_deref().is_some_and(|o| o >= value)
+    }
+}
+
+/// When an Event happened last: its series' last observation, else its last or first
+/// timestamp, else its event time (RFC 3339 to the second; empty when none is set).
+pub fn event_time(e: &Event) -> String {
+    let t = e
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))
+        .or_else(|| e.last_timestamp.as_ref().map(|t| t.0))
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
+        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
+    t.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
+}
+
 /// Name of the status ConfigMap of `app` in versions before the `Application` resource
 /// (read and migrated, never written).
 pub fn configmap_name(app: &str) -> String {
@@ -97,6 +132,8 @@ pub type SharedControls = std::sync::Arc<std::sync::RwLock<Option<std::collectio
 pub struct Controls {
     /// [`REFRESH_ANNOTATION`]'s value.
     pub refresh: Option<String>,
+    /// [`OBSERVED_ANNOTATION`]'s value: the last pass request a finished pass had seen.
+    pub observed: Option<String>,
     /// [`SYNC_ANNOTATION`]'s value.
     pub sync: Option<String>,
     /// [`SUSPEND_ANNOTATION`], parsed (an unparsable value is ignored with a warning).
@@ -106,6 +143,17 @@ pub struct Controls {
 }
 
 impl Controls {
+    /// Whether `other` asks something else of the server than `self` (the
+    /// acknowledgement of a pass request, written by the server, asks nothing).
+    pub fn asks_differently(&self, other: &Self) -> bool {
+        Self { observed: None, ..self.clone() } != Self { observed: None, ..other.clone() }
+    }
+
+    /// The pass request not acknowledged yet, if any.
+    pub fn unanswered_refresh(&self) -> Option<String> {
+        self.refresh.clone().filter(|v| self.observed.as_ref() != Some(v))
+    }
+
     /// The controls in `annotations` of application `app`. Pure.
     pub fn from_annotations(app: &str, annotations: &BTreeMap<String, String>) -> Self {
         fn parsed<T: serde::de::DeserializeOwned>(app: &str, key: &str, v: Option<&String>) -> Option<T> {
@@ -120,6 +168,7 @@ impl Controls {
         }
         Self {
             refresh: annotations.get(REFRESH_ANNOTATION).cloned(),
+            observed: annotations.get(OBSERVED_ANNOTATION).cloned(),
             sync: annotations.get(SYNC_ANNOTATION).cloned(),
             suspend: parsed(app, SUSPEND_ANNOTATION, annotations.get(SUSPEND_ANNOTATION)),
             pin: parsed(app, ROLLBACK_ANNOTATION, annotations.get(ROLLBACK_ANNOTATION)),
@@ -278,6 +327,67 @@ impl Store {
         let status = data.get("status.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         let history = data.get("history.json").and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         Ok((status, history))
+    }
+
+    /// Reads status and history of `app`; `None` when it has neither a resource nor a
+    /// status ConfigMap of an earlier version (the application is not served in this
+    /// namespace).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn find(&self, app: &str) -> Result<Option<(AppStatus, Vec<SyncRecord>)>, Error> {
+        if let Some(obj) = self.get(app).await? {
+            let (mut status, history) = from_object(&obj);
+            if status.app.is_empty() {
+                status.app = app.to_string();
+            }
+            return Ok(Some((status, history)));
+        }
+        let legacy = self.legacy.get_opt(&configmap_name(app)).await.map_err(Self::kube_err(app))?;
+        Ok(match legacy {
+            Some(_) => Some(self.load_legacy(app).await?),
+            None => None,
+        })
+    }
+
+    /// The pass requests of `app` (see [`crate::leader::forward`]): the last value asked
+    /// for and the last value a server acknowledged (after the pass that saw it).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn requests(&self, app: &str) -> Result<Requests, Error> {
+        let obj = self.get(app).await?;
+        let mut annotations = obj.and_then(|o| o.metadata.annotations).unwrap_or_default();
+        Ok(Requests {
+            requested: annotations.remove(REFRESH_ANNOTATION),
+            observed: annotations.remove(OBSERVED_ANNOTATION),
+        })
+    }
+
+    /// Records that a pass which started after request `value` of `app` has finished
+    /// (and saved its status): a client following the request stops waiting.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn acknowledge(&self, app: &str, value: &str) -> Result<(), Error> {
+        let patch = json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
+        self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        Ok(())
+    }
+
+    /// The Kubernetes Events about `app` (recorded on its resource, see
+    /// [`event_object`]: `SyncSucceeded`, `SyncFailed`, `HealthChanged`, `Pruned`, …),
+    /// oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn events(&self, app: &str) -> Result<Vec<Event>, Error> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let lp = kube::api::ListParams::default()
+            .fields(&format!("involvedObject.kind=Application,involvedObject.name={app}"));
+        let mut events = api.list(&lp).await.map_err(Self::kube_err(app))?.items;
+        events.sort_by_key(event_time);
+        Ok(events)
     }
 
     /// The requests recorded on `app`'s resource (none when it does not exist).
@@ -519,5 +629,15 @@ mod tests {
         assert!(c.pin.is_none());
         assert_eq!(c.sync.as_deref(), Some("T"));
         assert!(c.refresh.is_none());
+        // the server's acknowledgement asks nothing new; a new request does
+        let mut acked = c.clone();
+        acked.observed = Some("T".into());
+        assert!(!c.asks_differently(&acked));
+        let mut asked = acked.clone();
+        asked.refresh = Some("T2".into());
+        assert!(acked.asks_differently(&asked));
+        assert_eq!(asked.unanswered_refresh().as_deref(), Some("T2"));
+        asked.observed = Some("T2".into());
+        assert!(asked.unanswered_refresh().is_none());
     }
 }

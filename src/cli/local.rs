@@ -1,0 +1,232 @@
+//! `plumb sync --local`, `plumb prune` and `plumb sync --dry-run`: fetch, render,
+//! compare and apply from this machine, with the user's identity (clusters without a
+//! server, emergencies, previews).
+//!
+//! What a local run writes to the status object: the passes that sync record their sync
+//! and the status they saw (the history names every sync, whoever ran it); a pass that
+//! had nothing to sync, and the health waits of `--wait`, write nothing — they compare
+//! and print. A server serving the application keeps its own judgement of health (a
+//! laptop's `--wait` once replaced the server's Degraded with Progressing).
+
+use std::process::ExitCode;
+
+use crate::{
+    compare::ObjectReason,
+    reconcile::{Context, Mode},
+    status::ConditionType,
+};
+
+use super::{output::sanitize, read::short};
+
+/// `plumb sync` / `plumb prune`: previews (`dry_run`) or syncs, going on while later
+/// sync waves wait for earlier ones to become Healthy (at most `timeout`), then waits
+/// for health when `wait` is given.
+pub async fn sync_command(
+    ctx: &Context,
+    app: &str,
+    prune: bool,
+    approve: bool,
+    dry_run: bool,
+    wait: Option<std::time::Duration>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    use crate::status::SyncResult;
+    if dry_run {
+        let report = ctx.run_pass(app, Mode::Preview { prune, approve }, None).await?;
+        print!("{}", preview(&report));
+        let held = report.status.conditions.iter().any(|c| c.type_ == ConditionType::SyncError);
+        let bad = report.status.sync == crate::compare::SyncStatus::Unknown || report.plan.refused.is_some() || held;
+        return Ok(ExitCode::from(u8::from(bad)));
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    let mut said = String::new();
+    while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
+        if r.message != said {
+            let (a, p) = (r.applied.len(), r.pruned.len());
+            println!("{app} {}: {} (so far applied {a}, pruned {p})", short(&r.revision), r.message);
+            said.clone_from(&r.message);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            println!("{app}: sync still running after {timeout:?}");
+            return Ok(ExitCode::from(1));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    }
+    if let Some(timeout) = wait {
+        return wait_for_health(ctx, app, report, timeout).await;
+    }
+    match &report.sync {
+        Some(r) => {
+            println!("{} {} \"{}\": {:?}", app, short(&r.revision), sanitize(&r.subject), r.result);
+            for a in &r.applied {
+                println!("  applied {a}");
+            }
+            for p in &r.pruned {
+                println!("  pruned  {p}");
+            }
+            for (object, why) in &report.plan.skipped {
+                println!("  skipped {object}: {why}");
+            }
+            if !r.message.is_empty() {
+                println!("  {}", sanitize(&r.message));
+            }
+            Ok(if r.result == SyncResult::Succeeded { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        None => {
+            println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
+            for c in &report.status.conditions {
+                println!("  {}: {}", c.type_, sanitize(&c.message));
+            }
+            // a sync held back (FailOnSharedResource, a guard) is not a success
+            let held = report.status.conditions.iter().any(|c| c.type_ == ConditionType::SyncError);
+            Ok(if report.status.sync == crate::compare::SyncStatus::Unknown || held {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}
+
+/// The plan of a preview, in the order a sync runs it: per wave, what would be
+/// created or updated (with the differing paths); then what would be pruned (with its
+/// data-loss class) and what is skipped and why; errors; a refusal.
+pub fn preview(report: &crate::reconcile::PassReport) -> String {
+    use std::fmt::Write as _;
+    let p = &report.plan;
+    let mut out = String::new();
+    if let Some(r) = &p.refused {
+        let _ = writeln!(out, "refused  {r}");
+    }
+    let multi = p.waves.len() > 1;
+    for w in &p.waves {
+        let mut header = multi.then(|| format!("wave {}:", w.wave));
+        for &i in &w.members {
+            let d = &report.diffs[i];
+            let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
+            if !unknown && !w.apply.contains(&i) {
+                continue; // Synced: nothing to do
+            }
+            let line = if unknown {
+                format!("error    {}  {}", d.object, d.reason)
+            } else if d.live.is_none() {
+                let why =
+                    if d.verdict == Some(ObjectReason::Missing) { String::new() } else { format!("  ({})", d.reason) };
+                format!("create   {}{why}", d.object)
+            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) && p.recreate.contains(&i) {
+                format!("recreate {}  delete and create (Force=true): {}", d.object, d.reason)
+            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) {
+                format!("error    {}  {}", d.object, d.reason)
+            } else if d.verdict == Some(ObjectReason::Synced) {
+                format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
+            } else {
+                let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
+                format!("update   {}  {}", d.object, paths.join(", "))
+            };
+            if let Some(h) = header.take() {
+                let _ = writeln!(out, "{h}");
+            }
+            let _ = writeln!(out, "{}{line}", if multi { "  " } else { "" });
+        }
+    }
+    for c in &p.prune {
+        let class =
+            crate::plan::data_loss_class(&c.key.group, &c.key.kind).map_or(String::new(), |k| format!("  [{k}]"));
+        let _ = writeln!(out, "prune    {}{class}", c.key);
+    }
+    for c in &p.prune_last {
+        let _ = writeln!(out, "prune    {}  (PruneLast: once everything is Healthy)", c.key);
+    }
+    for (object, why) in &p.skipped {
+        let _ = writeln!(out, "skip     {object}  {why}");
+    }
+    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::OrphanedResourceWarning) {
+        let _ = writeln!(out, "warning  {}", c.message);
+    }
+    if report.status.sync == crate::compare::SyncStatus::Unknown {
+        // nothing could be compared (a path that does not exist at the revision, a
+        // fetch or render error): say so, never "nothing to do"
+        for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::ComparisonError) {
+            let _ = writeln!(out, "error    {}", sanitize(&c.message));
+        }
+    }
+    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::SyncError) {
+        let _ = writeln!(out, "refused  {}", sanitize(&c.message));
+    }
+    if out.is_empty() {
+        let _ = writeln!(out, "nothing to do: {} at {}", report.status.sync, short(&report.status.revision));
+    }
+    out
+}
+
+/// `plumb sync --wait`: prints the sync, then re-compares every 2 s until the app is
+/// Synced and Healthy (exit 0), something is Degraded (exit 1) or `timeout` passes
+/// (exit 1).
+async fn wait_for_health(
+    ctx: &Context,
+    app: &str,
+    first: crate::reconcile::PassReport,
+    timeout: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    use crate::{compare::SyncStatus, health::HealthStatus};
+    if let Some(r) = &first.sync {
+        println!(
+            "{app} {} \"{}\": {:?} (applied {}, pruned {})",
+            short(&r.revision),
+            r.subject,
+            r.result,
+            r.applied.len(),
+            r.pruned.len()
+        );
+        if r.result != crate::status::SyncResult::Succeeded {
+            println!("  {}", r.message);
+            if first.status.sync != SyncStatus::Unknown {
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut r = first;
+    loop {
+        let st = &r.status;
+        match (st.sync, st.health) {
+            // waiting does not mend a fetch, render or comparison error
+            (SyncStatus::Unknown, _) => {
+                println!("{app}: {} at {}", st.sync, short(&st.revision));
+                for c in &st.conditions {
+                    println!("  {}: {}", c.type_, c.message);
+                }
+                return Ok(ExitCode::from(2));
+            }
+            (SyncStatus::Synced, HealthStatus::Healthy) => {
+                println!("{app}: Synced and Healthy at {}", short(&st.revision));
+                return Ok(ExitCode::SUCCESS);
+            }
+            (_, HealthStatus::Degraded) => {
+                println!("{app}: Degraded");
+                for x in st.resources.iter().filter(|x| x.health == HealthStatus::Degraded) {
+                    println!("  {}: {}", x.object, x.health_message);
+                }
+                return Ok(ExitCode::from(1));
+            }
+            _ if tokio::time::Instant::now() >= deadline => {
+                println!("{app}: still {} / {} after {timeout:?}", st.sync, st.health);
+                for x in
+                    st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
+                {
+                    let why = [x.reason.as_str(), x.health_message.as_str()]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    println!("  {}: {} {} {why}", x.object, x.sync, x.health);
+                }
+                return Ok(ExitCode::from(1));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
+        r = ctx.run_pass(app, Mode::Observe, None).await?;
+    }
+}
