@@ -418,7 +418,9 @@ fn start_actors(
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
         async move {
-            let _permit = first.permit(&app).await;
+            // a follower's passes do nothing: they must not use up the first passes'
+            // bound it needs once it leads
+            let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if leadership.is_leader() {
                 policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app).await
