@@ -75,6 +75,21 @@ impl ControlPlane {
     /// A binary is missing, a component exits early, or readiness times out (60 s);
     /// the message includes the tail of the component's log.
     pub fn start(opts: Options) -> anyhow::Result<Self> {
+        // Ports are picked free and bound later by the components: another process may
+        // take one in between. Such a start is tried again with new ports.
+        let mut tries = 0;
+        loop {
+            match Self::start_once(opts) {
+                Err(e) if tries < 3 && format!("{e:#}").contains("address already in use") => {
+                    tries += 1;
+                    eprintln!("control plane: a port was taken meanwhile, starting again ({e:#})");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(opts: Options) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("plumb-cp-").tempdir()?;
         let run_dir = dir.path().to_path_buf();
         remove_when_gone(&run_dir)?;
