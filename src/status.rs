@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 pub use assess::{Exclusions, roll_up};
 pub use record::{continue_sync, finished_running, merge_history, now, push_history};
 pub use store::{
-    API_VERSION, Controls, Error, OBSERVED_ANNOTATION, Requests, SharedControls, Store, application_resource,
-    configmap_name, event_object, event_time, kube_conditions,
+    API_VERSION, Controls, Error, OBSERVED_ANNOTATION, SharedControls, Store, application_resource, configmap_name,
+    event_object, event_time, kube_conditions,
 };
 
 use crate::health::HealthStatus;

@@ -80,7 +80,7 @@ pub async fn run(
     let mut answered = false;
     let status = loop {
         // a refresh is acknowledged after the pass saved its status: read that first
-        let refreshed = asked == Asked::Refresh && store.requests(app).await?.answered(&request);
+        let refreshed = asked == Asked::Refresh && store.controls(app).await?.answered(&request);
         let (status, _) = store.load(app).await?;
         // a sync request is acknowledged in the status the pass saved (`syncRequest`)
         answered = answered || refreshed || (asked == Asked::Sync && status.sync_request.as_str() >= request.as_str());

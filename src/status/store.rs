@@ -85,23 +85,6 @@ pub enum Error {
 /// a sync request is acknowledged in the status, `syncRequest`).
 pub const OBSERVED_ANNOTATION: &str = "plumb.dev/refresh-observed";
 
-/// The pass requests of an application ([`Store::requests`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Requests {
-    /// The last request (RFC 3339 time of the request), if any.
-    pub requested: Option<String>,
-    /// The last request a finished pass had seen.
-    pub observed: Option<String>,
-}
-
-impl Requests {
-    /// Whether a pass that saw request `value` (or a later one) has finished. Values are
-    /// [`super::now`] times, which sort as text.
-    pub fn answered(&self, value: &str) -> bool {
-        self.observed.as_deref().is_some_and(|o| o >= value)
-    }
-}
-
 /// When an Event happened last: its series' last observation, else its last or first
 /// timestamp, else its event time (RFC 3339 to the second; empty when none is set).
 pub fn event_time(e: &Event) -> String {
@@ -147,6 +130,12 @@ impl Controls {
     /// acknowledgement of a pass request, written by the server, asks nothing).
     pub fn asks_differently(&self, other: &Self) -> bool {
         Self { observed: None, ..self.clone() } != Self { observed: None, ..other.clone() }
+    }
+
+    /// Whether a pass that saw pass request `value` (or a later one) has finished.
+    /// Values are [`super::now`] times, which sort as text.
+    pub fn answered(&self, value: &str) -> bool {
+        self.observed.as_deref().is_some_and(|o| o >= value)
     }
 
     /// The pass request not acknowledged yet, if any.
@@ -347,20 +336,6 @@ impl Store {
         Ok(match legacy {
             Some(_) => Some(self.load_legacy(app).await?),
             None => None,
-        })
-    }
-
-    /// The pass requests of `app` (see [`crate::leader::forward`]): the last value asked
-    /// for and the last value a server acknowledged (after the pass that saw it).
-    ///
-    /// # Errors
-    /// [`Error::Kube`].
-    pub async fn requests(&self, app: &str) -> Result<Requests, Error> {
-        let obj = self.get(app).await?;
-        let mut annotations = obj.and_then(|o| o.metadata.annotations).unwrap_or_default();
-        Ok(Requests {
-            requested: annotations.remove(REFRESH_ANNOTATION),
-            observed: annotations.remove(OBSERVED_ANNOTATION),
         })
     }
 
