@@ -33,6 +33,14 @@ fn synced(app: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|s| s["sync"] == "Synced")
 }
 
+/// Replaces the policy file in one step (a new file renamed over it, as a ConfigMap
+/// volume's symlink swap does): the watcher never reads it half-written.
+fn replace(file: &std::path::Path, text: &str) {
+    let tmp = file.with_extension("new");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
 fn metric(metrics: &Metrics, line_start: &str) -> Option<String> {
     metrics.encode().lines().find(|l| l.starts_with(line_start)).map(|l| l.rsplit(' ').next().unwrap().to_string())
 }
@@ -70,7 +78,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     wait_for("reload-a synced", Duration::from_secs(60), || async { synced("reload-a").then_some(()) }).await;
 
     // A broken file: rejected, flagged, the running policy stays.
-    std::fs::write(&file, "applications:\n  - {name: reload-a, repository: nowhere\n").unwrap();
+    replace(&file, "applications:\n  - {name: reload-a, repository: nowhere\n");
     wait_for("the rejection", Duration::from_secs(30), || async {
         metric(&metrics, "plumb_policy_reloads_total{result=\"rejected\"}").filter(|v| v == "1")
     })
@@ -106,7 +114,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
         "  - {name: reload-b, repository: r, revision: main, path: app,",
         "  - {name: reload-b, repository: r, revision: main, path: b,",
     );
-    std::fs::write(&file, good).unwrap();
+    replace(&file, &good);
     wait_for("reload-b synced after the reload", Duration::from_secs(60), || async {
         synced("reload-b").then_some(())
     })
