@@ -526,7 +526,8 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
 /// or JSON.
 async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) -> anyhow::Result<ExitCode> {
     let report = ctx.run_pass(app, Mode::CompareOnly, revision).await?;
-    let differs = report.diffs.iter().any(|d| !d.reason.is_empty());
+    let diffs = report.diffs();
+    let differs = diffs.iter().any(|d| !d.reason.is_empty());
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
         eprintln!("warning: {}", output::sanitize(&c.message));
     }
@@ -537,11 +538,11 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
         return Ok(ExitCode::from(2));
     }
     if output == "json" {
-        println!("{}", serde_json::to_string_pretty(&report.diffs)?);
+        println!("{}", serde_json::to_string_pretty(&diffs)?);
         return Ok(ExitCode::from(u8::from(differs)));
     }
     let color = std::io::stdout().is_terminal();
-    for d in report.diffs.iter().filter(|d| !d.reason.is_empty()) {
+    for d in diffs.iter().filter(|d| !d.reason.is_empty()) {
         println!("# {} ({})", d.object, output::sanitize(&d.reason));
         // both sides come masked (compare::sensitive)
         let text = if d.verdict.is_none() { String::new() } else { unified(&d.object, &d.desired, d.live.as_ref()) };

@@ -60,6 +60,12 @@ const CONCURRENCY: usize = 16;
 /// reads objects one by one).
 const WATCH_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How many desired objects the passes running at once may hold: a pass holds a few
+/// copies of each of its objects (manifest, live object, both compared sides) until it
+/// ends, so the process's peak memory follows this bound, not the number of passes that
+/// start together. A pass of more objects than this runs alone.
+pub const PASS_OBJECTS_AT_ONCE: u32 = 2_000;
+
 /// Everything a pass needs, shared by all applications of one process.
 pub struct Context {
     /// The cluster.
@@ -90,6 +96,8 @@ pub struct Context {
     /// Whether passes save status and history (false: `plumb sync --local` while a
     /// server serves the namespace, which keeps its own record).
     records: bool,
+    /// One permit per desired object a running pass holds ([`PASS_OBJECTS_AT_ONCE`]).
+    pass_objects: tokio::sync::Semaphore,
 }
 
 impl Drop for Context {
@@ -114,13 +122,25 @@ pub enum Error {
 pub struct PassReport {
     /// The application's status after the pass.
     pub status: AppStatus,
-    /// Per-object comparisons (before any sync of this pass).
-    pub diffs: Vec<ObjectDiff>,
     /// The sync made in this pass, if any.
     pub sync: Option<SyncRecord>,
     /// What a sync of this pass does (or would do): waves, prunes, skips, refusal. Its
-    /// indexes point into `diffs`.
+    /// indexes point into [`PassReport::diffs`].
     pub plan: plan::Plan,
+    /// The desired objects as compared (before any sync of this pass).
+    compared: Vec<Arc<Compared>>,
+    /// The prune candidates, as [`PassReport::diffs`] ends with them.
+    candidates: Vec<ObjectDiff>,
+}
+
+impl PassReport {
+    /// Per-object comparisons (before any sync of this pass): the desired objects in
+    /// render order, then the prune candidates with the reason the status gives them.
+    /// Built when asked (`plumb diff`, `plumb sync --local`), not by every pass: each
+    /// holds a copy of both compared sides.
+    pub fn diffs(&self) -> Vec<ObjectDiff> {
+        self.compared.iter().map(|c| c.diff()).chain(self.candidates.iter().cloned()).collect()
+    }
 }
 
 /// What the compare stage found.
@@ -152,6 +172,7 @@ impl Context {
             controls: status::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
             timings: std::sync::RwLock::default(),
+            pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
         }
     }
 
@@ -339,6 +360,9 @@ impl Context {
             Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
+        // held until the pass ends: its objects' copies live that long
+        let weight = u32::try_from(manifests.len()).unwrap_or(u32::MAX).clamp(1, PASS_OBJECTS_AT_ONCE);
+        let _objects = self.pass_objects.acquire_many(weight).await.ok();
 
         let mut timings = status::PassTimings {
             at: started_at.clone(),
@@ -402,7 +426,7 @@ impl Context {
 
         // 4. status and health
         let excluded = self.assess(&mut st, app, env, &found, &the_plan, &kinds).await;
-        let diffs = assess::diffs(&found, &st);
+        let candidates = assess::candidate_diffs(&found, &st);
 
         // 5. sync
         let drifted = sync::drifted(&found.compared);
@@ -467,7 +491,7 @@ impl Context {
         // 6. record
         self.record(&st, &previous, history, record.clone(), mode, started).await?;
         self.keep_timings(name, mode, timings, started);
-        Ok(PassReport { status: st, diffs, sync: record, plan: the_plan })
+        Ok(PassReport { status: st, sync: record, plan: the_plan, compared: found.compared, candidates })
     }
 
     /// Stage 1: fetches and renders application `app` at `revision` (else its

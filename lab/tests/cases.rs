@@ -101,7 +101,7 @@ async fn flux_10_negative_controls_are_drift() {
     ]);
     let r = pass(&ctx, "case-flux-10n").await;
     assert_eq!(r.status.sync, SyncStatus::OutOfSync);
-    let d = r.diffs.iter().find(|d| d.object.starts_with("Deployment")).unwrap();
+    let d = r.diffs().into_iter().find(|d| d.object.starts_with("Deployment")).unwrap();
     assert_eq!(
         d.differences.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
         ["/spec/template/spec/containers/0/resources/requests/cpu"]
@@ -129,7 +129,7 @@ async fn flux_10_negative_controls_are_drift() {
         .unwrap();
     lab.repo.commit("grace 30").unwrap();
     let r = pass(&ctx, "case-flux-10n").await;
-    let d = r.diffs.iter().find(|d| d.object.starts_with("Deployment")).unwrap();
+    let d = r.diffs().into_iter().find(|d| d.object.starts_with("Deployment")).unwrap();
     assert_eq!(
         d.differences.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
         ["/spec/template/spec/terminationGracePeriodSeconds"]
@@ -160,7 +160,7 @@ async fn argocd_04_ignored_replicas_stay_where_the_hpa_put_them() {
     lab.repo.write("app/desired.yaml", &desired).unwrap();
     lab.repo.commit("api 2.3.1").unwrap();
     let r = pass(&ctx, "case-argocd-04").await;
-    let d = r.diffs.iter().find(|d| d.object.starts_with("Deployment")).unwrap();
+    let d = r.diffs().into_iter().find(|d| d.object.starts_with("Deployment")).unwrap();
     assert_eq!(
         d.differences.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
         ["/spec/template/spec/containers/0/image"],
@@ -261,7 +261,7 @@ async fn argocd_03_injected_ca_bundle_is_ignored_by_jq_rule() {
     let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
     let ctx2 = Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache2"), Arc::new(Metrics::default()));
     let r = ctx2.run_pass("case-argocd-03", Mode::CompareOnly, None).await.unwrap();
-    let d = r.diffs.iter().find(|d| d.object.contains("MutatingWebhookConfiguration")).unwrap();
+    let d = r.diffs().into_iter().find(|d| d.object.contains("MutatingWebhookConfiguration")).unwrap();
     assert_eq!(
         d.differences.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
         ["/webhooks/0/clientConfig/caBundle"]
@@ -456,7 +456,7 @@ async fn flux_01_fields_of_client_side_apply_are_taken_over() {
     ]);
 
     let r = ctx.run_pass("case-flux-01", Mode::CompareOnly, None).await.unwrap();
-    let d = r.diffs.iter().find(|d| d.object.starts_with("ConfigMap")).unwrap();
+    let d = r.diffs().into_iter().find(|d| d.object.starts_with("ConfigMap")).unwrap();
     let paths: Vec<&str> = d.differences.iter().map(|d| d.path.as_str()).collect();
     assert!(paths.contains(&"/data/legacy-flag") && paths.contains(&"/metadata/labels/hotfix"), "{paths:?}");
     let r = pass(&ctx, "case-flux-01").await;

@@ -43,7 +43,7 @@ fn diff(app: &App) -> (i32, String, String) {
 
 /// The objects a comparison lists as differing, with their reasons.
 fn differing(r: &PassReport) -> Vec<String> {
-    r.diffs.iter().filter(|d| !d.reason.is_empty()).map(|d| format!("{} ({})", d.object, d.reason)).collect()
+    r.diffs().iter().filter(|d| !d.reason.is_empty()).map(|d| format!("{} ({})", d.object, d.reason)).collect()
 }
 
 /// werf-01: `annotations:` / `labels:` written empty still get plumb's marks, so the

@@ -93,7 +93,7 @@ applications:
     assert_eq!(runs, 2, "`sops --version` and one decryption");
     let r = ctx.run_pass("rs-web", Mode::Policy, None).await.unwrap();
     assert_eq!((r.status.sync, ctx.render_tool_runs()), (SyncStatus::Synced, runs), "no decryption at a known tree");
-    assert!(!format!("{:?}", r.diffs).contains("hunter2-sops"), "diffs never carry the value");
+    assert!(!format!("{:?}", r.diffs()).contains("hunter2-sops"), "diffs never carry the value");
 
     // `plumb render` masks it
     let (code, out, err) = plumb_cli(&["render", "rs-web", "--config", policy.to_str().unwrap()]);

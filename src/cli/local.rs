@@ -96,6 +96,7 @@ pub async fn sync_command(
 pub fn preview(report: &crate::reconcile::PassReport) -> String {
     use std::fmt::Write as _;
     let p = &report.plan;
+    let diffs = report.diffs();
     let mut out = String::new();
     if let Some(r) = &p.refused {
         let _ = writeln!(out, "refused  {r}");
@@ -104,7 +105,7 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
     for w in &p.waves {
         let mut header = multi.then(|| format!("wave {}:", w.wave));
         for &i in &w.members {
-            let d = &report.diffs[i];
+            let d = &diffs[i];
             let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
             if !unknown && !w.apply.contains(&i) {
                 continue; // Synced: nothing to do

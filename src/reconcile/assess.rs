@@ -179,18 +179,19 @@ fn is_pending_claim(obj: &Value) -> bool {
         && obj.pointer("/status/phase").and_then(Value::as_str) == Some("Pending")
 }
 
-/// Per-object comparisons for `plumb diff`: the desired objects, then the prune
-/// candidates with the reason the status gives them.
-pub(super) fn diffs(found: &Found, st: &AppStatus) -> Vec<ObjectDiff> {
-    let mut diffs: Vec<ObjectDiff> = found.compared.iter().map(|c| c.diff()).collect();
+/// The prune candidates' rows of `plumb diff` ([`super::PassReport::diffs`]), with the
+/// reason the status gives them.
+pub(super) fn candidate_diffs(found: &Found, st: &AppStatus) -> Vec<ObjectDiff> {
     let n = found.compared.len();
-    diffs.extend(st.resources[n..].iter().map(|r| ObjectDiff {
-        object: r.object.clone(),
-        desired: Value::Null,
-        live: None,
-        differences: vec![],
-        reason: r.reason.clone(),
-        verdict: None,
-    }));
-    diffs
+    st.resources[n..]
+        .iter()
+        .map(|r| ObjectDiff {
+            object: r.object.clone(),
+            desired: Value::Null,
+            live: None,
+            differences: vec![],
+            reason: r.reason.clone(),
+            verdict: None,
+        })
+        .collect()
 }

@@ -32,7 +32,7 @@ impl Context {
             (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());
         }
         self.record(&st, &previous, history, None, mode, started).await?;
-        Ok(PassReport { status: st, diffs: vec![], sync: None, plan: plan::Plan::default() })
+        Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
     /// Records a pass: a `HealthChanged` Event when health changed, status and history
