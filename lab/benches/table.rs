@@ -523,6 +523,9 @@ impl Serve {
             .args(["--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"])
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .env("PLUMB_LOG", "warn")
+            // as deploy/base/deployment.yaml runs it
+            .env("MIMALLOC_PURGE_DELAY", "0")
+            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -552,6 +555,12 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
+        // under a profiler: stop plumb itself gracefully first, so that the profile is
+        // written whole
+        if std::env::var("SERVE_WRAP").is_ok_and(|w| !w.is_empty()) {
+            let _ = Command::new("pkill").args(["-TERM", "-f", env!("CARGO_BIN_EXE_plumb-under-test")]).status();
+            std::thread::sleep(Duration::from_secs(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

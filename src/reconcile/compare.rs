@@ -9,7 +9,10 @@ use std::{
 
 use serde_json::Value;
 
-use super::{Context, memo::DryRunAnswer};
+use super::{
+    Context,
+    memo::{DryRunAnswer, Remembered},
+};
 use crate::{
     cluster::Kind,
     compare::{
@@ -177,8 +180,16 @@ impl Context {
             }
         }
         let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
-        if let Some(c) = live_rv.as_ref().and_then(|rv| self.memo.compared(&key, manifest_hash, rv)) {
-            return c;
+        match (live_rv.as_ref().and_then(|rv| self.memo.compared(&key, manifest_hash, rv)), &cached) {
+            (Some(Remembered::Whole(c)), _) => return c,
+            // in sync against this very resourceVersion: rebuilt from the manifest and the
+            // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is
+            // compared again: what is sent must have its ignored fields removed)
+            (Some(Remembered::Synced), Some(o)) if !(defaults.apply_all || options.apply_all) => {
+                let live = crate::watch::with_types(o, &kind);
+                return with(Compared::synced(key, obj, kind, live, &source));
+            }
+            _ => {}
         }
         let live = match cached.map(|o| crate::watch::with_types(&o, &kind)) {
             Some(l) => Some(l),

@@ -3,9 +3,9 @@
 //! plumb's own last writes, selfHeal state and since when objects are Progressing.
 //! Every entry is keyed so that it can never answer for changed content.
 //!
-//! Memory: an object in sync is remembered without its compared sides (the dry-run
-//! answer and the normalized live object): its verdict is all the next pass needs. Only
-//! objects that differ keep the dry-run answer their differences were found with.
+//! Memory: of an object in sync only that is remembered ([`Remembered::Synced`]): the
+//! next pass has its manifest and the watch cache has its live object. Only objects that
+//! differ keep their comparison and the dry-run answer their differences were found with.
 
 use std::{collections::HashMap, sync::Mutex};
 
@@ -33,7 +33,7 @@ pub enum DryRunAnswer {
 
 /// A whole comparison: valid while the manifest (its hash) and the live object (its
 /// resourceVersion) are as they were.
-type ComparedMemo = (u64, String, std::sync::Arc<Compared>);
+type ComparedMemo = (u64, String, Remembered);
 
 /// The memory of one process. Lock poisoning only loses memory (the next pass asks
 /// the API server again), never correctness.
@@ -48,30 +48,25 @@ pub struct Memo {
     progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
 
-/// `c` as remembered: when it is in sync, without the two compared sides (`desired`
-/// becomes `null`, `live_compared` `None`): they only show a difference, and there is
-/// none. Two full copies of the object fewer per Synced object.
-pub fn slim(c: std::sync::Arc<Compared>) -> std::sync::Arc<Compared> {
-    let synced = c.reason == crate::compare::ObjectReason::Synced && c.differences.is_empty();
-    if !synced || (c.desired.is_null() && c.live_compared.is_none()) {
-        return c;
+/// A comparison as remembered for the next pass.
+#[derive(Clone, Debug)]
+pub enum Remembered {
+    /// In sync, with nothing to take over: nothing of the object is kept (the pass
+    /// rebuilds its comparison from the manifest it rendered and the watch cache's
+    /// object at the same resourceVersion). Two full copies of each object fewer
+    /// for the process's lifetime.
+    Synced,
+    /// Any other verdict, whole (its differences are shown and acted on).
+    Whole(std::sync::Arc<Compared>),
+}
+
+impl Remembered {
+    /// What to remember of `c`.
+    pub fn of(c: std::sync::Arc<Compared>) -> Self {
+        let synced =
+            c.reason == crate::compare::ObjectReason::Synced && c.differences.is_empty() && c.takeover.is_none();
+        if synced { Self::Synced } else { Self::Whole(c) }
     }
-    std::sync::Arc::new(Compared {
-        key: c.key.clone(),
-        kind: c.kind.clone(),
-        apply: c.apply.clone(),
-        live: c.live.clone(),
-        reason: c.reason.clone(),
-        desired: Value::Null,
-        live_compared: None,
-        differences: vec![],
-        takeover: c.takeover.clone(),
-        source: c.source.clone(),
-        wave: c.wave,
-        options: c.options.clone(),
-        finished_digest: c.finished_digest.clone(),
-        marked: c.marked.clone(),
-    })
 }
 
 impl DryRunAnswer {
@@ -101,18 +96,18 @@ impl Memo {
         }
     }
 
-    /// The whole comparison of `key` when its manifest and live resourceVersion are as
-    /// they were.
-    pub fn compared(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) -> Option<std::sync::Arc<Compared>> {
+    /// The comparison of `key` when its manifest and live resourceVersion are as they
+    /// were.
+    pub fn compared(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) -> Option<Remembered> {
         let m = self.compared.lock().ok()?;
         m.get(key).filter(|(h, r, _)| *h == manifest_hash && r == live_rv).map(|(_, _, c)| c.clone())
     }
 
-    /// Remembers a comparison; one in sync without its compared sides ([`slim`]).
+    /// Remembers a comparison ([`Remembered::of`]).
     pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
-        let c = slim(c);
+        let key = c.key.clone();
         if let Ok(mut m) = self.compared.lock() {
-            m.insert(c.key.clone(), (manifest_hash, live_rv, c));
+            m.insert(key, (manifest_hash, live_rv, Remembered::of(c)));
         }
     }
 
