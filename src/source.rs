@@ -10,6 +10,7 @@
 //! `tokio::task::spawn_blocking`.
 
 mod pool;
+pub mod refs;
 
 use std::{
     path::{Component, Path, PathBuf},
@@ -280,21 +281,12 @@ impl Mirror {
             };
         }
         let advertised = self.advertisement(asked).map_err(fetch_err)?;
-        let candidates: Vec<String> = if revision.starts_with("refs/") {
-            vec![revision.to_string()]
-        } else {
-            vec![format!("refs/heads/{revision}"), format!("refs/tags/{revision}")]
-        };
-        let advertises = |r: &String| advertised.iter().any(|(a, _)| a == r);
-        if candidates.len() == 2 && candidates.iter().all(advertises) {
-            return Err(Error::AmbiguousRevision { url: self.url.clone(), revision: revision.into() });
-        }
-        let Some((name, oid)) = candidates.iter().find_map(|c| {
-            let peeled = format!("{c}^{{}}");
-            let find = |n: &str| advertised.iter().find(|(a, _)| a == n).map(|(_, o)| *o);
-            find(c).map(|o| (c.clone(), find(&peeled).unwrap_or(o)))
-        }) else {
-            return self.resolve_short_sha(revision);
+        let (name, oid) = match refs::named(&advertised, revision) {
+            refs::Named::Ref(name, oid) => (name, oid),
+            refs::Named::Ambiguous => {
+                return Err(Error::AmbiguousRevision { url: self.url.clone(), revision: revision.into() });
+            }
+            refs::Named::Unadvertised => return self.resolve_short_sha(revision),
         };
         let mut downloaded = false;
         if self.repo.find_commit(oid).is_err() {
