@@ -165,6 +165,49 @@ pub enum Error {
 /// (name, object id) it listed.
 type Advertisement = (std::time::Instant, Arc<Vec<(String, Oid)>>);
 
+/// How recent the advertisement of the remote's refs a pass reads must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Asked for after the pass started: the pass sees every push made before it
+    /// started. For passes asked for (webhook, request, drift) and
+    /// one-shot commands.
+    Now,
+    /// Asked for at most this long before the pass started: the passes of the
+    /// applications sharing a repository read one advertisement over that time
+    /// instead of asking each.
+    Within(std::time::Duration),
+}
+
+impl Freshness {
+    /// Which advertisements answer a pass that started at `started`.
+    pub fn since(self, started: std::time::Instant) -> Since {
+        match self {
+            Freshness::Now => Since::at(started),
+            Freshness::Within(age) => Since { at: started, age },
+        }
+    }
+}
+
+/// Which advertisement of the remote's refs answers a request: one whose request
+/// started at most `age` before `at` (see [`Freshness::since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since {
+    at: std::time::Instant,
+    age: std::time::Duration,
+}
+
+impl Since {
+    /// An advertisement whose request started at or after `at`.
+    pub fn at(at: std::time::Instant) -> Self {
+        Self { at, age: std::time::Duration::ZERO }
+    }
+
+    /// Whether the advertisement whose request started at `started` answers.
+    pub fn answers(self, started: std::time::Instant) -> bool {
+        self.at.saturating_duration_since(started) <= self.age
+    }
+}
+
 /// A bare mirror of one repository.
 pub struct Mirror {
     repo: Repository,
@@ -256,17 +299,18 @@ impl Mirror {
     /// # Errors
     /// [`Error::Fetch`] on network/auth failures, [`Error::RevisionNotFound`].
     pub fn resolve(&self, revision: &str) -> Result<Resolved, Error> {
-        self.resolve_since(revision, std::time::Instant::now())
+        self.resolve_since(revision, Since::at(std::time::Instant::now()))
     }
 
-    /// [`Mirror::resolve`] for a request made at `asked`: an advertisement of the
-    /// remote's refs whose request started at or after `asked` answers it too (it is at
-    /// least as new as one made for this request), so passes of applications sharing a
-    /// repository that ask at about the same time cost one `ls-remote` together.
+    /// [`Mirror::resolve`], reading the last advertisement of the remote's refs when
+    /// `asked` accepts it: with [`Since::at`] the request's start, one asked for after
+    /// it (at least as new as one made for this request), so passes of applications
+    /// sharing a repository that ask at about the same time cost one `ls-remote`
+    /// together; with an age, one asked for up to that long before (see [`Freshness`]).
     ///
     /// # Errors
     /// As [`Mirror::resolve`].
-    pub fn resolve_since(&self, revision: &str, asked: std::time::Instant) -> Result<Resolved, Error> {
+    pub fn resolve_since(&self, revision: &str, asked: Since) -> Result<Resolved, Error> {
         let fetch_err = |source| Error::Fetch { url: self.url.clone(), source };
         if is_sha(revision) {
             if let Ok(oid) = Oid::from_str(revision)
@@ -302,12 +346,12 @@ impl Mirror {
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
     }
 
-    /// The remote's refs: the last advertisement when its request started at or after
-    /// `asked`, else a new `ls-remote` (one round trip, no objects).
-    fn advertisement(&self, asked: std::time::Instant) -> Result<Arc<Vec<(String, Oid)>>, git2::Error> {
+    /// The remote's refs: the last advertisement when `asked` accepts it, else a new
+    /// `ls-remote` (one round trip, no objects).
+    fn advertisement(&self, asked: Since) -> Result<Arc<Vec<(String, Oid)>>, git2::Error> {
         if let Ok(last) = self.advertised.lock()
             && let Some((started, refs)) = last.as_ref()
-            && *started >= asked
+            && asked.answers(*started)
         {
             return Ok(refs.clone());
         }
@@ -795,6 +839,21 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// A pass reads refs asked for at most the freshness's age before it started (at or
+    /// after its start for `Now`), however far back the monotonic clock reaches.
+    #[test]
+    fn freshness_bounds_the_age_of_the_refs_read() {
+        let secs = std::time::Duration::from_secs;
+        let t0 = std::time::Instant::now();
+        let t1 = t0 + secs(10);
+        assert!(Freshness::Now.since(t0).answers(t0));
+        assert!(Freshness::Now.since(t0).answers(t1), "asked for after the pass started");
+        assert!(!Freshness::Now.since(t1).answers(t0));
+        assert!(Freshness::Within(secs(10)).since(t1).answers(t0));
+        assert!(!Freshness::Within(secs(9)).since(t1).answers(t0));
+        assert!(Freshness::Within(secs(1 << 40)).since(t1).answers(t0), "longer than the clock reaches back");
     }
 
     /// A repository at `work` with one commit of what `setup` wrote; its snapshot of
