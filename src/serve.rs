@@ -21,7 +21,7 @@ use crate::{
     metrics::Metrics,
     probes::Probes,
     reconcile::{Context, Mode},
-    scheduler::{Scheduler, Trigger},
+    scheduler::{Cause, Scheduler, Trigger},
     server,
     webhook::Dedupe,
 };
@@ -414,7 +414,7 @@ fn start_actors(
     let apps = app_intervals(ctx);
     let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
-    let pass = move |app: String| {
+    let pass = move |app: String, _cause: Cause| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
         async move {
