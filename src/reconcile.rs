@@ -223,6 +223,12 @@ impl Context {
         self.drift_rx.lock().ok()?.take()
     }
 
+    /// The repository mirrors and renders its passes read (a repository poller asks
+    /// the remotes' refs through them: see [`crate::poller`]).
+    pub fn sources(&self) -> &source::Pool {
+        &self.sources
+    }
+
     /// How many render-tool child processes (kustomize, helm, sops) this context has
     /// started: a pass over an unchanged tree adds none.
     pub fn render_tool_runs(&self) -> u64 {
@@ -312,9 +318,10 @@ impl Context {
         self.run_pass_with(name, mode, revision, source::Freshness::Now).await
     }
 
-    /// [`Context::run_pass`], reading refs of the remotes as recent as `fresh` asks.
-    /// The renders of other applications the pass looks at (what moved to or from
-    /// them) read the same refs.
+    /// [`Context::run_pass`], reading refs of the remotes as recent as `fresh` asks: a
+    /// pass of the poll timer reads those its repository's poller asked for (see
+    /// [`crate::poller`]). The renders of other applications the pass looks at (what
+    /// moved to or from them) read the same refs.
     ///
     /// # Errors
     /// As [`Context::run_pass`].

@@ -37,15 +37,18 @@ pub enum Trigger {
     Manual,
     /// The watch saw an application object change.
     Drift,
+    /// The repository's poller saw the application's revision name another commit.
+    Moved,
 }
 
 impl Trigger {
-    /// `webhook`, `manual` or `drift`, for logs.
+    /// `webhook`, `manual`, `drift` or `moved`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
             Trigger::Manual => "manual",
             Trigger::Drift => "drift",
+            Trigger::Moved => "moved",
         }
     }
 }

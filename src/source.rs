@@ -161,20 +161,24 @@ pub enum Error {
     },
 }
 
+/// The refs a remote advertised (`ls-remote`): (name, object id), each annotated tag
+/// followed by its peeled `^{}` entry.
+pub type Refs = Arc<Vec<(String, Oid)>>;
+
 /// When the request for an advertisement of the remote's refs started, and the refs
-/// (name, object id) it listed.
-type Advertisement = (std::time::Instant, Arc<Vec<(String, Oid)>>);
+/// it listed.
+type Advertisement = (std::time::Instant, Refs);
 
 /// How recent the advertisement of the remote's refs a pass reads must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
     /// Asked for after the pass started: the pass sees every push made before it
-    /// started. For passes asked for (webhook, request, drift) and
+    /// started. For passes asked for (webhook, request, drift, a moved ref) and
     /// one-shot commands.
     Now,
-    /// Asked for at most this long before the pass started: the passes of the
-    /// applications sharing a repository read one advertisement over that time
-    /// instead of asking each.
+    /// Asked for at most this long before the pass started: a pass of the poll timer
+    /// reads the refs its repository's poller asked for last instead of asking again
+    /// (see `crate::poller`).
     Within(std::time::Duration),
 }
 
@@ -306,7 +310,8 @@ impl Mirror {
     /// `asked` accepts it: with [`Since::at`] the request's start, one asked for after
     /// it (at least as new as one made for this request), so passes of applications
     /// sharing a repository that ask at about the same time cost one `ls-remote`
-    /// together; with an age, one asked for up to that long before (see [`Freshness`]).
+    /// together; with an age, one asked for up to that long before (a repository
+    /// poller's: see [`Freshness`]).
     ///
     /// # Errors
     /// As [`Mirror::resolve`].
@@ -346,9 +351,24 @@ impl Mirror {
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
     }
 
+    /// The remote's refs asked for now (one `ls-remote`: one round trip, no objects),
+    /// and the advertisement asked for before, if any (by a pass or an earlier call):
+    /// what a repository poller compares. Later resolves that accept refs asked for
+    /// when this call started read these instead of asking again.
+    ///
+    /// # Errors
+    /// [`Error::Fetch`] on network/auth failures.
+    pub fn ask_refs(&self) -> Result<(Option<Refs>, Refs), Error> {
+        let earlier = self.advertised.lock().ok().and_then(|a| a.as_ref().map(|(_, refs)| refs.clone()));
+        let now = self
+            .advertisement(Since::at(std::time::Instant::now()))
+            .map_err(|source| Error::Fetch { url: self.url.clone(), source })?;
+        Ok((earlier, now))
+    }
+
     /// The remote's refs: the last advertisement when `asked` accepts it, else a new
     /// `ls-remote` (one round trip, no objects).
-    fn advertisement(&self, asked: Since) -> Result<Arc<Vec<(String, Oid)>>, git2::Error> {
+    fn advertisement(&self, asked: Since) -> Result<Refs, git2::Error> {
         if let Ok(last) = self.advertised.lock()
             && let Some((started, refs)) = last.as_ref()
             && asked.answers(*started)
@@ -839,6 +859,39 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// A resolve reads the last advertisement when its freshness accepts it (a poll
+    /// pass's), and asks again otherwise (a webhook's pass): a commit pushed after the
+    /// last ask is seen only by the latter. A poller's ask returns the advertisement
+    /// before it, to compare.
+    #[test]
+    fn an_earlier_advertisement_answers_only_the_passes_that_accept_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("a.yaml"), "a: 1\n").expect("write");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let polled = std::time::Instant::now();
+        let (earlier, first) = mirror.ask_refs().expect("ask");
+        assert!(earlier.is_none(), "nothing asked before");
+        let c1 = mirror.resolve_since("main", Since::at(polled)).expect("resolve").revision;
+        std::fs::write(work.join("a.yaml"), "a: 2\n").expect("write");
+        git(&work, &["commit", "-qam", "c2"]);
+
+        let again = Freshness::Within(std::time::Duration::from_secs(3600)).since(std::time::Instant::now());
+        assert_eq!(mirror.resolve_since("main", again).expect("resolve").revision, c1, "the ask's refs, reused");
+        let now = Freshness::Now.since(std::time::Instant::now());
+        let c2 = mirror.resolve_since("main", now).expect("resolve").revision;
+        assert_ne!(c2, c1, "a fresh pass asks again and sees the push");
+
+        let (earlier, latest) = mirror.ask_refs().expect("ask");
+        assert_eq!(earlier.as_deref(), Some(&*latest), "the fresh pass's refs are the last before this ask");
+        assert_eq!(refs::moved(&first, &latest, [("web", "main"), ("pinned", c1.as_str())]), ["web"]);
     }
 
     /// A pass reads refs asked for at most the freshness's age before it started (at or

@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use super::{Credentials, Mirror, Since, Snapshot};
+use super::{Credentials, Mirror, Refs, Since, Snapshot};
 use crate::{
     config::{Config, Repository, Source, SourceType, read_secret},
     render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits, sops::Sops},
@@ -206,6 +206,21 @@ impl Pool {
         if let Ok(mut c) = self.cluster.write() {
             *c = Some((version, api_versions));
         }
+    }
+
+    /// The refs of `repo` asked for now, and the advertisement asked for before (see
+    /// [`super::Mirror::ask_refs`]), off the async threads. Passes that read refs asked
+    /// for no earlier than this call read these.
+    ///
+    /// # Errors
+    /// As [`super::Mirror::ask_refs`]; the mirror cannot be opened.
+    pub async fn ask_refs(&self, repo: &Repository) -> Result<(Option<Refs>, Refs), FetchError> {
+        let m = self.mirror(repo)?;
+        tokio::task::spawn_blocking(move || -> Result<(Option<Refs>, Refs), FetchError> {
+            Ok(m.lock().map_err(|_| FetchError::Poisoned)?.ask_refs()?)
+        })
+        .await
+        .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
     }
 
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
