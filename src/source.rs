@@ -367,7 +367,9 @@ impl Mirror {
     }
 
     /// The remote's refs: the last advertisement when `asked` accepts it, else a new
-    /// `ls-remote` (one round trip, no objects).
+    /// `ls-remote` (one round trip, no objects). A failed one forgets the last: the
+    /// requests after it ask again (and report the failure) rather than read refs the
+    /// remote may no longer advertise.
     fn advertisement(&self, asked: Since) -> Result<Refs, git2::Error> {
         if let Ok(last) = self.advertised.lock()
             && let Some((started, refs)) = last.as_ref()
@@ -376,16 +378,15 @@ impl Mirror {
             return Ok(refs.clone());
         }
         let started = std::time::Instant::now();
-        let mut remote = self.repo.remote_anonymous(&self.url)?;
-        let refs: Vec<(String, Oid)> = {
+        let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
             let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
-            conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect()
-        };
-        let refs = Arc::new(refs);
+            Ok(conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>())
+        });
+        let refs = listed.map(Arc::new);
         if let Ok(mut last) = self.advertised.lock() {
-            *last = Some((started, refs.clone()));
+            *last = refs.as_ref().ok().map(|refs| (started, refs.clone()));
         }
-        Ok(refs)
+        refs
     }
 
     /// An abbreviated commit SHA no branch or tag is named after: the commit of the
@@ -892,6 +893,26 @@ mod tests {
         let (earlier, latest) = mirror.ask_refs().expect("ask");
         assert_eq!(earlier.as_deref(), Some(&*latest), "the fresh pass's refs are the last before this ask");
         assert_eq!(refs::moved(&first, &latest, [("web", "main"), ("pinned", c1.as_str())]), ["web"]);
+    }
+
+    /// Once an ask fails, a pass that would read the last refs asks again and fails too
+    /// (its status says so) instead of reading refs the remote may no longer have.
+    #[test]
+    fn a_failed_ask_forgets_the_last_refs() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let hour = Freshness::Within(std::time::Duration::from_secs(3600));
+        mirror.ask_refs().expect("ask");
+        assert!(mirror.resolve_since("main", hour.since(std::time::Instant::now())).is_ok(), "the ask's refs");
+        std::fs::rename(&work, tmp.path().join("gone")).expect("rename");
+        assert!(matches!(mirror.ask_refs(), Err(Error::Fetch { .. })), "the remote is gone");
+        let read = mirror.resolve_since("main", hour.since(std::time::Instant::now()));
+        assert!(matches!(read, Err(Error::Fetch { .. })), "asked again: {read:?}");
     }
 
     /// A pass reads refs asked for at most the freshness's age before it started (at or
