@@ -85,7 +85,7 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
     let tracker = TaskTracker::new();
     let passes = Arc::new(AtomicUsize::new(0));
     let p = passes.clone();
-    let pass = move |_app: String| {
+    let pass = move |_app: String, _cause: plumb::scheduler::Cause| {
         let p = p.clone();
         async move {
             p.fetch_add(1, Ordering::SeqCst);

@@ -17,7 +17,9 @@
 //! - **IO**, thin: [`source`] (git2 mirrors, renders), [`cluster`] (kube), [`apply`] (the
 //!   writes of a sync), [`status`]'s store, [`watch`], [`server`] (HTTP), [`forge`]
 //!   (commit statuses), [`auth`] (TokenReview + SubjectAccessReview of the internal
-//!   listener), [`scheduler`] (when passes run; it knows no other module);
+//!   listener), [`scheduler`] (when passes run; it knows no other module), [`poller`]
+//!   (one `ls-remote` per repository and interval, naming the applications whose
+//!   revision moved);
 //! - **pure core**, values in and out: [`config`], [`render`], [`compare`] (with
 //!   [`compare::object`]: one object prepared and judged), [`health`], [`plan`] (guards,
 //!   order, the sync gate [`plan::decide`], sync progress, hand-over), [`status`]'s
@@ -40,6 +42,7 @@ pub mod metrics;
 pub mod notify;
 pub mod page;
 pub mod plan;
+pub mod poller;
 pub mod probes;
 pub mod reconcile;
 pub mod reload;

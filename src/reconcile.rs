@@ -244,6 +244,12 @@ impl Context {
         self.drift_rx.lock().ok()?.take()
     }
 
+    /// The repository mirrors and renders its passes read (a repository poller asks
+    /// the remotes' refs through them: see [`crate::poller`]).
+    pub fn sources(&self) -> &source::Pool {
+        &self.sources
+    }
+
     /// How many render-tool child processes (kustomize, helm, sops) this context has
     /// started: a pass over an unchanged tree adds none.
     pub fn render_tool_runs(&self) -> u64 {
@@ -321,15 +327,34 @@ impl Context {
         Ok((app, env, repo))
     }
 
-    /// Runs one pass of application `name`. `revision` overrides the configured
-    /// revision (only with [`Mode::CompareOnly`], for previews).
+    /// Runs one pass of application `name`, reading the remote's refs as they are now
+    /// ([`source::Freshness::Now`]). `revision` overrides the configured revision (only
+    /// with [`Mode::CompareOnly`], for previews).
     ///
     /// # Errors
     /// [`Error::UnknownApp`]; [`Error::Status`] when status cannot be read or written.
     /// Fetch, render, compare and apply failures are not errors of the pass: they are
     /// reported in the returned status (and stored).
     pub async fn run_pass(&self, name: &str, mode: Mode, revision: Option<&str>) -> Result<PassReport, Error> {
+        self.run_pass_with(name, mode, revision, source::Freshness::Now).await
+    }
+
+    /// [`Context::run_pass`], reading refs of the remotes as recent as `fresh` asks: a
+    /// pass of the poll timer reads those its repository's poller asked for (see
+    /// [`crate::poller`]). The renders of other applications the pass looks at (what
+    /// moved to or from them) read the same refs.
+    ///
+    /// # Errors
+    /// As [`Context::run_pass`].
+    pub async fn run_pass_with(
+        &self,
+        name: &str,
+        mode: Mode,
+        revision: Option<&str>,
+        fresh: source::Freshness,
+    ) -> Result<PassReport, Error> {
         let started = Instant::now();
+        let refs_since = fresh.since(started);
         let started_at = status::now();
         let (app, env, repo) = self.app(name)?;
         let (previous, history) = match self.statuses.read().await.get(name) {
@@ -355,7 +380,7 @@ impl Context {
         let revision = revision.or(requested.revision.as_deref());
 
         // 1. source and render
-        let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision).await {
+        let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
             Ok(found) => found,
             Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
         };
@@ -401,6 +426,7 @@ impl Context {
             boundary: &boundary,
             validate_new: !mode.writes(),
             absent: None,
+            refs_since,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
         let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
@@ -411,7 +437,7 @@ impl Context {
         let items = self.desired_items(name, &found.compared, &app_options);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
-            found.candidates.extraneous.extend(self.hand_over(name, &mut candidates).await);
+            found.candidates.extraneous.extend(self.hand_over(name, &mut candidates, refs_since).await);
         }
         let guards = plan::Guards {
             app: name,
@@ -496,14 +522,16 @@ impl Context {
 
     /// Stage 1: fetches and renders application `app` at `revision` (else its
     /// configured revision) within the source time limit, recording the render's time
-    /// and warnings in `st`. `Err` is the message of a failed fetch or render (the
-    /// revision and subject of a commit that failed to render are in `st`).
+    /// and warnings in `st`, reading the refs `refs_since` accepts. `Err` is the
+    /// message of a failed fetch or render (the revision and subject of a commit that
+    /// failed to render are in `st`).
     async fn source_stage(
         &self,
         st: &mut AppStatus,
         app: &Application,
         repo: &Repository,
         revision: Option<&str>,
+        refs_since: source::Since,
     ) -> Result<(source::Snapshot, Vec<crate::render::Manifest>), String> {
         if !self.sources.knows_cluster()
             && let Ok((version, api_versions)) = self.cluster.capabilities().await
@@ -514,7 +542,7 @@ impl Context {
         let wanted = revision.unwrap_or(&app.revision.value);
         let limits = self.config.settings.limits;
         let fetch_started = Instant::now();
-        let desired = self.sources.desired(name, repo, wanted, &app.path.value);
+        let desired = self.sources.desired(name, repo, wanted, &app.path.value, refs_since);
         let desired = tokio::time::timeout(limits.source_timeout(), desired).await.unwrap_or_else(|_| {
             let e = crate::limits::Exceeded::Timeout { seconds: limits.source_timeout_seconds };
             Desired::FetchFailed(source::FetchError::Git(e.into()))

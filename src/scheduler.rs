@@ -10,7 +10,8 @@
 //! the same ref, is one pass at its end, which fetches the newest head.
 //!
 //! The scheduler knows no other part of plumb: it is given the pass to run (a closure
-//! taking the application's name) and what to do when a trigger starts one.
+//! taking the application's name and what started the pass, a [`Cause`]) and what to do
+//! when a trigger starts one.
 
 use std::{
     collections::HashMap,
@@ -36,15 +37,44 @@ pub enum Trigger {
     Manual,
     /// The watch saw an application object change.
     Drift,
+    /// The repository's poller saw the application's revision name another commit.
+    Moved,
 }
 
 impl Trigger {
-    /// `webhook`, `manual` or `drift`, for logs.
+    /// `webhook`, `manual`, `drift` or `moved`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
             Trigger::Manual => "manual",
             Trigger::Drift => "drift",
+            Trigger::Moved => "moved",
+        }
+    }
+}
+
+/// What started a pass: the actor's own timer, or a trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The actor's first pass.
+    Start,
+    /// The reconcile interval passed with no trigger.
+    Poll,
+    /// The look soon after a pass that synced or found something Progressing
+    /// ([`SETTLE_INTERVAL`]).
+    Settle,
+    /// A trigger (the first of those the pass answers).
+    Triggered(Trigger),
+}
+
+impl Cause {
+    /// `start`, `poll`, `settle`, or the trigger's name, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Start => "start",
+            Cause::Poll => "poll",
+            Cause::Settle => "settle",
+            Cause::Triggered(t) => t.as_str(),
         }
     }
 }
@@ -68,9 +98,9 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Starts one actor per `(application, reconcile interval)` on `tracker`, until
-    /// `token` is cancelled. Each runs `pass(app)`, which returns true while things are
-    /// settling (see [`SETTLE_INTERVAL`]); `started` sees each trigger just before the
-    /// pass it starts (for metrics).
+    /// `token` is cancelled. Each runs `pass(app, cause)`, which returns true while
+    /// things are settling (see [`SETTLE_INTERVAL`]); `started` sees each trigger just
+    /// before the pass it starts (for metrics).
     pub fn start_with<F, Fut, S>(
         apps: impl IntoIterator<Item = (String, Duration)>,
         pass: F,
@@ -79,7 +109,7 @@ impl Scheduler {
         token: CancellationToken,
     ) -> Self
     where
-        F: Fn(String) -> Fut + Clone + Send + 'static,
+        F: Fn(String, Cause) -> Fut + Clone + Send + 'static,
         Fut: std::future::Future<Output = bool> + Send + 'static,
         S: Fn(Trigger) + Clone + Send + 'static,
     {
@@ -88,9 +118,9 @@ impl Scheduler {
             let (tx, rx) = mpsc::channel(1);
             senders.insert(app.clone(), tx);
             let pass = pass.clone();
-            let run = move |why: String| {
-                tracing::debug!(app = %app, trigger = %why, "pass starts");
-                pass(app.clone())
+            let run = move |why: Cause| {
+                tracing::debug!(app = %app, trigger = why.as_str(), "pass starts");
+                pass(app.clone(), why)
             };
             tracker.spawn(run_loop(run, interval, rx, token.clone(), started.clone()));
         }
@@ -128,10 +158,10 @@ async fn run_loop<F, Fut>(
     token: CancellationToken,
     mut started: impl FnMut(Trigger),
 ) where
-    F: FnMut(String) -> Fut,
+    F: FnMut(Cause) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let mut why = "start".to_string();
+    let mut why = Cause::Start;
     loop {
         let settling = pass(why).await;
         if let Ok(t) = rx.try_recv() {
@@ -140,20 +170,21 @@ async fn run_loop<F, Fut>(
                 return;
             }
             started(t);
-            why = t.as_str().to_string();
+            why = Cause::Triggered(t);
             continue;
         }
-        let wait = if settling { interval.min(SETTLE_INTERVAL) } else { jittered(interval) };
+        let (wait, timer) =
+            if settling { (interval.min(SETTLE_INTERVAL), Cause::Settle) } else { (jittered(interval), Cause::Poll) };
         tokio::select! {
             () = token.cancelled() => return,
             t = rx.recv() => match t {
                 Some(t) => {
                     started(t);
-                    why = t.as_str().to_string();
+                    why = Cause::Triggered(t);
                 }
                 None => return,
             },
-            () = tokio::time::sleep(wait) => why = "poll".into(),
+            () = tokio::time::sleep(wait) => why = timer,
         }
     }
 }
@@ -182,15 +213,18 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A burst of triggers while a pass runs leads to exactly one more pass; polls
-    /// follow the interval (paused tokio time: no real waiting).
+    /// follow the interval (paused tokio time: no real waiting). Each pass is told what
+    /// started it.
     #[tokio::test(start_paused = true)]
     async fn triggers_coalesce_and_the_poller_keeps_time() {
         let passes = Arc::new(AtomicUsize::new(0));
+        let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel(1);
         let token = CancellationToken::new();
-        let p = passes.clone();
-        let pass = move |_why: String| {
+        let (p, c) = (passes.clone(), causes.clone());
+        let pass = move |why: Cause| {
             let p = p.clone();
+            c.lock().unwrap().push(why.as_str());
             async move {
                 p.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(1)).await; // a pass takes 1 s
@@ -220,6 +254,7 @@ mod tests {
         assert_eq!(passes.load(Ordering::SeqCst), 2, "no poll before the interval");
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 3, "one poll after 180 s + jitter (≤ 18 s)");
+        assert_eq!(*causes.lock().unwrap(), ["start", "webhook", "poll"]);
         token.cancel();
         task.await.expect("actor ends on cancel");
     }
@@ -233,7 +268,7 @@ mod tests {
         let token = CancellationToken::new();
         let p = passes.clone();
         let t0 = tokio::time::Instant::now();
-        let pass = move |_why: String| {
+        let pass = move |_why: Cause| {
             let p = p.clone();
             async move {
                 p.lock().unwrap().push(t0.elapsed());
@@ -258,6 +293,29 @@ mod tests {
         let seen = passes.lock().unwrap().clone();
         assert_eq!(seen.len(), 3, "start, the first push, one pass after the storm: {seen:?}");
         assert!(seen[2] >= Duration::from_secs(4), "after the storm ended: {seen:?}");
+        token.cancel();
+        task.await.expect("actor ends on cancel");
+    }
+
+    /// A pass that leaves things settling is followed by a settle pass after
+    /// [`SETTLE_INTERVAL`], then by polls.
+    #[tokio::test(start_paused = true)]
+    async fn settling_is_looked_at_again_soon_then_polled() {
+        let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (_tx, rx) = mpsc::channel(1);
+        let token = CancellationToken::new();
+        let c = causes.clone();
+        let pass = move |why: Cause| {
+            let mut seen = c.lock().unwrap();
+            seen.push(why);
+            let settling = seen.len() == 1;
+            async move { settling }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), |_| {}));
+        tokio::time::sleep(SETTLE_INTERVAL + Duration::from_millis(1)).await;
+        assert_eq!(*causes.lock().unwrap(), [Cause::Start, Cause::Settle]);
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        assert_eq!(*causes.lock().unwrap(), [Cause::Start, Cause::Settle, Cause::Poll]);
         token.cancel();
         task.await.expect("actor ends on cancel");
     }

@@ -1,5 +1,6 @@
 //! The running process (`plumb serve`): one actor per application running reconcile
-//! passes ([`crate::scheduler`]), the watches that trigger them on drift, the HTTP
+//! passes ([`crate::scheduler`]), one poller per repository triggering those whose
+//! revision moved ([`crate::poller`]), the watches that trigger them on drift, the HTTP
 //! server (webhooks, API, metrics, probes) and the commit statuses posted after passes.
 //! Everything here is wiring: it decides nothing itself.
 //!
@@ -14,14 +15,15 @@ use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    config::{DEFAULT_RECONCILE_INTERVAL, Environment},
+    config::DEFAULT_RECONCILE_INTERVAL,
     forge::Notifier,
     health::HealthStatus,
     leader::{self, Leadership, LeaseOptions},
     metrics::Metrics,
+    poller::Poller,
     probes::Probes,
     reconcile::{Context, Mode},
-    scheduler::{Scheduler, Trigger},
+    scheduler::{Cause, Scheduler, Trigger, jittered},
     server,
     webhook::Dedupe,
 };
@@ -116,6 +118,7 @@ pub async fn serve_elected(
     prepare_status(&ctx).await;
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
+    start_pollers(&ctx, &tracker, &leadership, &scheduler, &token);
     if leadership.elected() {
         follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
     }
@@ -195,19 +198,45 @@ async fn prepare_status(ctx: &Context) {
 
 /// Each application with its environment's reconcile interval.
 fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
-    ctx.config
-        .applications
-        .iter()
-        .map(|app| {
-            let interval = ctx
-                .config
-                .environments
-                .iter()
-                .find(|e| e.name.value == app.environment.value)
-                .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval);
-            (app.name.value.clone(), interval)
-        })
-        .collect()
+    let c = &ctx.config;
+    c.applications.iter().map(|app| (app.name.value.clone(), c.interval_of(app))).collect()
+}
+
+/// One [`Poller`] per repository: every interval (jittered) it asks the remote for its
+/// refs, within the source time limit, and triggers the applications whose revision
+/// moved. A replica that does not lead asks nothing (it runs no passes; it triggers
+/// every application when it becomes the leader).
+fn start_pollers(
+    ctx: &Arc<Context>,
+    tracker: &TaskTracker,
+    leadership: &Leadership,
+    scheduler: &Scheduler,
+    token: &CancellationToken,
+) {
+    let limit = ctx.config.settings.limits.source_timeout();
+    for mut poller in Poller::for_config(&ctx.config) {
+        let (ctx, leadership, scheduler, token) = (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone());
+        tracker.spawn(async move {
+            loop {
+                if leadership.is_leader() {
+                    match tokio::time::timeout(limit, poller.round(ctx.sources())).await {
+                        Ok(Ok(moved)) => {
+                            for app in &moved {
+                                tracing::debug!(app = %app, repository = poller.repository(), "revision moved");
+                                scheduler.trigger(app, Trigger::Moved);
+                            }
+                        }
+                        Ok(Err(e)) => tracing::warn!(repository = poller.repository(), "polling: {e}"),
+                        Err(_) => tracing::warn!(repository = poller.repository(), "polling: no answer in {limit:?}"),
+                    }
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(jittered(poller.interval())) => {}
+                }
+            }
+        });
+    }
 }
 
 /// With leader election: a pass of every application each time this replica becomes
@@ -412,18 +441,22 @@ fn start_actors(
     }
     let notifiers = Arc::new(notifiers);
     let apps = app_intervals(ctx);
+    let intervals: Arc<std::collections::HashMap<String, std::time::Duration>> =
+        Arc::new(apps.iter().cloned().collect());
     let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
-    let pass = move |app: String| {
+    let pass = move |app: String, cause: Cause| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
+        let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
+        let fresh = crate::poller::freshness(cause, interval);
         async move {
             // a follower's passes do nothing: they must not use up the first passes'
             // bound it needs once it leads
             let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if leadership.is_leader() {
-                policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app).await
+                policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app, fresh).await
             } else {
                 false
             };
@@ -463,13 +496,14 @@ impl FirstPasses {
     }
 }
 
-/// One [`Mode::Policy`] pass of `app` and the commit status it calls for; true while
-/// things are settling.
+/// One [`Mode::Policy`] pass of `app`, reading refs as recent as `fresh` asks, and the
+/// commit status it calls for; true while things are settling.
 async fn policy_pass(
     ctx: &Context,
     notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
     outgoing: Option<&crate::notify::Outgoing>,
     app: &str,
+    fresh: crate::source::Freshness,
 ) -> bool {
     // A refresh request seen before the pass starts is answered once the pass has saved
     // its status: `plumb refresh` then reads the result. (A sync request is answered in
@@ -481,7 +515,7 @@ async fn policy_pass(
             None
         }
     };
-    let passed = ctx.run_pass(app, Mode::Policy, None).await;
+    let passed = ctx.run_pass_with(app, Mode::Policy, None, fresh).await;
     if let Some(value) = asked
         && let Err(e) = ctx.store.acknowledge(app, &value).await
     {

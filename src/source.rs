@@ -10,6 +10,7 @@
 //! `tokio::task::spawn_blocking`.
 
 mod pool;
+pub mod refs;
 
 use std::{
     path::{Component, Path, PathBuf},
@@ -160,9 +161,56 @@ pub enum Error {
     },
 }
 
+/// The refs a remote advertised (`ls-remote`): (name, object id), each annotated tag
+/// followed by its peeled `^{}` entry.
+pub type Refs = Arc<Vec<(String, Oid)>>;
+
 /// When the request for an advertisement of the remote's refs started, and the refs
-/// (name, object id) it listed.
-type Advertisement = (std::time::Instant, Arc<Vec<(String, Oid)>>);
+/// it listed.
+type Advertisement = (std::time::Instant, Refs);
+
+/// How recent the advertisement of the remote's refs a pass reads must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Asked for after the pass started: the pass sees every push made before it
+    /// started. For passes asked for (webhook, request, drift, a moved ref) and
+    /// one-shot commands.
+    Now,
+    /// Asked for at most this long before the pass started: a pass of the poll timer
+    /// reads the refs its repository's poller asked for last instead of asking again
+    /// (see `crate::poller`).
+    Within(std::time::Duration),
+}
+
+impl Freshness {
+    /// Which advertisements answer a pass that started at `started`.
+    pub fn since(self, started: std::time::Instant) -> Since {
+        match self {
+            Freshness::Now => Since::at(started),
+            Freshness::Within(age) => Since { at: started, age },
+        }
+    }
+}
+
+/// Which advertisement of the remote's refs answers a request: one whose request
+/// started at most `age` before `at` (see [`Freshness::since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since {
+    at: std::time::Instant,
+    age: std::time::Duration,
+}
+
+impl Since {
+    /// An advertisement whose request started at or after `at`.
+    pub fn at(at: std::time::Instant) -> Self {
+        Self { at, age: std::time::Duration::ZERO }
+    }
+
+    /// Whether the advertisement whose request started at `started` answers.
+    pub fn answers(self, started: std::time::Instant) -> bool {
+        self.at.saturating_duration_since(started) <= self.age
+    }
+}
 
 /// A bare mirror of one repository.
 pub struct Mirror {
@@ -255,17 +303,19 @@ impl Mirror {
     /// # Errors
     /// [`Error::Fetch`] on network/auth failures, [`Error::RevisionNotFound`].
     pub fn resolve(&self, revision: &str) -> Result<Resolved, Error> {
-        self.resolve_since(revision, std::time::Instant::now())
+        self.resolve_since(revision, Since::at(std::time::Instant::now()))
     }
 
-    /// [`Mirror::resolve`] for a request made at `asked`: an advertisement of the
-    /// remote's refs whose request started at or after `asked` answers it too (it is at
-    /// least as new as one made for this request), so passes of applications sharing a
-    /// repository that ask at about the same time cost one `ls-remote` together.
+    /// [`Mirror::resolve`], reading the last advertisement of the remote's refs when
+    /// `asked` accepts it: with [`Since::at`] the request's start, one asked for after
+    /// it (at least as new as one made for this request), so passes of applications
+    /// sharing a repository that ask at about the same time cost one `ls-remote`
+    /// together; with an age, one asked for up to that long before (a repository
+    /// poller's: see [`Freshness`]).
     ///
     /// # Errors
     /// As [`Mirror::resolve`].
-    pub fn resolve_since(&self, revision: &str, asked: std::time::Instant) -> Result<Resolved, Error> {
+    pub fn resolve_since(&self, revision: &str, asked: Since) -> Result<Resolved, Error> {
         let fetch_err = |source| Error::Fetch { url: self.url.clone(), source };
         if is_sha(revision) {
             if let Ok(oid) = Oid::from_str(revision)
@@ -280,21 +330,12 @@ impl Mirror {
             };
         }
         let advertised = self.advertisement(asked).map_err(fetch_err)?;
-        let candidates: Vec<String> = if revision.starts_with("refs/") {
-            vec![revision.to_string()]
-        } else {
-            vec![format!("refs/heads/{revision}"), format!("refs/tags/{revision}")]
-        };
-        let advertises = |r: &String| advertised.iter().any(|(a, _)| a == r);
-        if candidates.len() == 2 && candidates.iter().all(advertises) {
-            return Err(Error::AmbiguousRevision { url: self.url.clone(), revision: revision.into() });
-        }
-        let Some((name, oid)) = candidates.iter().find_map(|c| {
-            let peeled = format!("{c}^{{}}");
-            let find = |n: &str| advertised.iter().find(|(a, _)| a == n).map(|(_, o)| *o);
-            find(c).map(|o| (c.clone(), find(&peeled).unwrap_or(o)))
-        }) else {
-            return self.resolve_short_sha(revision);
+        let (name, oid) = match refs::named(&advertised, revision) {
+            refs::Named::Ref(name, oid) => (name, oid),
+            refs::Named::Ambiguous => {
+                return Err(Error::AmbiguousRevision { url: self.url.clone(), revision: revision.into() });
+            }
+            refs::Named::Unadvertised => return self.resolve_short_sha(revision),
         };
         let mut downloaded = false;
         if self.repo.find_commit(oid).is_err() {
@@ -310,26 +351,42 @@ impl Mirror {
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
     }
 
-    /// The remote's refs: the last advertisement when its request started at or after
-    /// `asked`, else a new `ls-remote` (one round trip, no objects).
-    fn advertisement(&self, asked: std::time::Instant) -> Result<Arc<Vec<(String, Oid)>>, git2::Error> {
+    /// The remote's refs asked for now (one `ls-remote`: one round trip, no objects),
+    /// and the advertisement asked for before, if any (by a pass or an earlier call):
+    /// what a repository poller compares. Later resolves that accept refs asked for
+    /// when this call started read these instead of asking again.
+    ///
+    /// # Errors
+    /// [`Error::Fetch`] on network/auth failures.
+    pub fn ask_refs(&self) -> Result<(Option<Refs>, Refs), Error> {
+        let earlier = self.advertised.lock().ok().and_then(|a| a.as_ref().map(|(_, refs)| refs.clone()));
+        let now = self
+            .advertisement(Since::at(std::time::Instant::now()))
+            .map_err(|source| Error::Fetch { url: self.url.clone(), source })?;
+        Ok((earlier, now))
+    }
+
+    /// The remote's refs: the last advertisement when `asked` accepts it, else a new
+    /// `ls-remote` (one round trip, no objects). A failed one forgets the last: the
+    /// requests after it ask again (and report the failure) rather than read refs the
+    /// remote may no longer advertise.
+    fn advertisement(&self, asked: Since) -> Result<Refs, git2::Error> {
         if let Ok(last) = self.advertised.lock()
             && let Some((started, refs)) = last.as_ref()
-            && *started >= asked
+            && asked.answers(*started)
         {
             return Ok(refs.clone());
         }
         let started = std::time::Instant::now();
-        let mut remote = self.repo.remote_anonymous(&self.url)?;
-        let refs: Vec<(String, Oid)> = {
+        let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
             let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
-            conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect()
-        };
-        let refs = Arc::new(refs);
+            Ok(conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>())
+        });
+        let refs = listed.map(Arc::new);
         if let Ok(mut last) = self.advertised.lock() {
-            *last = Some((started, refs.clone()));
+            *last = refs.as_ref().ok().map(|refs| (started, refs.clone()));
         }
-        Ok(refs)
+        refs
     }
 
     /// An abbreviated commit SHA no branch or tag is named after: the commit of the
@@ -803,6 +860,74 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// A resolve reads the last advertisement when its freshness accepts it (a poll
+    /// pass's), and asks again otherwise (a webhook's pass): a commit pushed after the
+    /// last ask is seen only by the latter. A poller's ask returns the advertisement
+    /// before it, to compare.
+    #[test]
+    fn an_earlier_advertisement_answers_only_the_passes_that_accept_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("a.yaml"), "a: 1\n").expect("write");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let polled = std::time::Instant::now();
+        let (earlier, first) = mirror.ask_refs().expect("ask");
+        assert!(earlier.is_none(), "nothing asked before");
+        let c1 = mirror.resolve_since("main", Since::at(polled)).expect("resolve").revision;
+        std::fs::write(work.join("a.yaml"), "a: 2\n").expect("write");
+        git(&work, &["commit", "-qam", "c2"]);
+
+        let again = Freshness::Within(std::time::Duration::from_secs(3600)).since(std::time::Instant::now());
+        assert_eq!(mirror.resolve_since("main", again).expect("resolve").revision, c1, "the ask's refs, reused");
+        let now = Freshness::Now.since(std::time::Instant::now());
+        let c2 = mirror.resolve_since("main", now).expect("resolve").revision;
+        assert_ne!(c2, c1, "a fresh pass asks again and sees the push");
+
+        let (earlier, latest) = mirror.ask_refs().expect("ask");
+        assert_eq!(earlier.as_deref(), Some(&*latest), "the fresh pass's refs are the last before this ask");
+        assert_eq!(refs::moved(&first, &latest, [("web", "main"), ("pinned", c1.as_str())]), ["web"]);
+    }
+
+    /// Once an ask fails, a pass that would read the last refs asks again and fails too
+    /// (its status says so) instead of reading refs the remote may no longer have.
+    #[test]
+    fn a_failed_ask_forgets_the_last_refs() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let hour = Freshness::Within(std::time::Duration::from_secs(3600));
+        mirror.ask_refs().expect("ask");
+        assert!(mirror.resolve_since("main", hour.since(std::time::Instant::now())).is_ok(), "the ask's refs");
+        std::fs::rename(&work, tmp.path().join("gone")).expect("rename");
+        assert!(matches!(mirror.ask_refs(), Err(Error::Fetch { .. })), "the remote is gone");
+        let read = mirror.resolve_since("main", hour.since(std::time::Instant::now()));
+        assert!(matches!(read, Err(Error::Fetch { .. })), "asked again: {read:?}");
+    }
+
+    /// A pass reads refs asked for at most the freshness's age before it started (at or
+    /// after its start for `Now`), however far back the monotonic clock reaches.
+    #[test]
+    fn freshness_bounds_the_age_of_the_refs_read() {
+        let secs = std::time::Duration::from_secs;
+        let t0 = std::time::Instant::now();
+        let t1 = t0 + secs(10);
+        assert!(Freshness::Now.since(t0).answers(t0));
+        assert!(Freshness::Now.since(t0).answers(t1), "asked for after the pass started");
+        assert!(!Freshness::Now.since(t1).answers(t0));
+        assert!(Freshness::Within(secs(10)).since(t1).answers(t0));
+        assert!(!Freshness::Within(secs(9)).since(t1).answers(t0));
+        assert!(Freshness::Within(secs(1 << 40)).since(t1).answers(t0), "longer than the clock reaches back");
     }
 
     /// A repository at `work` with one commit of what `setup` wrote; its snapshot of

@@ -263,3 +263,64 @@ async fn the_lab_scenario() {
     assert!(kubectl(&["get", "namespace", NAMESPACE, "-o", "name"]).contains(NAMESPACE));
     plumb.stop().await;
 }
+
+/// A commit pushed without a webhook reaches an application polled hourly at its
+/// repository poller's next round: the poller asks the remote for its refs at the
+/// smallest reconcile interval of the repository's applications (another one's, 2 s)
+/// and starts a pass of each application whose revision moved. The application's own
+/// timer would not pass it for an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poller_passes_an_application_whose_branch_moved() {
+    let lab = Lab::new("polled");
+    let cm = |ns: &str, value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: site\n  namespace: {ns}\ndata:\n  value: {value}\n"
+        )
+    };
+    let value_in = |ns: &str| kubectl(&["-n", ns, "get", "configmap", "site", "-o", "jsonpath={.data.value}"]);
+    for ns in ["poll-hourly", "poll-often"] {
+        kubectl(&["create", "namespace", ns]);
+        lab.repo.write(&format!("apps/{ns}/cm.yaml"), &cm(ns, "one")).unwrap();
+    }
+    let c1 = lab.repo.commit("two applications").unwrap();
+    let policy = lab.policy(
+        "poll.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-poll}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: hourly\n    syncPolicy: {{automated: true}}\n    reconcileInterval: 1h\n  - name: often\n    syncPolicy: {{automated: true}}\n    reconcileInterval: 2s\napplications:\n  - {{name: hourly, repository: r, revision: main, path: apps/poll-hourly, namespace: poll-hourly, environment: hourly}}\n  - {{name: often, repository: r, revision: main, path: apps/poll-often, namespace: poll-often, environment: often}}\n",
+            lab.url
+        ),
+    );
+    let plumb = Plumb::start(&policy, &lab.tmp.path().join("cache")).await;
+    for app in ["hourly", "often"] {
+        wait_for(&format!("{app} Synced at c1"), Duration::from_secs(60), || async {
+            plumb.status(app).await.filter(|s| s.sync == SyncStatus::Synced && s.revision == c1)
+        })
+        .await;
+    }
+    // the passes that follow the sync (the watch seeing plumb's writes, the settle pass
+    // 5 s after) must be over: any pass of `hourly` after this is the poller's doing
+    let mut before = plumb.passes("hourly").await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let now = plumb.passes("hourly").await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    assert_eq!(value_in("poll-hourly"), "one");
+
+    lab.repo.write("apps/poll-hourly/cm.yaml", &cm("poll-hourly", "two")).unwrap();
+    let c2 = lab.repo.commit("hourly: two").unwrap();
+    wait_for("hourly applies c2 (no webhook)", Duration::from_secs(30), || async {
+        (value_in("poll-hourly") == "two").then_some(())
+    })
+    .await;
+    let st = wait_for("hourly Synced at c2", Duration::from_secs(15), || async {
+        plumb.status("hourly").await.filter(|s| s.sync == SyncStatus::Synced && s.revision == c2)
+    })
+    .await;
+    assert_eq!(st.synced_revision, c2);
+    assert!(plumb.passes("hourly").await > before, "a pass of hourly, started by the poller");
+    plumb.stop().await;
+}

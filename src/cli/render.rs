@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use crate::{
     config::{self, Config},
     render::{Manifest, Rendered},
-    source::{Desired, Pool},
+    source::{Desired, Pool, Since},
 };
 
 /// Renders `app` of the policy `config_file` at `revision` (default: the configured
@@ -34,7 +34,7 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
         .with_context(|| format!("application `{app}`: no repository `{}`", a.repository.value))?;
     let wanted = revision.unwrap_or(&a.revision.value).to_string();
     let pool = Pool::new(cache.to_path_buf(), config.clone());
-    match pool.desired(app, repo, &wanted, &a.path.value).await {
+    match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
         Desired::Rendered(snapshot, rendered) => {
             print!("{}", stream(&rendered.manifests));
             eprint!("{}", summary(app, &snapshot.revision, &rendered));

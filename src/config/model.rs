@@ -282,6 +282,17 @@ pub struct GroupKind {
     pub kind: String,
 }
 
+impl Config {
+    /// The reconcile interval of application `app`: its environment's, else
+    /// [`DEFAULT_RECONCILE_INTERVAL`].
+    pub fn interval_of(&self, app: &Application) -> Duration {
+        self.environments
+            .iter()
+            .find(|e| e.name.value == app.environment.value)
+            .map_or(DEFAULT_RECONCILE_INTERVAL, Environment::interval)
+    }
+}
+
 impl Environment {
     /// The reconcile interval, defaulted to [`DEFAULT_RECONCILE_INTERVAL`].
     pub fn interval(&self) -> Duration {

@@ -54,6 +54,9 @@ pub(super) struct Scope<'a> {
     /// Objects known absent from the cluster this pass ([`Context::known_absent`]): not
     /// read again one by one.
     pub absent: Option<&'a HashSet<ObjectKey>>,
+    /// Which advertisements of the remotes' refs answer the pass, also for the renders
+    /// of other applications it reads ([`crate::source::Freshness::since`]).
+    pub refs_since: crate::source::Since,
 }
 
 /// Fewest objects of one kind and namespace missing from the watch cache for which one
@@ -98,25 +101,26 @@ impl Context {
         absent
     }
 
-    /// Whether application `app` may write `obj` over `live` ([`object::ownership`]):
-    /// `None` when it is its own (marking `obj` adopted when it is taken over now, or
-    /// was before), else why not — another application owns it, or it exists unmanaged
-    /// and adoption was not asked for (which refuses the sync).
+    /// Whether the application of `scope` may write `obj` over `live`
+    /// ([`object::ownership`]): `None` when it is its own (marking `obj` adopted when it
+    /// is taken over now, or was before), else why not — another application owns it,
+    /// or it exists unmanaged and adoption was not asked for (which refuses the sync).
     async fn claim(
         &self,
         live: &Value,
         key: &crate::tracking::ObjectKey,
         obj: &mut Value,
-        app: &str,
+        scope: &Scope<'_>,
         adopt: bool,
         source: &str,
     ) -> Option<ObjectReason> {
+        let app = scope.app;
         let installation = self.config.settings.installation_id.as_deref();
         match object::ownership(live, app, installation, adopt) {
             Ownership::Ours => {}
             Ownership::Adopt => tracking::mark_adopted(obj),
             // moved here from an application that no longer declares it: taken over
-            Ownership::Theirs(_) if self.moved_here(live, key).await => {}
+            Ownership::Theirs(_) if self.moved_here(live, key, scope.refs_since).await => {}
             Ownership::Theirs(who) => return Some(ObjectReason::OwnedBy(who)),
             Ownership::Unmanaged => {
                 return Some(ObjectReason::Refused(format!(
@@ -242,7 +246,7 @@ impl Context {
         // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
         let mut obj = obj;
         let adopt = defaults.adopt || options.adopt;
-        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, app, adopt, &source).await {
+        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, scope, adopt, &source).await {
             let mut c = Compared::early(key, obj, Some(kind), reason, &source);
             c.live = Some(live_obj);
             return with(c);

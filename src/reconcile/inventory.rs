@@ -284,13 +284,14 @@ impl Context {
     }
 
     /// Whether `live`, tracked by another application of this policy, moved to the
-    /// application comparing it: the tracking application's render (at its revision)
-    /// no longer declares `key`. Unreadable renders and applications of other policies
-    /// keep it theirs.
-    pub(super) async fn moved_here(&self, live: &Value, key: &ObjectKey) -> bool {
+    /// application comparing it: the tracking application's render (at its revision,
+    /// read from the refs `refs_since` accepts: the pass's own) no longer
+    /// declares `key`. Unreadable renders and applications of other policies keep it
+    /// theirs.
+    pub(super) async fn moved_here(&self, live: &Value, key: &ObjectKey, refs_since: crate::source::Since) -> bool {
         let Some(owner) = tracking::tracked_app(live) else { return false };
         let Ok((app, _, repo)) = self.app(owner) else { return false };
-        match self.sources.desired(owner, repo, &app.revision.value, &app.path.value).await {
+        match self.sources.desired(owner, repo, &app.revision.value, &app.path.value, refs_since).await {
             Desired::Rendered(_, manifests) => {
                 !manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
                     if k.namespace.is_empty() && !key.namespace.is_empty() {
@@ -303,9 +304,16 @@ impl Context {
         }
     }
 
-    /// Before anything is pruned: renders every other application at its revision and
-    /// lets [`plan::hand_over`] hold what moved there. Returns the objects handed over.
-    pub(super) async fn hand_over(&self, name: &str, candidates: &mut [PruneCandidate]) -> Vec<String> {
+    /// Before anything is pruned: renders every other application at its revision (read
+    /// from the refs `refs_since` accepts: one advertisement per repository)
+    /// and lets [`plan::hand_over`] hold what moved there. Returns the objects handed
+    /// over.
+    pub(super) async fn hand_over(
+        &self,
+        name: &str,
+        candidates: &mut [PruneCandidate],
+        refs_since: crate::source::Since,
+    ) -> Vec<String> {
         if candidates.is_empty() {
             return vec![];
         }
@@ -313,7 +321,7 @@ impl Context {
         for other in self.config.applications.iter().filter(|a| a.name.value != name) {
             let Ok((app, _, repo)) = self.app(&other.name.value) else { continue };
             let who = &app.name.value;
-            match self.sources.desired(who, repo, &app.revision.value, &app.path.value).await {
+            match self.sources.desired(who, repo, &app.revision.value, &app.path.value, refs_since).await {
                 Desired::Rendered(_, manifests) => claims.declare(
                     who,
                     manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).map(|mut k| {

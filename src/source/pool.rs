@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use super::{Credentials, Mirror, Snapshot};
+use super::{Credentials, Mirror, Refs, Since, Snapshot};
 use crate::{
     config::{Config, Repository, Source, SourceType, read_secret},
     render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits, sops::Sops},
@@ -208,14 +208,28 @@ impl Pool {
         }
     }
 
+    /// The refs of `repo` asked for now, and the advertisement asked for before (see
+    /// [`super::Mirror::ask_refs`]), off the async threads. Passes that read refs asked
+    /// for no earlier than this call read these.
+    ///
+    /// # Errors
+    /// As [`super::Mirror::ask_refs`]; the mirror cannot be opened.
+    pub async fn ask_refs(&self, repo: &Repository) -> Result<(Option<Refs>, Refs), FetchError> {
+        let m = self.mirror(repo)?;
+        tokio::task::spawn_blocking(move || -> Result<(Option<Refs>, Refs), FetchError> {
+            Ok(m.lock().map_err(|_| FetchError::Poisoned)?.ask_refs()?)
+        })
+        .await
+        .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
+    }
+
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
     /// the files under `path` for application `app`; a render is remembered by revision
-    /// and path.
-    pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str) -> Desired {
+    /// and path. `wanted` is looked up in the last advertisement of the remote's refs
+    /// when `asked` accepts it (see [`super::Freshness::since`]), else in a new one.
+    pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str, asked: Since) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let shared = self.shared_paths(app);
-        // an advertisement asked for after this is as new as this pass needs
-        let asked = std::time::Instant::now();
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
