@@ -66,6 +66,11 @@ const WATCH_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// start together. A pass of more objects than this runs alone.
 pub const PASS_OBJECTS_AT_ONCE: u32 = 2_000;
 
+/// The permits of [`PASS_OBJECTS_AT_ONCE`] a pass of `objects` objects takes.
+fn objects_weight(objects: usize) -> u32 {
+    u32::try_from(objects).unwrap_or(u32::MAX).clamp(1, PASS_OBJECTS_AT_ONCE)
+}
+
 /// Everything a pass needs, shared by all applications of one process.
 pub struct Context {
     /// The cluster.
@@ -386,8 +391,7 @@ impl Context {
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
         // held until the pass ends: its objects' copies live that long
-        let weight = u32::try_from(manifests.len()).unwrap_or(u32::MAX).clamp(1, PASS_OBJECTS_AT_ONCE);
-        let _objects = self.pass_objects.acquire_many(weight).await.ok();
+        let _objects = self.pass_objects.acquire_many(objects_weight(manifests.len())).await.ok();
 
         let mut timings = status::PassTimings {
             at: started_at.clone(),

@@ -143,6 +143,20 @@ impl Context {
         if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
     }
 
+    /// The watch cache's object for `key`, unless it is older than plumb's own last
+    /// write of it (right after an apply the watch may not have delivered it yet).
+    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<kube::api::DynamicObject>> {
+        let cached = self.live.as_ref().and_then(|c| c.get_arc(kind, key)).flatten()?;
+        match self.memo.written(key) {
+            Some(w) if cached.metadata.resource_version.as_ref() != Some(&w) => None,
+            Some(_) => {
+                self.memo.seen(key);
+                Some(cached)
+            }
+            None => Some(cached),
+        }
+    }
+
     async fn compare_unmasked(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
         let Scope {
             writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, ..
@@ -173,16 +187,7 @@ impl Context {
         };
         // Same manifest and same live resourceVersion as last time: same answer.
         let manifest_hash = value_hash(&obj);
-        let mut cached = self.live.as_ref().and_then(|c| c.get_arc(&kind, &key)).flatten();
-        // Right after plumb applied an object the watch may not have delivered the new
-        // version yet: a cached object older than plumb's own write is not trusted.
-        if let (Some(w), Some(c)) = (self.memo.written(&key), &cached) {
-            if c.metadata.resource_version.as_ref() == Some(&w) {
-                self.memo.seen(&key);
-            } else {
-                cached = None;
-            }
-        }
+        let cached = self.trusted_cached(&kind, &key);
         let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
         match (live_rv.as_ref().and_then(|rv| self.memo.compared(&key, manifest_hash, rv)), &cached) {
             (Some(Remembered::Whole(c)), _) => return c,
