@@ -154,3 +154,43 @@ impl Memo {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::compare::{Difference, ObjectReason};
+
+    fn compared(reason: ObjectReason) -> Compared {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}, "data": {"k": "v"}});
+        Compared::early(ObjectKey::of(&obj).unwrap(), obj, None, reason, "a.yaml#1")
+    }
+
+    /// Only a verdict in sync with nothing to take over is kept without the object; any
+    /// other keeps the whole comparison, and a remembered answer is keyed by manifest
+    /// hash and live resourceVersion.
+    #[test]
+    fn only_an_object_in_sync_is_remembered_without_its_copies() {
+        assert!(matches!(Remembered::of(Arc::new(compared(ObjectReason::Synced))), Remembered::Synced));
+        let mut differs = compared(ObjectReason::Synced);
+        differs.differences.push(Difference { path: "/data/k".into(), desired: None, live: None, manager: None });
+        assert!(matches!(Remembered::of(Arc::new(differs)), Remembered::Whole(_)));
+        let mut takeover = compared(ObjectReason::Synced);
+        takeover.takeover = Some(json!([]));
+        assert!(matches!(Remembered::of(Arc::new(takeover)), Remembered::Whole(_)));
+        assert!(matches!(Remembered::of(Arc::new(compared(ObjectReason::Missing))), Remembered::Whole(_)));
+
+        let memo = Memo::default();
+        let c = Arc::new(compared(ObjectReason::Synced));
+        let key = c.key.clone();
+        memo.remember_compared(7, "41".into(), c);
+        assert!(matches!(memo.compared(&key, 7, "41"), Some(Remembered::Synced)));
+        assert!(memo.compared(&key, 8, "41").is_none(), "another manifest");
+        assert!(memo.compared(&key, 7, "42").is_none(), "another live version");
+    }
+}
