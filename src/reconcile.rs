@@ -355,13 +355,13 @@ impl Context {
         let revision = revision.or(requested.revision.as_deref());
 
         // 1. source and render
-        let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision).await {
+        let (snapshot, rendered) = match self.source_stage(&mut st, app, repo, revision).await {
             Ok(found) => found,
             Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
         // held until the pass ends: its objects' copies live that long
-        let weight = u32::try_from(manifests.len()).unwrap_or(u32::MAX).clamp(1, PASS_OBJECTS_AT_ONCE);
+        let weight = u32::try_from(rendered.manifests.len()).unwrap_or(u32::MAX).clamp(1, PASS_OBJECTS_AT_ONCE);
         let _objects = self.pass_objects.acquire_many(weight).await.ok();
 
         let mut timings = status::PassTimings {
@@ -375,7 +375,7 @@ impl Context {
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
         let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         app_options.adopt |= env.sync_policy.adopt;
-        let crds = object::crd_kinds(manifests.iter().map(|m| &m.object));
+        let crds = object::crd_kinds(rendered.manifests.iter().map(|m| &m.object));
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
             Ok(b) => b,
@@ -403,7 +403,7 @@ impl Context {
             absent: None,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
-        let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
+        let mut found = self.compare_all(&scope, &rendered, &mut kinds).await;
 
         timings.compare_millis = millis(compare_started.elapsed());
         // 3. what a sync would do (also shown by previews and the status)
@@ -504,7 +504,7 @@ impl Context {
         app: &Application,
         repo: &Repository,
         revision: Option<&str>,
-    ) -> Result<(source::Snapshot, Vec<crate::render::Manifest>), String> {
+    ) -> Result<(source::Snapshot, Arc<crate::render::Rendered>), String> {
         if !self.sources.knows_cluster()
             && let Ok((version, api_versions)) = self.cluster.capabilities().await
         {
@@ -539,7 +539,7 @@ impl Context {
                 let warnings = rendered.warnings.iter();
                 st.conditions
                     .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
-                Ok((snapshot, rendered.manifests))
+                Ok((snapshot, rendered))
             }
             Desired::FetchFailed(e) => Err(format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value))),
             Desired::RenderFailed(snapshot, e) => {
@@ -555,13 +555,17 @@ impl Context {
     async fn compare_all(
         &self,
         scope: &Scope<'_>,
-        manifests: Vec<crate::render::Manifest>,
+        rendered: &crate::render::Rendered,
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
-        self.watches_ready(&manifests).await;
-        let absent = self.known_absent(scope, &manifests).await;
+        let manifests = &rendered.manifests;
+        self.watches_ready(manifests).await;
+        let absent = self.known_absent(scope, manifests).await;
         let scope = &Scope { absent: Some(&absent), ..*scope };
-        let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
+        // each manifest's digest, when the render cache computed them
+        let digest = |i: usize| (rendered.digests.len() == manifests.len()).then(|| rendered.digests[i]);
+        let jobs: Vec<_> =
+            manifests.iter().enumerate().map(|(i, m)| self.compare_one(scope, m, digest(i)).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so

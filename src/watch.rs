@@ -232,25 +232,47 @@ pub fn compacted(live: &Value) -> bool {
     })
 }
 
-/// A cached object as JSON, with its apiVersion and kind.
+/// A cached object as JSON, with its apiVersion and kind (written without copying the
+/// object first).
 pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
-    let mut o = obj.clone();
-    o.types =
-        Some(kube::core::TypeMeta { api_version: kind.resource.api_version.clone(), kind: kind.resource.kind.clone() });
-    serde_json::to_value(o).unwrap_or(Value::Null)
+    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(kind.resource.api_version.clone()));
+        m.insert("kind".into(), Value::String(kind.resource.kind.clone()));
+    }
+    v
 }
 
 /// Hash of everything but server-populated fields and status.
 fn content_hash(obj: &DynamicObject) -> u64 {
-    let v = normalize(&serde_json::to_value(obj).unwrap_or(Value::Null));
+    value_hash(&normalize(&serde_json::to_value(obj).unwrap_or(Value::Null)))
+}
+
+/// Hash of a JSON value, for the caches of one process keyed by content: equal values
+/// hash equal (object keys in any order); it walks the value, printing nothing. Not
+/// stable across builds: never stored.
+pub fn value_hash(v: &Value) -> u64 {
     let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    v.hash(&mut h);
     h.finish()
 }
 
-/// Stable hash of a JSON value (for caches keyed by desired content).
-pub fn value_hash(v: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    h.finish()
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::value_hash;
+
+    #[test]
+    fn equal_values_hash_equal_and_a_changed_field_does_not() {
+        let a = json!({"kind": "ConfigMap", "data": {"a": "1", "b": 2}});
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"data": {"b": 2, "a": "1"}, "kind": "ConfigMap"}"#).unwrap();
+        assert_eq!(value_hash(&a), value_hash(&b));
+        assert_ne!(value_hash(&a), value_hash(&json!({"kind": "ConfigMap", "data": {"a": "1", "b": 3}})));
+        assert_ne!(value_hash(&json!({"a": "1"})), value_hash(&json!({"a": 1})));
+        assert_ne!(value_hash(&json!(["a", "b"])), value_hash(&json!(["ab"])));
+    }
 }
