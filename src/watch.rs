@@ -13,7 +13,7 @@
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::Mutex,
+    sync::{Arc, Mutex},
 };
 
 use futures::StreamExt;
@@ -37,6 +37,9 @@ use crate::{
 };
 
 type KindId = (String, String, bool);
+
+/// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
+pub type ByOwner = HashMap<String, Vec<Arc<DynamicObject>>>;
 
 /// The watch cache of one process.
 pub struct LiveCache {
@@ -190,20 +193,26 @@ impl LiveCache {
         )
     }
 
-    /// Objects of `kind` in `namespace` with an owner reference to `owner_uid` (any
-    /// object, labelled or not: Pods of a workload, ReplicaSets of a Deployment). `None`
-    /// until that watch is ready.
-    pub fn owned_by(&self, kind: &Kind, namespace: &str, owner_uid: &str) -> Option<Vec<Value>> {
+    /// The objects of `kind` in `namespace` (any object, labelled or not: Pods of a
+    /// workload, ReplicaSets of a Deployment) by the uid of each owner their owner
+    /// references name, read in one scan of the cache for all the workloads of the
+    /// namespace. `None` until that watch is ready.
+    pub fn by_owner(&self, kind: &Kind, namespace: &str) -> Option<ByOwner> {
         let store = self.store_of(kind, false)?;
-        Some(
-            store
-                .state()
-                .into_iter()
-                .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))
-                .filter(|o| o.metadata.owner_references.as_ref().is_some_and(|r| r.iter().any(|r| r.uid == owner_uid)))
-                .map(|o| with_types(&o, kind))
-                .collect(),
-        )
+        let mut out = ByOwner::new();
+        for o in store.state() {
+            if o.metadata.namespace.as_deref() != Some(namespace) {
+                continue;
+            }
+            let refs = o.metadata.owner_references.as_deref().unwrap_or_default();
+            for (i, r) in refs.iter().enumerate() {
+                // once per owner, however many references name it
+                if !refs[..i].iter().any(|earlier| earlier.uid == r.uid) {
+                    out.entry(r.uid.clone()).or_default().push(o.clone());
+                }
+            }
+        }
+        Some(out)
     }
 }
 

@@ -11,7 +11,12 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::Value;
 
-use crate::{compare::Compared, health::ProgressingSince, plan::HealState, tracking::ObjectKey};
+use crate::{
+    compare::Compared,
+    health::{Health, ProgressingSince},
+    plan::HealState,
+    tracking::ObjectKey,
+};
 
 /// A dry-run answer: valid while neither the applied configuration (`apply_hash`) nor
 /// the live object without status (`live_hash`) changed.
@@ -44,6 +49,8 @@ pub struct Memo {
     compared: Mutex<HashMap<ObjectKey, ComparedMemo>>,
     /// resourceVersion of plumb's last write of each object, until the watch shows it.
     written: Mutex<HashMap<ObjectKey, String>>,
+    /// (hash of what the assessment read, verdict) by object: see [`Memo::health`].
+    health: Mutex<HashMap<ObjectKey, (u64, Health)>>,
     heal: Mutex<HashMap<String, HealState>>,
     progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
@@ -113,6 +120,22 @@ impl Memo {
         let c = slim(c);
         if let Ok(mut m) = self.compared.lock() {
             m.insert(c.key.clone(), (manifest_hash, live_rv, c));
+        }
+    }
+
+    /// The health of `key` when what its assessment read is as it was (`inputs`: a hash
+    /// of the application, the live object's resourceVersion and its children's
+    /// versions). Only assessments that did not read the clock are remembered (see
+    /// [`crate::health::Clock`]): their verdict does not change with time.
+    pub fn health(&self, key: &ObjectKey, inputs: u64) -> Option<Health> {
+        let m = self.health.lock().ok()?;
+        m.get(key).filter(|(i, _)| *i == inputs).map(|(_, h)| h.clone())
+    }
+
+    /// Remembers a health verdict that did not read the clock.
+    pub fn remember_health(&self, key: &ObjectKey, inputs: u64, health: Health) {
+        if let Ok(mut m) = self.health.lock() {
+            m.insert(key.clone(), (inputs, health));
         }
     }
 
