@@ -26,6 +26,7 @@ mod inventory;
 mod memo;
 mod record;
 mod requests;
+mod reuse;
 mod sync;
 
 use std::{
@@ -98,6 +99,8 @@ pub struct Context {
     records: bool,
     /// One permit per desired object a running pass holds ([`PASS_OBJECTS_AT_ONCE`]).
     pass_objects: tokio::sync::Semaphore,
+    /// Passes that took the comparisons of the pass before ([`Context::comparisons_reused`]).
+    reused: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Context {
@@ -143,6 +146,15 @@ impl PassReport {
     }
 }
 
+/// What stage 2 gives the rest of the pass.
+struct CompareStage {
+    found: Found,
+    /// The plan's view of the compared objects.
+    items: Arc<Vec<DesiredItem>>,
+    /// When it compared: the watches' event counts from before.
+    compared_from: Option<HashMap<(String, String), u64>>,
+}
+
 /// What the compare stage found.
 struct Found {
     compared: Vec<Arc<Compared>>,
@@ -173,6 +185,7 @@ impl Context {
             policy_rejected: crate::reload::Rejected::default(),
             timings: std::sync::RwLock::default(),
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
+            reused: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -287,19 +300,27 @@ impl Context {
         Ok(Some(w))
     }
 
-    /// For an automated pass: what to say when `revision` does not descend from the
-    /// last synced revision (the tracked ref was force-pushed or reset), unless the
-    /// environment allows history rewrites. `None` when it descends, nothing was synced
-    /// yet, or it cannot be told.
+    /// For an automated pass: what to say when the revision of `st` does not descend
+    /// from the last synced revision (the tracked ref was force-pushed or reset), unless
+    /// the environment allows history rewrites or `st` is pinned (a rollback goes back
+    /// in history on purpose). `None` when it descends, nothing was synced yet, or it
+    /// cannot be told.
     async fn rewritten(
         &self,
         repo: &Repository,
         env: &Environment,
-        revision: &str,
+        st: &AppStatus,
         synced: &str,
         mode: Mode,
     ) -> Option<String> {
-        if mode != Mode::Policy || env.sync_policy.allow_history_rewrite || synced.is_empty() || revision == synced {
+        let revision = st.revision.as_str();
+        let pinned = st.pinned.is_some();
+        if mode != Mode::Policy
+            || env.sync_policy.allow_history_rewrite
+            || pinned
+            || synced.is_empty()
+            || revision == synced
+        {
             return None;
         }
         match self.sources.descends(repo, revision, synced).await {
@@ -403,12 +424,15 @@ impl Context {
             absent: None,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
-        let mut found = self.compare_all(&scope, &rendered, &mut kinds).await;
+        let read = reuse::Read { render: &rendered, previous: &previous, controls: &requested.controls };
+        // the comparisons of the last pass serve again only between passes of the policy
+        let policy_pass = mode == Mode::Policy && revision.is_none();
+        let stage = self.compare_stage(&scope, &read, policy_pass, &mut kinds, &app_options).await;
+        let (mut found, items) = (stage.found, stage.items);
 
         timings.compare_millis = millis(compare_started.elapsed());
         // 3. what a sync would do (also shown by previews and the status)
         let (prune, approved) = mode.prune(env.sync_policy.prune);
-        let items = self.desired_items(name, &found.compared, &app_options);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
             found.candidates.extraneous.extend(self.hand_over(name, &mut candidates).await);
@@ -431,11 +455,7 @@ impl Context {
         // 5. sync
         let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
-        // a rollback goes back in history on purpose
-        let rewritten = match st.pinned {
-            Some(_) => None,
-            None => self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await,
-        };
+        let rewritten = self.rewritten(repo, env, &st, &previous.synced_revision, mode).await;
         let decision = plan::decide(&plan::GateInput {
             app: name,
             mode,
@@ -483,6 +503,9 @@ impl Context {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
         self.memo.set_heal(name, heal);
+        // kept for the next pass when it may serve it (a sync makes a record: it keeps none)
+        let before = stage.compared_from.as_ref().filter(|_| policy_pass && record.is_none());
+        self.keep_compares(name, &read, before, &found.compared, &items, &kinds);
         st.kinds = kinds.into_iter().collect();
         if let Some(r) = &record {
             st.last_sync = Some(r.clone());
@@ -547,6 +570,61 @@ impl Context {
                 Err(format!("render {}: {e}", short(&snapshot.revision)))
             }
         }
+    }
+
+    /// Stage 2: the comparisons of the application's last pass when nothing they read
+    /// changed since (`policy_pass` only; see `reuse.rs`), else [`Context::compare_all`]
+    /// and the plan's view of the objects.
+    async fn compare_stage(
+        &self,
+        scope: &Scope<'_>,
+        read: &reuse::Read<'_>,
+        policy_pass: bool,
+        kinds: &mut BTreeSet<(String, String)>,
+        options: &SyncOptions,
+    ) -> CompareStage {
+        let last = self.memo.compares(scope.app).filter(|_| policy_pass);
+        let changed = match (&last, &self.live) {
+            (Some(last), Some(live)) => last.changed(read, |group, kind| live.epoch(group, kind)),
+            _ => Some("nothing kept".into()),
+        };
+        if let (Some(last), None) = (last, &changed) {
+            self.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            kinds.clone_from(&last.kinds_after);
+            let found = Found { compared: last.compared.clone(), candidates: Candidates::default(), errors: vec![] };
+            return CompareStage { found, items: last.items.clone(), compared_from: None };
+        }
+        tracing::debug!(app = scope.app, "comparing: {}", changed.unwrap_or_default());
+        // a pass that compares replaces what the last one kept (`keep_compares`)
+        self.memo.keep_compares(scope.app, None);
+        // the event counts from before anything is read
+        let before = self.live.as_ref().map(LiveCache::epochs).unwrap_or_default();
+        let found = self.compare_all(scope, read.render, kinds).await;
+        let items = Arc::new(self.desired_items(scope.app, &found.compared, options));
+        CompareStage { found, items, compared_from: Some(before) }
+    }
+
+    /// Keeps what a pass of `app` that compared found (`compared`, `items`, `kinds`), for
+    /// the next pass, when it may serve it. `before`: the watches' event counts from
+    /// before it compared; `None` when it may keep nothing (not a policy pass, a sync).
+    fn keep_compares(
+        &self,
+        app: &str,
+        read: &reuse::Read<'_>,
+        before: Option<&HashMap<(String, String), u64>>,
+        compared: &[Arc<Compared>],
+        items: &Arc<Vec<DesiredItem>>,
+        kinds: &BTreeSet<(String, String)>,
+    ) {
+        let Some(before) = before else { return };
+        let listed = |group: &str, kind: &str| self.live.as_ref().is_some_and(|l| l.epoch(group, kind).is_some());
+        let keep = reuse::Compares::keep(read, before, listed, compared, items.clone(), kinds);
+        self.memo.keep_compares(app, keep);
+    }
+
+    /// How many passes took the comparisons of the pass before (see `reuse.rs`).
+    pub fn comparisons_reused(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Compares every manifest (16 at once), fails objects declared twice or going into

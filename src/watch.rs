@@ -13,7 +13,10 @@
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use futures::StreamExt;
@@ -50,13 +53,22 @@ pub struct LiveCache {
     errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
     drift: mpsc::UnboundedSender<String>,
     token: CancellationToken,
+    /// How many events the labelled watches of each (group, kind) have delivered.
+    epochs: Mutex<HashMap<(String, String), Arc<AtomicU64>>>,
 }
 
 impl LiveCache {
     /// A cache whose watchers stop when `token` is cancelled; applications whose objects
     /// drift are sent on `drift`.
     pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken) -> Self {
-        Self { client, stores: Mutex::default(), errors: std::sync::Arc::default(), drift, token }
+        Self {
+            client,
+            stores: Mutex::default(),
+            errors: std::sync::Arc::default(),
+            drift,
+            token,
+            epochs: Mutex::default(),
+        }
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
@@ -114,13 +126,27 @@ impl LiveCache {
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
         let errors = self.errors.clone();
+        let epoch = labelled.then(|| self.epoch_counter(kind));
         tokio::spawn(async move {
             let mut seen: HashMap<String, u64> = HashMap::new();
-            let mut events = stream.touched_objects().boxed();
+            let mut events = stream.boxed();
             loop {
                 let next = tokio::select! {
                     () = token.cancelled() => return,
                     n = events.next() => n,
+                };
+                // Every event counts, relists and errors included, once the reflector has
+                // applied it to the store: see `LiveCache::epoch`.
+                if let Some(e) = &epoch {
+                    e.fetch_add(1, Ordering::AcqRel);
+                }
+                let next = match next {
+                    Some(Ok(
+                        watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj),
+                    )) => Some(Ok(obj)),
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
+                    Some(Err(e)) => Some(Err(e)),
+                    None => None,
                 };
                 match next {
                     Some(Ok(obj)) => {
@@ -147,6 +173,44 @@ impl LiveCache {
             }
         });
         store
+    }
+
+    /// The event count of the labelled watches of `kind`'s group and kind (shared by its
+    /// versions).
+    fn epoch_counter(&self, kind: &Kind) -> Arc<AtomicU64> {
+        let id = (kind.resource.group.clone(), kind.resource.kind.clone());
+        let mut epochs = self.epochs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        epochs.entry(id).or_default().clone()
+    }
+
+    /// How many events the labelled watches of `group`/`kind` have delivered (their
+    /// lists, relists, changes, deletions and errors), once each of them has listed;
+    /// `None` when none runs or one has not listed yet. An event is counted after the
+    /// cache applied it: while the count stays where it was when a pass started, the
+    /// cache holds every object of the kind as that pass could read it.
+    pub fn epoch(&self, group: &str, kind: &str) -> Option<u64> {
+        let stores = self.stores.lock().ok()?;
+        let mut watched = stores.iter().filter(|((api_version, k, labelled), _)| {
+            *labelled && k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+        });
+        let mut any = false;
+        let all_listed = watched.all(|(_, s)| {
+            any = true;
+            futures::FutureExt::now_or_never(s.wait_until_ready()).is_some_and(|r| r.is_ok())
+        });
+        drop(stores);
+        if !(any && all_listed) {
+            return None;
+        }
+        let epochs = self.epochs.lock().ok()?;
+        epochs.get(&(group.to_string(), kind.to_string())).map(|e| e.load(Ordering::Acquire))
+    }
+
+    /// The event count of every labelled watch by (group, kind), listed or not (see
+    /// [`LiveCache::epoch`]).
+    pub fn epochs(&self) -> HashMap<(String, String), u64> {
+        let Ok(epochs) = self.epochs.lock() else { return HashMap::new() };
+        epochs.iter().map(|(id, e)| (id.clone(), e.load(Ordering::Acquire))).collect()
     }
 
     /// The last error of the watch of kind `kind` (e.g. `ConfigMap`), while it has not

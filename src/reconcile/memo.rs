@@ -52,6 +52,8 @@ pub struct Memo {
     /// (hash of what the assessment read, verdict) by object: see [`Memo::health`].
     health: Mutex<HashMap<ObjectKey, (u64, Health)>>,
     heal: Mutex<HashMap<String, HealState>>,
+    /// The comparisons of each application's last pass, while they may serve the next.
+    compares: Mutex<HashMap<String, std::sync::Arc<super::reuse::Compares>>>,
     progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
 
@@ -155,6 +157,21 @@ impl Memo {
     pub fn seen(&self, key: &ObjectKey) {
         if let Ok(mut m) = self.written.lock() {
             m.remove(key);
+        }
+    }
+
+    /// The comparisons of `app`'s last pass, if it kept them (see `reuse.rs`).
+    pub fn compares(&self, app: &str) -> Option<std::sync::Arc<super::reuse::Compares>> {
+        self.compares.lock().ok()?.get(app).cloned()
+    }
+
+    /// Keeps (or, with `None`, forgets) the comparisons of `app`'s last pass.
+    pub fn keep_compares(&self, app: &str, compares: Option<super::reuse::Compares>) {
+        if let Ok(mut m) = self.compares.lock() {
+            match compares {
+                Some(c) => m.insert(app.to_string(), std::sync::Arc::new(c)),
+                None => m.remove(app),
+            };
         }
     }
 
