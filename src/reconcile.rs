@@ -26,6 +26,7 @@ mod inventory;
 mod memo;
 mod record;
 mod requests;
+mod reuse;
 mod sync;
 
 use std::{
@@ -103,6 +104,8 @@ pub struct Context {
     records: bool,
     /// One permit per desired object a running pass holds ([`PASS_OBJECTS_AT_ONCE`]).
     pass_objects: tokio::sync::Semaphore,
+    /// Passes that took the comparisons of the pass before ([`Context::comparisons_reused`]).
+    reused: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Context {
@@ -148,6 +151,15 @@ impl PassReport {
     }
 }
 
+/// What stage 2 gives the rest of the pass.
+struct CompareStage {
+    found: Found,
+    /// The plan's view of the compared objects.
+    items: Arc<Vec<DesiredItem>>,
+    /// When it compared: the watches' event counts from before.
+    compared_from: Option<HashMap<(String, String), u64>>,
+}
+
 /// What the compare stage found.
 struct Found {
     compared: Vec<Arc<Compared>>,
@@ -178,6 +190,7 @@ impl Context {
             policy_rejected: crate::reload::Rejected::default(),
             timings: std::sync::RwLock::default(),
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
+            reused: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -298,19 +311,27 @@ impl Context {
         Ok(Some(w))
     }
 
-    /// For an automated pass: what to say when `revision` does not descend from the
-    /// last synced revision (the tracked ref was force-pushed or reset), unless the
-    /// environment allows history rewrites. `None` when it descends, nothing was synced
-    /// yet, or it cannot be told.
+    /// For an automated pass: what to say when the revision of `st` does not descend
+    /// from the last synced revision (the tracked ref was force-pushed or reset), unless
+    /// the environment allows history rewrites or `st` is pinned (a rollback goes back
+    /// in history on purpose). `None` when it descends, nothing was synced yet, or it
+    /// cannot be told.
     async fn rewritten(
         &self,
         repo: &Repository,
         env: &Environment,
-        revision: &str,
+        st: &AppStatus,
         synced: &str,
         mode: Mode,
     ) -> Option<String> {
-        if mode != Mode::Policy || env.sync_policy.allow_history_rewrite || synced.is_empty() || revision == synced {
+        let revision = st.revision.as_str();
+        let pinned = st.pinned.is_some();
+        if mode != Mode::Policy
+            || env.sync_policy.allow_history_rewrite
+            || pinned
+            || synced.is_empty()
+            || revision == synced
+        {
             return None;
         }
         match self.sources.descends(repo, revision, synced).await {
@@ -366,16 +387,7 @@ impl Context {
             Some(s) => (s.clone(), None),
             None => self.store.load(name).await.map(|(s, h)| (s, Some(h)))?,
         };
-        let mut st = AppStatus {
-            app: name.into(),
-            environment: env.name.value.clone(),
-            synced_revision: previous.synced_revision.clone(),
-            kinds: previous.kinds.clone(),
-            last_sync: previous.last_sync.clone(),
-            finished: previous.finished.clone(),
-            ..AppStatus::default()
-        };
-
+        let mut st = carried_over(name, &env.name.value, &previous);
         if let Some(why) = self.policy_rejected.read().ok().and_then(|r| r.clone()) {
             st.conditions.push(status::Condition::new(ConditionType::PolicyWarning, why));
         }
@@ -385,13 +397,13 @@ impl Context {
         let revision = revision.or(requested.revision.as_deref());
 
         // 1. source and render
-        let (snapshot, manifests) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
+        let (snapshot, rendered) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
             Ok(found) => found,
             Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
         // held until the pass ends: its objects' copies live that long
-        let _objects = self.pass_objects.acquire_many(objects_weight(manifests.len())).await.ok();
+        let _objects = self.pass_objects.acquire_many(objects_weight(rendered.manifests.len())).await.ok();
 
         let mut timings = status::PassTimings {
             at: started_at.clone(),
@@ -404,7 +416,7 @@ impl Context {
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
         let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         app_options.adopt |= env.sync_policy.adopt;
-        let crds = object::crd_kinds(manifests.iter().map(|m| &m.object));
+        let crds = object::crd_kinds(rendered.manifests.iter().map(|m| &m.object));
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
             Ok(b) => b,
@@ -433,12 +445,15 @@ impl Context {
             refs_since,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
-        let mut found = self.compare_all(&scope, manifests, &mut kinds).await;
+        let read = reuse::Read { render: &rendered, previous: &previous, controls: &requested.controls };
+        // the comparisons of the last pass serve again only between passes of the policy
+        let policy_pass = mode == Mode::Policy && revision.is_none();
+        let stage = self.compare_stage(&scope, &read, policy_pass, &mut kinds, &app_options).await;
+        let (mut found, items) = (stage.found, stage.items);
 
         timings.compare_millis = millis(compare_started.elapsed());
         // 3. what a sync would do (also shown by previews and the status)
         let (prune, approved) = mode.prune(env.sync_policy.prune);
-        let items = self.desired_items(name, &found.compared, &app_options);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
             found.candidates.extraneous.extend(self.hand_over(name, &mut candidates, refs_since).await);
@@ -461,11 +476,7 @@ impl Context {
         // 5. sync
         let drifted = sync::drifted(&found.compared);
         let heal = self.memo.heal(name);
-        // a rollback goes back in history on purpose
-        let rewritten = match st.pinned {
-            Some(_) => None,
-            None => self.rewritten(repo, env, &st.revision, &previous.synced_revision, mode).await,
-        };
+        let rewritten = self.rewritten(repo, env, &st, &previous.synced_revision, mode).await;
         let decision = plan::decide(&plan::GateInput {
             app: name,
             mode,
@@ -513,6 +524,9 @@ impl Context {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
         self.memo.set_heal(name, heal);
+        // kept for the next pass when it may serve it (a sync makes a record: it keeps none)
+        let before = stage.compared_from.as_ref().filter(|_| policy_pass && record.is_none());
+        self.keep_compares(name, &read, before, &found.compared, &items, &kinds);
         st.kinds = kinds.into_iter().collect();
         if let Some(r) = &record {
             st.last_sync = Some(r.clone());
@@ -536,7 +550,7 @@ impl Context {
         repo: &Repository,
         revision: Option<&str>,
         refs_since: source::Since,
-    ) -> Result<(source::Snapshot, Vec<crate::render::Manifest>), String> {
+    ) -> Result<(source::Snapshot, Arc<crate::render::Rendered>), String> {
         if !self.sources.knows_cluster()
             && let Ok((version, api_versions)) = self.cluster.capabilities().await
         {
@@ -571,7 +585,7 @@ impl Context {
                 let warnings = rendered.warnings.iter();
                 st.conditions
                     .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
-                Ok((snapshot, rendered.manifests))
+                Ok((snapshot, rendered))
             }
             Desired::FetchFailed(e) => Err(format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value))),
             Desired::RenderFailed(snapshot, e) => {
@@ -581,19 +595,84 @@ impl Context {
         }
     }
 
+    /// Stage 2: the comparisons of the application's last pass when nothing they read
+    /// changed since (`policy_pass` only; see `reuse.rs`), else [`Context::compare_all`]
+    /// and the plan's view of the objects.
+    async fn compare_stage(
+        &self,
+        scope: &Scope<'_>,
+        read: &reuse::Read<'_>,
+        policy_pass: bool,
+        kinds: &mut BTreeSet<(String, String)>,
+        options: &SyncOptions,
+    ) -> CompareStage {
+        let last = self.memo.compares(scope.app).filter(|_| policy_pass);
+        let changed = match (&last, &self.live) {
+            (Some(last), Some(live)) => last.changed(read, |group, kind| live.epoch(group, kind)),
+            _ => Some("nothing kept".into()),
+        };
+        let live = |c: &Compared| {
+            let kind = c.kind.as_ref()?;
+            let cached = self.live.as_ref()?.get_arc(kind, &c.key).flatten()?;
+            Some(crate::watch::with_types(&cached, kind))
+        };
+        let revived = last.as_ref().filter(|_| changed.is_none()).and_then(|l| l.revive(live));
+        if let (Some(last), Some(compared)) = (&last, revived) {
+            self.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            kinds.clone_from(&last.kinds_after);
+            let found = Found { compared, candidates: Candidates::default(), errors: vec![] };
+            return CompareStage { found, items: last.items.clone(), compared_from: None };
+        }
+        tracing::debug!(app = scope.app, "comparing: {}", changed.unwrap_or_default());
+        // a pass that compares replaces what the last one kept (`keep_compares`)
+        self.memo.keep_compares(scope.app, None);
+        // the event counts from before anything is read
+        let before = self.live.as_ref().map(LiveCache::epochs).unwrap_or_default();
+        let found = self.compare_all(scope, read.render, kinds).await;
+        let items = Arc::new(self.desired_items(scope.app, &found.compared, options));
+        CompareStage { found, items, compared_from: Some(before) }
+    }
+
+    /// Keeps what a pass of `app` that compared found (`compared`, `items`, `kinds`), for
+    /// the next pass, when it may serve it. `before`: the watches' event counts from
+    /// before it compared; `None` when it may keep nothing (not a policy pass, a sync).
+    fn keep_compares(
+        &self,
+        app: &str,
+        read: &reuse::Read<'_>,
+        before: Option<&HashMap<(String, String), u64>>,
+        compared: &[Arc<Compared>],
+        items: &Arc<Vec<DesiredItem>>,
+        kinds: &BTreeSet<(String, String)>,
+    ) {
+        let Some(before) = before else { return };
+        let listed = |group: &str, kind: &str| self.live.as_ref().is_some_and(|l| l.epoch(group, kind).is_some());
+        let keep = reuse::Compares::keep(read, before, listed, compared, items.clone(), kinds);
+        self.memo.keep_compares(app, keep);
+    }
+
+    /// How many passes took the comparisons of the pass before (see `reuse.rs`).
+    pub fn comparisons_reused(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Compares every manifest (16 at once), fails objects declared twice or going into
     /// a namespace that will not exist, then lists the prune candidates of every kind
     /// the application ever applied (`kinds`, extended with this render's).
     async fn compare_all(
         &self,
         scope: &Scope<'_>,
-        manifests: Vec<crate::render::Manifest>,
+        rendered: &crate::render::Rendered,
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
-        self.watches_ready(&manifests).await;
-        let absent = self.known_absent(scope, &manifests).await;
+        let manifests = &rendered.manifests;
+        self.watches_ready(manifests).await;
+        let absent = self.known_absent(scope, manifests).await;
         let scope = &Scope { absent: Some(&absent), ..*scope };
-        let jobs: Vec<_> = manifests.into_iter().map(|m| self.compare_one(scope, m.object, m.source).boxed()).collect();
+        // each manifest's digest, when the render cache computed them
+        let digest = |i: usize| (rendered.digests.len() == manifests.len()).then(|| rendered.digests[i]);
+        let jobs: Vec<_> =
+            manifests.iter().enumerate().map(|(i, m)| self.compare_one(scope, m, digest(i)).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
@@ -663,6 +742,20 @@ impl Context {
                 },
             })
             .collect()
+    }
+}
+
+/// The status a pass of `app` in `environment` starts from: what it carries over from
+/// the last one (`previous`).
+fn carried_over(app: &str, environment: &str, previous: &AppStatus) -> AppStatus {
+    AppStatus {
+        app: app.into(),
+        environment: environment.into(),
+        synced_revision: previous.synced_revision.clone(),
+        kinds: previous.kinds.clone(),
+        last_sync: previous.last_sync.clone(),
+        finished: previous.finished.clone(),
+        ..AppStatus::default()
     }
 }
 

@@ -62,6 +62,10 @@ pub struct Rendered {
     pub took: Duration,
     /// Whether this render was taken from the cache (nothing ran in this call).
     pub cached: bool,
+    /// The [`crate::watch::value_hash`] of each manifest's object, in order, once
+    /// [`crate::source::Pool`] keeps the render (empty before): a pass over a render
+    /// it already compared finds its remembered comparisons without reading the objects.
+    pub digests: Vec<u64>,
 }
 
 impl Rendered {

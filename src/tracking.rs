@@ -85,20 +85,33 @@ pub const INSTALLATION_ANNOTATION: &str = "plumb.dev/installation-id";
 /// object whose id carries a namespace is still recognised (ids written by tools that
 /// put the application's namespace there).
 pub fn is_owned_by(obj: &Value, app: &str, installation: Option<&str>) -> bool {
-    let Some(key) = ObjectKey::of(obj) else { return false };
-    let ann = obj.pointer("/metadata/annotations");
-    let theirs = ann.and_then(|a| a.get(INSTALLATION_ANNOTATION)).and_then(Value::as_str);
+    // read in place: called for every object of every pass
+    fn text(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str)
+    }
+    let meta = obj.get("metadata");
+    let (Some(api_version), Some(kind), Some(name)) =
+        (text(obj.get("apiVersion")), text(obj.get("kind")), text(meta.and_then(|m| m.get("name"))))
+    else {
+        return false;
+    };
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let namespace = text(meta.and_then(|m| m.get("namespace"))).unwrap_or("");
+    let ann = meta.and_then(|m| m.get("annotations"));
+    let theirs = text(ann.and_then(|a| a.get(INSTALLATION_ANNOTATION)));
     if theirs.is_some() && theirs != installation {
         return false;
     }
-    let Some(id) = ann.and_then(|a| a.get(TRACKING_ANNOTATION)).and_then(Value::as_str) else { return false };
-    if id == key.tracking_id(app) {
+    let Some(id) = text(ann.and_then(|a| a.get(TRACKING_ANNOTATION))) else { return false };
+    // `{app}:{group}/{kind}:{namespace}/{name}` (see ObjectKey::tracking_id), the
+    // namespace left out of the comparison for a cluster-scoped object
+    let Some(rest) = id.strip_prefix(app).and_then(|r| r.strip_prefix(':')) else { return false };
+    let Some(rest) = rest.strip_prefix(group).and_then(|r| r.strip_prefix('/')) else { return false };
+    let Some(rest) = rest.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) else { return false };
+    if rest.strip_prefix(namespace).and_then(|r| r.strip_prefix('/')) == Some(name) {
         return true;
     }
-    key.namespace.is_empty()
-        && id.rsplit_once('/').is_some_and(|(head, name)| {
-            name == key.name && head.starts_with(&format!("{app}:{}/{}:", key.group, key.kind))
-        })
+    namespace.is_empty() && rest.rsplit_once('/').is_some_and(|(_, n)| n == name)
 }
 
 /// The application named by an object's tracking-id, if any (whether or not the id

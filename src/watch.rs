@@ -13,7 +13,10 @@
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::Mutex,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use futures::StreamExt;
@@ -38,6 +41,9 @@ use crate::{
 
 type KindId = (String, String, bool);
 
+/// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
+pub type ByOwner = HashMap<String, Vec<Arc<DynamicObject>>>;
+
 /// The watch cache of one process.
 pub struct LiveCache {
     client: Client,
@@ -47,13 +53,22 @@ pub struct LiveCache {
     errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
     drift: mpsc::UnboundedSender<String>,
     token: CancellationToken,
+    /// How many events the labelled watches of each (group, kind) have delivered.
+    epochs: Mutex<HashMap<(String, String), Arc<AtomicU64>>>,
 }
 
 impl LiveCache {
     /// A cache whose watchers stop when `token` is cancelled; applications whose objects
     /// drift are sent on `drift`.
     pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken) -> Self {
-        Self { client, stores: Mutex::default(), errors: std::sync::Arc::default(), drift, token }
+        Self {
+            client,
+            stores: Mutex::default(),
+            errors: std::sync::Arc::default(),
+            drift,
+            token,
+            epochs: Mutex::default(),
+        }
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
@@ -111,13 +126,27 @@ impl LiveCache {
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
         let errors = self.errors.clone();
+        let epoch = labelled.then(|| self.epoch_counter(kind));
         tokio::spawn(async move {
             let mut seen: HashMap<String, u64> = HashMap::new();
-            let mut events = stream.touched_objects().boxed();
+            let mut events = stream.boxed();
             loop {
                 let next = tokio::select! {
                     () = token.cancelled() => return,
                     n = events.next() => n,
+                };
+                // Every event counts, relists and errors included, once the reflector has
+                // applied it to the store: see `LiveCache::epoch`.
+                if let Some(e) = &epoch {
+                    e.fetch_add(1, Ordering::AcqRel);
+                }
+                let next = match next {
+                    Some(Ok(
+                        watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj),
+                    )) => Some(Ok(obj)),
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
+                    Some(Err(e)) => Some(Err(e)),
+                    None => None,
                 };
                 match next {
                     Some(Ok(obj)) => {
@@ -144,6 +173,44 @@ impl LiveCache {
             }
         });
         store
+    }
+
+    /// The event count of the labelled watches of `kind`'s group and kind (shared by its
+    /// versions).
+    fn epoch_counter(&self, kind: &Kind) -> Arc<AtomicU64> {
+        let id = (kind.resource.group.clone(), kind.resource.kind.clone());
+        let mut epochs = self.epochs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        epochs.entry(id).or_default().clone()
+    }
+
+    /// How many events the labelled watches of `group`/`kind` have delivered (their
+    /// lists, relists, changes, deletions and errors), once each of them has listed;
+    /// `None` when none runs or one has not listed yet. An event is counted after the
+    /// cache applied it: while the count stays where it was when a pass started, the
+    /// cache holds every object of the kind as that pass could read it.
+    pub fn epoch(&self, group: &str, kind: &str) -> Option<u64> {
+        let stores = self.stores.lock().ok()?;
+        let mut watched = stores.iter().filter(|((api_version, k, labelled), _)| {
+            *labelled && k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+        });
+        let mut any = false;
+        let all_listed = watched.all(|(_, s)| {
+            any = true;
+            futures::FutureExt::now_or_never(s.wait_until_ready()).is_some_and(|r| r.is_ok())
+        });
+        drop(stores);
+        if !(any && all_listed) {
+            return None;
+        }
+        let epochs = self.epochs.lock().ok()?;
+        epochs.get(&(group.to_string(), kind.to_string())).map(|e| e.load(Ordering::Acquire))
+    }
+
+    /// The event count of every labelled watch by (group, kind), listed or not (see
+    /// [`LiveCache::epoch`]).
+    pub fn epochs(&self) -> HashMap<(String, String), u64> {
+        let Ok(epochs) = self.epochs.lock() else { return HashMap::new() };
+        epochs.iter().map(|(id, e)| (id.clone(), e.load(Ordering::Acquire))).collect()
     }
 
     /// The last error of the watch of kind `kind` (e.g. `ConfigMap`), while it has not
@@ -190,20 +257,26 @@ impl LiveCache {
         )
     }
 
-    /// Objects of `kind` in `namespace` with an owner reference to `owner_uid` (any
-    /// object, labelled or not: Pods of a workload, ReplicaSets of a Deployment). `None`
-    /// until that watch is ready.
-    pub fn owned_by(&self, kind: &Kind, namespace: &str, owner_uid: &str) -> Option<Vec<Value>> {
+    /// The objects of `kind` in `namespace` (any object, labelled or not: Pods of a
+    /// workload, ReplicaSets of a Deployment) by the uid of each owner their owner
+    /// references name, read in one scan of the cache for all the workloads of the
+    /// namespace. `None` until that watch is ready.
+    pub fn by_owner(&self, kind: &Kind, namespace: &str) -> Option<ByOwner> {
         let store = self.store_of(kind, false)?;
-        Some(
-            store
-                .state()
-                .into_iter()
-                .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))
-                .filter(|o| o.metadata.owner_references.as_ref().is_some_and(|r| r.iter().any(|r| r.uid == owner_uid)))
-                .map(|o| with_types(&o, kind))
-                .collect(),
-        )
+        let mut out = ByOwner::new();
+        for o in store.state() {
+            if o.metadata.namespace.as_deref() != Some(namespace) {
+                continue;
+            }
+            let refs = o.metadata.owner_references.as_deref().unwrap_or_default();
+            for (i, r) in refs.iter().enumerate() {
+                // once per owner, however many references name it
+                if !refs[..i].iter().any(|earlier| earlier.uid == r.uid) {
+                    out.entry(r.uid.clone()).or_default().push(o.clone());
+                }
+            }
+        }
+        Some(out)
     }
 }
 
@@ -232,25 +305,47 @@ pub fn compacted(live: &Value) -> bool {
     })
 }
 
-/// A cached object as JSON, with its apiVersion and kind.
+/// A cached object as JSON, with its apiVersion and kind (written without copying the
+/// object first).
 pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
-    let mut o = obj.clone();
-    o.types =
-        Some(kube::core::TypeMeta { api_version: kind.resource.api_version.clone(), kind: kind.resource.kind.clone() });
-    serde_json::to_value(o).unwrap_or(Value::Null)
+    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(kind.resource.api_version.clone()));
+        m.insert("kind".into(), Value::String(kind.resource.kind.clone()));
+    }
+    v
 }
 
 /// Hash of everything but server-populated fields and status.
 fn content_hash(obj: &DynamicObject) -> u64 {
-    let v = normalize(&serde_json::to_value(obj).unwrap_or(Value::Null));
+    value_hash(&normalize(&serde_json::to_value(obj).unwrap_or(Value::Null)))
+}
+
+/// Hash of a JSON value, for the caches of one process keyed by content: equal values
+/// hash equal (object keys in any order); it walks the value, printing nothing. Not
+/// stable across builds: never stored.
+pub fn value_hash(v: &Value) -> u64 {
     let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    v.hash(&mut h);
     h.finish()
 }
 
-/// Stable hash of a JSON value (for caches keyed by desired content).
-pub fn value_hash(v: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    h.finish()
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::value_hash;
+
+    #[test]
+    fn equal_values_hash_equal_and_a_changed_field_does_not() {
+        let a = json!({"kind": "ConfigMap", "data": {"a": "1", "b": 2}});
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"data": {"b": 2, "a": "1"}, "kind": "ConfigMap"}"#).unwrap();
+        assert_eq!(value_hash(&a), value_hash(&b));
+        assert_ne!(value_hash(&a), value_hash(&json!({"kind": "ConfigMap", "data": {"a": "1", "b": 3}})));
+        assert_ne!(value_hash(&json!({"a": "1"})), value_hash(&json!({"a": 1})));
+        assert_ne!(value_hash(&json!(["a", "b"])), value_hash(&json!(["ab"])));
+    }
 }

@@ -108,6 +108,7 @@ mod tests {
             tool: Some("kustomize v5.8.1".into()),
             took: std::time::Duration::from_millis(42),
             cached: false,
+            digests: vec![],
         };
         assert_eq!(
             summary("web", "0123456789abcdef0123", &rendered),

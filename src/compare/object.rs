@@ -393,6 +393,19 @@ pub struct Rejected {
     pub message: String,
 }
 
+/// The identity [`prepare`] gives `obj` (of a served kind, `namespaced` or not, going
+/// into `namespace` when it names none), read without copying or changing it; `None`
+/// when it has none (then [`prepare`] refuses it).
+pub fn identity(obj: &Value, namespaced: bool, namespace: &str) -> Option<ObjectKey> {
+    let mut key = ObjectKey::of(obj)?;
+    if !namespaced {
+        key.namespace.clear();
+    } else if key.namespace.is_empty() {
+        namespace.clone_into(&mut key.namespace);
+    }
+    Some(key)
+}
+
 /// Prepares `obj` of a served kind (`namespaced` or not) for application `app`:
 /// defaults the namespace to `namespace` (or drops it for cluster-scoped kinds), reads
 /// identity, sync wave and options, stamps the tracking-id (and `installation`).
@@ -513,19 +526,19 @@ pub fn judge(
 /// Marks objects declared more than once (after namespaces were defaulted: one
 /// manifest with `metadata.namespace`, one without) as failed, naming both sources.
 pub fn declared_twice(compared: &mut [std::sync::Arc<Compared>]) {
-    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
+    let mut first: HashMap<&ObjectKey, usize> = HashMap::with_capacity(compared.len());
     let mut twice = Vec::new();
     for (i, c) in compared.iter().enumerate() {
         if c.key.kind == "?" {
             continue;
         }
-        match first.get(&c.key) {
-            Some(&j) => twice.push((j, i)),
-            None => {
-                first.insert(c.key.clone(), i);
-            }
+        if let Some(&j) = first.get(&c.key) {
+            twice.push((j, i));
+        } else {
+            first.insert(&c.key, i);
         }
     }
+    drop(first);
     for (j, i) in twice {
         let why = format!("{} is declared twice: {} and {}", compared[i].key, compared[j].source, compared[i].source);
         compared[j] = std::sync::Arc::new(compared[j].failed(why.clone()));
@@ -636,6 +649,27 @@ mod tests {
                 (Err(r), Err(prefix)) => assert!(r.message.starts_with(prefix), "{} / {prefix}", r.message),
                 (got, want) => panic!("{obj}: got {:?}, want {want:?}", got.map(|p| p.key)),
             }
+        }
+    }
+
+    #[test]
+    fn identity_is_the_key_prepare_gives() {
+        let meta = |m: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": m});
+        let cases = [
+            (cm(json!({})), true),
+            (cm(json!({})), false),
+            (meta(json!({"name": "web", "namespace": "other"})), true),
+            (meta(json!({"name": "web", "namespace": "other"})), false),
+            (meta(json!({"name": "web", "namespace": ""})), true),
+            (meta(json!({"name": "web", "namespace": 7})), true),
+            (meta(json!({"name": "web", "namespace": null})), true),
+            (meta(json!({"namespace": "x"})), true),
+            (meta(json!("web")), true),
+            (json!({"kind": "ConfigMap", "metadata": {"name": "a"}}), true),
+        ];
+        for (obj, namespaced) in cases {
+            let prepared = prepare(obj.clone(), namespaced, "web", "lab", None, "x.yaml#1").ok().map(|p| p.key);
+            assert_eq!(identity(&obj, namespaced, "lab"), prepared, "{obj} namespaced={namespaced}");
         }
     }
 

@@ -35,7 +35,7 @@ pub fn job(obj: &Value, input: &HealthInput<'_>) -> Health {
         return Health::suspended("job is suspended");
     }
     let pods = revision::update_revision_pods(input.pods, Revision::All);
-    let failure = revision::worst_failure(&pods, input.now, input.settings);
+    let failure = revision::worst_failure(&pods, input.clock, input.settings);
     if let Some(f) = failure.as_ref().filter(|f| f.past_deadline) {
         return Health::degraded(f.message());
     }

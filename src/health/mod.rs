@@ -48,7 +48,7 @@ pub mod workloads;
 #[cfg(test)]
 mod cases;
 
-use std::time::Duration;
+use std::{cell::Cell, time::Duration};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -139,6 +139,32 @@ pub fn overrides_for<'a>(
     app.health_overrides.iter().chain(&env.health.overrides).collect()
 }
 
+/// The time an assessment is made at, which a rule reads only where it needs it (an
+/// age, a deadline, a grace period). With a flag ([`HealthInput::noting_clock`]),
+/// reading it sets the flag: an assessment that never read the time gives the same
+/// verdict at any time for the same objects, which lets a caller remember it.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock<'a> {
+    at: Timestamp,
+    read: Option<&'a Cell<bool>>,
+}
+
+impl Clock<'_> {
+    /// The time, noted as read.
+    pub fn now(&self) -> Timestamp {
+        if let Some(read) = self.read {
+            read.set(true);
+        }
+        self.at
+    }
+}
+
+impl From<Timestamp> for Clock<'_> {
+    fn from(at: Timestamp) -> Self {
+        Self { at, read: None }
+    }
+}
+
 /// Everything one assessment looks at. The caller reads `pods` and `replica_sets` from
 /// its watch cache (never a LIST per object per pass), so assessing costs no API
 /// request.
@@ -155,7 +181,7 @@ pub struct HealthInput<'a> {
     /// youngest pod's `pod-template-hash` stands for the current revision.
     pub replica_sets: &'a [&'a Value],
     /// The time the assessment is made at (ages, deadlines, grace periods).
-    pub now: Timestamp,
+    pub clock: Clock<'a>,
     /// Thresholds.
     pub settings: &'a HealthSettings,
     /// Overrides, first match wins ([`overrides_for`]).
@@ -169,7 +195,13 @@ pub struct HealthInput<'a> {
 impl<'a> HealthInput<'a> {
     /// An input with no children and no overrides.
     pub fn new(live: Option<&'a Value>, now: Timestamp, settings: &'a HealthSettings) -> Self {
-        Self { live, pods: &[], replica_sets: &[], now, settings, overrides: &[], storage_class: None }
+        Self { live, pods: &[], replica_sets: &[], clock: now.into(), settings, overrides: &[], storage_class: None }
+    }
+
+    /// Notes in `read` whether the assessment reads the time (see [`Clock`]).
+    pub fn noting_clock(mut self, read: &'a Cell<bool>) -> Self {
+        self.clock.read = Some(read);
+        self
     }
 
     /// With the pods (and, for a Deployment, ReplicaSets) `live` owns.
@@ -242,10 +274,10 @@ pub fn assess_with(input: &HealthInput<'_>) -> Health {
         ("apps", "StatefulSet") => workloads::stateful_set(obj, input),
         ("apps" | "extensions", "DaemonSet") => workloads::daemon_set(obj, input),
         ("apps" | "extensions", "ReplicaSet") => workloads::replica_set(obj, input),
-        ("", "Pod") => pod::pod(obj, input.now, input.settings),
+        ("", "Pod") => pod::pod(obj, input.clock, input.settings),
         ("", "PersistentVolumeClaim") => storage::persistent_volume_claim(obj, input.storage_class),
-        ("", "Service") => network::service(obj, input.now),
-        ("networking.k8s.io" | "extensions", "Ingress") => network::ingress(obj, input.now),
+        ("", "Service") => network::service(obj, input.clock),
+        ("networking.k8s.io" | "extensions", "Ingress") => network::ingress(obj, input.clock),
         ("batch", "Job") => batch::job(obj, input),
         ("batch", "CronJob") => batch::cron_job(obj),
         ("autoscaling", "HorizontalPodAutoscaler") => scaling::horizontal_pod_autoscaler(obj),
@@ -284,7 +316,48 @@ pub(crate) mod test_support {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use serde_json::json;
+
+    use super::{test_support::ago, *};
+
+    /// A verdict that reads the time is told apart from one that cannot change with it:
+    /// ages and deadlines read the clock, only where they are needed.
+    #[test]
+    fn an_assessment_notes_whether_it_read_the_clock() {
+        let settings = HealthSettings::default();
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "generation": 1, "annotations": {"deployment.kubernetes.io/revision": "1"}},
+            "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}});
+        let pod = |waiting: Option<&str>| {
+            let state = waiting.map_or_else(|| json!({"running": {}}), |r| json!({"waiting": {"reason": r}}));
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "creationTimestamp": ago(60), "labels": {"pod-template-hash": "h"}},
+                "status": {"phase": "Running", "containerStatuses": [{"name": "c", "restartCount": 0, "state": state}]}})
+        };
+        let (running, failing) = (pod(None), pod(Some("ImagePullBackOff")));
+        let service = |type_: &str| {
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s",
+            "creationTimestamp": ago(60)}, "spec": {"type": type_}})
+        };
+        let (cluster_ip, balancer) = (service("ClusterIP"), service("LoadBalancer"));
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        // (object, pods, reads the clock)
+        let cases: [(&Value, &[&Value], bool); 5] = [
+            (&cm, &[], false),
+            (&cluster_ip, &[], false),
+            (&balancer, &[], true),
+            (&deploy, &[&running], false),
+            (&deploy, &[&failing], true),
+        ];
+        for (obj, pods, reads) in cases {
+            let read = Cell::new(false);
+            let at = Timestamp::now();
+            let input = HealthInput::new(Some(obj), at, &settings).children(pods, &[]).noting_clock(&read);
+            let h = assess_with(&input);
+            assert_eq!(read.get(), reads, "{obj} with {pods:?}: {h:?}");
+        }
+    }
 
     /// An environment's `health:` block becomes the thresholds; defaults fill the rest.
     #[test]

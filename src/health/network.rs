@@ -15,10 +15,9 @@
 //! on the application, and an override (`rule: healthy-when-present`, matched on the
 //! ingress class) accepts such controllers explicitly.
 
-use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{Health, fields};
+use super::{Clock, Health, fields};
 
 /// The first published address (`ip` or `hostname`) of `status.loadBalancer.ingress`.
 fn published_address(obj: &Value) -> Option<&str> {
@@ -27,32 +26,32 @@ fn published_address(obj: &Value) -> Option<&str> {
     })
 }
 
-fn waiting_for_address(obj: &Value, now: Timestamp) -> Health {
+fn waiting_for_address(obj: &Value, clock: Clock<'_>) -> Health {
     match fields::timestamp(obj, "/metadata/creationTimestamp") {
         Some(created) => Health::progressing(format!(
             "no address published in status.loadBalancer after {}",
-            fields::age(fields::elapsed(now, Some(created)))
+            fields::age(fields::elapsed(clock.now(), Some(created)))
         )),
         None => Health::progressing("no address published in status.loadBalancer"),
     }
 }
 
 /// Health of a Service (`v1`).
-pub fn service(obj: &Value, now: Timestamp) -> Health {
+pub fn service(obj: &Value, clock: Clock<'_>) -> Health {
     if fields::str_at(obj, "/spec/type") != Some("LoadBalancer") {
         return Health::healthy("");
     }
     match published_address(obj) {
         Some(addr) => Health::healthy(format!("load balancer at {addr}")),
-        None => waiting_for_address(obj, now),
+        None => waiting_for_address(obj, clock),
     }
 }
 
 /// Health of an Ingress (`networking.k8s.io/v1`, `extensions/v1beta1`).
-pub fn ingress(obj: &Value, now: Timestamp) -> Health {
+pub fn ingress(obj: &Value, clock: Clock<'_>) -> Health {
     match published_address(obj) {
         Some(addr) => Health::healthy(format!("address {addr}")),
-        None => waiting_for_address(obj, now),
+        None => waiting_for_address(obj, clock),
     }
 }
 

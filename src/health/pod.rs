@@ -21,7 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
 use super::{
-    Health, HealthSettings, HealthStatus,
+    Clock, Health, HealthSettings, HealthStatus,
     fields::{self, age, restarts},
 };
 
@@ -98,7 +98,7 @@ pub fn not_ready_since(pod: &Value) -> Option<Timestamp> {
 }
 
 /// Health of a Pod (table in the module documentation).
-pub fn pod(obj: &Value, now: Timestamp, settings: &HealthSettings) -> Health {
+pub fn pod(obj: &Value, clock: Clock<'_>, settings: &HealthSettings) -> Health {
     let name = fields::name(obj);
     let phase = fields::str_at(obj, "/status/phase").unwrap_or("");
     match phase {
@@ -129,7 +129,7 @@ pub fn pod(obj: &Value, now: Timestamp, settings: &HealthSettings) -> Health {
     // Pending (or no phase yet)
     if let Some(c) = fields::condition(obj, "PodScheduled").filter(|c| c.is_false() && c.reason == "Unschedulable") {
         let since = c.since().or_else(|| fields::timestamp(obj, "/metadata/creationTimestamp"));
-        let waited = fields::elapsed(now, since);
+        let waited = fields::elapsed(clock.now(), since);
         let detail = if c.message.is_empty() { String::new() } else { format!(": {}", c.message) };
         return if waited >= SignedDuration::try_from(settings.unschedulable_after).unwrap_or(SignedDuration::MAX) {
             Health::degraded(format!("pod {name} Unschedulable for {}{detail}", age(waited)))

@@ -20,11 +20,11 @@
 //!   its update revision, so the newest pod carries it;
 //! - ReplicaSet: all its pods.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use serde_json::Value;
 
 use super::{
-    HealthSettings,
+    Clock, HealthSettings,
     fields::{self, age},
     pod::{self, ContainerFailure},
 };
@@ -110,13 +110,14 @@ impl PodFailure {
 }
 
 /// The worst failing pod of `pods`: one past the deadline first, then the one with the
-/// most restarts, then the one failing longest. `None` when no container fails.
-pub fn worst_failure(pods: &[&Value], now: Timestamp, settings: &HealthSettings) -> Option<PodFailure> {
+/// most restarts, then the one failing longest. `None` when no container fails (the
+/// clock is read only for failing pods).
+pub fn worst_failure(pods: &[&Value], clock: Clock<'_>, settings: &HealthSettings) -> Option<PodFailure> {
     let deadline = SignedDuration::try_from(settings.pod_failure_after).unwrap_or(SignedDuration::MAX);
     pods.iter()
         .filter_map(|p| {
             let container = pod::failing_container(p)?;
-            let failing_for = fields::elapsed(now, pod::not_ready_since(p));
+            let failing_for = fields::elapsed(clock.now(), pod::not_ready_since(p));
             let past_deadline = container.restarts >= i64::from(settings.pod_restart_limit) || failing_for >= deadline;
             Some(PodFailure { container, failing_for, past_deadline })
         })
@@ -176,13 +177,13 @@ mod tests {
             (pod("w-0", "v2", 720, 0, Some("ImagePullBackOff")), true, "pod w-0 ImagePullBackOff for 12m"),
         ];
         for (p, past, message) in &cases {
-            let f = worst_failure(&[p], now(), &s).unwrap();
+            let f = worst_failure(&[p], now().into(), &s).unwrap();
             assert_eq!((f.past_deadline, f.message().as_str()), (*past, *message));
         }
         let strict = HealthSettings { pod_restart_limit: 1, ..HealthSettings::default() };
-        assert!(worst_failure(&[&cases[0].0], now(), &strict).unwrap().past_deadline);
-        assert_eq!(worst_failure(&[&pod("w-0", "v2", 60, 0, None)], now(), &s), None);
-        let worst = worst_failure(&[&cases[0].0, &cases[3].0], now(), &s).unwrap();
+        assert!(worst_failure(&[&cases[0].0], now().into(), &strict).unwrap().past_deadline);
+        assert_eq!(worst_failure(&[&pod("w-0", "v2", 60, 0, None)], now().into(), &s), None);
+        let worst = worst_failure(&[&cases[0].0, &cases[3].0], now().into(), &s).unwrap();
         assert!(worst.past_deadline, "the pod past its deadline is the one named");
     }
 }

@@ -29,7 +29,7 @@ use super::{
 /// past the deadline, `Ok` a hint for a Progressing message.
 fn pod_check(input: &HealthInput<'_>, revision: Revision<'_>) -> Result<Option<PodFailure>, Health> {
     let pods = revision::update_revision_pods(input.pods, revision);
-    match revision::worst_failure(&pods, input.now, input.settings) {
+    match revision::worst_failure(&pods, input.clock, input.settings) {
         Some(f) if f.past_deadline => Err(Health::degraded(f.message())),
         other => Ok(other),
     }

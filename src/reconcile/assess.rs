@@ -1,11 +1,15 @@
 //! Stage 4 of a pass: health of every object, the application's status (resources,
 //! roll-up, conditions) and the per-object comparisons `plumb diff` shows.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::BTreeSet,
+    hash::{Hash, Hasher},
+    sync::Arc,
+};
 
 use serde_json::Value;
 
-use super::{Context, Found};
+use super::{Context, Found, inventory::Children};
 use crate::{
     compare::{Compared, ObjectDiff, ObjectReason, SyncStatus, object},
     config::{Application, Environment},
@@ -34,27 +38,15 @@ impl Context {
         let mut excluded = Exclusions { extraneous: found.candidates.extraneous.clone(), ..Exclusions::default() };
         // Jobs that finished: what this render still declares, with the same manifest
         let mut finished = Vec::new();
+        let mut children = Children::default();
         for c in &found.compared {
             if c.live.as_ref().is_some_and(health::ignores_health_check) {
                 excluded.no_health_check.insert(c.key.to_string());
             }
-            let (pods, replica_sets) = self.children(c).await;
-            let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) =
-                (pods.iter().collect(), replica_sets.iter().collect());
-            // a Pending claim's health depends on its StorageClass's binding mode
-            let class = match &c.live {
-                Some(l) if is_pending_claim(l) => self.cluster.storage_class_of(l).await,
-                _ => None,
-            };
             let h = match (&c.reason, c.sync()) {
                 (ObjectReason::Finished(f), _) => object::finished_health(f),
                 (_, SyncStatus::Unknown) => Health { status: HealthStatus::Unknown, message: String::new() },
-                _ => health::assess_with(
-                    &health::HealthInput::new(c.live.as_ref(), now, &settings)
-                        .children(&pod_refs, &rs_refs)
-                        .overrides(&overrides)
-                        .storage_class(class.as_ref()),
-                ),
+                _ => self.health_of(c, &st.app, &mut children, (&settings, &overrides), now).await,
             };
             let remembered = object::ran_before(&c.key, c.finished_digest.as_deref(), &st.finished);
             match &c.reason {
@@ -134,6 +126,53 @@ impl Context {
             self.warn_orphaned(st, env, &found.compared, &app.namespace.value, kinds).await;
         }
         excluded
+    }
+
+    /// The health of compared object `c` of application `app`, from its live object
+    /// and its children (read through `children`); remembered while neither changed,
+    /// when the assessment did not read the clock.
+    async fn health_of(
+        &self,
+        c: &Compared,
+        app: &str,
+        children: &mut Children,
+        (settings, overrides): (&health::HealthSettings, &[&health::HealthOverride]),
+        now: jiff::Timestamp,
+    ) -> Health {
+        let owned = self.children(c, children).await;
+        // a Pending claim's health depends on its StorageClass's binding mode (read, not
+        // watched: never remembered)
+        let pending = c.live.as_ref().is_some_and(is_pending_claim);
+        let class = match &c.live {
+            Some(l) if pending => self.cluster.storage_class_of(l).await,
+            _ => None,
+        };
+        let version = c.live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")).and_then(Value::as_str);
+        let inputs = version.filter(|_| !pending).map(|rv| {
+            let mut h = std::hash::DefaultHasher::new();
+            (app, rv).hash(&mut h);
+            owned.hash_versions(&mut h);
+            h.finish()
+        });
+        if let Some(h) = inputs.and_then(|i| self.memo.health(&c.key, i)) {
+            return h;
+        }
+        let (pods, replica_sets) = owned.values();
+        let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) = (pods.iter().collect(), replica_sets.iter().collect());
+        let read = std::cell::Cell::new(false);
+        let h = health::assess_with(
+            &health::HealthInput::new(c.live.as_ref(), now, settings)
+                .children(&pod_refs, &rs_refs)
+                .overrides(overrides)
+                .storage_class(class.as_ref())
+                .noting_clock(&read),
+        );
+        if let Some(i) = inputs
+            && !read.get()
+        {
+            self.memo.remember_health(&c.key, i, h.clone());
+        }
+        h
     }
 
     /// `orphanedResources.warn`: the condition and `status.orphaned`.

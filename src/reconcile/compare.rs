@@ -135,11 +135,12 @@ impl Context {
         None
     }
 
-    /// Compares one manifest of the render with its live object; the fields the
-    /// environment marks sensitive are masked in the outcome.
-    pub(super) async fn compare_one(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
-        let marked = scope.sensitive.marked(&obj);
-        let c = self.compare_unmasked(scope, obj, source).await;
+    /// Compares one manifest of the render (`digest`: its [`value_hash`], when the
+    /// render cache knows it) with its live object; the fields the environment marks
+    /// sensitive are masked in the outcome.
+    pub(super) async fn compare_one(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>) -> Arc<Compared> {
+        let marked = scope.sensitive.marked(&m.object);
+        let c = self.compare_unmasked(scope, m, digest).await;
         if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
     }
 
@@ -157,48 +158,66 @@ impl Context {
         }
     }
 
-    async fn compare_unmasked(&self, scope: &Scope<'_>, obj: Value, source: String) -> Arc<Compared> {
+    /// What the process remembers for manifest `m` of `kind` (`digest`: its
+    /// [`value_hash`], when the render cache knows it): found before the manifest is
+    /// copied and prepared, which changes neither its identity nor what the boundaries
+    /// read. Same manifest and same live resourceVersion as last time: same answer.
+    fn recall(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>, kind: &Kind) -> Recalled {
+        let installation = self.config.settings.installation_id.as_deref();
+        let digest = digest.unwrap_or_else(|| value_hash(&m.object));
+        let manifest_hash = prepared_hash(digest, scope, installation, kind.namespaced, &m.source);
+        let inside = object::identity(&m.object, kind.namespaced, scope.namespace)
+            .filter(|key| scope.boundary.check(key, kind.namespaced, &m.object).is_ok());
+        let cached = inside.as_ref().and_then(|key| self.trusted_cached(kind, key));
+        let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
+        let remembered = match (&inside, &live_rv) {
+            (Some(key), Some(rv)) => self.memo.compared(key, manifest_hash, rv),
+            _ => None,
+        };
+        Recalled { manifest_hash, cached, live_rv, remembered }
+    }
+
+    async fn compare_unmasked(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>) -> Arc<Compared> {
         let Scope {
             writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, ..
         } = *scope;
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        let kind_name = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let source = m.source.as_str();
+        let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
         let error =
-            |key, obj, kind, e: String| Arc::new(Compared::early(key, obj, kind, ObjectReason::Error(e), &source));
-        let kind = match self.cluster.kind(&api_version, &kind_name).await {
+            |key, obj, kind, e: String| Arc::new(Compared::early(key, obj, kind, ObjectReason::Error(e), source));
+        let kind = match self.cluster.kind(field("apiVersion"), field("kind")).await {
             Ok(k) => k,
-            Err(e) => return Arc::new(object::unserved(obj, crds, namespace, &e.to_string(), &source)),
+            Err(e) => return Arc::new(object::unserved(m.object.clone(), crds, namespace, &e.to_string(), source)),
         };
         let installation = self.config.settings.installation_id.as_deref();
+        let Recalled { manifest_hash, cached, live_rv, remembered } = self.recall(scope, m, digest, &kind);
+        if let Some(Remembered::Whole(c)) = remembered {
+            return c;
+        }
         let object::Prepared { key, obj, wave, options } =
-            match object::prepare(obj, kind.namespaced, app, namespace, installation, &source) {
+            match object::prepare(m.object.clone(), kind.namespaced, app, namespace, installation, source) {
                 Ok(p) => p,
                 Err(r) => return error(r.key, r.obj, Some(kind), r.message),
             };
         // outside the application's boundaries: neither read nor dry-run on its behalf
         if let Err(why) = boundary.check(&key, kind.namespaced, &obj) {
             let why = format!("({source}) outside the application's boundaries: {why}");
-            return Arc::new(Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), &source));
+            return Arc::new(Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), source));
         }
+        // (`inside`: the cache was read above for this very key)
         let digest = object::finished_digest(&obj);
         let with = |mut c: Compared| {
             (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
             Arc::new(c)
         };
-        // Same manifest and same live resourceVersion as last time: same answer.
-        let manifest_hash = value_hash(&obj);
-        let cached = self.trusted_cached(&kind, &key);
-        let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
-        match (live_rv.as_ref().and_then(|rv| self.memo.compared(&key, manifest_hash, rv)), &cached) {
-            (Some(Remembered::Whole(c)), _) => return c,
-            // in sync against this very resourceVersion: rebuilt from the manifest and the
-            // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is
-            // compared again: what is sent must have its ignored fields removed)
-            (Some(Remembered::Synced), Some(o)) if !(defaults.apply_all || options.apply_all) => {
-                let live = crate::watch::with_types(o, &kind);
-                return with(Compared::synced(key, obj, kind, live, &source));
-            }
-            _ => {}
+        // in sync against this very resourceVersion: rebuilt from the manifest and the
+        // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is compared
+        // again: what is sent must have its ignored fields removed)
+        if let (Some(Remembered::Synced), Some(o)) = (&remembered, &cached)
+            && !(defaults.apply_all || options.apply_all)
+        {
+            let live = crate::watch::with_types(o, &kind);
+            return with(Compared::synced(key, obj, kind, live, source));
         }
         let live = match cached.map(|o| crate::watch::with_types(&o, &kind)) {
             Some(l) => Some(l),
@@ -230,7 +249,7 @@ impl Context {
             // a Job that ran this manifest to the end, removed by its own rule: done
             if let Some(f) = object::ran_before(&key, digest.as_deref(), finished) {
                 let reason = ObjectReason::Finished(f.clone());
-                return with(Compared::early(key, obj, Some(kind), reason, &source));
+                return with(Compared::early(key, obj, Some(kind), reason, source));
             }
             // In a preview, a dry-run of the create shows what the server would reject
             // (not possible yet when its namespace is still to be created: 404). A sync
@@ -244,15 +263,15 @@ impl Context {
             } else {
                 normalize(&obj)
             };
-            let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, &source);
+            let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, source);
             c.desired = desired;
             return with(c);
         };
         // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
         let mut obj = obj;
         let adopt = defaults.adopt || options.adopt;
-        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, scope, adopt, &source).await {
-            let mut c = Compared::early(key, obj, Some(kind), reason, &source);
+        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, scope, adopt, source).await {
+            let mut c = Compared::early(key, obj, Some(kind), reason, source);
             c.live = Some(live_obj);
             return with(c);
         }
@@ -275,7 +294,7 @@ impl Context {
         let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
             // judged in sync against this very content: still in sync
             Some(DryRunAnswer::Synced) => {
-                let c = Compared::early(key, apply, Some(kind), ObjectReason::Synced, &source);
+                let c = Compared::early(key, apply, Some(kind), ObjectReason::Synced, source);
                 let result = with(Compared { live: Some(live_obj), ..c });
                 if let Some(rv) = live_rv {
                     self.memo.remember_compared(manifest_hash, rv, result.clone());
@@ -294,7 +313,7 @@ impl Context {
                     // Git changes a field that cannot change: known to differ, needs re-creation.
                     Err(e) if !e.immutable_fields().is_empty() => {
                         let reason = ObjectReason::Immutable(e.immutable_fields());
-                        let mut c = Compared::early(key, apply, Some(kind), reason, &source);
+                        let mut c = Compared::early(key, apply, Some(kind), reason, source);
                         (c.desired, c.live_compared, c.live) =
                             (normalize(&c.apply), Some(normalized_live), Some(live_obj));
                         return with(c);
@@ -316,7 +335,7 @@ impl Context {
         if !client_side {
             self.memo.remember_dry_run(&key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
         }
-        let c = Compared::early(key, apply, Some(kind), j.reason, &source);
+        let c = Compared::early(key, apply, Some(kind), j.reason, source);
         let (live_compared, live, takeover) = (Some(live_n), Some(live_obj), j.takeover);
         let result = with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c });
         if let Some(rv) = live_rv {
@@ -324,6 +343,29 @@ impl Context {
         }
         result
     }
+}
+
+/// What [`Context::recall`] found.
+struct Recalled {
+    /// The key of the manifest into the memory of comparisons ([`prepared_hash`]).
+    manifest_hash: u64,
+    /// The watch cache's object, when trusted ([`Context::trusted_cached`]).
+    cached: Option<Arc<kube::api::DynamicObject>>,
+    /// Its resourceVersion.
+    live_rv: Option<String>,
+    /// The verdict remembered for this manifest and resourceVersion.
+    remembered: Option<Remembered>,
+}
+
+/// What keys a remembered comparison to the manifest: its content as rendered
+/// (`digest`) and everything [`object::prepare`] makes of it (the application and its
+/// namespace, the installation, whether the kind is namespaced), and its source, which
+/// the comparison names.
+fn prepared_hash(digest: u64, scope: &Scope<'_>, installation: Option<&str>, namespaced: bool, source: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (digest, scope.app, scope.namespace, installation, namespaced, source).hash(&mut h);
+    h.finish()
 }
 
 /// What keys a dry-run answer to the live object: its content without status (a

@@ -8,6 +8,7 @@ use std::{
     sync::Arc,
 };
 
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::Context;
@@ -18,6 +19,7 @@ use crate::{
     plan::{self, Claims, PruneCandidate, SyncOptions},
     source::Desired,
     tracking::{self, ObjectKey},
+    watch::LiveCache,
 };
 
 /// Owned objects Git no longer declares.
@@ -32,6 +34,62 @@ pub(super) struct Candidates {
     /// `(group, kind)` of remembered kinds no version of which is served any more
     /// (their CRD is gone, and their objects with it): forgotten.
     pub gone: Vec<(String, String)>,
+}
+
+/// The children of one pass's workloads: each kind's objects of a namespace read from
+/// the watch cache once, by owner (see [`LiveCache::by_owner`]).
+#[derive(Default)]
+pub(super) struct Children {
+    /// By (kind, namespace): owner uid → objects; `None` while that watch is not ready.
+    read: HashMap<(String, String), Option<crate::watch::ByOwner>>,
+}
+
+impl Children {
+    /// The objects of `kind` in `namespace` with an owner reference to `owner_uid`.
+    fn owned_by(
+        &mut self,
+        cache: &LiveCache,
+        kind: &Kind,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Vec<Arc<DynamicObject>> {
+        let by_owner = self
+            .read
+            .entry((kind.resource.kind.clone(), namespace.to_string()))
+            .or_insert_with(|| cache.by_owner(kind, namespace));
+        by_owner.as_ref().and_then(|b| b.get(owner_uid)).cloned().unwrap_or_default()
+    }
+}
+
+/// The children of one workload, as the watch cache holds them.
+#[derive(Default)]
+pub(super) struct Owned {
+    pods: Vec<Arc<DynamicObject>>,
+    replica_sets: Vec<Arc<DynamicObject>>,
+    /// The kinds of Pods and ReplicaSets, once looked up.
+    kinds: Option<(Kind, Kind)>,
+}
+
+impl Owned {
+    /// The pods and ReplicaSets as JSON, with their apiVersion and kind (for
+    /// [`crate::health`]).
+    pub fn values(&self) -> (Vec<Value>, Vec<Value>) {
+        let Some((pod_kind, rs_kind)) = &self.kinds else { return (vec![], vec![]) };
+        let json = |objs: &[Arc<DynamicObject>], kind| objs.iter().map(|o| crate::watch::with_types(o, kind)).collect();
+        (json(&self.pods, pod_kind), json(&self.replica_sets, rs_kind))
+    }
+
+    /// Feeds `h` which children these are, at which version (uid and resourceVersion
+    /// of each, in order).
+    pub fn hash_versions(&self, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        for objs in [&self.pods, &self.replica_sets] {
+            objs.len().hash(h);
+            for o in objs {
+                (&o.metadata.uid, &o.metadata.resource_version).hash(h);
+            }
+        }
+    }
 }
 
 impl Context {
@@ -191,35 +249,37 @@ impl Context {
             .collect())
     }
 
-    /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache;
-    /// empty without watches or before they are ready (health then uses status only).
-    pub(super) async fn children(&self, c: &Compared) -> (Vec<Value>, Vec<Value>) {
-        let (Some(cache), Some(live)) = (&self.live, &c.live) else { return (vec![], vec![]) };
+    /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache
+    /// (read through `children`, which one pass keeps); none without watches or before
+    /// they are ready (health then uses status only).
+    pub(super) async fn children(&self, c: &Compared, children: &mut Children) -> Owned {
+        let (Some(cache), Some(live)) = (&self.live, &c.live) else { return Owned::default() };
         let workload = matches!(
             (c.key.group.as_str(), c.key.kind.as_str()),
             ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
         );
         let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str).filter(|_| workload) else {
-            return (vec![], vec![]);
+            return Owned::default();
         };
         let (Ok(pod_kind), Ok(rs_kind)) =
             (self.cluster.kind("v1", "Pod").await, self.cluster.kind("apps/v1", "ReplicaSet").await)
         else {
-            return (vec![], vec![]);
+            return Owned::default();
         };
         let ns = &c.key.namespace;
-        if c.key.kind == "Deployment" {
-            let rss = cache.owned_by(&rs_kind, ns, uid).unwrap_or_default();
+        let (pods, replica_sets) = if c.key.kind == "Deployment" {
+            let rss = children.owned_by(cache, &rs_kind, ns, uid);
             let mut pods = Vec::new();
             for rs in &rss {
-                if let Some(rs_uid) = rs.pointer("/metadata/uid").and_then(Value::as_str) {
-                    pods.extend(cache.owned_by(&pod_kind, ns, rs_uid).unwrap_or_default());
+                if let Some(rs_uid) = rs.metadata.uid.as_deref() {
+                    pods.extend(children.owned_by(cache, &pod_kind, ns, rs_uid));
                 }
             }
             (pods, rss)
         } else {
-            (cache.owned_by(&pod_kind, ns, uid).unwrap_or_default(), vec![])
-        }
+            (children.owned_by(cache, &pod_kind, ns, uid), vec![])
+        };
+        Owned { pods, replica_sets, kinds: Some((pod_kind, rs_kind)) }
     }
 
     /// Marks objects that would be created in a namespace neither in the cluster nor

@@ -11,7 +11,12 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::Value;
 
-use crate::{compare::Compared, health::ProgressingSince, plan::HealState, tracking::ObjectKey};
+use crate::{
+    compare::Compared,
+    health::{Health, ProgressingSince},
+    plan::HealState,
+    tracking::ObjectKey,
+};
 
 /// A dry-run answer: valid while neither the applied configuration (`apply_hash`) nor
 /// the live object without status (`live_hash`) changed.
@@ -44,7 +49,11 @@ pub struct Memo {
     compared: Mutex<HashMap<ObjectKey, ComparedMemo>>,
     /// resourceVersion of plumb's last write of each object, until the watch shows it.
     written: Mutex<HashMap<ObjectKey, String>>,
+    /// (hash of what the assessment read, verdict) by object: see [`Memo::health`].
+    health: Mutex<HashMap<ObjectKey, (u64, Health)>>,
     heal: Mutex<HashMap<String, HealState>>,
+    /// The comparisons of each application's last pass, while they may serve the next.
+    compares: Mutex<HashMap<String, std::sync::Arc<super::reuse::Compares>>>,
     progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
 
@@ -111,6 +120,22 @@ impl Memo {
         }
     }
 
+    /// The health of `key` when what its assessment read is as it was (`inputs`: a hash
+    /// of the application, the live object's resourceVersion and its children's
+    /// versions). Only assessments that did not read the clock are remembered (see
+    /// [`crate::health::Clock`]): their verdict does not change with time.
+    pub fn health(&self, key: &ObjectKey, inputs: u64) -> Option<Health> {
+        let m = self.health.lock().ok()?;
+        m.get(key).filter(|(i, _)| *i == inputs).map(|(_, h)| h.clone())
+    }
+
+    /// Remembers a health verdict that did not read the clock.
+    pub fn remember_health(&self, key: &ObjectKey, inputs: u64, health: Health) {
+        if let Ok(mut m) = self.health.lock() {
+            m.insert(key.clone(), (inputs, health));
+        }
+    }
+
     /// The resourceVersion plumb last wrote `key` at, while the watch has not shown it.
     pub fn written(&self, key: &ObjectKey) -> Option<String> {
         self.written.lock().ok()?.get(key).cloned()
@@ -127,6 +152,21 @@ impl Memo {
     pub fn seen(&self, key: &ObjectKey) {
         if let Ok(mut m) = self.written.lock() {
             m.remove(key);
+        }
+    }
+
+    /// The comparisons of `app`'s last pass, if it kept them (see `reuse.rs`).
+    pub fn compares(&self, app: &str) -> Option<std::sync::Arc<super::reuse::Compares>> {
+        self.compares.lock().ok()?.get(app).cloned()
+    }
+
+    /// Keeps (or, with `None`, forgets) the comparisons of `app`'s last pass.
+    pub fn keep_compares(&self, app: &str, compares: Option<super::reuse::Compares>) {
+        if let Ok(mut m) = self.compares.lock() {
+            match compares {
+                Some(c) => m.insert(app.to_string(), std::sync::Arc::new(c)),
+                None => m.remove(app),
+            };
         }
     }
 

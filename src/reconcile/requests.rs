@@ -18,6 +18,8 @@ pub(super) struct Requested {
     pub revision: Option<String>,
     /// Automated sync and selfHeal are paused.
     pub paused: bool,
+    /// The requests as read.
+    pub controls: status::Controls,
 }
 
 impl Context {
@@ -45,7 +47,7 @@ impl Context {
             }
             Err(e) => return Err(e),
         };
-        let mut out = Requested { mode, revision: None, paused: false };
+        let mut out = Requested { mode, revision: None, paused: false, controls: controls.clone() };
         st.sync_request.clone_from(&previous.sync_request);
         if mode == Mode::Policy
             && let Some(v) = &controls.sync

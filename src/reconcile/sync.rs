@@ -135,7 +135,8 @@ impl Context {
         self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
         let no_crds = object::CrdKinds::new();
         let scope = Scope { crds: &no_crds, validate_new: false, absent: None, ..*scope };
-        let fresh = self.compare_one(&scope, c.apply.clone(), c.source.clone()).await;
+        let manifest = crate::render::Manifest { source: c.source.clone(), object: c.apply.clone() };
+        let fresh = self.compare_one(&scope, &manifest, None).await;
         match fresh.sync() {
             SyncStatus::Unknown => Err(fresh.reason.to_string()),
             _ => Ok(fresh),

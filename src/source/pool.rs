@@ -54,8 +54,9 @@ pub enum FetchError {
 /// The outcome of fetching and rendering an application's source.
 #[derive(Debug)]
 pub enum Desired {
-    /// The commit and its manifests (with the render's warnings).
-    Rendered(Snapshot, Rendered),
+    /// The commit and its manifests (with the render's warnings), shared with the
+    /// render cache: a cached render is not copied.
+    Rendered(Snapshot, Arc<Rendered>),
     /// The repository could not be read.
     FetchFailed(FetchError),
     /// The commit was read but does not render.
@@ -65,15 +66,15 @@ pub enum Desired {
 /// How many renders a pool keeps.
 pub const RENDER_CACHE_ENTRIES: usize = 256;
 
-/// Renders by key, with the tick of their last use.
+/// Renders by key (each marked [`Rendered::cached`]), with the tick of their last use.
 #[derive(Default)]
 struct RenderCache {
     tick: u64,
-    entries: HashMap<String, (u64, Rendered)>,
+    entries: HashMap<String, (u64, Arc<Rendered>)>,
 }
 
 impl RenderCache {
-    fn get(&mut self, key: &str) -> Option<Rendered> {
+    fn get(&mut self, key: &str) -> Option<Arc<Rendered>> {
         self.tick += 1;
         let tick = self.tick;
         self.entries.get_mut(key).map(|(t, r)| {
@@ -82,7 +83,7 @@ impl RenderCache {
         })
     }
 
-    fn put(&mut self, key: String, rendered: Rendered) {
+    fn put(&mut self, key: String, rendered: Arc<Rendered>) {
         self.tick += 1;
         if self.entries.len() >= RENDER_CACHE_ENTRIES
             && let Some(old) = self.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
@@ -264,7 +265,12 @@ impl Pool {
 
     /// Renders `t.path` of `snapshot` with its renderer (configured or detected), or
     /// returns the cached render of the same inputs.
-    async fn render(&self, repo: &Repository, snapshot: &Snapshot, t: &Target<'_>) -> Result<Rendered, render::Error> {
+    async fn render(
+        &self,
+        repo: &Repository,
+        snapshot: &Snapshot,
+        t: &Target<'_>,
+    ) -> Result<Arc<Rendered>, render::Error> {
         let kind = t.source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
         let tools = &self.config.settings.render_tools;
         let limits = Limits {
@@ -301,7 +307,7 @@ impl Pool {
         };
         let key = format!("{kind:?} {inputs} {} {}/{} {:?} {described}", t.path, t.app, t.namespace, t.source);
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
-            return Ok(Rendered { cached: true, ..r });
+            return Ok(r);
         }
         let started = std::time::Instant::now();
         let mut rendered = match tool {
@@ -356,10 +362,11 @@ impl Pool {
         };
         self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
         rendered.took = started.elapsed();
+        rendered.digests = rendered.manifests.iter().map(|m| crate::watch::value_hash(&m.object)).collect();
         if let Ok(mut c) = self.renders.lock() {
-            c.put(key, rendered.clone());
+            c.put(key, Arc::new(Rendered { cached: true, ..rendered.clone() }));
         }
-        Ok(rendered)
+        Ok(Arc::new(rendered))
     }
 
     /// A working copy of commit `revision` of `repo` in a new temporary directory

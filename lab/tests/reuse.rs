@@ -1,0 +1,143 @@
+//! Passes in which nothing changed take the comparisons of the pass before (see
+//! `src/reconcile/reuse.rs`), and give the status a full pass gives; every change of
+//! what a comparison reads is seen all the same: a hand edit, a deletion, a new commit,
+//! a sync or refresh request, a policy reload.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use plumb::{
+    compare::SyncStatus,
+    health::HealthStatus,
+    reconcile::{Context, Mode, PassReport},
+    status::{REFRESH_ANNOTATION, SYNC_ANNOTATION},
+};
+use support::*;
+
+const ENV: &str = "syncPolicy: {automated: true, prune: true, selfHeal: false, syncOptions: [CreateNamespace=true]}";
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{value: \"{value}\"}}\n")
+}
+
+async fn pass(ctx: &Context, app: &str) -> PassReport {
+    ctx.run_pass(app, Mode::Policy, None).await.unwrap()
+}
+
+/// Policy passes after `last` (the report of the pass before, if known) until one takes
+/// the comparisons of the pass before; its status is the status of that pass.
+async fn reused_pass(ctx: &Context, app: &str, last: Option<PassReport>) -> PassReport {
+    let mut previous = last;
+    // (a sync, its objects' events, then a pass in which nothing changed)
+    for _ in 0..300 {
+        let before = ctx.comparisons_reused();
+        let r = pass(ctx, app).await;
+        if ctx.comparisons_reused() > before {
+            let before = previous.expect("the pass before");
+            assert_eq!(r.status, before.status, "a reused pass gives the status of the pass before");
+            return r;
+        }
+        previous = Some(r);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no pass took the comparisons of the pass before")
+}
+
+/// A context with watches (as `plumb serve` runs passes) over `app`'s policy, synced and
+/// settled into passes that reuse comparisons.
+async fn settled(app: &App) -> Arc<Context> {
+    let ctx = context_for(&app.policy, &app.lab.tmp.path().join("watch-cache"), true).await;
+    let r = reused_pass(&ctx, &app.name, None).await;
+    assert_eq!((r.status.sync, r.status.health), (SyncStatus::Synced, HealthStatus::Healthy));
+    ctx
+}
+
+fn resource<'a>(r: &'a PassReport, object: &str) -> &'a plumb::status::ResourceStatus {
+    r.status.resources.iter().find(|s| s.object == object).unwrap_or_else(|| panic!("{object}: {:?}", r.status))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edit_and_a_deletion_are_seen_after_reused_passes() {
+    let ns = "ru-edit";
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new("plumb-ru-edit", "ru-edit", ns, ENV, &files).await;
+    let ctx = settled(&app).await;
+
+    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    let r = wait_for("the hand edit seen", Duration::from_secs(60), || async {
+        let r = pass(&ctx, &app.name).await;
+        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
+    })
+    .await;
+    assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
+    assert_eq!(resource(&r, &format!("ConfigMap/{ns}/b")).sync, SyncStatus::Synced);
+
+    // put back by a sync, then settled again
+    let r = ctx.run_pass(&app.name, Mode::Manual { prune: true, approve: false }, None).await.unwrap();
+    assert!(r.sync.is_some(), "{:?}", r.status);
+    reused_pass(&ctx, &app.name, None).await;
+
+    kubectl(&["-n", ns, "delete", "configmap", "b"]);
+    let r = wait_for("the deletion seen", Duration::from_secs(60), || async {
+        let r = pass(&ctx, &app.name).await;
+        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
+    })
+    .await;
+    let b = resource(&r, &format!("ConfigMap/{ns}/b"));
+    assert_eq!((b.sync, b.health), (SyncStatus::OutOfSync, HealthStatus::Missing), "{:?}", r.status);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_commit_and_requests_compare_again() {
+    let (status_ns, ns) = ("plumb-ru-req", "ru-req");
+    let app = App::new(status_ns, "ru-req", ns, ENV, &[("a.yaml", &cm("a", "1"))]).await;
+    let ctx = settled(&app).await;
+    let client = ctx.cluster.client().clone();
+
+    // a new commit: the very next pass compares it, and syncs it
+    app.lab.repo.write("app/a.yaml", &cm("a", "2")).unwrap();
+    let head = app.lab.repo.commit("two").unwrap();
+    let reused = ctx.comparisons_reused();
+    let r = pass(&ctx, &app.name).await;
+    assert_eq!(ctx.comparisons_reused(), reused, "a new commit is compared");
+    assert_eq!(r.status.revision, head);
+    assert!(r.sync.as_ref().is_some_and(|s| s.applied.len() + s.applied_omitted == 1), "{:?}", r.sync);
+    reused_pass(&ctx, &app.name, None).await;
+
+    // a sync request: a manual sync, compared anew
+    plumb::leader::request(&client, status_ns, &app.name, SYNC_ANNOTATION).await.unwrap();
+    let reused = ctx.comparisons_reused();
+    let r = pass(&ctx, &app.name).await;
+    assert_eq!(ctx.comparisons_reused(), reused, "a sync request is compared anew");
+    assert!(r.sync.is_some(), "the request syncs: {:?}", r.status);
+    reused_pass(&ctx, &app.name, None).await;
+
+    // a refresh request: a pass that compares anew
+    plumb::leader::request(&client, status_ns, &app.name, REFRESH_ANNOTATION).await.unwrap();
+    let reused = ctx.comparisons_reused();
+    let r = pass(&ctx, &app.name).await;
+    assert_eq!(ctx.comparisons_reused(), reused, "a refresh request is compared anew");
+    reused_pass(&ctx, &app.name, Some(r)).await;
+}
+
+/// A reloaded policy starts a new context (as `plumb serve` does), which takes nothing
+/// from the passes of the old one: the new boundaries refuse the objects at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_reload_compares_under_the_new_policy() {
+    let ns = "ru-pol";
+    let app = App::new("plumb-ru-pol", "ru-pol", ns, ENV, &[("a.yaml", &cm("a", "1"))]).await;
+    let old = settled(&app).await;
+
+    let env = format!("    {ENV}\n    destinations: {{namespaces: [elsewhere]}}");
+    let reloaded = app.lab.app_policy("plumb-ru-pol", &app.name, ns, &env);
+    drop(old);
+    let ctx = context_for(&reloaded, &app.lab.tmp.path().join("watch-cache"), true).await;
+    let r = pass(&ctx, &app.name).await;
+    assert_eq!(ctx.comparisons_reused(), 0);
+    let a = resource(&r, &format!("ConfigMap/{ns}/a"));
+    assert!(a.reason.contains("not among the destinations"), "{:?}", r.status);
+}
