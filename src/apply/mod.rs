@@ -148,9 +148,10 @@ pub async fn run(
                     }),
                 }
             }
-            // Each object's write, the read of its health and its Event run together,
-            // `CONCURRENCY` objects at once: one object's round trips never wait for
-            // another's. The batch (one kind of one wave) is finished before the next.
+            // Each object's write and the read of its health run together, `CONCURRENCY`
+            // objects at once: one object's round trips never wait for another's. Its
+            // Event follows the batch's writes. The batch (one kind of one wave) is
+            // finished before the next.
             let mut jobs = Vec::with_capacity(targets.len());
             for (idx, c) in &targets {
                 let options = job.app_options.with_object(&c.options);
@@ -164,7 +165,6 @@ pub async fn run(
                                 if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
                                     written(&c.key, rv);
                                 }
-                                announce(cluster, job, c).await;
                                 Ok((obj, h))
                             }
                             Err(message) => Err(message),
@@ -177,6 +177,16 @@ pub async fn run(
             let mut results: Vec<(usize, Applied)> = stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
             // in plan order, whatever order the answers came in
             results.sort_by_cached_key(|(idx, _)| batch.iter().position(|b| b == idx));
+            // the Events of the batch's writes, once every write of it is done: no write
+            // waits for another object's Event
+            let written_now: HashSet<usize> = results.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i).collect();
+            let mut events = Vec::with_capacity(written_now.len());
+            for (idx, c) in &targets {
+                if written_now.contains(idx) {
+                    events.push(announce(cluster, job, c).boxed());
+                }
+            }
+            let _: Vec<()> = stream::iter(events).buffer_unordered(CONCURRENCY).collect().await;
             for (idx, res) in results {
                 let c = &job.compared[idx];
                 match res {
