@@ -29,12 +29,15 @@ use crate::{
 pub const POLL_AGE_INTERVALS: u32 = 2;
 
 /// How recent the refs a pass started by `cause` reads must be, for an application
-/// polled every `interval`: as the pass starts when it was asked for
-/// ([`Cause::Triggered`]), else those of its repository's poller.
+/// polled every `interval`: as the pass starts when a push, a request or the poller
+/// asked for it ([`Trigger::wants_fresh_refs`]), else those of its repository's poller
+/// (its timer's passes, and a live object's change, which Git did not make).
 pub fn freshness(cause: Cause, interval: Duration) -> Freshness {
     match cause {
-        Cause::Triggered(_) => Freshness::Now,
-        Cause::Start | Cause::Poll | Cause::Settle => Freshness::Within(interval * POLL_AGE_INTERVALS),
+        Cause::Triggered(t) if t.wants_fresh_refs() => Freshness::Now,
+        Cause::Triggered(_) | Cause::Start | Cause::Poll | Cause::Settle => {
+            Freshness::Within(interval * POLL_AGE_INTERVALS)
+        }
     }
 }
 
@@ -165,14 +168,12 @@ applications:
     /// Passes asked for read the refs as they are when they start; the timer's passes
     /// read the poller's.
     #[test]
-    fn asked_for_passes_read_fresh_refs_the_timers_reuse() {
+    fn asked_for_passes_read_fresh_refs_the_timers_and_drift_reuse() {
         let hour = Duration::from_secs(3600);
-        for t in
-            [Trigger::Manual, Trigger::Drift, Trigger::Moved, Trigger::Webhook { received: std::time::Instant::now() }]
-        {
+        for t in [Trigger::Manual, Trigger::Moved, Trigger::Webhook { received: std::time::Instant::now() }] {
             assert_eq!(freshness(Cause::Triggered(t), hour), Freshness::Now, "{t:?}");
         }
-        for c in [Cause::Start, Cause::Poll, Cause::Settle] {
+        for c in [Cause::Start, Cause::Poll, Cause::Settle, Cause::Triggered(Trigger::Drift)] {
             assert_eq!(freshness(c, hour), Freshness::Within(2 * hour), "{c:?}");
         }
     }

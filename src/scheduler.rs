@@ -7,7 +7,10 @@
 //! trigger that finds the actor idle starts its pass at once; triggers that arrived
 //! while a pass ran start the next one when they stop coming for [`QUIET`] (at most
 //! [`MAX_HOLD`] after the pass ended): a storm of pushes, each naming a newer head of
-//! the same ref, is one pass at its end, which fetches the newest head.
+//! the same ref, is one pass at its end, which fetches the newest head. Triggers merge
+//! into the waiting pass ([`Trigger::merge`]): whatever came, it asks for what the most
+//! demanding of them asked for (fresh refs for a push, not only the last advertisement
+//! a live change is compared against).
 //!
 //! The scheduler knows no other part of plumb: it is given the pass to run (a closure
 //! taking the application's name and what started the pass, a [`Cause`]) and what to do
@@ -20,7 +23,7 @@ use std::{
 };
 
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// Why a pass was requested.
@@ -42,6 +45,27 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Whether its pass reads the remote's refs as they are now (a push, a request, a
+    /// ref the poller saw move), not the repository poller's last advertisement: every
+    /// trigger but [`Trigger::Drift`], a change of a live object, which Git did not
+    /// make.
+    pub fn wants_fresh_refs(self) -> bool {
+        !matches!(self, Trigger::Drift)
+    }
+
+    /// One pass asked for by `self` and then `later`: the one that wants fresh refs
+    /// ([`Trigger::wants_fresh_refs`]), and of two pushes the first (its receipt is
+    /// what `plumb_webhook_to_pass_seconds` measures from).
+    #[must_use]
+    pub fn merge(self, later: Trigger) -> Trigger {
+        match (self, later) {
+            (Trigger::Webhook { .. }, _) => self,
+            (_, Trigger::Webhook { .. }) => later,
+            _ if !self.wants_fresh_refs() && later.wants_fresh_refs() => later,
+            _ => self,
+        }
+    }
+
     /// `webhook`, `manual`, `drift` or `moved`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -93,7 +117,33 @@ pub const MAX_HOLD: Duration = Duration::from_secs(10);
 /// Handles to the per-application actors.
 #[derive(Clone, Default)]
 pub struct Scheduler {
-    senders: Arc<HashMap<String, mpsc::Sender<Trigger>>>,
+    senders: Arc<HashMap<String, Arc<Waiting>>>,
+}
+
+/// The pass one actor has waiting, if any: every trigger merges into it.
+#[derive(Default)]
+struct Waiting {
+    next: std::sync::Mutex<Option<Trigger>>,
+    notify: Notify,
+}
+
+impl Waiting {
+    /// Asks for a pass: `t` merged into the one waiting ([`Trigger::merge`]).
+    fn push(&self, t: Trigger) {
+        if let Ok(mut next) = self.next.lock() {
+            *next = Some(next.map_or(t, |w| w.merge(t)));
+        }
+        self.notify.notify_one();
+    }
+
+    /// The pass waiting, taken.
+    fn take(&self) -> Option<Trigger> {
+        self.next.lock().ok()?.take()
+    }
+
+    fn is_waiting(&self) -> bool {
+        self.next.lock().is_ok_and(|n| n.is_some())
+    }
 }
 
 impl Scheduler {
@@ -115,14 +165,14 @@ impl Scheduler {
     {
         let mut senders = HashMap::new();
         for (app, interval) in apps {
-            let (tx, rx) = mpsc::channel(1);
-            senders.insert(app.clone(), tx);
+            let waiting = Arc::new(Waiting::default());
+            senders.insert(app.clone(), waiting.clone());
             let pass = pass.clone();
             let run = move |why: Cause| {
                 tracing::debug!(app = %app, trigger = why.as_str(), "pass starts");
                 pass(app.clone(), why)
             };
-            tracker.spawn(run_loop(run, interval, rx, token.clone(), started.clone()));
+            tracker.spawn(run_loop(run, interval, waiting, token.clone(), started.clone()));
         }
         Self { senders: Arc::new(senders) }
     }
@@ -131,9 +181,8 @@ impl Scheduler {
     /// pass is already waiting, the request is merged into it.
     pub fn trigger(&self, app: &str, why: Trigger) -> bool {
         match self.senders.get(app) {
-            Some(tx) => {
-                // Full means a pass is already queued: that pass will see this change too.
-                let _ = tx.try_send(why);
+            Some(waiting) => {
+                waiting.push(why);
                 true
             }
             None => false,
@@ -154,7 +203,7 @@ pub fn jittered(interval: Duration) -> Duration {
 async fn run_loop<F, Fut>(
     mut pass: F,
     interval: Duration,
-    mut rx: mpsc::Receiver<Trigger>,
+    waiting: Arc<Waiting>,
     token: CancellationToken,
     mut started: impl FnMut(Trigger),
 ) where
@@ -164,42 +213,45 @@ async fn run_loop<F, Fut>(
     let mut why = Cause::Start;
     loop {
         let settling = pass(why).await;
-        if let Ok(t) = rx.try_recv() {
+        if waiting.is_waiting() {
             // asked for while the pass ran: wait for the burst to end
-            if !quiet(&mut rx, &token).await {
+            if !quiet(&waiting, &token).await {
                 return;
             }
-            started(t);
-            why = Cause::Triggered(t);
-            continue;
+            if let Some(t) = waiting.take() {
+                started(t);
+                why = Cause::Triggered(t);
+                continue;
+            }
         }
         let (wait, timer) =
             if settling { (interval.min(SETTLE_INTERVAL), Cause::Settle) } else { (jittered(interval), Cause::Poll) };
-        tokio::select! {
-            () = token.cancelled() => return,
-            t = rx.recv() => match t {
-                Some(t) => {
+        let timeout = tokio::time::sleep(wait);
+        tokio::pin!(timeout);
+        why = loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                // (a wake-up whose trigger a pass already took finds nothing waiting)
+                () = waiting.notify.notified() => if let Some(t) = waiting.take() {
                     started(t);
-                    why = Cause::Triggered(t);
-                }
-                None => return,
-            },
-            () = tokio::time::sleep(wait) => why = timer,
-        }
+                    break Cause::Triggered(t);
+                },
+                () = &mut timeout => break timer,
+            }
+        };
     }
 }
 
-/// Waits until no trigger has arrived for [`QUIET`], or [`MAX_HOLD`] has passed, taking
-/// the triggers that come meanwhile (they ask for the same pass). False when cancelled
-/// or the scheduler is gone.
-async fn quiet(rx: &mut mpsc::Receiver<Trigger>, token: &CancellationToken) -> bool {
+/// Waits until no trigger has arrived for [`QUIET`], or [`MAX_HOLD`] has passed (they
+/// merge into the waiting pass meanwhile). False when cancelled.
+async fn quiet(waiting: &Waiting, token: &CancellationToken) -> bool {
     let deadline = tokio::time::Instant::now() + MAX_HOLD;
     loop {
         tokio::select! {
             () = token.cancelled() => return false,
             () = tokio::time::sleep_until(deadline) => return true,
             () = tokio::time::sleep(QUIET) => return true,
-            t = rx.recv() => if t.is_none() { return false },
+            () = waiting.notify.notified() => {}
         }
     }
 }
@@ -219,7 +271,7 @@ mod tests {
     async fn triggers_coalesce_and_the_poller_keeps_time() {
         let passes = Arc::new(AtomicUsize::new(0));
         let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel(1);
+        let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let (p, c) = (passes.clone(), causes.clone());
         let pass = move |why: Cause| {
@@ -238,8 +290,8 @@ mod tests {
                 w.lock().unwrap().push(received.elapsed());
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), started));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), tx)])) };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), started));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 1, "the start pass");
         let received = tokio::time::Instant::now().into_std();
@@ -264,7 +316,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_storm_is_one_pass_at_its_end() {
         let passes = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel(1);
+        let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let p = passes.clone();
         let t0 = tokio::time::Instant::now();
@@ -276,8 +328,8 @@ mod tests {
                 false
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), |_| {}));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), tx)])) };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(passes.lock().unwrap().len(), 1, "the start pass");
         let received = tokio::time::Instant::now().into_std();
@@ -302,7 +354,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn settling_is_looked_at_again_soon_then_polled() {
         let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (_tx, rx) = mpsc::channel(1);
+        let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let c = causes.clone();
         let pass = move |why: Cause| {
@@ -311,11 +363,44 @@ mod tests {
             let settling = seen.len() == 1;
             async move { settling }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), rx, token.clone(), |_| {}));
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
         tokio::time::sleep(SETTLE_INTERVAL + Duration::from_millis(1)).await;
         assert_eq!(*causes.lock().unwrap(), [Cause::Start, Cause::Settle]);
         tokio::time::sleep(Duration::from_secs(200)).await;
         assert_eq!(*causes.lock().unwrap(), [Cause::Start, Cause::Settle, Cause::Poll]);
+        token.cancel();
+        task.await.expect("actor ends on cancel");
+    }
+
+    /// A live change queued during a pass, then a push: the next pass is the push's
+    /// (fresh refs, its receipt), whatever the order; two pushes keep the first receipt.
+    #[tokio::test(start_paused = true)]
+    async fn a_push_is_not_swallowed_by_a_live_change_waiting_before_it() {
+        let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let waiting = Arc::new(Waiting::default());
+        let token = CancellationToken::new();
+        let c = causes.clone();
+        let pass = move |why: Cause| {
+            c.lock().unwrap().push(why);
+            async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                false
+            }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let (first, second) = (std::time::Instant::now(), std::time::Instant::now() + Duration::from_millis(5));
+        sched.trigger("web", Trigger::Drift);
+        sched.trigger("web", Trigger::Webhook { received: first });
+        sched.trigger("web", Trigger::Drift);
+        sched.trigger("web", Trigger::Webhook { received: second });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let seen = causes.lock().unwrap().clone();
+        assert_eq!(seen, [Cause::Start, Cause::Triggered(Trigger::Webhook { received: first })]);
+        assert_eq!(Trigger::Drift.merge(Trigger::Moved), Trigger::Moved);
+        assert_eq!(Trigger::Manual.merge(Trigger::Drift), Trigger::Manual);
+        assert_eq!(Trigger::Drift.merge(Trigger::Drift), Trigger::Drift);
         token.cancel();
         task.await.expect("actor ends on cancel");
     }
