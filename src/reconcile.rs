@@ -393,6 +393,7 @@ impl Context {
         }
         // 0. requests on the application's resource: sync, pause, pin
         let requested = self.requested(&mut st, &previous, (app, env, repo), mode).await?;
+        let asked = (mode, revision);
         let mode = requested.mode;
         let revision = revision.or(requested.revision.as_deref());
 
@@ -495,6 +496,11 @@ impl Context {
             paused: requested.paused,
             now: Instant::now(),
         });
+        if decision.reason.is_some() && stage.compared_from.is_none() {
+            // a reused comparison holds nothing to send (`reuse.rs`): compare, then sync
+            self.memo.keep_compares(name, None);
+            return Box::pin(self.run_pass_with(name, asked.0, asked.1, fresh)).await;
+        }
         st.conditions.extend(decision.conditions);
         if decision.settled {
             st.synced_revision = st.revision.clone();

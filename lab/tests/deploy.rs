@@ -21,10 +21,11 @@ fn kubectl_ok(args: &[&str]) -> Result<String, String> {
     control_plane().kubectl(args).map_err(|e| format!("{e:#}"))
 }
 
-/// The namespaces both kustomizations create, and plumb's ServiceAccount (a
+/// The namespaces both kustomizations create, plumb's ServiceAccount and its CRD (a
 /// server-side dry-run persists nothing, so namespaced objects would otherwise be
 /// checked against a namespace that does not exist yet, and a Pod against a missing
-/// ServiceAccount). Once per test binary.
+/// ServiceAccount; and the dry-run's create of the CRD would race the other tests'
+/// real apply of it: AlreadyExists). Once per test binary.
 fn namespaces() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -36,6 +37,7 @@ fn namespaces() {
         if kubectl_ok(&["-n", "plumb-system", "get", "serviceaccount", "plumb"]).is_err() {
             kubectl(&["-n", "plumb-system", "create", "serviceaccount", "plumb"]);
         }
+        kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &format!("{DEPLOY}/base/crd.yaml")]);
     });
 }
 
@@ -246,6 +248,7 @@ fn the_pod_meets_the_restricted_pod_security_standard() {
 /// pause an application. RBAC on the resource is the permission model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_read_with_plumb_viewer_and_request_with_plumb_operator() {
+    namespaces();
     let ns = "plumb-people";
     let roles = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/role.yaml")).unwrap();
     for doc in roles.split("\n---\n").filter(|d| d.contains("name: plumb-viewer") || d.contains("name: plumb-operator"))
