@@ -71,6 +71,47 @@ impl Listeners {
         let free = SocketAddr::new(ip, 0);
         Self { public: free, internal: free, probes: free }
     }
+
+    /// Binds the three sockets.
+    ///
+    /// # Errors
+    /// An address in use or not local, naming which listener.
+    pub fn bind(&self) -> anyhow::Result<Bound> {
+        let bind = |at: SocketAddr, what: &str| -> anyhow::Result<std::net::TcpListener> {
+            let l = std::net::TcpListener::bind(at).with_context(|| format!("listen on {at} ({what})"))?;
+            l.set_nonblocking(true).with_context(|| format!("listen on {at} ({what})"))?;
+            Ok(l)
+        };
+        Ok(Bound {
+            public: bind(self.public, "webhook")?,
+            internal: bind(self.internal, "internal")?,
+            probes: bind(self.probes, "probes")?,
+        })
+    }
+}
+
+/// The three listeners of [`Listeners`], bound. [`run`] binds them once and serves each
+/// policy it reloads on copies of the same sockets, so a connection made while the
+/// server restarts waits in the socket's backlog instead of being refused.
+#[derive(Debug)]
+pub struct Bound {
+    public: std::net::TcpListener,
+    internal: std::net::TcpListener,
+    probes: std::net::TcpListener,
+}
+
+impl Bound {
+    /// Copies of the three sockets (the same sockets, new descriptors).
+    ///
+    /// # Errors
+    /// The process is out of file descriptors.
+    pub fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(Self {
+            public: self.public.try_clone()?,
+            internal: self.internal.try_clone()?,
+            probes: self.probes.try_clone()?,
+        })
+    }
 }
 
 /// Starts the actors, the drift triggers and the three HTTP listeners ([`Listeners`]),
@@ -79,7 +120,7 @@ impl Listeners {
 /// # Errors
 /// Secret files unreadable, address in use.
 pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: CancellationToken) -> anyhow::Result<ServeHandle> {
-    serve_elected(ctx, listen, token, None, None).await
+    serve_elected(ctx, listen.bind()?, token, None, None).await
 }
 
 /// [`serve_with`], and with `lease` one replica among several: passes run only while
@@ -87,15 +128,18 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
 /// refused syncs and new Degraded health are posted (see [`crate::notify`]).
 ///
 /// # Errors
-/// Secret files unreadable, address in use, the Lease cannot be read or created.
+/// Secret files unreadable, the Lease cannot be read or created.
 pub async fn serve_elected(
     ctx: Arc<Context>,
-    listen: Listeners,
+    listen: Bound,
     token: CancellationToken,
     lease: Option<LeaseOptions>,
     notify: Option<Arc<crate::notify::Outgoing>>,
 ) -> anyhow::Result<ServeHandle> {
-    let Listeners { public: listen, internal, probes: probe_at } = listen;
+    let Bound { public, internal, probes: probe_at } = listen;
+    let listener = tokio::net::TcpListener::from_std(public)?;
+    let probe_listener = tokio::net::TcpListener::from_std(probe_at)?;
+    let internal_listener = tokio::net::TcpListener::from_std(internal)?;
     // A rule that matches no served kind is most likely a typo (`app` for `apps`).
     let rules = ctx
         .config
@@ -136,16 +180,11 @@ pub async fn serve_elected(
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    let probe_listener =
-        tokio::net::TcpListener::bind(probe_at).await.with_context(|| format!("listen on {probe_at} (probes)"))?;
     let probe_addr = probe_listener.local_addr()?;
     let watches = Arc::downgrade(&ctx);
     let unsynced = move || watches.upgrade().map_or_else(Vec::new, |c| c.watches_unsynced());
     tracker.spawn(server::serve_probes(probe_listener, crate::probes::router(probes, unsynced), token.clone()));
-    let internal_listener =
-        tokio::net::TcpListener::bind(internal).await.with_context(|| format!("listen on {internal} (internal)"))?;
     let internal_addr = internal_listener.local_addr()?;
     let internal_state = server::InternalState {
         reviewer: Arc::new(crate::auth::Reviewer::new(ctx.cluster.client().clone())),
@@ -350,7 +389,8 @@ pub enum Ended {
 /// Runs `plumb serve` with the policy of `process` until `shutdown` resolves or the
 /// Lease is lost. When the policy file changes and the new one is valid, the actors,
 /// watches and HTTP server stop (letting running passes finish) and start again with
-/// it, on the same address; an invalid one is rejected and the running policy stays
+/// it, on the same sockets (bound once: a connection made meanwhile waits to be
+/// accepted); an invalid one is rejected and the running policy stays
 /// (see [`crate::reload`]). Metrics are kept across reloads.
 ///
 /// # Errors
@@ -362,7 +402,7 @@ pub async fn run(
 ) -> anyhow::Result<Ended> {
     let mut config = crate::config::load(&process.policy)?;
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
-    let mut listen = process.listen;
+    let bound = process.listen.bind()?;
     let mut shutdown = std::pin::pin!(shutdown);
     let notify = match &process.notify_url {
         Some(url) => Some(Arc::new(crate::notify::Outgoing::new(url)?)),
@@ -389,15 +429,15 @@ pub async fn run(
             .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
         let token = CancellationToken::new();
-        let handle = serve_elected(Arc::new(ctx), listen, token.clone(), process.lease.clone(), notify.clone()).await?;
+        let handle =
+            serve_elected(Arc::new(ctx), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
+                .await?;
         tracing::info!(
             "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
             handle.addr,
             handle.internal_addr,
             handle.probe_addr
         );
-        // A reload binds the same ports again, even those first chosen by the system.
-        listen = Listeners { public: handle.addr, internal: handle.internal_addr, probes: handle.probe_addr };
         let next = tokio::select! {
             () = &mut shutdown => None,
             () = handle.leadership.lost() => {

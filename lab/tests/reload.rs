@@ -114,11 +114,30 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
         "  - {name: reload-b, repository: r, revision: main, path: app,",
         "  - {name: reload-b, repository: r, revision: main, path: b,",
     );
+    // Connections made while the server restarts wait to be accepted: none is refused.
+    let restarting = tokio_util::sync::CancellationToken::new();
+    let knocking = tokio::spawn({
+        let restarting = restarting.clone();
+        async move {
+            let (mut made, mut refused) = (0u32, Vec::new());
+            while !restarting.is_cancelled() {
+                match tokio::net::TcpStream::connect(listen.public).await {
+                    Ok(_) => made += 1,
+                    Err(e) => refused.push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            (made, refused)
+        }
+    });
     replace(&file, &good);
     wait_for("reload-b synced after the reload", Duration::from_secs(60), || async {
         synced("reload-b").then_some(())
     })
     .await;
+    restarting.cancel();
+    let (made, refused) = knocking.await.unwrap();
+    assert!(made > 0 && refused.is_empty(), "{made} connections made, refused: {refused:?}");
     assert_eq!(metric(&metrics, "plumb_policy_reloads_total{result=\"applied\"}").as_deref(), Some("1"));
     assert_eq!(metric(&metrics, "plumb_policy_rejected ").as_deref(), Some("0"));
     let (code, body) =
