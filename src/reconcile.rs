@@ -620,7 +620,11 @@ impl Context {
         let live = |c: &Compared| {
             let kind = c.kind.as_ref()?;
             let cached = self.live.as_ref()?.get_arc(kind, &c.key).flatten()?;
-            Some(crate::watch::with_types(&cached, kind))
+            let types = kube::core::TypeMeta {
+                api_version: kind.resource.api_version.clone(),
+                kind: kind.resource.kind.clone(),
+            };
+            Some(crate::compare::Live::cached(cached, types))
         };
         let revived = last.as_ref().filter(|_| changed.is_none()).and_then(|l| l.revive(live));
         if let (Some(last), Some(compared)) = (&last, revived) {

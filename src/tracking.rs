@@ -117,7 +117,13 @@ pub fn is_owned_by(obj: &Value, app: &str, installation: Option<&str>) -> bool {
 /// The application named by an object's tracking-id, if any (whether or not the id
 /// refers to the object itself).
 pub fn tracked_app(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/annotations")?.get(TRACKING_ANNOTATION)?.as_str()?.split_once(':').map(|(a, _)| a)
+    tracked_app_by(obj.pointer("/metadata/annotations")?.get(TRACKING_ANNOTATION)?.as_str()?)
+}
+
+/// [`tracked_app`] from the value of the [`TRACKING_ANNOTATION`]
+/// (`{app}:{group}/{kind}:{namespace}/{name}`).
+pub fn tracked_app_by(tracking_id: &str) -> Option<&str> {
+    tracking_id.split_once(':').map(|(a, _)| a)
 }
 
 /// Sets the tracking annotation, the app label and (when configured) the installation

@@ -12,6 +12,7 @@
 pub mod client_side;
 pub mod diff;
 pub mod ignore;
+pub mod live;
 pub mod managers;
 pub mod normalize;
 pub mod object;
@@ -23,6 +24,7 @@ pub mod sensitive;
 pub use crate::config::jq;
 pub use diff::{Difference, diff};
 pub use ignore::IgnoreRules;
+pub use live::Live;
 pub use normalize::normalize;
 pub use object::{Compared, ObjectDiff, ObjectReason};
 

@@ -126,7 +126,7 @@ pub struct Compared {
     /// exists).
     pub apply: Value,
     /// The live object, when it exists.
-    pub live: Option<Value>,
+    pub live: Option<super::Live>,
     /// Why it is (not) in sync.
     pub reason: ObjectReason,
     /// Git's side as compared (dry-run result, normalized, ignored fields removed).
@@ -183,7 +183,7 @@ impl Compared {
     /// to show.
     pub fn synced(key: ObjectKey, apply: Value, kind: Kind, live: Value, source: &str) -> Self {
         let mut c = Self::early(key, Value::Null, Some(kind), ObjectReason::Synced, source);
-        (c.apply, c.live) = (apply, Some(live));
+        (c.apply, c.live) = (apply, Some(live.into()));
         c
     }
 
@@ -203,7 +203,7 @@ impl Compared {
             },
             ObjectReason::Error(e) => {
                 let mut sides = vec![&self.apply];
-                sides.extend(self.live.as_ref());
+                sides.extend(self.live.as_deref());
                 ObjectReason::Error(super::sensitive::scrub_with(&e, &sides, &marked))
             }
             r => r,
@@ -253,7 +253,7 @@ impl Compared {
     /// live sides masked ([`super::sensitive::scrub`]).
     pub fn scrub(&self, message: &str) -> String {
         let mut sides = vec![&self.apply];
-        sides.extend(self.live.as_ref());
+        sides.extend(self.live.as_deref());
         super::sensitive::scrub_with(message, &sides, &self.marked)
     }
 }
@@ -753,9 +753,9 @@ mod tests {
         let mut c = Compared::early(key.clone(), job(json!(60), "m:1"), None, ObjectReason::Synced, "job.yaml#0");
         c.finished_digest = Some(d1.clone());
         let running = json!({"status": {"active": 1}});
-        c.live = Some(running);
+        c.live = Some(running.into());
         assert_eq!(finished(&c, &Health::new(HealthStatus::Progressing, "job running")), None);
-        c.live = Some(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+        c.live = Some(json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}).into());
         let done = finished(&c, &Health::new(HealthStatus::Healthy, "job completed")).expect("finished");
         assert_eq!((done.object.as_str(), done.manifest.as_str()), ("Job.batch/ns/migrate", d1.as_str()));
         let remembered = [done];
@@ -818,7 +818,7 @@ mod tests {
         let key = ObjectKey::of(&git).unwrap();
         let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
         (c.desired, c.live_compared, c.differences, c.live) =
-            (git.clone(), Some(live.clone()), j.differences, Some(live));
+            (git.clone(), Some(live.clone()), j.differences, Some(live.into()));
         let failed = c.failed("Secret \"web-db\" is invalid: data[password]: \"aHVudGVyLXR3bw==\"".into());
         let d = c.diff();
         let out = [c.reason.to_string(), serde_json::to_string(&d).unwrap(), failed.reason.to_string()].join("\n");
@@ -842,7 +842,7 @@ mod tests {
         let key = ObjectKey::of(&git).unwrap();
         let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
         (c.desired, c.live_compared, c.differences, c.live) =
-            (git.clone(), Some(live.clone()), j.differences, Some(live));
+            (git.clone(), Some(live.clone()), j.differences, Some(live.into()));
         assert!(c.reason.to_string().contains("cm-key-original-7f3a"), "without the rule the value shows");
         let c = c.with_marked(super::super::sensitive::Marked(vec!["/data/apiKey".into()]));
         let failed = c.failed("ConfigMap \"web\" is invalid: data[apiKey]: \"cm-key-original-7f3a\"".into());

@@ -56,7 +56,9 @@ use serde_json::Value;
 
 pub use crate::config::{ConditionHealth, HealthOverride, HealthRule, HealthStatus};
 pub use fields::age;
-pub use rollup::{COMPARE_OPTIONS_ANNOTATION, IGNORE_HEALTH_CHECK, ignores_health_check, roll_up};
+pub use rollup::{
+    COMPARE_OPTIONS_ANNOTATION, IGNORE_HEALTH_CHECK, ignores_health_check, ignores_health_check_by, roll_up,
+};
 pub use stall::{ProgressingSince, Stall, stalled, track_progressing};
 
 /// A status with a one-line message naming the cause (`pod web-7f9c-x2

@@ -19,8 +19,13 @@ pub const IGNORE_HEALTH_CHECK: &str = "IgnoreHealthCheck";
 /// `plumb.dev/compare-options: IgnoreHealthCheck` (among other comma-separated options):
 /// its health is still shown, but [`roll_up`] must not be given it.
 pub fn ignores_health_check(obj: &Value) -> bool {
-    fields::annotation(obj, COMPARE_OPTIONS_ANNOTATION)
-        .is_some_and(|v| v.split(',').any(|o| o.trim() == IGNORE_HEALTH_CHECK))
+    ignores_health_check_by(fields::annotation(obj, COMPARE_OPTIONS_ANNOTATION))
+}
+
+/// [`ignores_health_check`] from the value of the [`COMPARE_OPTIONS_ANNOTATION`]
+/// (comma-separated options), when there is one.
+pub fn ignores_health_check_by(compare_options: Option<&str>) -> bool {
+    compare_options.is_some_and(|v| v.split(',').any(|o| o.trim() == IGNORE_HEALTH_CHECK))
 }
 
 /// Application health: the worst of its objects' health (order in the module docs).

@@ -40,7 +40,10 @@ impl Context {
         let mut finished = Vec::new();
         let mut children = Children::default();
         for c in &found.compared {
-            if c.live.as_ref().is_some_and(health::ignores_health_check) {
+            if c.live
+                .as_ref()
+                .is_some_and(|l| health::ignores_health_check_by(l.annotation(health::COMPARE_OPTIONS_ANNOTATION)))
+            {
                 excluded.no_health_check.insert(c.key.to_string());
             }
             let h = match (&c.reason, c.sync()) {
@@ -75,7 +78,12 @@ impl Context {
             excluded.prune_candidates.insert(object);
         }
         for c in &found.compared {
-            if let Some(other) = c.live.as_ref().and_then(tracking::tracked_app).filter(|a| *a != st.app) {
+            if let Some(other) = c
+                .live
+                .as_ref()
+                .and_then(|l| tracking::tracked_app_by(l.annotation(tracking::TRACKING_ANNOTATION)?))
+                .filter(|a| *a != st.app)
+            {
                 st.conditions.push(Condition::new(
                     ConditionType::SharedResourceWarning,
                     format!("{} is also tracked by application {other}; both declare it", c.key),
@@ -142,12 +150,14 @@ impl Context {
         let owned = self.children(c, children).await;
         // a Pending claim's health depends on its StorageClass's binding mode (read, not
         // watched: never remembered)
-        let pending = c.live.as_ref().is_some_and(is_pending_claim);
+        let claim = c.key.group.is_empty() && c.key.kind == "PersistentVolumeClaim";
+        // (read past the metadata only for a claim: `Live` converts the object on first use)
+        let pending = claim && c.live.as_deref().is_some_and(is_pending_claim);
         let class = match &c.live {
             Some(l) if pending => self.cluster.storage_class_of(l).await,
             _ => None,
         };
-        let version = c.live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")).and_then(Value::as_str);
+        let version = c.live.as_ref().and_then(|l| l.resource_version());
         let inputs = version.filter(|_| !pending).map(|rv| {
             let mut h = std::hash::DefaultHasher::new();
             (app, rv).hash(&mut h);
@@ -161,7 +171,7 @@ impl Context {
         let (pod_refs, rs_refs): (Vec<&Value>, Vec<&Value>) = (pods.iter().collect(), replica_sets.iter().collect());
         let read = std::cell::Cell::new(false);
         let h = health::assess_with(
-            &health::HealthInput::new(c.live.as_ref(), now, settings)
+            &health::HealthInput::new(c.live.as_deref(), now, settings)
                 .children(&pod_refs, &rs_refs)
                 .overrides(overrides)
                 .storage_class(class.as_ref())

@@ -272,7 +272,7 @@ impl Context {
         let adopt = defaults.adopt || options.adopt;
         if let Some(reason) = self.claim(&live_obj, &key, &mut obj, scope, adopt, source).await {
             let mut c = Compared::early(key, obj, Some(kind), reason, source);
-            c.live = Some(live_obj);
+            c.live = Some(live_obj.into());
             return with(c);
         }
         // Ignored fields are not sent for an existing object, so plumb never owns them;
@@ -295,7 +295,7 @@ impl Context {
             // judged in sync against this very content: still in sync
             Some(DryRunAnswer::Synced) => {
                 let c = Compared::early(key, apply, Some(kind), ObjectReason::Synced, source);
-                let result = with(Compared { live: Some(live_obj), ..c });
+                let result = with(Compared { live: Some(live_obj.into()), ..c });
                 if let Some(rv) = live_rv {
                     self.memo.remember_compared(manifest_hash, rv, result.clone());
                 }
@@ -315,7 +315,7 @@ impl Context {
                         let reason = ObjectReason::Immutable(e.immutable_fields());
                         let mut c = Compared::early(key, apply, Some(kind), reason, source);
                         (c.desired, c.live_compared, c.live) =
-                            (normalize(&c.apply), Some(normalized_live), Some(live_obj));
+                            (normalize(&c.apply), Some(normalized_live), Some(live_obj.into()));
                         return with(c);
                     }
                     Err(e) => return error(key, apply, Some(kind), e.to_string()),
@@ -336,7 +336,7 @@ impl Context {
             self.memo.remember_dry_run(&key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
         }
         let c = Compared::early(key, apply, Some(kind), j.reason, source);
-        let (live_compared, live, takeover) = (Some(live_n), Some(live_obj), j.takeover);
+        let (live_compared, live, takeover) = (Some(live_n), Some(live_obj.into()), j.takeover);
         let result = with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c });
         if let Some(rv) = live_rv {
             self.memo.remember_compared(manifest_hash, rv, result.clone());

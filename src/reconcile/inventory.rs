@@ -258,7 +258,7 @@ impl Context {
             (c.key.group.as_str(), c.key.kind.as_str()),
             ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
         );
-        let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str).filter(|_| workload) else {
+        let Some(uid) = live.uid().filter(|_| workload) else {
             return Owned::default();
         };
         let (Ok(pod_kind), Ok(rs_kind)) =

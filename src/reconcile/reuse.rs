@@ -81,7 +81,7 @@ impl Compares {
     ) -> Option<Self> {
         let mut kinds: BTreeSet<GroupKind> = BTreeSet::new();
         for c in compared {
-            let labelled = c.live.as_ref().and_then(|l| l.pointer("/metadata/labels")).and_then(|l| l.get(APP_LABEL));
+            let labelled = c.live.as_ref().and_then(|l| l.label(APP_LABEL));
             let in_sync = c.reason == ObjectReason::Synced && c.sync() == SyncStatus::Synced;
             // in sync with nothing to take over or write whole (ApplyOutOfSyncOnly=false):
             // a pass that reuses it sends nothing, so it needs no `apply`
@@ -118,7 +118,7 @@ impl Compares {
     /// The comparisons kept, each with the live object `live` gives for it (the watch
     /// cache's, at the version compared: no event of its kind came since); `None` when
     /// it gives none for one of them.
-    pub fn revive(&self, live: impl Fn(&Compared) -> Option<Value>) -> Option<Vec<Arc<Compared>>> {
+    pub fn revive(&self, live: impl Fn(&Compared) -> Option<crate::compare::Live>) -> Option<Vec<Arc<Compared>>> {
         let revived = self.compared.iter().map(|c| {
             let live = live(c)?;
             Some(Arc::new(Compared { live: Some(live), ..shell(c) }))
@@ -192,7 +192,7 @@ mod tests {
             namespaced: true,
         };
         let mut c = Compared::early(key, live.clone(), Some(kind), reason, "cm.yaml#1");
-        (c.live, c.desired) = (Some(live), serde_json::Value::Null);
+        (c.live, c.desired) = (Some(live.into()), serde_json::Value::Null);
         Arc::new(c)
     }
 
@@ -225,8 +225,8 @@ mod tests {
         // kept without the object: revived with the live object the cache gives
         let shells = kept(&r, &previous, std::slice::from_ref(&synced)).unwrap();
         assert!(shells.compared.iter().all(|c| c.live.is_none() && c.apply.is_null()));
-        let revived = shells.revive(|_| Some(json!({"revived": true}))).unwrap();
-        assert_eq!(revived[0].live, Some(json!({"revived": true})));
+        let revived = shells.revive(|_| Some(json!({"revived": true}).into())).unwrap();
+        assert_eq!(revived[0].live.as_deref(), Some(&json!({"revived": true})));
         assert_eq!((revived[0].key.clone(), revived[0].reason.clone()), (synced.key.clone(), ObjectReason::Synced));
         assert!(shells.revive(|_| None).is_none(), "an object the cache no longer holds");
         let read = Read { render: &r, previous: &previous, controls: &Controls::default() };

@@ -1,0 +1,151 @@
+//! The live version of a compared object ([`super::Compared::live`]): JSON, or the
+//! watch cache's object, turned into JSON only when something reads past its metadata.
+//!
+//! A policy pass that reuses the comparisons of the pass before (`reconcile/reuse.rs`)
+//! gives each one the watch cache's object. Most of what such a pass reads is metadata
+//! (the resourceVersion its health memory is keyed by, annotations, the uid owning
+//! children), which [`Live`] answers from the typed `ObjectMeta`; the conversion of the
+//! whole object (a copy of its spec and status) is made once, on first use of the JSON
+//! (`Deref`), e.g. when health must be assessed again.
+
+use std::{
+    ops::Deref,
+    sync::{Arc, OnceLock},
+};
+
+use kube::core::{DynamicObject, TypeMeta};
+use serde_json::Value;
+
+/// A live object. Dereferences to its JSON (with `apiVersion` and `kind`).
+#[derive(Debug, Clone)]
+pub struct Live {
+    json: OnceLock<Value>,
+    cached: Option<(Arc<DynamicObject>, TypeMeta)>,
+}
+
+impl Live {
+    /// The watch cache's `obj`, of kind `types` (a cached object may not carry it).
+    pub fn cached(obj: Arc<DynamicObject>, types: TypeMeta) -> Self {
+        Self { json: OnceLock::new(), cached: Some((obj, types)) }
+    }
+
+    /// The cached object while its JSON has not been made.
+    fn typed(&self) -> Option<&DynamicObject> {
+        self.cached.as_ref().filter(|_| self.json.get().is_none()).map(|(o, _)| o.as_ref())
+    }
+
+    /// `metadata.annotations[key]`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        match self.typed() {
+            Some(o) => o.metadata.annotations.as_ref()?.get(key).map(String::as_str),
+            None => self.pointer("/metadata/annotations")?.get(key)?.as_str(),
+        }
+    }
+
+    /// `metadata.labels[key]`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        match self.typed() {
+            Some(o) => o.metadata.labels.as_ref()?.get(key).map(String::as_str),
+            None => self.pointer("/metadata/labels")?.get(key)?.as_str(),
+        }
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        match self.typed() {
+            Some(o) => o.metadata.uid.as_deref(),
+            None => self.pointer("/metadata/uid")?.as_str(),
+        }
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        match self.typed() {
+            Some(o) => o.metadata.resource_version.as_deref(),
+            None => self.pointer("/metadata/resourceVersion")?.as_str(),
+        }
+    }
+}
+
+impl From<Value> for Live {
+    fn from(json: Value) -> Self {
+        Self { json: OnceLock::from(json), cached: None }
+    }
+}
+
+impl Deref for Live {
+    type Target = Value;
+
+    /// The JSON, made from the cached object on first use.
+    fn deref(&self) -> &Value {
+        self.json.get_or_init(|| {
+            let Some((obj, types)) = &self.cached else { return Value::Null };
+            let mut v = serde_json::to_value(obj.as_ref()).unwrap_or(Value::Null);
+            if let Some(m) = v.as_object_mut() {
+                m.insert("apiVersion".into(), Value::String(types.api_version.clone()));
+                m.insert("kind".into(), Value::String(types.kind.clone()));
+            }
+            v
+        })
+    }
+}
+
+impl PartialEq for Live {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Value> for Live {
+    fn eq(&self, other: &Value) -> bool {
+        **self == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn object() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "a", "namespace": "n", "uid": "u-1", "resourceVersion": "7",
+                "labels": {"app": "x"}, "annotations": {"note": "y"}
+            },
+            "data": {"k": "v"}
+        })
+    }
+
+    #[test]
+    fn a_cached_object_answers_metadata_typed_and_its_json_is_the_object() {
+        let mut obj: DynamicObject = serde_json::from_value(object()).unwrap();
+        obj.types = None;
+        let types = TypeMeta { api_version: "v1".into(), kind: "ConfigMap".into() };
+        let live = Live::cached(Arc::new(obj), types);
+        assert_eq!(
+            (live.uid(), live.resource_version(), live.label("app"), live.annotation("note")),
+            (Some("u-1"), Some("7"), Some("x"), Some("y"))
+        );
+        assert!(live.json.get().is_none(), "metadata reads made no JSON");
+        assert_eq!(live.annotation("other"), None);
+        assert_eq!(*live, object());
+        // once made, the JSON answers
+        assert_eq!((live.uid(), live.label("app")), (Some("u-1"), Some("x")));
+    }
+
+    #[test]
+    fn json_answers_the_same() {
+        let live = Live::from(object());
+        assert_eq!(
+            (live.uid(), live.resource_version(), live.label("app"), live.annotation("note")),
+            (Some("u-1"), Some("7"), Some("x"), Some("y"))
+        );
+        assert_eq!(live, object());
+    }
+}
