@@ -36,7 +36,7 @@ use std::{
     time::Instant,
 };
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::{FutureExt, StreamExt, future, stream};
 use serde_json::Value;
 use tokio::sync::RwLock;
 
@@ -714,7 +714,8 @@ impl Context {
 
     /// With watches: waits (at most [`WATCH_READY_TIMEOUT`] per kind) for the first list
     /// of every kind `manifests` use, so that the first pass of an application reads
-    /// its live objects with one LIST per kind instead of one GET per object.
+    /// its live objects with one LIST per kind instead of one GET per object. The kinds'
+    /// watches start together.
     async fn watches_ready(&self, manifests: &[crate::render::Manifest]) {
         let Some(live) = &self.live else { return };
         let mut kinds: BTreeSet<(&str, &str)> = BTreeSet::new();
@@ -722,11 +723,12 @@ impl Context {
             let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
             kinds.insert((field("apiVersion"), field("kind")));
         }
+        let mut served = Vec::new();
         for (api_version, kind) in kinds {
-            if let Ok(kind) = self.cluster.kind(api_version, kind).await {
-                live.ready(&kind, WATCH_READY_TIMEOUT).await;
-            }
+            served.extend(self.cluster.kind(api_version, kind).await.ok());
         }
+        // the watches list at once: the wait is the slowest list, not their sum
+        future::join_all(served.iter().map(|kind| live.ready(kind, WATCH_READY_TIMEOUT))).await;
     }
 
     /// The plan's view of each compared object.

@@ -7,7 +7,9 @@
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
 //! other server-populated fields of [normalize](fn@crate::compare::normalize)), the application
 //! named by its label gets a pass within seconds instead of at the next poll.
-//! Status-only changes (a controller updating `status`) trigger nothing. The cache keeps
+//! Status-only changes (a controller updating `status`) trigger nothing. A deleted
+//! object, or one whose label was removed by hand, triggers the application it was
+//! last seen with. The cache keeps
 //! objects without plumb's own `managedFields` field set ([`compact`]).
 
 use std::{
@@ -128,7 +130,8 @@ impl LiveCache {
         let errors = self.errors.clone();
         let epoch = labelled.then(|| self.epoch_counter(kind));
         tokio::spawn(async move {
-            let mut seen: HashMap<String, u64> = HashMap::new();
+            // uid → (content hash, application) of the labelled objects seen
+            let mut seen: HashMap<String, (u64, String)> = HashMap::new();
             let mut events = stream.boxed();
             loop {
                 let next = tokio::select! {
@@ -140,26 +143,38 @@ impl LiveCache {
                 if let Some(e) = &epoch {
                     e.fetch_add(1, Ordering::AcqRel);
                 }
-                let next = match next {
-                    Some(Ok(
-                        watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj),
-                    )) => Some(Ok(obj)),
+                let (next, gone) = match next {
+                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj))) => (Some(Ok(obj)), false),
+                    Some(Ok(watcher::Event::Delete(obj))) => (Some(Ok(obj)), true),
                     Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
-                    Some(Err(e)) => Some(Err(e)),
-                    None => None,
+                    Some(Err(e)) => (Some(Err(e)), false),
+                    None => (None, false),
                 };
                 match next {
                     Some(Ok(obj)) => {
                         if let Ok(mut e) = errors.lock() {
                             e.remove(&name);
                         }
-                        let uid = obj.metadata.uid.clone().unwrap_or_default();
-                        let app = obj.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).cloned();
-                        let deleted = obj.metadata.deletion_timestamp.is_some();
-                        let h = content_hash(&obj);
-                        let changed = seen.insert(uid, h) != Some(h);
-                        if let (true, true, Some(app)) = (labelled, changed || deleted, app) {
-                            let _ = drift.send(app);
+                        // drift triggers: labelled watches only (children trigger nothing, so
+                        // their content is neither hashed nor remembered). A labelled object
+                        // that is deleted, or leaves the selector (its label removed by hand),
+                        // triggers the application that it was seen with.
+                        if labelled {
+                            let uid = obj.metadata.uid.clone().unwrap_or_default();
+                            let app = obj.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL));
+                            let deleting = obj.metadata.deletion_timestamp.is_some();
+                            let trigger = match (gone, app) {
+                                (true, _) => seen.remove(&uid).map(|(_, app)| app),
+                                (false, Some(app)) => {
+                                    let h = content_hash(&obj);
+                                    let before = seen.insert(uid, (h, app.clone()));
+                                    (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.clone())
+                                }
+                                (false, None) => None,
+                            };
+                            if let Some(app) = trigger {
+                                let _ = drift.send(app);
+                            }
                         }
                     }
                     Some(Err(e)) => {

@@ -141,3 +141,45 @@ async fn a_policy_reload_compares_under_the_new_policy() {
     let a = resource(&r, &format!("ConfigMap/{ns}/a"));
     assert!(a.reason.contains("not among the destinations"), "{:?}", r.status);
 }
+
+/// In `plumb serve`, with an hour between polls, a live change is healed because the
+/// watch triggers a pass: an object deleted by hand (no finalizer, so no update
+/// precedes the deletion) is created again, and one whose `plumb.dev/app` label was
+/// removed by hand (it leaves the watch's selector) gets it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_and_a_removed_label_trigger_a_pass_at_once() {
+    let ns = "ru-heal";
+    let env =
+        "syncPolicy: {automated: true, selfHeal: true, syncOptions: [CreateNamespace=true]}\nreconcileInterval: 1h";
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new("plumb-ru-heal", "ru-heal", ns, env, &files).await;
+    let plumb = Plumb::start(&app.policy, &app.lab.tmp.path().join("serve-cache")).await;
+    let uid = |name: &str| {
+        control_plane()
+            .kubectl(&["-n", ns, "get", "configmap", name, "-o", "jsonpath={.metadata.uid}"])
+            .unwrap_or_default()
+    };
+    let first = wait_for("both synced", Duration::from_secs(60), || async {
+        let st = plumb.status(&app.name).await?;
+        (st.sync == SyncStatus::Synced && !uid("a").is_empty()).then(|| uid("a"))
+    })
+    .await;
+
+    kubectl(&["-n", ns, "delete", "configmap", "a"]);
+    wait_for("a created again", Duration::from_secs(30), || async {
+        let now = uid("a");
+        (!now.is_empty() && now != first).then_some(())
+    })
+    .await;
+
+    kubectl(&["-n", ns, "label", "configmap", "b", "plumb.dev/app-"]);
+    wait_for("b labelled again", Duration::from_secs(30), || async {
+        let label = control_plane()
+            .kubectl(&["-n", ns, "get", "configmap", "b", "-o", "jsonpath={.metadata.labels.plumb\\.dev/app}"])
+            .unwrap_or_default();
+        (label == app.name).then_some(())
+    })
+    .await;
+    plumb.stop().await;
+}

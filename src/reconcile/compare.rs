@@ -66,7 +66,7 @@ const LIST_FROM: usize = 4;
 impl Context {
     /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
     /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
-    /// (a first sync): the cache holds only objects with plumb's label, so an object
+    /// (a first sync; the LISTs run at once): the cache holds only objects with plumb's label, so an object
     /// missing from it may still exist unlabelled. The others are read one by one.
     pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
         let mut absent = HashSet::new();
@@ -94,8 +94,13 @@ impl Context {
                 missing.entry(id).or_insert_with(|| (kind, vec![])).1.push(key);
             }
         }
-        for (kind, keys) in missing.into_values().filter(|(_, keys)| keys.len() >= LIST_FROM) {
-            let Ok(names) = self.cluster.names(&kind, &keys[0].namespace).await else { continue };
+        // the LISTs at once
+        let listed = missing.into_values().filter(|(_, keys)| keys.len() >= LIST_FROM).map(|(kind, keys)| async move {
+            let names = self.cluster.names(&kind, &keys[0].namespace).await;
+            (names, keys)
+        });
+        for (names, keys) in futures::future::join_all(listed).await {
+            let Ok(names) = names else { continue };
             absent.extend(keys.into_iter().filter(|k| !names.contains(&k.name)));
         }
         absent
