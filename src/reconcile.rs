@@ -676,8 +676,8 @@ impl Context {
         kinds: &mut BTreeSet<(String, String)>,
     ) -> Found {
         let manifests = &rendered.manifests;
-        self.watches_ready(manifests).await;
-        let absent = self.known_absent(scope, manifests).await;
+        // the watches' first lists and the metadata LISTs of the objects they may lack, at once
+        let ((), absent) = futures::join!(self.watches_ready(manifests), self.known_absent(scope, manifests));
         let scope = &Scope { absent: Some(&absent), ..*scope };
         // each manifest's digest, when the render cache computed them
         let digest = |i: usize| (rendered.digests.len() == manifests.len()).then(|| rendered.digests[i]);

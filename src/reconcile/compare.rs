@@ -66,7 +66,7 @@ const LIST_FROM: usize = 4;
 impl Context {
     /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
     /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
-    /// (a first sync; the LISTs run at once): the cache holds only objects with plumb's label, so an object
+    /// or their kind's watch has not listed yet (a first sync; the LISTs run at once): the cache holds only objects with plumb's label, so an object
     /// missing from it may still exist unlabelled. The others are read one by one.
     pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
         let mut absent = HashSet::new();
@@ -88,8 +88,9 @@ impl Context {
             if scope.boundary.check(&key, kind.namespaced, &m.object).is_err() {
                 continue;
             }
-            // absent from a ready cache, and not just written by plumb
-            if matches!(live.get_arc(&kind, &key), Some(None)) && self.memo.written(&key).is_none() {
+            // absent from the cache, or its kind not listed yet (a first pass: this runs
+            // while the watches list), and not just written by plumb
+            if live.get_arc(&kind, &key).is_none_or(|cached| cached.is_none()) && self.memo.written(&key).is_none() {
                 let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), key.namespace.clone());
                 missing.entry(id).or_insert_with(|| (kind, vec![])).1.push(key);
             }
