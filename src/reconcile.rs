@@ -243,7 +243,8 @@ impl Context {
     #[must_use]
     pub fn with_watches(mut self) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone()));
+        let apps: Vec<&str> = self.config.applications.iter().map(|a| a.name.value.as_str()).collect();
+        self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone(), &apps));
         self.drift_rx = Mutex::new(Some(rx));
         self
     }
@@ -272,6 +273,12 @@ impl Context {
     /// started: a pass over an unchanged tree adds none.
     pub fn render_tool_runs(&self) -> u64 {
         self.sources.tool_runs()
+    }
+
+    /// How many live objects the watch cache holds (0 without watches): only objects of
+    /// the policy's applications ([`crate::watch::app_selector`]).
+    pub fn cached_objects(&self) -> usize {
+        self.live.as_ref().map_or(0, LiveCache::cached)
     }
 
     /// The kinds whose watch (see [`Context::with_watches`]) has not listed yet.

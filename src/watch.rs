@@ -1,7 +1,8 @@
 //! Watches: a cache of the live objects plumb manages, and drift triggers.
 //!
 //! One kube-runtime watcher per kind an application uses, cluster-wide, filtered by the
-//! label `plumb.dev/app` (present on everything plumb applies), feeding a reflector store.
+//! label `plumb.dev/app` (present on everything plumb applies) with the values of the
+//! policy's applications ([`app_selector`]), feeding a reflector store.
 //! Passes read live objects from the store instead of GETting each one, and list an
 //! application's owned objects from it instead of LISTing. When an object's spec-like
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
@@ -55,22 +56,32 @@ pub struct LiveCache {
     errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
     drift: mpsc::UnboundedSender<String>,
     token: CancellationToken,
+    /// The label selector of the labelled watches ([`app_selector`]).
+    selector: String,
     /// How many events the labelled watches of each (group, kind) have delivered.
     epochs: Mutex<HashMap<(String, String), Arc<AtomicU64>>>,
 }
 
 impl LiveCache {
     /// A cache whose watchers stop when `token` is cancelled; applications whose objects
-    /// drift are sent on `drift`.
-    pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken) -> Self {
+    /// drift are sent on `drift`. `apps`: the applications of the policy, whose objects
+    /// alone the labelled watches hold ([`app_selector`]).
+    pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken, apps: &[&str]) -> Self {
         Self {
             client,
             stores: Mutex::default(),
             errors: std::sync::Arc::default(),
             drift,
             token,
+            selector: app_selector(apps),
             epochs: Mutex::default(),
         }
+    }
+
+    /// How many objects the labelled watches hold (all kinds).
+    pub fn cached(&self) -> usize {
+        let Ok(stores) = self.stores.lock() else { return 0 };
+        stores.iter().filter(|((_, _, labelled), _)| *labelled).map(|(_, s)| s.state().len()).sum()
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
@@ -122,7 +133,8 @@ impl LiveCache {
         let writer = reflector::store::Writer::new(kind.resource.clone());
         let store = writer.as_reader();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
-        let config = if labelled { watcher::Config::default().labels(APP_LABEL) } else { watcher::Config::default() };
+        let config =
+            if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
         let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(compact));
         let drift = self.drift.clone();
         let token = self.token.clone();
@@ -320,6 +332,24 @@ pub fn compacted(live: &Value) -> bool {
     })
 }
 
+/// The longest label selector [`app_selector`] writes (bytes): the request line of a
+/// watch stays well within what API servers and proxies in front of them accept.
+pub const MAX_SELECTOR_BYTES: usize = 8 * 1024;
+
+/// The label selector of the labelled watches: the objects of applications `apps`
+/// (`plumb.dev/app in (a,b)`), so that objects labelled by another plumb installation,
+/// or left by an application no longer in the policy, are neither cached nor watched;
+/// any value of the label when that selector would be longer than
+/// [`MAX_SELECTOR_BYTES`] (objects the cache then holds for other applications cost
+/// memory only). Label selector syntax: Kubernetes API docs, "Labels and Selectors".
+pub fn app_selector(apps: &[&str]) -> String {
+    let mut names: Vec<&str> = apps.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let selector = format!("{APP_LABEL} in ({})", names.join(","));
+    if names.is_empty() || selector.len() > MAX_SELECTOR_BYTES { APP_LABEL.to_string() } else { selector }
+}
+
 /// A cached object as JSON, with its apiVersion and kind (written without copying the
 /// object first).
 pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
@@ -351,7 +381,18 @@ mod tests {
 
     use serde_json::json;
 
-    use super::value_hash;
+    use super::{APP_LABEL, MAX_SELECTOR_BYTES, app_selector, value_hash};
+
+    #[test]
+    fn the_watches_select_the_policy_s_applications() {
+        assert_eq!(app_selector(&["web", "api", "web"]), format!("{APP_LABEL} in (api,web)"));
+        assert_eq!(app_selector(&[]), APP_LABEL, "no application: the label's presence");
+        let many: Vec<String> = (0..2_000).map(|i| format!("application-{i:04}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(app_selector(&many), APP_LABEL, "too long for a request line");
+        assert!(app_selector(&many[..400]).len() <= MAX_SELECTOR_BYTES);
+        assert!(app_selector(&many[..400]).starts_with(&format!("{APP_LABEL} in (")));
+    }
 
     #[test]
     fn equal_values_hash_equal_and_a_changed_field_does_not() {

@@ -183,3 +183,23 @@ async fn a_deletion_and_a_removed_label_trigger_a_pass_at_once() {
     .await;
     plumb.stop().await;
 }
+
+/// The watch cache holds the objects of the policy's applications only: objects that
+/// another installation (or an application no longer in the policy) labelled are
+/// neither cached nor watched, however many there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_cache_holds_only_the_policy_s_applications() {
+    let (ns, strangers) = ("ru-scope", "ru-scope-strangers");
+    let app = App::new("plumb-ru-scope", "ru-scope", ns, ENV, &[("a.yaml", &cm("a", "1"))]).await;
+    let _ = control_plane().kubectl(&["create", "namespace", strangers]);
+    let labelled: String = (0..20)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: s{i}, namespace: {strangers}, labels: {{plumb.dev/app: another-installation}}}}\ndata: {{k: v}}\n---\n"
+            )
+        })
+        .collect();
+    kubectl_apply(&labelled);
+    let ctx = settled(&app).await;
+    assert_eq!(ctx.cached_objects(), 1, "only the application's ConfigMap (a)");
+}
