@@ -353,12 +353,7 @@ pub fn app_selector(apps: &[&str]) -> String {
 /// A cached object as JSON, with its apiVersion and kind (written without copying the
 /// object first).
 pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
-    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
-    if let Some(m) = v.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(kind.resource.api_version.clone()));
-        m.insert("kind".into(), Value::String(kind.resource.kind.clone()));
-    }
-    v
+    crate::compare::live::json_of(obj, &kind.resource.api_version, &kind.resource.kind)
 }
 
 /// Hash of everything but server-populated fields and status.

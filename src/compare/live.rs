@@ -78,16 +78,22 @@ impl Deref for Live {
 
     /// The JSON, made from the cached object on first use.
     fn deref(&self) -> &Value {
-        self.json.get_or_init(|| {
-            let Some((obj, types)) = &self.cached else { return Value::Null };
-            let mut v = serde_json::to_value(obj.as_ref()).unwrap_or(Value::Null);
-            if let Some(m) = v.as_object_mut() {
-                m.insert("apiVersion".into(), Value::String(types.api_version.clone()));
-                m.insert("kind".into(), Value::String(types.kind.clone()));
-            }
-            v
+        self.json.get_or_init(|| match &self.cached {
+            Some((obj, types)) => json_of(obj, &types.api_version, &types.kind),
+            None => Value::Null,
         })
     }
+}
+
+/// `obj` as JSON with its `apiVersion` and `kind` (a watched object may lack them),
+/// written without copying the object first.
+pub fn json_of(obj: &DynamicObject, api_version: &str, kind: &str) -> Value {
+    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(api_version.to_string()));
+        m.insert("kind".into(), Value::String(kind.to_string()));
+    }
+    v
 }
 
 impl PartialEq for Live {
