@@ -7,6 +7,7 @@ use std::{
     sync::Arc,
 };
 
+use futures::StreamExt as _;
 use serde_json::Value;
 
 use super::{
@@ -66,7 +67,8 @@ const LIST_FROM: usize = 4;
 impl Context {
     /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
     /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
-    /// or their kind's watch has not listed yet (a first sync; the LISTs run at once): the cache holds only objects with plumb's label, so an object
+    /// or their kind's watch has not listed yet (a first sync; the LISTs run
+    /// [`super::CONCURRENCY`] at once): the cache holds only objects with plumb's label, so an object
     /// missing from it may still exist unlabelled. The others are read one by one.
     pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
         let mut absent = HashSet::new();
@@ -95,12 +97,13 @@ impl Context {
                 missing.entry(id).or_insert_with(|| (kind, vec![])).1.push(key);
             }
         }
-        // the LISTs at once
+        // the LISTs [`super::CONCURRENCY`] at once (a render may name many namespaces)
         let listed = missing.into_values().filter(|(_, keys)| keys.len() >= LIST_FROM).map(|(kind, keys)| async move {
             let names = self.cluster.names(&kind, &keys[0].namespace).await;
             (names, keys)
         });
-        for (names, keys) in futures::future::join_all(listed).await {
+        let listed: Vec<_> = futures::stream::iter(listed).buffer_unordered(super::CONCURRENCY).collect().await;
+        for (names, keys) in listed {
             let Ok(names) = names else { continue };
             absent.extend(keys.into_iter().filter(|k| !names.contains(&k.name)));
         }
