@@ -338,9 +338,9 @@ pub const MAX_SELECTOR_BYTES: usize = 8 * 1024;
 
 /// The label selector of the labelled watches: the objects of applications `apps`
 /// (`plumb.dev/app in (a,b)`; application names are DNS-1123 labels, checked when the
-/// policy is loaded, so each is a valid label value), so that objects labelled by another plumb installation,
-/// or left by an application no longer in the policy, are neither cached nor watched;
-/// any value of the label when that selector would be longer than
+/// policy is loaded, so each is a valid label value). Objects labelled by another plumb
+/// installation, or left by an application no longer in the policy, are then neither
+/// cached nor watched. Any value of the label when that selector would be longer than
 /// [`MAX_SELECTOR_BYTES`] (objects the cache then holds for other applications cost
 /// memory only). Label selector syntax: Kubernetes API docs, "Labels and Selectors".
 pub fn app_selector(apps: &[&str]) -> String {

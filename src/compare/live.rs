@@ -96,18 +96,6 @@ pub fn json_of(obj: &DynamicObject, api_version: &str, kind: &str) -> Value {
     v
 }
 
-impl PartialEq for Live {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl PartialEq<Value> for Live {
-    fn eq(&self, other: &Value) -> bool {
-        **self == *other
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -152,6 +140,6 @@ mod tests {
             (live.uid(), live.resource_version(), live.label("app"), live.annotation("note")),
             (Some("u-1"), Some("7"), Some("x"), Some("y"))
         );
-        assert_eq!(live, object());
+        assert_eq!(*live, object());
     }
 }

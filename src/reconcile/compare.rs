@@ -68,8 +68,9 @@ impl Context {
     /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
     /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
     /// or their kind's watch has not listed yet (a first sync; the LISTs run
-    /// [`super::CONCURRENCY`] at once): the cache holds only objects with plumb's label, so an object
-    /// missing from it may still exist unlabelled. The others are read one by one.
+    /// [`super::CONCURRENCY`] at once). The cache holds only objects with plumb's label,
+    /// so an object missing from it may still exist unlabelled. The others are read one
+    /// by one.
     pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
         let mut absent = HashSet::new();
         let Some(live) = &self.live else { return absent };
