@@ -44,17 +44,25 @@ type ComparedMemo = (u64, String, Remembered);
 /// the API server again), never correctness.
 #[derive(Default)]
 pub struct Memo {
-    dry_runs: Mutex<HashMap<ObjectKey, DryRun>>,
-    /// (manifest hash, live resourceVersion, result) by object.
-    compared: Mutex<HashMap<ObjectKey, ComparedMemo>>,
-    /// resourceVersion of plumb's last write of each object, until the watch shows it.
-    written: Mutex<HashMap<ObjectKey, String>>,
-    /// (hash of what the assessment read, verdict) by object: see [`Memo::health`].
-    health: Mutex<HashMap<ObjectKey, (u64, Health)>>,
+    /// What is remembered of each object, under one key (a key costs about 150 bytes:
+    /// one per object, not one per kind of memory).
+    objects: Mutex<HashMap<ObjectKey, Remembers>>,
     heal: Mutex<HashMap<String, HealState>>,
     /// The comparisons of each application's last pass, while they may serve the next.
     compares: Mutex<HashMap<String, std::sync::Arc<super::reuse::Compares>>>,
     progressing: Mutex<HashMap<String, ProgressingSince>>,
+}
+
+/// What is remembered of one object.
+#[derive(Default)]
+struct Remembers {
+    dry_run: Option<DryRun>,
+    /// (manifest hash, live resourceVersion, result).
+    compared: Option<ComparedMemo>,
+    /// resourceVersion of plumb's last write, until the watch shows it.
+    written: Option<String>,
+    /// (hash of what the assessment read, verdict): see [`Memo::health`].
+    health: Option<(u64, Health)>,
 }
 
 /// A comparison as remembered for the next pass.
@@ -91,33 +99,53 @@ impl DryRunAnswer {
 }
 
 impl Memo {
+    /// Reads what is remembered of `key`.
+    fn read<T>(&self, key: &ObjectKey, f: impl FnOnce(&Remembers) -> Option<T>) -> Option<T> {
+        self.objects.lock().ok()?.get(key).and_then(f)
+    }
+
+    /// Changes what is remembered of `key`.
+    fn write(&self, key: &ObjectKey, f: impl FnOnce(&mut Remembers)) {
+        if let Ok(mut m) = self.objects.lock() {
+            match m.get_mut(key) {
+                Some(r) => f(r),
+                None => {
+                    let mut r = Remembers::default();
+                    f(&mut r);
+                    m.insert(key.clone(), r);
+                }
+            }
+        }
+    }
+
     /// The dry-run answer for `key` when the applied body and the live object are as
     /// they were.
     pub fn dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64) -> Option<DryRunAnswer> {
-        let m = self.dry_runs.lock().ok()?;
-        m.get(key).filter(|d| d.apply_hash == apply_hash && d.live_hash == live_hash).map(|d| d.answer.clone())
+        self.read(key, |r| {
+            r.dry_run
+                .as_ref()
+                .filter(|d| d.apply_hash == apply_hash && d.live_hash == live_hash)
+                .map(|d| d.answer.clone())
+        })
     }
 
     /// Remembers a dry-run answer.
     pub fn remember_dry_run(&self, key: &ObjectKey, apply_hash: u64, live_hash: u64, answer: DryRunAnswer) {
-        if let Ok(mut m) = self.dry_runs.lock() {
-            m.insert(key.clone(), DryRun { apply_hash, live_hash, answer });
-        }
+        self.write(key, |r| r.dry_run = Some(DryRun { apply_hash, live_hash, answer }));
     }
 
     /// The comparison of `key` when its manifest and live resourceVersion are as they
     /// were.
     pub fn compared(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) -> Option<Remembered> {
-        let m = self.compared.lock().ok()?;
-        m.get(key).filter(|(h, r, _)| *h == manifest_hash && r == live_rv).map(|(_, _, c)| c.clone())
+        self.read(key, |r| {
+            r.compared.as_ref().filter(|(h, rv, _)| *h == manifest_hash && rv == live_rv).map(|(_, _, c)| c.clone())
+        })
     }
 
     /// Remembers a comparison ([`Remembered::of`]).
     pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
         let key = c.key.clone();
-        if let Ok(mut m) = self.compared.lock() {
-            m.insert(key, (manifest_hash, live_rv, Remembered::of(c)));
-        }
+        self.write(&key, |r| r.compared = Some((manifest_hash, live_rv, Remembered::of(c))));
     }
 
     /// The health of `key` when what its assessment read is as it was (`inputs`: a hash
@@ -125,33 +153,30 @@ impl Memo {
     /// versions). Only assessments that did not read the clock are remembered (see
     /// [`crate::health::Clock`]): their verdict does not change with time.
     pub fn health(&self, key: &ObjectKey, inputs: u64) -> Option<Health> {
-        let m = self.health.lock().ok()?;
-        m.get(key).filter(|(i, _)| *i == inputs).map(|(_, h)| h.clone())
+        self.read(key, |r| r.health.as_ref().filter(|(i, _)| *i == inputs).map(|(_, h)| h.clone()))
     }
 
     /// Remembers a health verdict that did not read the clock.
     pub fn remember_health(&self, key: &ObjectKey, inputs: u64, health: Health) {
-        if let Ok(mut m) = self.health.lock() {
-            m.insert(key.clone(), (inputs, health));
-        }
+        self.write(key, |r| r.health = Some((inputs, health)));
     }
 
     /// The resourceVersion plumb last wrote `key` at, while the watch has not shown it.
     pub fn written(&self, key: &ObjectKey) -> Option<String> {
-        self.written.lock().ok()?.get(key).cloned()
+        self.read(key, |r| r.written.clone())
     }
 
     /// Records plumb's write of `key` at `resource_version`.
     pub fn wrote(&self, key: &ObjectKey, resource_version: &str) {
-        if let Ok(mut m) = self.written.lock() {
-            m.insert(key.clone(), resource_version.to_string());
-        }
+        self.write(key, |r| r.written = Some(resource_version.to_string()));
     }
 
     /// The watch (or a GET) has shown plumb's last write of `key`.
     pub fn seen(&self, key: &ObjectKey) {
-        if let Ok(mut m) = self.written.lock() {
-            m.remove(key);
+        if let Ok(mut m) = self.objects.lock()
+            && let Some(r) = m.get_mut(key)
+        {
+            r.written = None;
         }
     }
 
