@@ -23,7 +23,6 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 /// The limits of one application's fetch and render (`settings.limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -176,37 +175,21 @@ impl Limits {
         }
     }
 
-    /// Checks the rendered objects, `(source file, object)` in render order, against
-    /// `maxRenderedBytes` (their compact JSON size).
+    /// Checks the rendered objects, `(source file, size of the object as compact JSON in
+    /// bytes)` in render order ([`crate::render::Manifest::bytes`]), against
+    /// `maxRenderedBytes`.
     ///
     /// # Errors
     /// [`Exceeded::RenderedBytes`], naming the file whose objects crossed the limit.
-    pub fn check_rendered<'a>(&self, objects: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Result<(), Exceeded> {
+    pub fn check_rendered<'a>(&self, objects: impl IntoIterator<Item = (&'a str, usize)>) -> Result<(), Exceeded> {
         let mut total = 0u64;
-        for (file, obj) in objects {
-            let mut counter = Counter(0);
-            // writing to a counter cannot fail
-            let _ = serde_json::to_writer(&mut counter, obj);
-            total += counter.0;
+        for (file, bytes) in objects {
+            total += bytes as u64;
             if total > self.max_rendered_bytes {
                 let file = file.split('#').next().unwrap_or(file).to_string();
                 return Err(Exceeded::RenderedBytes { bytes: total, file, limit: self.max_rendered_bytes });
             }
         }
-        Ok(())
-    }
-}
-
-/// Counts bytes written.
-struct Counter(u64);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -268,10 +251,11 @@ mod tests {
     #[test]
     fn rendered_bytes_name_the_file_that_crossed_the_limit() {
         let l = Limits { max_rendered_bytes: 30, ..Limits::default() };
-        let a = json!({"kind": "ConfigMap"}); // 20 bytes
-        assert_eq!(l.check_rendered([("app/a.yaml#1", &a)]), Ok(()));
+        let a = crate::render::Manifest::new("app/a.yaml#1".into(), &json!({"kind": "ConfigMap"}));
+        assert_eq!(a.bytes(), 20, "{{\"kind\":\"ConfigMap\"}}");
+        assert_eq!(l.check_rendered([("app/a.yaml#1", a.bytes())]), Ok(()));
         assert_eq!(
-            l.check_rendered([("app/a.yaml#1", &a), ("app/b.yaml#2", &a)]),
+            l.check_rendered([("app/a.yaml#1", a.bytes()), ("app/b.yaml#2", a.bytes())]),
             Err(Exceeded::RenderedBytes { bytes: 40, file: "app/b.yaml".into(), limit: 30 })
         );
     }

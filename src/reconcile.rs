@@ -424,7 +424,9 @@ impl Context {
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
         let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         app_options.adopt |= env.sync_policy.adopt;
-        let crds = object::crd_kinds(rendered.manifests.iter().map(|m| &m.object));
+        let crd_objects: Vec<Value> =
+            rendered.manifests.iter().filter(|m| m.kind() == "CustomResourceDefinition").map(|m| m.object()).collect();
+        let crds = object::crd_kinds(&crd_objects);
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
             Ok(b) => b,
@@ -579,13 +581,13 @@ impl Context {
             Desired::FetchFailed(source::FetchError::Git(e.into()))
         });
         match desired {
-            Desired::Rendered(snapshot, rendered) => {
+            Desired::Rendered(snapshot, rendered, ran) => {
                 // what the pass spent outside the render: the fetch
-                let render = if rendered.cached { std::time::Duration::ZERO } else { rendered.took };
+                let render = if ran { rendered.took } else { std::time::Duration::ZERO };
                 let fetch = fetch_started.elapsed().saturating_sub(render);
                 let labels = crate::metrics::RepositoryLabels { repository: repo.name.value.clone() };
                 self.metrics.git_fetch_seconds.get_or_create(&labels).observe(fetch.as_secs_f64());
-                if !rendered.cached {
+                if ran {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
                     self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
                 }
@@ -686,10 +688,7 @@ impl Context {
         // the watches' first lists and the metadata LISTs of the objects they may lack, at once
         let ((), absent) = futures::join!(self.watches_ready(manifests), self.known_absent(scope, manifests));
         let scope = &Scope { absent: Some(&absent), ..*scope };
-        // each manifest's digest, when the render cache computed them
-        let digest = |i: usize| (rendered.digests.len() == manifests.len()).then(|| rendered.digests[i]);
-        let jobs: Vec<_> =
-            manifests.iter().enumerate().map(|(i, m)| self.compare_one(scope, m, digest(i)).boxed()).collect();
+        let jobs: Vec<_> = manifests.iter().map(|m| self.compare_one(scope, m).boxed()).collect();
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
@@ -727,8 +726,7 @@ impl Context {
         let Some(live) = &self.live else { return };
         let mut kinds: BTreeSet<(&str, &str)> = BTreeSet::new();
         for m in manifests {
-            let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
-            kinds.insert((field("apiVersion"), field("kind")));
+            kinds.insert((m.api_version(), m.kind()));
         }
         let mut served = Vec::new();
         for (api_version, kind) in kinds {

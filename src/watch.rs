@@ -13,6 +13,8 @@
 //! last seen with. The cache keeps
 //! objects without plumb's own `managedFields` field set ([`compact`]).
 
+mod cached;
+
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
@@ -22,7 +24,8 @@ use std::{
     },
 };
 
-use futures::StreamExt;
+pub use cached::Cached;
+use futures::{StreamExt, TryStreamExt};
 use kube::{
     Api, Client,
     api::DynamicObject,
@@ -45,12 +48,12 @@ use crate::{
 type KindId = (String, String, bool);
 
 /// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
-pub type ByOwner = HashMap<String, Vec<Arc<DynamicObject>>>;
+pub type ByOwner = HashMap<String, Vec<Arc<Cached>>>;
 
 /// The watch cache of one process.
 pub struct LiveCache {
     client: Client,
-    stores: Mutex<HashMap<KindId, Store<DynamicObject>>>,
+    stores: Mutex<HashMap<KindId, Store<Cached>>>,
     /// The last error of each kind's watch (by kind name, e.g. `ConfigMap`), until it
     /// delivers again: a 403 means plumb's identity may not list or watch that kind.
     errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
@@ -86,7 +89,7 @@ impl LiveCache {
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
     /// use (and returns `None` until it is ready).
-    fn store(&self, kind: &Kind) -> Option<Store<DynamicObject>> {
+    fn store(&self, kind: &Kind) -> Option<Store<Cached>> {
         self.store_of(kind, true)
     }
 
@@ -120,7 +123,7 @@ impl LiveCache {
 
     /// `labelled`: only objects with plumb's app label (and drift triggers); otherwise
     /// every object of the kind (children such as Pods, no triggers).
-    fn store_of(&self, kind: &Kind, labelled: bool) -> Option<Store<DynamicObject>> {
+    fn store_of(&self, kind: &Kind, labelled: bool) -> Option<Store<Cached>> {
         let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), labelled);
         let mut stores = self.stores.lock().ok()?;
         let store = stores.entry(id).or_insert_with(|| self.start(kind, labelled)).clone();
@@ -129,13 +132,14 @@ impl LiveCache {
         futures::FutureExt::now_or_never(store.wait_until_ready()).and_then(Result::ok).map(|()| store)
     }
 
-    fn start(&self, kind: &Kind, labelled: bool) -> Store<DynamicObject> {
-        let writer = reflector::store::Writer::new(kind.resource.clone());
+    fn start(&self, kind: &Kind, labelled: bool) -> Store<Cached> {
+        let writer = reflector::store::Writer::new(());
         let store = writer.as_reader();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
         let config =
             if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(compact));
+        let events = watcher(api, config).default_backoff().modify(compact).map_ok(slim);
+        let stream = reflector::reflector(writer, events);
         let drift = self.drift.clone();
         let token = self.token.clone();
         let name = kind.resource.kind.clone();
@@ -172,15 +176,15 @@ impl LiveCache {
                         // that is deleted, or leaves the selector (its label removed by hand),
                         // triggers the application that it was seen with.
                         if labelled {
-                            let uid = obj.metadata.uid.clone().unwrap_or_default();
-                            let app = obj.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL));
-                            let deleting = obj.metadata.deletion_timestamp.is_some();
-                            let trigger = match (gone, app) {
-                                (true, _) => seen.remove(&uid).map(|(_, app)| app),
+                            let uid = obj.uid().unwrap_or_default();
+                            let trigger = match (gone, obj.label(APP_LABEL)) {
+                                (true, _) => seen.remove(uid).map(|(_, app)| app),
                                 (false, Some(app)) => {
-                                    let h = content_hash(&obj);
-                                    let before = seen.insert(uid, (h, app.clone()));
-                                    (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.clone())
+                                    let json = obj.value();
+                                    let deleting = json.pointer("/metadata/deletionTimestamp").is_some();
+                                    let h = value_hash(&normalize(&json));
+                                    let before = seen.insert(uid.to_string(), (h, app.to_string()));
+                                    (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.to_string())
                                 }
                                 (false, None) => None,
                             };
@@ -263,9 +267,9 @@ impl LiveCache {
     /// The cached object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent
     /// from a ready cache (it may still exist without plumb's label: the caller decides),
     /// `None` when the cache of that kind is not ready yet.
-    pub fn get_arc(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<std::sync::Arc<DynamicObject>>> {
+    pub fn get_arc(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<Arc<Cached>>> {
         let store = self.store(kind)?;
-        let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
+        let mut r = ObjectRef::<Cached>::new(&key.name);
         if kind.namespaced {
             r = r.within(&key.namespace);
         }
@@ -273,15 +277,9 @@ impl LiveCache {
     }
 
     /// Every cached object of `kind` labelled for `app`; `None` when not ready.
-    pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<std::sync::Arc<DynamicObject>>> {
+    pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<Arc<Cached>>> {
         let store = self.store(kind)?;
-        Some(
-            store
-                .state()
-                .into_iter()
-                .filter(|o| o.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)).is_some_and(|a| a == app))
-                .collect(),
-        )
+        Some(store.state().into_iter().filter(|o| o.label(APP_LABEL) == Some(app)).collect())
     }
 
     /// The objects of `kind` in `namespace` (any object, labelled or not: Pods of a
@@ -292,14 +290,13 @@ impl LiveCache {
         let store = self.store_of(kind, false)?;
         let mut out = ByOwner::new();
         for o in store.state() {
-            if o.metadata.namespace.as_deref() != Some(namespace) {
+            if o.namespace() != Some(namespace) {
                 continue;
             }
-            let refs = o.metadata.owner_references.as_deref().unwrap_or_default();
-            for (i, r) in refs.iter().enumerate() {
+            for (i, uid) in o.owner_uids().enumerate() {
                 // once per owner, however many references name it
-                if !refs[..i].iter().any(|earlier| earlier.uid == r.uid) {
-                    out.entry(r.uid.clone()).or_default().push(o.clone());
+                if !o.owner_uids().take(i).any(|earlier| earlier == uid) {
+                    out.entry(uid.to_string()).or_default().push(o.clone());
                 }
             }
         }
@@ -351,15 +348,20 @@ pub fn app_selector(apps: &[&str]) -> String {
     if names.is_empty() || selector.len() > MAX_SELECTOR_BYTES { APP_LABEL.to_string() } else { selector }
 }
 
-/// A cached object as JSON, with its apiVersion and kind (written without copying the
-/// object first).
-pub fn with_types(obj: &DynamicObject, kind: &Kind) -> Value {
-    crate::compare::live::json_of(obj, &kind.resource.api_version, &kind.resource.kind)
+/// A cached object as JSON, with the apiVersion and kind of `kind`.
+pub fn with_types(obj: &Cached, kind: &Kind) -> Value {
+    obj.json(&kind.resource.api_version, &kind.resource.kind)
 }
 
-/// Hash of everything but server-populated fields and status.
-fn content_hash(obj: &DynamicObject) -> u64 {
-    value_hash(&normalize(&serde_json::to_value(obj).unwrap_or(Value::Null)))
+/// What the cache keeps of a watch event's object (see [`Cached`]).
+fn slim(event: watcher::Event<DynamicObject>) -> watcher::Event<Cached> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 /// Hash of a JSON value, for the caches of one process keyed by content: equal values

@@ -99,7 +99,7 @@ async fn main() {
     let mut cached = Vec::new();
     for i in 0..passes {
         let pool = Pool::new(lab.tmp.path().join(format!("cache-{i}")), config.clone());
-        let Desired::Rendered(_, r) =
+        let Desired::Rendered(_, r, _) =
             pool.desired("big", repo, "main", "app/overlays/prod", Since::at(Instant::now())).await
         else {
             panic!("render")

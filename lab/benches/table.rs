@@ -181,6 +181,23 @@ fn rss_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The parts of a process's resident memory (`/proc/PID/smaps_rollup`): anonymous
+/// (heap, stacks), file-backed (the binary's pages read) and transparent huge pages.
+fn rss_parts(pid: u32) -> String {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let kib = |name: &str| {
+        rollup.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+    };
+    let (rss, anon, huge) =
+        (kib("Rss:").unwrap_or(0.0), kib("Anonymous:").unwrap_or(0.0), kib("AnonHugePages:").unwrap_or(0.0));
+    format!(
+        "anonymous {:.0} MiB, file {:.0} MiB, huge pages {:.0} MiB",
+        anon / 1024.0,
+        (rss - anon) / 1024.0,
+        huge / 1024.0
+    )
+}
+
 fn sh(dir: &Path, cmd: &str) {
     let out = Command::new("bash")
         .arg("-c")
@@ -644,7 +661,11 @@ async fn p4_ten_by_thousand(t: &mut Table) {
     let synced = started.elapsed();
     serve.idle(Duration::from_secs(10), Duration::from_secs(300)).await;
     let (rss, hwm) = rss_mib(serve.pid());
-    eprintln!("10 × 1,000: applied in {:.1} s; RSS {rss:.0} MiB (peak {hwm:.0} MiB)", synced.as_secs_f64());
+    eprintln!(
+        "10 × 1,000: applied in {:.1} s; RSS {rss:.0} MiB (peak {hwm:.0} MiB; {})",
+        synced.as_secs_f64(),
+        rss_parts(serve.pid())
+    );
 
     // soak: a hand edit of one object per second, reverted by selfHeal
     let client = control_plane().client().await.unwrap();

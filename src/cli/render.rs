@@ -35,7 +35,7 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
     let wanted = revision.unwrap_or(&a.revision.value).to_string();
     let pool = Pool::new(cache.to_path_buf(), config.clone());
     match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
-        Desired::Rendered(snapshot, rendered) => {
+        Desired::Rendered(snapshot, rendered, _) => {
             print!("{}", stream(&rendered.manifests));
             eprint!("{}", summary(app, &snapshot.revision, &rendered));
             Ok(ExitCode::SUCCESS)
@@ -55,7 +55,7 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
 pub fn stream(manifests: &[Manifest]) -> String {
     let mut out = String::new();
     for m in manifests {
-        let masked = crate::compare::sensitive::mask_object(&m.object);
+        let masked = crate::compare::sensitive::mask_object(&m.object());
         let yaml = serde_saphyr::to_string(&masked).unwrap_or_else(|e| format!("# (cannot print: {e})\n"));
         let _ = write!(out, "---\n# Source: {}\n{yaml}", m.source);
         if !out.ends_with('\n') {
@@ -89,14 +89,14 @@ mod tests {
     #[test]
     fn secrets_are_masked_and_sources_named() {
         let manifests = vec![
-            Manifest {
-                source: "app/s.yaml#1".into(),
-                object: json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": "aHVudGVyMg=="}, "stringData": {"token": "hunter2"}}),
-            },
-            Manifest {
-                source: "app/c.yaml#2".into(),
-                object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
-            },
+            Manifest::new(
+                "app/s.yaml#1".into(),
+                &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": "aHVudGVyMg=="}, "stringData": {"token": "hunter2"}}),
+            ),
+            Manifest::new(
+                "app/c.yaml#2".into(),
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
+            ),
         ];
         let text = stream(&manifests);
         assert!(!text.contains("aHVudGVyMg==") && !text.contains("hunter2"), "{text}");
@@ -107,8 +107,6 @@ mod tests {
             warnings: vec!["app/c.yaml#2: x".into()],
             tool: Some("kustomize v5.8.1".into()),
             took: std::time::Duration::from_millis(42),
-            cached: false,
-            digests: vec![],
         };
         assert_eq!(
             summary("web", "0123456789abcdef0123", &rendered),

@@ -4,40 +4,42 @@
 //! A policy pass that reuses the comparisons of the pass before (`reconcile/reuse.rs`)
 //! gives each one the watch cache's object. Most of what such a pass reads is metadata
 //! (the resourceVersion its health memory is keyed by, annotations, the uid owning
-//! children), which [`Live`] answers from the typed `ObjectMeta`; the conversion of the
-//! whole object (a copy of its spec and status) is made once, on first use of the JSON
-//! (`Deref`), e.g. when health must be assessed again.
+//! children), which [`Live`] answers from the cached object's fields; the JSON of the
+//! whole object (its spec and status) is parsed once, on first use (`Deref`), e.g. when
+//! health must be assessed again.
 
 use std::{
     ops::Deref,
     sync::{Arc, OnceLock},
 };
 
-use kube::core::{DynamicObject, TypeMeta};
+use kube::core::TypeMeta;
 use serde_json::Value;
+
+use crate::watch::Cached;
 
 /// A live object. Dereferences to its JSON (with `apiVersion` and `kind`).
 #[derive(Debug, Clone)]
 pub struct Live {
     json: OnceLock<Value>,
-    cached: Option<(Arc<DynamicObject>, TypeMeta)>,
+    cached: Option<(Arc<Cached>, TypeMeta)>,
 }
 
 impl Live {
     /// The watch cache's `obj`, of kind `types` (a cached object may not carry it).
-    pub fn cached(obj: Arc<DynamicObject>, types: TypeMeta) -> Self {
+    pub fn cached(obj: Arc<Cached>, types: TypeMeta) -> Self {
         Self { json: OnceLock::new(), cached: Some((obj, types)) }
     }
 
     /// The cached object while its JSON has not been made.
-    fn typed(&self) -> Option<&DynamicObject> {
+    fn typed(&self) -> Option<&Cached> {
         self.cached.as_ref().filter(|_| self.json.get().is_none()).map(|(o, _)| o.as_ref())
     }
 
     /// `metadata.annotations[key]`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         match self.typed() {
-            Some(o) => o.metadata.annotations.as_ref()?.get(key).map(String::as_str),
+            Some(o) => o.annotation(key),
             None => self.pointer("/metadata/annotations")?.get(key)?.as_str(),
         }
     }
@@ -45,7 +47,7 @@ impl Live {
     /// `metadata.labels[key]`.
     pub fn label(&self, key: &str) -> Option<&str> {
         match self.typed() {
-            Some(o) => o.metadata.labels.as_ref()?.get(key).map(String::as_str),
+            Some(o) => o.label(key),
             None => self.pointer("/metadata/labels")?.get(key)?.as_str(),
         }
     }
@@ -53,7 +55,7 @@ impl Live {
     /// `metadata.uid`.
     pub fn uid(&self) -> Option<&str> {
         match self.typed() {
-            Some(o) => o.metadata.uid.as_deref(),
+            Some(o) => o.uid(),
             None => self.pointer("/metadata/uid")?.as_str(),
         }
     }
@@ -61,7 +63,7 @@ impl Live {
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
         match self.typed() {
-            Some(o) => o.metadata.resource_version.as_deref(),
+            Some(o) => o.resource_version(),
             None => self.pointer("/metadata/resourceVersion")?.as_str(),
         }
     }
@@ -79,21 +81,10 @@ impl Deref for Live {
     /// The JSON, made from the cached object on first use.
     fn deref(&self) -> &Value {
         self.json.get_or_init(|| match &self.cached {
-            Some((obj, types)) => json_of(obj, &types.api_version, &types.kind),
+            Some((obj, types)) => obj.json(&types.api_version, &types.kind),
             None => Value::Null,
         })
     }
-}
-
-/// `obj` as JSON with its `apiVersion` and `kind` (a watched object may lack them),
-/// written without copying the object first.
-pub fn json_of(obj: &DynamicObject, api_version: &str, kind: &str) -> Value {
-    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
-    if let Some(m) = v.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(api_version.to_string()));
-        m.insert("kind".into(), Value::String(kind.to_string()));
-    }
-    v
 }
 
 #[cfg(test)]
@@ -118,10 +109,10 @@ mod tests {
 
     #[test]
     fn a_cached_object_answers_metadata_typed_and_its_json_is_the_object() {
-        let mut obj: DynamicObject = serde_json::from_value(object()).unwrap();
+        let mut obj: kube::core::DynamicObject = serde_json::from_value(object()).unwrap();
         obj.types = None;
         let types = TypeMeta { api_version: "v1".into(), kind: "ConfigMap".into() };
-        let live = Live::cached(Arc::new(obj), types);
+        let live = Live::cached(Arc::new(Cached::from(obj)), types);
         assert_eq!(
             (live.uid(), live.resource_version(), live.label("app"), live.annotation("note")),
             (Some("u-1"), Some("7"), Some("x"), Some("y"))

@@ -16,7 +16,11 @@ fn case_file(case: &str, file: &str) -> Vec<u8> {
 }
 
 fn objects(case: &str, file: &str) -> Vec<Value> {
-    crate::render::render(&[(file.to_string(), case_file(case, file))]).unwrap().into_iter().map(|m| m.object).collect()
+    crate::render::render(&[(file.to_string(), case_file(case, file))])
+        .unwrap()
+        .into_iter()
+        .map(|m| m.object())
+        .collect()
 }
 
 /// The top level of the case's `overrides.yaml`.

@@ -76,9 +76,9 @@ impl Context {
         let Some(live) = &self.live else { return absent };
         let mut missing: HashMap<(String, String, String), (Kind, Vec<ObjectKey>)> = HashMap::new();
         for m in manifests {
-            let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
+            let object = m.object();
             let (Ok(kind), Some(mut key)) =
-                (self.cluster.kind(field("apiVersion"), field("kind")).await, ObjectKey::of(&m.object))
+                (self.cluster.kind(m.api_version(), m.kind()).await, ObjectKey::of(&object))
             else {
                 continue;
             };
@@ -88,7 +88,7 @@ impl Context {
                 scope.namespace.clone_into(&mut key.namespace);
             }
             // outside the application's boundaries: not read on its behalf
-            if scope.boundary.check(&key, kind.namespaced, &m.object).is_err() {
+            if scope.boundary.check(&key, kind.namespaced, &object).is_err() {
                 continue;
             }
             // absent from the cache, or its kind not listed yet (a first pass: this runs
@@ -145,21 +145,21 @@ impl Context {
         None
     }
 
-    /// Compares one manifest of the render (`digest`: its [`value_hash`], when the
-    /// render cache knows it) with its live object; the fields the environment marks
-    /// sensitive are masked in the outcome.
-    pub(super) async fn compare_one(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>) -> Arc<Compared> {
-        let marked = scope.sensitive.marked(&m.object);
-        let c = self.compare_unmasked(scope, m, digest).await;
+    /// Compares one manifest of the render with its live object; the fields the
+    /// environment marks sensitive are masked in the outcome.
+    pub(super) async fn compare_one(&self, scope: &Scope<'_>, m: &Manifest) -> Arc<Compared> {
+        let object = m.object();
+        let marked = scope.sensitive.marked(&object);
+        let c = self.compare_unmasked(scope, m, object).await;
         if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
     }
 
     /// The watch cache's object for `key`, unless it is older than plumb's own last
     /// write of it (right after an apply the watch may not have delivered it yet).
-    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<kube::api::DynamicObject>> {
+    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<crate::watch::Cached>> {
         let cached = self.live.as_ref().and_then(|c| c.get_arc(kind, key)).flatten()?;
         match self.memo.written(key) {
-            Some(w) if cached.metadata.resource_version.as_ref() != Some(&w) => None,
+            Some(w) if cached.resource_version() != Some(w.as_str()) => None,
             Some(_) => {
                 self.memo.seen(key);
                 Some(cached)
@@ -168,18 +168,17 @@ impl Context {
         }
     }
 
-    /// What the process remembers for manifest `m` of `kind` (`digest`: its
-    /// [`value_hash`], when the render cache knows it): found before the manifest is
-    /// copied and prepared, which changes neither its identity nor what the boundaries
-    /// read. Same manifest and same live resourceVersion as last time: same answer.
-    fn recall(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>, kind: &Kind) -> Recalled {
+    /// What the process remembers for manifest `m` (its object `object`) of `kind`:
+    /// found before the object is prepared, which changes neither its identity nor what
+    /// the boundaries read. Same manifest and same live resourceVersion as last time:
+    /// same answer.
+    fn recall(&self, scope: &Scope<'_>, m: &Manifest, object: &Value, kind: &Kind) -> Recalled {
         let installation = self.config.settings.installation_id.as_deref();
-        let digest = digest.unwrap_or_else(|| value_hash(&m.object));
-        let manifest_hash = prepared_hash(digest, scope, installation, kind.namespaced, &m.source);
-        let inside = object::identity(&m.object, kind.namespaced, scope.namespace)
-            .filter(|key| scope.boundary.check(key, kind.namespaced, &m.object).is_ok());
+        let manifest_hash = prepared_hash(m.digest(), scope, installation, kind.namespaced, &m.source);
+        let inside = object::identity(object, kind.namespaced, scope.namespace)
+            .filter(|key| scope.boundary.check(key, kind.namespaced, object).is_ok());
         let cached = inside.as_ref().and_then(|key| self.trusted_cached(kind, key));
-        let live_rv = cached.as_ref().and_then(|o| o.metadata.resource_version.clone());
+        let live_rv = cached.as_ref().and_then(|o| o.resource_version().map(str::to_string));
         let remembered = match (&inside, &live_rv) {
             (Some(key), Some(rv)) => self.memo.compared(key, manifest_hash, rv),
             _ => None,
@@ -187,25 +186,24 @@ impl Context {
         Recalled { manifest_hash, cached, live_rv, remembered }
     }
 
-    async fn compare_unmasked(&self, scope: &Scope<'_>, m: &Manifest, digest: Option<u64>) -> Arc<Compared> {
+    async fn compare_unmasked(&self, scope: &Scope<'_>, m: &Manifest, object: Value) -> Arc<Compared> {
         let Scope {
             writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, ..
         } = *scope;
         let source = m.source.as_str();
-        let field = |f: &str| m.object.get(f).and_then(Value::as_str).unwrap_or("");
         let error =
             |key, obj, kind, e: String| Arc::new(Compared::early(key, obj, kind, ObjectReason::Error(e), source));
-        let kind = match self.cluster.kind(field("apiVersion"), field("kind")).await {
+        let kind = match self.cluster.kind(m.api_version(), m.kind()).await {
             Ok(k) => k,
-            Err(e) => return Arc::new(object::unserved(m.object.clone(), crds, namespace, &e.to_string(), source)),
+            Err(e) => return Arc::new(object::unserved(object, crds, namespace, &e.to_string(), source)),
         };
         let installation = self.config.settings.installation_id.as_deref();
-        let Recalled { manifest_hash, cached, live_rv, remembered } = self.recall(scope, m, digest, &kind);
+        let Recalled { manifest_hash, cached, live_rv, remembered } = self.recall(scope, m, &object, &kind);
         if let Some(Remembered::Whole(c)) = remembered {
             return c;
         }
         let object::Prepared { key, obj, wave, options } =
-            match object::prepare(m.object.clone(), kind.namespaced, app, namespace, installation, source) {
+            match object::prepare(object, kind.namespaced, app, namespace, installation, source) {
                 Ok(p) => p,
                 Err(r) => return error(r.key, r.obj, Some(kind), r.message),
             };
@@ -360,7 +358,7 @@ struct Recalled {
     /// The key of the manifest into the memory of comparisons ([`prepared_hash`]).
     manifest_hash: u64,
     /// The watch cache's object, when trusted ([`Context::trusted_cached`]).
-    cached: Option<Arc<kube::api::DynamicObject>>,
+    cached: Option<Arc<crate::watch::Cached>>,
     /// Its resourceVersion.
     live_rv: Option<String>,
     /// The verdict remembered for this manifest and resourceVersion.

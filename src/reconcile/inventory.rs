@@ -8,7 +8,6 @@ use std::{
     sync::Arc,
 };
 
-use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::Context;
@@ -19,7 +18,7 @@ use crate::{
     plan::{self, Claims, PruneCandidate, SyncOptions},
     source::Desired,
     tracking::{self, ObjectKey},
-    watch::LiveCache,
+    watch::{Cached, LiveCache},
 };
 
 /// Owned objects Git no longer declares.
@@ -46,13 +45,7 @@ pub(super) struct Children {
 
 impl Children {
     /// The objects of `kind` in `namespace` with an owner reference to `owner_uid`.
-    fn owned_by(
-        &mut self,
-        cache: &LiveCache,
-        kind: &Kind,
-        namespace: &str,
-        owner_uid: &str,
-    ) -> Vec<Arc<DynamicObject>> {
+    fn owned_by(&mut self, cache: &LiveCache, kind: &Kind, namespace: &str, owner_uid: &str) -> Vec<Arc<Cached>> {
         let by_owner = self
             .read
             .entry((kind.resource.kind.clone(), namespace.to_string()))
@@ -64,8 +57,8 @@ impl Children {
 /// The children of one workload, as the watch cache holds them.
 #[derive(Default)]
 pub(super) struct Owned {
-    pods: Vec<Arc<DynamicObject>>,
-    replica_sets: Vec<Arc<DynamicObject>>,
+    pods: Vec<Arc<Cached>>,
+    replica_sets: Vec<Arc<Cached>>,
     /// The kinds of Pods and ReplicaSets, once looked up.
     kinds: Option<(Kind, Kind)>,
 }
@@ -75,7 +68,7 @@ impl Owned {
     /// [`crate::health`]).
     pub fn values(&self) -> (Vec<Value>, Vec<Value>) {
         let Some((pod_kind, rs_kind)) = &self.kinds else { return (vec![], vec![]) };
-        let json = |objs: &[Arc<DynamicObject>], kind| objs.iter().map(|o| crate::watch::with_types(o, kind)).collect();
+        let json = |objs: &[Arc<Cached>], kind| objs.iter().map(|o| crate::watch::with_types(o, kind)).collect();
         (json(&self.pods, pod_kind), json(&self.replica_sets, rs_kind))
     }
 
@@ -86,7 +79,7 @@ impl Owned {
         for objs in [&self.pods, &self.replica_sets] {
             objs.len().hash(h);
             for o in objs {
-                (&o.metadata.uid, &o.metadata.resource_version).hash(h);
+                (o.uid(), o.resource_version()).hash(h);
             }
         }
     }
@@ -240,8 +233,8 @@ impl Context {
                 let key = ObjectKey {
                     group: kind.resource.group.clone(),
                     kind: kind.resource.kind.clone(),
-                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
-                    name: o.metadata.name.clone().unwrap_or_default(),
+                    namespace: o.namespace().unwrap_or_default().to_string(),
+                    name: o.name().to_string(),
                 };
                 !desired.contains(&key)
             })
@@ -271,7 +264,7 @@ impl Context {
             let rss = children.owned_by(cache, &rs_kind, ns, uid);
             let mut pods = Vec::new();
             for rs in &rss {
-                if let Some(rs_uid) = rs.metadata.uid.as_deref() {
+                if let Some(rs_uid) = rs.uid() {
                     pods.extend(children.owned_by(cache, &pod_kind, ns, rs_uid));
                 }
             }
@@ -352,8 +345,8 @@ impl Context {
         let Some(owner) = tracking::tracked_app(live) else { return false };
         let Ok((app, _, repo)) = self.app(owner) else { return false };
         match self.sources.desired(owner, repo, &app.revision.value, &app.path.value, refs_since).await {
-            Desired::Rendered(_, manifests) => {
-                !manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).any(|mut k| {
+            Desired::Rendered(_, manifests, _) => {
+                !manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object())).any(|mut k| {
                     if k.namespace.is_empty() && !key.namespace.is_empty() {
                         k.namespace = app.namespace.value.clone();
                     }
@@ -382,9 +375,9 @@ impl Context {
             let Ok((app, _, repo)) = self.app(&other.name.value) else { continue };
             let who = &app.name.value;
             match self.sources.desired(who, repo, &app.revision.value, &app.path.value, refs_since).await {
-                Desired::Rendered(_, manifests) => claims.declare(
+                Desired::Rendered(_, manifests, _) => claims.declare(
                     who,
-                    manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object)).map(|mut k| {
+                    manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object())).map(|mut k| {
                         if k.namespace.is_empty() {
                             k.namespace = app.namespace.value.clone();
                         }

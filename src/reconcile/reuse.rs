@@ -198,7 +198,7 @@ mod tests {
 
     fn render() -> Arc<Rendered> {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
-        Arc::new(Rendered { manifests: vec![Manifest { source: "cm.yaml#1".into(), object }], ..Rendered::default() })
+        Arc::new(Rendered { manifests: vec![Manifest::new("cm.yaml#1".into(), &object)], ..Rendered::default() })
     }
 
     fn counts(n: u64) -> HashMap<GroupKind, u64> {

@@ -135,8 +135,8 @@ impl Context {
         self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
         let no_crds = object::CrdKinds::new();
         let scope = Scope { crds: &no_crds, validate_new: false, absent: None, ..*scope };
-        let manifest = crate::render::Manifest { source: c.source.clone(), object: c.apply.clone() };
-        let fresh = self.compare_one(&scope, &manifest, None).await;
+        let manifest = crate::render::Manifest::new(c.source.clone(), &c.apply);
+        let fresh = self.compare_one(&scope, &manifest).await;
         match fresh.sync() {
             SyncStatus::Unknown => Err(fresh.reason.to_string()),
             _ => Ok(fresh),

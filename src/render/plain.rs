@@ -93,7 +93,7 @@ pub(super) fn render_stream(path: &str, bytes: &[u8], strip: bool, out: &mut Ren
                     if removed.len() == 1 { "it" } else { "them" },
                 ));
             }
-            out.manifests.push(Manifest { source: format!("{path}#{document}"), object });
+            out.manifests.push(Manifest::new(format!("{path}#{document}"), &object));
         }
     }
     Ok(())
@@ -103,7 +103,7 @@ pub(super) fn render_stream(path: &str, bytes: &[u8], strip: bool, out: &mut Ren
 pub(super) fn check_duplicates(manifests: &[Manifest]) -> Result<(), Error> {
     let mut seen = std::collections::HashMap::new();
     for m in manifests {
-        if let Some(key) = ObjectKey::of(&m.object)
+        if let Some(key) = ObjectKey::of(&m.object())
             && let Some(first) = seen.insert(key.clone(), m.source.clone())
         {
             return Err(Error::Duplicate { key: key.to_string(), first, second: m.source.clone() });

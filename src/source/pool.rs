@@ -55,8 +55,9 @@ pub enum FetchError {
 #[derive(Debug)]
 pub enum Desired {
     /// The commit and its manifests (with the render's warnings), shared with the
-    /// render cache: a cached render is not copied.
-    Rendered(Snapshot, Arc<Rendered>),
+    /// render cache (one copy, however many passes hold it); then whether this call
+    /// rendered (`false`: the render cache answered, nothing ran).
+    Rendered(Snapshot, Arc<Rendered>, bool),
     /// The repository could not be read.
     FetchFailed(FetchError),
     /// The commit was read but does not render.
@@ -258,19 +259,19 @@ impl Pool {
         let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
         let target = Target { app, namespace: &namespace, path: path.trim_matches('/'), source: &source };
         match self.render(repo, &snapshot, &target).await {
-            Ok(r) => Desired::Rendered(snapshot, r),
+            Ok((r, ran)) => Desired::Rendered(snapshot, r, ran),
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
     }
 
     /// Renders `t.path` of `snapshot` with its renderer (configured or detected), or
-    /// returns the cached render of the same inputs.
+    /// returns the cached render of the same inputs; `true` when it rendered.
     async fn render(
         &self,
         repo: &Repository,
         snapshot: &Snapshot,
         t: &Target<'_>,
-    ) -> Result<Arc<Rendered>, render::Error> {
+    ) -> Result<(Arc<Rendered>, bool), render::Error> {
         let kind = t.source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
         let tools = &self.config.settings.render_tools;
         let limits = Limits {
@@ -307,7 +308,7 @@ impl Pool {
         };
         let key = format!("{kind:?} {inputs} {} {}/{} {:?} {described}", t.path, t.app, t.namespace, t.source);
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
-            return Ok(r);
+            return Ok((r, false));
         }
         let started = std::time::Instant::now();
         let mut rendered = match tool {
@@ -360,13 +361,13 @@ impl Pool {
                 render::render_output(&name, &out, described)?
             }
         };
-        self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), &m.object)))?;
+        self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
         rendered.took = started.elapsed();
-        rendered.digests = rendered.manifests.iter().map(|m| crate::watch::value_hash(&m.object)).collect();
+        let rendered = Arc::new(rendered);
         if let Ok(mut c) = self.renders.lock() {
-            c.put(key, Arc::new(Rendered { cached: true, ..rendered.clone() }));
+            c.put(key, rendered.clone());
         }
-        Ok(Arc::new(rendered))
+        Ok((rendered, true))
     }
 
     /// A working copy of commit `revision` of `repo` in a new temporary directory
