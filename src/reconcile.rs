@@ -452,6 +452,7 @@ impl Context {
             boundary: &boundary,
             validate_new: !mode.writes(),
             absent: None,
+            keep_sides: mode != Mode::Policy,
             refs_since,
         };
         let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
@@ -629,11 +630,7 @@ impl Context {
         let live = |c: &Compared| {
             let kind = c.kind.as_ref()?;
             let cached = self.live.as_ref()?.get_arc(kind, &c.key).flatten()?;
-            let types = kube::core::TypeMeta {
-                api_version: kind.resource.api_version.clone(),
-                kind: kind.resource.kind.clone(),
-            };
-            Some(crate::compare::Live::cached(cached, types))
+            Some(crate::compare::Live::cached(cached, kind.types()))
         };
         let revived = last.as_ref().filter(|_| changed.is_none()).and_then(|l| l.revive(live));
         if let (Some(last), Some(compared)) = (&last, revived) {

@@ -13,8 +13,6 @@
 //! last seen with. The cache keeps
 //! objects without plumb's own `managedFields` field set ([`compact`]).
 
-mod cached;
-
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
@@ -24,7 +22,6 @@ use std::{
     },
 };
 
-pub use cached::Cached;
 use futures::{StreamExt, TryStreamExt};
 use kube::{
     Api, Client,
@@ -41,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     cluster::Kind,
-    compare::normalize,
+    compare::{Cached, normalize},
     tracking::{APP_LABEL, ObjectKey},
 };
 

@@ -16,7 +16,7 @@ use std::{
 use kube::core::TypeMeta;
 use serde_json::Value;
 
-use crate::watch::Cached;
+use super::Cached;
 
 /// A live object. Dereferences to its JSON (with `apiVersion` and `kind`).
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@
 //! the object is `missing`, and the sync's apply is what validates it (its namespace is
 //! checked first: it must exist or be declared in Git).
 
+mod cached;
 pub mod client_side;
 pub mod diff;
 pub mod ignore;
@@ -22,6 +23,7 @@ pub mod sensitive;
 /// The jq paths of `ignoreDifferences` are part of the policy language: compiled and
 /// validated by [`crate::config::jq`], kept here under their old path.
 pub use crate::config::jq;
+pub use cached::Cached;
 pub use diff::{Difference, diff};
 pub use ignore::IgnoreRules;
 pub use live::Live;

@@ -181,9 +181,9 @@ impl Compared {
     /// An object known in sync with `live` (a remembered verdict): its compared sides are
     /// not kept (`desired` is `null`, `live_compared` `None`), as there is no difference
     /// to show.
-    pub fn synced(key: ObjectKey, apply: Value, kind: Kind, live: Value, source: &str) -> Self {
+    pub fn synced(key: ObjectKey, apply: Value, kind: Kind, live: super::Live, source: &str) -> Self {
         let mut c = Self::early(key, Value::Null, Some(kind), ObjectReason::Synced, source);
-        (c.apply, c.live) = (apply, Some(live.into()));
+        (c.apply, c.live) = (apply, Some(live));
         c
     }
 

@@ -55,6 +55,11 @@ pub(super) struct Scope<'a> {
     /// Objects known absent from the cluster this pass ([`Context::known_absent`]): not
     /// read again one by one.
     pub absent: Option<&'a HashSet<ObjectKey>>,
+    /// Keep both compared sides of an object found in sync (`plumb diff -o json` and
+    /// previews show them). The policy's passes drop them once judged: nothing reads
+    /// them, and in the pass after a first sync every object of every application is
+    /// compared at once.
+    pub keep_sides: bool,
     /// Which advertisements of the remotes' refs answer the pass, also for the renders
     /// of other applications it reads ([`crate::source::Freshness::since`]).
     pub refs_since: crate::source::Since,
@@ -156,7 +161,7 @@ impl Context {
 
     /// The watch cache's object for `key`, unless it is older than plumb's own last
     /// write of it (right after an apply the watch may not have delivered it yet).
-    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<crate::watch::Cached>> {
+    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<crate::compare::Cached>> {
         let cached = self.live.as_ref().and_then(|c| c.get_arc(kind, key)).flatten()?;
         match self.memo.written(key) {
             Some(w) if cached.resource_version() != Some(w.as_str()) => None,
@@ -221,13 +226,19 @@ impl Context {
         // in sync against this very resourceVersion: rebuilt from the manifest and the
         // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is compared
         // again: what is sent must have its ignored fields removed)
+        // the live object as a compared object keeps it: the cache's own, when it came
+        // from there (its JSON, parsed here to compare, is not kept)
+        let kept = |live_obj: Value| match &cached {
+            Some(o) => crate::compare::Live::cached(o.clone(), kind.types()),
+            None => live_obj.into(),
+        };
         if let (Some(Remembered::Synced), Some(o)) = (&remembered, &cached)
             && !(defaults.apply_all || options.apply_all)
         {
-            let live = crate::watch::with_types(o, &kind);
-            return with(Compared::synced(key, obj, kind, live, source));
+            let live = crate::compare::Live::cached(o.clone(), kind.types());
+            return with(Compared::synced(key, obj, kind.clone(), live, source));
         }
-        let live = match cached.map(|o| crate::watch::with_types(&o, &kind)) {
+        let live = match cached.as_ref().map(|o| crate::watch::with_types(o, &kind)) {
             Some(l) => Some(l),
             // not watched yet, absent from the cache (it may exist without our label), or
             // older than plumb's own last write: read it from the API server
@@ -302,8 +313,9 @@ impl Context {
         let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
             // judged in sync against this very content: still in sync
             Some(DryRunAnswer::Synced) => {
-                let c = Compared::early(key, apply, Some(kind), ObjectReason::Synced, source);
-                let result = with(Compared { live: Some(live_obj.into()), ..c });
+                let c = Compared::early(key, apply, Some(kind.clone()), ObjectReason::Synced, source);
+                let desired = if scope.keep_sides { c.desired } else { Value::Null };
+                let result = with(Compared { desired, live: Some(kept(live_obj)), ..c });
                 if let Some(rv) = live_rv {
                     self.memo.remember_compared(manifest_hash, rv, result.clone());
                 }
@@ -343,8 +355,11 @@ impl Context {
         if !client_side {
             self.memo.remember_dry_run(&key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
         }
-        let c = Compared::early(key, apply, Some(kind), j.reason, source);
-        let (live_compared, live, takeover) = (Some(live_n), Some(live_obj.into()), j.takeover);
+        let in_sync = j.reason == ObjectReason::Synced && j.differences.is_empty() && j.takeover.is_none();
+        let (desired, live_n) =
+            if in_sync && !scope.keep_sides { (Value::Null, None) } else { (desired, Some(live_n)) };
+        let c = Compared::early(key, apply, Some(kind.clone()), j.reason, source);
+        let (live_compared, live, takeover) = (live_n, Some(kept(live_obj)), j.takeover);
         let result = with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c });
         if let Some(rv) = live_rv {
             self.memo.remember_compared(manifest_hash, rv, result.clone());
@@ -358,7 +373,7 @@ struct Recalled {
     /// The key of the manifest into the memory of comparisons ([`prepared_hash`]).
     manifest_hash: u64,
     /// The watch cache's object, when trusted ([`Context::trusted_cached`]).
-    cached: Option<Arc<crate::watch::Cached>>,
+    cached: Option<Arc<crate::compare::Cached>>,
     /// Its resourceVersion.
     live_rv: Option<String>,
     /// The verdict remembered for this manifest and resourceVersion.

@@ -13,12 +13,12 @@ use serde_json::Value;
 use super::Context;
 use crate::{
     cluster::Kind,
-    compare::{Compared, SyncStatus},
+    compare::{Cached, Compared, SyncStatus},
     config::Environment,
     plan::{self, Claims, PruneCandidate, SyncOptions},
     source::Desired,
     tracking::{self, ObjectKey},
-    watch::{Cached, LiveCache},
+    watch::LiveCache,
 };
 
 /// Owned objects Git no longer declares.

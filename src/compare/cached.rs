@@ -1,4 +1,4 @@
-//! [`Cached`]: a watched object as the watch cache keeps it.
+//! [`Cached`]: a watched object as the watch cache ([`crate::watch`]) keeps it.
 
 use std::borrow::Cow;
 
