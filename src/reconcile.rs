@@ -151,6 +151,14 @@ impl PassReport {
     }
 }
 
+/// The kinds the CustomResourceDefinitions among `manifests` define (only those are
+/// parsed).
+fn crd_kinds(manifests: &[crate::render::Manifest]) -> object::CrdKinds {
+    let crds: Vec<Value> =
+        manifests.iter().filter(|m| m.kind() == "CustomResourceDefinition").map(|m| m.object()).collect();
+    object::crd_kinds(&crds)
+}
+
 /// What stage 2 gives the rest of the pass.
 struct CompareStage {
     found: Found,
@@ -424,9 +432,7 @@ impl Context {
         let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
         let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         app_options.adopt |= env.sync_policy.adopt;
-        let crd_objects: Vec<Value> =
-            rendered.manifests.iter().filter(|m| m.kind() == "CustomResourceDefinition").map(|m| m.object()).collect();
-        let crds = object::crd_kinds(&crd_objects);
+        let crds = crd_kinds(&rendered.manifests);
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
             Ok(b) => b,

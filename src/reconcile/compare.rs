@@ -17,7 +17,7 @@ use super::{
 use crate::{
     cluster::Kind,
     compare::{
-        Compared, IgnoreRules, ObjectReason, normalize,
+        Compared, IgnoreRules, Live, ObjectReason, normalize,
         object::{self, CrdKinds, Ownership},
     },
     plan::SyncOptions,
@@ -223,20 +223,16 @@ impl Context {
             (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
             Arc::new(c)
         };
+        // the live object as a compared object keeps it: the cache's own when it came from
+        // there (the JSON parsed to compare it is not kept)
+        let kept = |live: Value| cached.as_ref().map_or_else(|| live.into(), |o| Live::cached(o.clone(), kind.types()));
         // in sync against this very resourceVersion: rebuilt from the manifest and the
         // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is compared
         // again: what is sent must have its ignored fields removed)
-        // the live object as a compared object keeps it: the cache's own, when it came
-        // from there (its JSON, parsed here to compare, is not kept)
-        let kept = |live_obj: Value| match &cached {
-            Some(o) => crate::compare::Live::cached(o.clone(), kind.types()),
-            None => live_obj.into(),
-        };
-        if let (Some(Remembered::Synced), Some(o)) = (&remembered, &cached)
+        if let (Some(Remembered::Synced), Some(_)) = (&remembered, &cached)
             && !(defaults.apply_all || options.apply_all)
         {
-            let live = crate::compare::Live::cached(o.clone(), kind.types());
-            return with(Compared::synced(key, obj, kind.clone(), live, source));
+            return with(Compared::synced(key, obj, kind.clone(), kept(Value::Null), source));
         }
         let live = match cached.as_ref().map(|o| crate::watch::with_types(o, &kind)) {
             Some(l) => Some(l),
