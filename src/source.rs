@@ -65,6 +65,9 @@ pub struct Snapshot {
     /// application path (directory symlinks followed: a file is named by the path it is
     /// seen at).
     pub files: Vec<(String, Vec<u8>)>,
+    /// SHA-256 of `files` (each path and content with its length), hex: what a plain
+    /// render of the path reads, kept when the files are not ([`pool::Pool::desired`]).
+    pub files_digest: String,
     /// Id of the commit's root tree (40 hex): a render tool that may read outside the
     /// application path (kustomize bases) renders the same output for the same tree.
     pub root_tree: String,
@@ -488,7 +491,15 @@ impl Mirror {
         let top_level = tree.iter().filter_map(|e| e.name().ok().map(str::to_string)).collect();
         let mut files = Vec::new();
         walk.collect(&tree, path, &mut vec![real], &mut files)?;
-        Ok(Snapshot { revision: revision.into(), subject, files, root_tree: root.id().to_string(), top_level })
+        let files_digest = files_digest(&files);
+        Ok(Snapshot {
+            revision: revision.into(),
+            subject,
+            files,
+            files_digest,
+            root_tree: root.id().to_string(),
+            top_level,
+        })
     }
 
     /// A snapshot of `revision` without files (its subject only): what a render that
@@ -499,6 +510,7 @@ impl Mirror {
             revision: revision.into(),
             subject: commit.as_ref().and_then(|c| c.summary().ok().flatten()).unwrap_or("").to_string(),
             files: vec![],
+            files_digest: files_digest(&[]),
             root_tree: commit.and_then(|c| c.tree().ok()).map(|t| t.id().to_string()).unwrap_or_default(),
             top_level: vec![],
         }
@@ -805,6 +817,18 @@ fn host_listed(patterns: &ssh_key::known_hosts::HostPatterns, host: &str, port: 
 /// have none: port 22).
 fn url_port(url: &str) -> Option<u16> {
     url::Url::parse(url).ok().and_then(|u| u.port())
+}
+
+/// [`Snapshot::files_digest`] of `files`.
+pub(crate) fn files_digest(files: &[(String, Vec<u8>)]) -> String {
+    let mut h = sha2::Sha256::new();
+    for (path, bytes) in files {
+        h.update((path.len() as u64).to_le_bytes());
+        h.update(path.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    hex::encode(h.finalize())
 }
 
 #[cfg(test)]

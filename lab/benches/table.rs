@@ -29,7 +29,10 @@
 //! `scripts/bench` puts the webhook bench's there). Run: `scripts/bench`, or this part
 //! alone: `cargo bench -p plumb-lab --bench table`. Knobs (environment): `PUSHES` (10),
 //! `PASSES` (10), `SOAK_SECS` (120), `SKIP` (comma list of P1…P7 to leave out),
-//! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g. `heaptrack`).
+//! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g.
+//! `heaptrack -o /tmp/p4`; with `--features system-allocator`, as heaptrack sees only
+//! malloc. plumb is then killed with SIGKILL at the end: the profile's "leaked" memory
+//! is the heap it held at idle, its peak that of the first sync).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -614,10 +617,10 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        // under a profiler: stop plumb itself gracefully first, so that the profile is
-        // written whole
+        // under a profiler: kill plumb itself first (nothing freed on the way out: the
+        // profile's leaks are what it held), and give the profiler time to write
         if std::env::var("SERVE_WRAP").is_ok_and(|w| !w.is_empty()) {
-            let _ = Command::new("pkill").args(["-TERM", "-f", env!("CARGO_BIN_EXE_plumb-under-test")]).status();
+            let _ = Command::new("pkill").args(["-KILL", "-f", env!("CARGO_BIN_EXE_plumb-under-test")]).status();
             std::thread::sleep(Duration::from_secs(10));
         }
         let _ = self.child.kill();

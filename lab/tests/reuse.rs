@@ -203,3 +203,50 @@ async fn the_watch_cache_holds_only_the_policy_s_applications() {
     let ctx = settled(&app).await;
     assert_eq!(ctx.cached_objects(), 1, "only the application's ConfigMap (a)");
 }
+
+/// A path of a commit read before is not read again: the next render of it finds the
+/// render cache with the files' digest, and its snapshot comes without files. Another
+/// application of the same path (its own render) misses the render cache: its files
+/// are read then, and it renders the same objects.
+#[tokio::test]
+async fn a_commit_s_path_is_read_once_and_read_again_when_its_render_is_not_cached() {
+    use plumb::source::{Desired, Pool, Since};
+    let lab = Lab::new("heads");
+    lab.repo.write("app/a.yaml", &cm("a", "1")).unwrap();
+    lab.repo.write("app/b.yaml", &cm("b", "2")).unwrap();
+    lab.repo.commit("two").unwrap();
+    let policy = lab.policy(
+        "p.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-heads}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true}}\napplications:\n  - {{name: one, repository: r, revision: main, path: app, namespace: n, environment: e}}\n  - {{name: two, repository: r, revision: main, path: app, namespace: n, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let config = Arc::new(plumb::config::load(&policy).unwrap());
+    let pool = Pool::new(lab.tmp.path().join("cache"), config.clone());
+    let repo = &config.repositories[0];
+    let render = |app: &'static str| {
+        let pool = &pool;
+        async move {
+            match pool.desired(app, repo, "main", "app", Since::at(std::time::Instant::now())).await {
+                Desired::Rendered(snapshot, rendered, ran) => (snapshot, rendered, ran),
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let (first, r1, ran1) = render("one").await;
+    assert!(ran1, "rendered");
+    assert_eq!(first.files.len(), 2, "files read");
+    let (second, r2, ran2) = render("one").await;
+    assert!(!ran2 && Arc::ptr_eq(&r1, &r2), "the render cache answered");
+    assert!(second.files.is_empty(), "no file read again");
+    assert_eq!((&second.revision, &second.files_digest), (&first.revision, &first.files_digest));
+    let (other, r3, ran3) = render("two").await;
+    assert!(ran3, "another application's render is its own");
+    assert!(other.files.is_empty(), "read for the render, not kept in the snapshot");
+    let names = |r: &plumb::render::Rendered| {
+        r.manifests.iter().map(|m| m.object()["metadata"]["name"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&r3), ["a", "b"]);
+    assert_eq!(r3.manifests, r1.manifests);
+}

@@ -8,7 +8,6 @@
 //! tree) renders nothing again and starts no child process. At most
 //! [`RENDER_CACHE_ENTRIES`] renders are kept (least recently used dropped).
 
-use sha2::Digest as _;
 use std::{
     collections::HashMap,
     path::PathBuf,
@@ -64,10 +63,13 @@ pub enum Desired {
     RenderFailed(Snapshot, render::Error),
 }
 
+/// How many snapshots without their files a pool keeps (a few hundred bytes each).
+pub const SNAPSHOT_HEADS: usize = 4096;
+
 /// How many renders a pool keeps.
 pub const RENDER_CACHE_ENTRIES: usize = 256;
 
-/// Renders by key (each marked [`Rendered::cached`]), with the tick of their last use.
+/// Renders by key, with the tick of their last use.
 #[derive(Default)]
 struct RenderCache {
     tick: u64,
@@ -101,6 +103,9 @@ pub struct Pool {
     config: Arc<Config>,
     mirrors: Mutex<HashMap<String, Arc<Mutex<Mirror>>>>,
     renders: Mutex<RenderCache>,
+    /// The snapshots read, without their files, by commit, repository, path and shared
+    /// paths (see [`Pool::desired`]); emptied when [`SNAPSHOT_HEADS`] are kept.
+    heads: Arc<Mutex<HashMap<String, Snapshot>>>,
     kustomize: tokio::sync::Mutex<Option<Kustomize>>,
     helm: tokio::sync::Mutex<Option<Helm>>,
     sops: tokio::sync::Mutex<Option<Sops>>,
@@ -120,6 +125,7 @@ impl Pool {
             config,
             mirrors: Mutex::default(),
             renders: Mutex::default(),
+            heads: Arc::default(),
             kustomize: tokio::sync::Mutex::default(),
             helm: tokio::sync::Mutex::default(),
             cluster: std::sync::RwLock::default(),
@@ -227,16 +233,25 @@ impl Pool {
 
     /// Fetches `wanted` (branch, tag or SHA) of `repo` off the async threads and renders
     /// the files under `path` for application `app`; a render is remembered by revision
-    /// and path. `wanted` is looked up in the last advertisement of the remote's refs
+    /// and path. The files of a path of a commit read before are not read again (the
+    /// snapshot comes without them, its `files_digest` keys the render cache; a miss
+    /// reads them then): a pass over a commit it has seen reads no file. `wanted` is looked up in the last advertisement of the remote's refs
     /// when `asked` accepts it (see [`super::Freshness::since`]), else in a new one.
     pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str, asked: Since) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let shared = self.shared_paths(app);
+        let heads = self.heads.clone();
+        let place = format!("{}\n{dir}\n{}", repo.name.value, shared.join("\n"));
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
                 let m = m.lock().map_err(|_| FetchError::Poisoned)?;
                 let resolved = m.resolve_since(&wanted, asked)?;
+                // a commit's tree never changes: a path read before is not read again
+                let id = format!("{}\n{place}", resolved.revision);
+                if let Some(head) = heads.lock().ok().and_then(|h| h.get(&id).cloned()) {
+                    return Ok((head, None));
+                }
                 match m.snapshot_within(&resolved.revision, &dir, &shared) {
                     // the commit is there but its tree cannot be rendered as it is
                     Err(
@@ -244,7 +259,16 @@ impl Pool {
                         | super::Error::Symlink { .. }
                         | super::Error::SymlinkOutside { .. }),
                     ) => Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string()))),
-                    other => Ok((other?, None)),
+                    Ok(s) => {
+                        if let Ok(mut h) = heads.lock() {
+                            if h.len() >= SNAPSHOT_HEADS {
+                                h.clear();
+                            }
+                            h.insert(id, Snapshot { files: vec![], ..s.clone() });
+                        }
+                        Ok((s, None))
+                    }
+                    Err(e) => Err(e.into()),
                 }
             })
             .await
@@ -294,16 +318,7 @@ impl Pool {
         // commit that changes other paths renders nothing again. A tool may read the
         // whole working copy (kustomize bases, chart dependencies): keyed by the root tree.
         let inputs = match kind {
-            SourceType::Plain => {
-                let mut h = sha2::Sha256::new();
-                for (path, bytes) in &snapshot.files {
-                    h.update((path.len() as u64).to_le_bytes());
-                    h.update(path.as_bytes());
-                    h.update((bytes.len() as u64).to_le_bytes());
-                    h.update(bytes);
-                }
-                format!("files {}", hex::encode(h.finalize()))
-            }
+            SourceType::Plain => format!("files {}", snapshot.files_digest),
             _ => snapshot.root_tree.clone(),
         };
         let key = format!("{kind:?} {inputs} {} {}/{} {:?} {described}", t.path, t.app, t.namespace, t.source);
@@ -313,7 +328,15 @@ impl Pool {
         let started = std::time::Instant::now();
         let mut rendered = match tool {
             None => {
-                let (files, sops) = self.decrypted(&snapshot.files, t.source, limits).await?;
+                // a snapshot the pool knew carries no files: read them now
+                let read;
+                let files = if snapshot.files.is_empty() && snapshot.files_digest != super::files_digest(&[]) {
+                    read = self.files(repo, &snapshot.revision, t).await?;
+                    &read
+                } else {
+                    &snapshot.files
+                };
+                let (files, sops) = self.decrypted(files, t.source, limits).await?;
                 for (path, bytes) in &files {
                     if render::is_manifest_file(path)
                         && !path.ends_with(".json")
@@ -368,6 +391,26 @@ impl Pool {
             c.put(key, rendered.clone());
         }
         Ok((rendered, true))
+    }
+
+    /// The files of `t.path` at commit `revision` of `repo` (a render-cache miss of a
+    /// snapshot whose files were not read).
+    async fn files(
+        &self,
+        repo: &Repository,
+        revision: &str,
+        t: &Target<'_>,
+    ) -> Result<Vec<(String, Vec<u8>)>, render::Error> {
+        let tree_err = |message: String| render::Error::Tree { message };
+        let m = self.mirror(repo).map_err(|e| tree_err(e.to_string()))?;
+        let (rev, dir, shared) = (revision.to_string(), t.path.to_string(), self.shared_paths(t.app));
+        tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
+            Ok(m.snapshot_within(&rev, &dir, &shared).map_err(|e| e.to_string())?.files)
+        })
+        .await
+        .map_err(|e| tree_err(e.to_string()))?
+        .map_err(tree_err)
     }
 
     /// A working copy of commit `revision` of `repo` in a new temporary directory
