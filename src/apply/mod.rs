@@ -94,9 +94,8 @@ pub struct Job<'a> {
     pub health: Vec<HealthStatus>,
 }
 
-/// One object's write: the object as the server returned it and its health then, or the
-/// failure's message.
-type Applied = Result<(Value, health::Health), String>;
+/// One object's write: its health as the server returned it, or the failure's message.
+type Applied = Result<health::Health, String>;
 
 /// Compares an object created after its CRD again, once the CRD is served.
 pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, String>> + Sync);
@@ -104,9 +103,10 @@ pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<
 /// What a sync did.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// Desired objects written (index into the job's `compared`), the object as the
-    /// server returned it, and its health then.
-    pub applied: Vec<(usize, Value, health::Health)>,
+    /// Desired objects written (index into the job's `compared`) and their health as the
+    /// server returned them (the returned objects are not kept: a first sync writes
+    /// every object of the application).
+    pub applied: Vec<(usize, health::Health)>,
     /// Objects deleted.
     pub pruned: Vec<ObjectKey>,
     /// Objects whose DELETE was accepted but that stay, held by finalizers: not pruned
@@ -165,7 +165,7 @@ pub async fn run(
                                 if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
                                     written(&c.key, rv);
                                 }
-                                Ok((obj, h))
+                                Ok(h)
                             }
                             Err(message) => Err(message),
                         };
@@ -190,10 +190,10 @@ pub async fn run(
             for (idx, res) in results {
                 let c = &job.compared[idx];
                 match res {
-                    Ok((obj, h)) => {
+                    Ok(h) => {
                         health[idx] =
                             if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
-                        out.applied.push((idx, obj, h));
+                        out.applied.push((idx, h));
                     }
                     Err(message) => {
                         let message = c.scrub(&message);

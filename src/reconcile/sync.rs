@@ -76,7 +76,7 @@ impl Context {
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
         let outcome = apply::run(scope.writer, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
-        for (idx, _, h) in &outcome.applied {
+        for (idx, h) in &outcome.applied {
             let c = &compared[*idx];
             if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
                 // created: its later absence is the cluster's removal, not drift
