@@ -66,8 +66,11 @@ pub enum Desired {
 /// How many snapshots without their files a pool keeps (a few hundred bytes each).
 pub const SNAPSHOT_HEADS: usize = 4096;
 
-/// How many renders a pool keeps.
-pub const RENDER_CACHE_ENTRIES: usize = 256;
+/// How many renders a pool keeps: more than the applications of a large policy (1,000
+/// in the benchmarks), so that each keeps its current render while older ones age out;
+/// with fewer, a round of passes over every application in turn found none cached.
+/// A render is kept as text: a few hundred bytes per small object.
+pub const RENDER_CACHE_ENTRIES: usize = 2048;
 
 /// Renders by key, with the tick of their last use.
 #[derive(Default)]
