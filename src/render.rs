@@ -43,10 +43,10 @@ pub fn detect(top_level: &[String]) -> SourceType {
 ///
 /// The object is kept as compact JSON text and parsed on each use ([`Manifest::object`]):
 /// a render stays in the render cache, and the passes that follow it do not read its
-/// objects while nothing changed (`reconcile/reuse.rs`). A JSON model holds every map as a B-tree whose
-/// first node takes about 500 bytes: a ConfigMap of one key took about 2.2 KB as a
-/// model, about 200 bytes as text (heap profile of `plumb serve` with 10 applications
-/// × 1,000 ConfigMaps: the cached renders took 21.7 MB).
+/// objects while nothing changed (`reconcile/reuse.rs`). A JSON model holds every map
+/// as a B-tree whose first node takes about 500 bytes: a ConfigMap of one key took
+/// about 2.2 KB as a model, about 200 bytes as text (heap profile of `plumb serve` with
+/// 10 applications × 1,000 ConfigMaps: the cached renders took 21.7 MB).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// `path/in/repo.yaml#N` (N = 1-based document index).

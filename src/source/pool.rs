@@ -238,8 +238,9 @@ impl Pool {
     /// the files under `path` for application `app`; a render is remembered by revision
     /// and path. The files of a path of a commit read before are not read again (the
     /// snapshot comes without them, its `files_digest` keys the render cache; a miss
-    /// reads them then): a pass over a commit it has seen reads no file. `wanted` is looked up in the last advertisement of the remote's refs
-    /// when `asked` accepts it (see [`super::Freshness::since`]), else in a new one.
+    /// reads them then): a pass over a commit it has seen reads no file. `wanted` is
+    /// looked up in the last advertisement of the remote's refs when `asked` accepts it
+    /// (see [`super::Freshness::since`]), else in a new one.
     pub async fn desired(&self, app: &str, repo: &Repository, wanted: &str, path: &str, asked: Since) -> Desired {
         let (wanted, dir) = (wanted.to_string(), path.to_string());
         let shared = self.shared_paths(app);
@@ -262,12 +263,15 @@ impl Pool {
                         | super::Error::Symlink { .. }
                         | super::Error::SymlinkOutside { .. }),
                     ) => Ok((m.empty_snapshot(&resolved.revision), Some(e.to_string()))),
-                    Ok(s) => {
+                    Ok(mut s) => {
                         if let Ok(mut h) = heads.lock() {
                             if h.len() >= SNAPSHOT_HEADS {
                                 h.clear();
                             }
-                            h.insert(id, Snapshot { files: vec![], ..s.clone() });
+                            // kept without its files (not copied)
+                            let files = std::mem::take(&mut s.files);
+                            h.insert(id, s.clone());
+                            s.files = files;
                         }
                         Ok((s, None))
                     }
