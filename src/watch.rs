@@ -10,8 +10,9 @@
 //! named by its label gets a pass within seconds instead of at the next poll.
 //! Status-only changes (a controller updating `status`) trigger nothing. A deleted
 //! object, or one whose label was removed by hand, triggers the application it was
-//! last seen with. The cache keeps
-//! objects without plumb's own `managedFields` field set ([`compact`]).
+//! last seen with. The cache keeps objects without plumb's own `managedFields` field
+//! set ([`compact`]), each as a `compare::Cached` (the metadata a pass reads, and the
+//! object as compact JSON text).
 
 use std::{
     collections::HashMap,
