@@ -8,7 +8,8 @@
 # (default: all). control-plane = etcd, k8s and kwok (what the demo needs); all = those,
 # gitea, kustomize, helm and sops (what the tests need).
 #
-# Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt.
+# Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt. Once
+# `all` has every part, the Go module and build caches are removed to free their disk.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
 # $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea,kustomize,helm,sops}/current/bin (Gitea's templates/ and options/ in
 # gitea/current/static, its STATIC_ROOT_PATH). A killed build never leaves a directory
@@ -183,7 +184,9 @@ ensure() { # $1 = etcd | k8s | kwok
   tmp=$(mktemp -d "$ROOT/$c/.tmp.XXXX")
   log "$c: building ($vers) into $dest"
   start=$(date +%s)
-  ("build_$c" "$tmp")
+  # `set -e` does not reach into a function called from a condition, so each failure is
+  # checked where it happens: a failed build never writes BUILD_INFO.
+  ("build_$c" "$tmp") || { log "$c: build failed (its work is in $tmp)"; return 1; }
   secs=$(($(date +%s) - start))
   {
     echo "$vers"
@@ -199,17 +202,29 @@ ensure() { # $1 = etcd | k8s | kwok
   sed 's/^/    /' "$dest/BUILD_INFO" >&2
 }
 
+trim_go_caches() {
+  # Every part is built: the Go module and build caches (~9 GB) are needed again only when
+  # a version in versions.env changes, and a test build needs that disk for its binaries.
+  [ -d "$ROOT/go" ] || return 0
+  log "go caches: removing $(du -sh "$ROOT/go" | cut -f1) under $ROOT/go (every part is built)"
+  go clean -cache -modcache
+  rm -rf "$ROOT/go"
+}
+
 main() {
-  local what=${1:-all}
+  local what=${1:-all} c
   exec 9>"$ROOT/.lock"
   flock 9
   command -v go >/dev/null || { log "go is not installed"; exit 1; }
   command -v jq >/dev/null || { log "jq is not installed"; exit 1; }
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
-  all) ensure etcd && ensure k8s && ensure kwok && ensure gitea && ensure kustomize && ensure helm && ensure sops ;;
-  control-plane) ensure etcd && ensure k8s && ensure kwok ;;
-  etcd | k8s | kwok | gitea | kustomize | helm | sops) ensure "$what" ;;
+  all)
+    for c in etcd k8s kwok gitea kustomize helm sops; do ensure "$c" || exit 1; done
+    trim_go_caches
+    ;;
+  control-plane) for c in etcd k8s kwok; do ensure "$c" || exit 1; done ;;
+  etcd | k8s | kwok | gitea | kustomize | helm | sops) ensure "$what" || exit 1 ;;
   *) log "usage: $0 [etcd|k8s|kwok|gitea|kustomize|helm|sops|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
