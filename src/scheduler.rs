@@ -273,7 +273,7 @@ mod tests {
         let pass = |_: Cause| async {
             let big = [1u8; 16 * 1024];
             tokio::task::yield_now().await;
-            big.iter().any(|b| *b == 0)
+            big.contains(&0)
         };
         assert!(std::mem::size_of_val(&pass(Cause::Start)) > 16 * 1024);
         let actor = run_loop(pass, Duration::from_secs(1), Arc::default(), CancellationToken::new(), |_| {});

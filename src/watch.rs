@@ -133,7 +133,7 @@ impl LiveCache {
     fn start(&self, kind: &Kind, labelled: bool) -> Store<Cached> {
         let writer = reflector::store::Writer::new(());
         let store = writer.as_reader();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &*kind.resource);
         let config =
             if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
         let events = watcher(api, config).default_backoff().modify(compact).map_ok(slim);

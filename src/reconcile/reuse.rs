@@ -182,13 +182,13 @@ mod tests {
         let key =
             ObjectKey { group: String::new(), kind: "ConfigMap".into(), namespace: "lab".into(), name: name.into() };
         let kind = Kind {
-            resource: ApiResource {
+            resource: Arc::new(ApiResource {
                 group: String::new(),
                 version: "v1".into(),
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
                 plural: "configmaps".into(),
-            },
+            }),
             namespaced: true,
         };
         let mut c = Compared::early(key, live.clone(), Some(kind), reason, "cm.yaml#1");
