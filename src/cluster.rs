@@ -119,13 +119,6 @@ pub struct Kind {
     pub namespaced: bool,
 }
 
-impl Kind {
-    /// Its `apiVersion` and `kind`.
-    pub fn types(&self) -> kube::core::TypeMeta {
-        kube::core::TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() }
-    }
-}
-
 /// The cluster connection plus a discovery cache.
 pub struct Cluster {
     client: Client,

@@ -42,14 +42,14 @@ use tokio::sync::RwLock;
 
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
-    cluster::Cluster,
+    cluster::{Cluster, Kind},
     compare::{Compared, IgnoreRules, ObjectReason, SyncStatus, object},
     config::{Application, Config, Environment, Repository},
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
     source::{self, Desired},
     status::{self, AppStatus, ConditionType, SyncRecord, SyncResult},
-    tracking::{self, ObjectKey},
+    tracking::ObjectKey,
     watch::LiveCache,
 };
 pub use crate::{compare::ObjectDiff, plan::Mode};
@@ -633,10 +633,9 @@ impl Context {
             (Some(last), Some(live)) => last.changed(read, |group, kind| live.epoch(group, kind)),
             _ => Some("nothing kept".into()),
         };
-        let live = |c: &Compared| {
-            let kind = c.kind.as_ref()?;
-            let cached = self.live.as_ref()?.get_arc(kind, &c.key).flatten()?;
-            Some(crate::compare::Live::cached(cached, kind.types()))
+        let live = |kind: &Kind, key: &ObjectKey| {
+            let cached = self.live.as_ref()?.get_arc(kind, key).flatten()?;
+            Some(crate::compare::Live::cached(cached, kind))
         };
         let revived = last.as_ref().filter(|_| changed.is_none()).and_then(|l| l.revive(live));
         if let (Some(last), Some(compared)) = (&last, revived) {
@@ -650,8 +649,11 @@ impl Context {
         self.memo.keep_compares(scope.app, None);
         // the event counts from before anything is read
         let before = self.live.as_ref().map(LiveCache::epochs).unwrap_or_default();
-        let found = self.compare_all(scope, read.render, kinds).await;
+        let mut found = self.compare_all(scope, read.render, kinds).await;
         let items = Arc::new(self.desired_items(scope.app, &found.compared, options));
+        if !scope.keep_sides {
+            unsent_dropped(&mut found.compared, &items);
+        }
         CompareStage { found, items, compared_from: Some(before) }
     }
 
@@ -691,7 +693,9 @@ impl Context {
         // the watches' first lists and the metadata LISTs of the objects they may lack, at once
         let ((), absent) = futures::join!(self.watches_ready(manifests), self.known_absent(scope, manifests));
         let scope = &Scope { absent: Some(&absent), ..*scope };
-        let jobs: Vec<_> = manifests.iter().map(|m| self.compare_one(scope, m).boxed()).collect();
+        // each future made when the pool takes it (a thousand made at once held megabytes)
+        // (by position: a closure over borrowed items would not prove the pass Send)
+        let jobs = (0..manifests.len()).map(|i| self.compare_one(scope, &manifests[i]).boxed());
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
@@ -747,7 +751,7 @@ impl Context {
             .map(|c| DesiredItem {
                 key: c.key.clone(),
                 out_of_sync: c.sync() != SyncStatus::Synced,
-                tracked: c.live.as_ref().is_some_and(|l| tracking::is_owned_by(l, app, installation)),
+                tracked: c.live.as_ref().is_some_and(|l| l.is_owned_by(app, installation)),
                 error: c.sync() == SyncStatus::Unknown,
                 immutable: c.immutable(),
                 wave: c.wave,
@@ -786,6 +790,22 @@ fn applied_kinds(compared: &[Arc<Compared>]) -> impl Iterator<Item = (String, St
         let av = c.apply.get("apiVersion").and_then(Value::as_str)?;
         Some((av.to_string(), c.key.kind.clone()))
     })
+}
+
+/// Drops the body to send (`apply`) of each object a sync of this pass will not send:
+/// in sync and not applied whole (`ApplyOutOfSyncOnly=false`), after everything that
+/// reads it for every object (boundaries, the kinds applied). A policy pass holds
+/// every object of its render while it runs; this is most of that. `items` are the
+/// plan's view of `compared`, index for index.
+fn unsent_dropped(compared: &mut [Arc<Compared>], items: &[DesiredItem]) {
+    for (c, item) in compared.iter_mut().zip(items) {
+        if !item.out_of_sync
+            && !item.options.apply_all
+            && let Some(c) = Arc::get_mut(c)
+        {
+            c.apply = Value::Null;
+        }
+    }
 }
 
 /// The group of an apiVersion (`""` for the core group's `v1`).

@@ -95,23 +95,52 @@ pub fn is_owned_by(obj: &Value, app: &str, installation: Option<&str>) -> bool {
     else {
         return false;
     };
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let namespace = text(meta.and_then(|m| m.get("namespace"))).unwrap_or("");
     let ann = meta.and_then(|m| m.get("annotations"));
-    let theirs = text(ann.and_then(|a| a.get(INSTALLATION_ANNOTATION)));
-    if theirs.is_some() && theirs != installation {
-        return false;
+    let marks = Marks {
+        tracking_id: text(ann.and_then(|a| a.get(TRACKING_ANNOTATION))),
+        installation: text(ann.and_then(|a| a.get(INSTALLATION_ANNOTATION))),
+    };
+    let namespace = text(meta.and_then(|m| m.get("namespace"))).unwrap_or("");
+    marks.own(api_version, kind, namespace, name, app, installation)
+}
+
+/// What of a live object's annotations tells whose it is: its tracking-id
+/// ([`TRACKING_ANNOTATION`]) and installation id ([`INSTALLATION_ANNOTATION`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Marks<'a> {
+    /// The tracking-id, `{app}:{group}/{kind}:{namespace}/{name}`.
+    pub tracking_id: Option<&'a str>,
+    /// The installation id.
+    pub installation: Option<&'a str>,
+}
+
+impl Marks<'_> {
+    /// [`is_owned_by`] for the object of `api_version`, `kind`, `namespace` (empty when
+    /// cluster-scoped) and `name` that carries these marks.
+    pub fn own(
+        self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        app: &str,
+        ours: Option<&str>,
+    ) -> bool {
+        if self.installation.is_some() && self.installation != ours {
+            return false;
+        }
+        let Some(id) = self.tracking_id else { return false };
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        // `{app}:{group}/{kind}:{namespace}/{name}` (see ObjectKey::tracking_id), the
+        // namespace left out of the comparison for a cluster-scoped object
+        let Some(rest) = id.strip_prefix(app).and_then(|r| r.strip_prefix(':')) else { return false };
+        let Some(rest) = rest.strip_prefix(group).and_then(|r| r.strip_prefix('/')) else { return false };
+        let Some(rest) = rest.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) else { return false };
+        if rest.strip_prefix(namespace).and_then(|r| r.strip_prefix('/')) == Some(name) {
+            return true;
+        }
+        namespace.is_empty() && rest.rsplit_once('/').is_some_and(|(_, n)| n == name)
     }
-    let Some(id) = text(ann.and_then(|a| a.get(TRACKING_ANNOTATION))) else { return false };
-    // `{app}:{group}/{kind}:{namespace}/{name}` (see ObjectKey::tracking_id), the
-    // namespace left out of the comparison for a cluster-scoped object
-    let Some(rest) = id.strip_prefix(app).and_then(|r| r.strip_prefix(':')) else { return false };
-    let Some(rest) = rest.strip_prefix(group).and_then(|r| r.strip_prefix('/')) else { return false };
-    let Some(rest) = rest.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) else { return false };
-    if rest.strip_prefix(namespace).and_then(|r| r.strip_prefix('/')) == Some(name) {
-        return true;
-    }
-    namespace.is_empty() && rest.rsplit_once('/').is_some_and(|(_, n)| n == name)
 }
 
 /// The application named by an object's tracking-id, if any (whether or not the id

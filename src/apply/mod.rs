@@ -152,40 +152,37 @@ pub async fn run(
             // objects at once: one object's round trips never wait for another's. Its
             // Event follows the batch's writes. The batch (one kind of one wave) is
             // finished before the next.
-            let mut jobs = Vec::with_capacity(targets.len());
-            for (idx, c) in &targets {
+            // (each object's future is made when the pool takes it: a first sync writes
+            // every object, and a thousand futures made at once held megabytes)
+            // (by position: a closure over borrowed items would not prove the pass Send)
+            let writes = (0..targets.len()).map(|t| {
+                let (idx, c) = &targets[t];
                 let options = job.app_options.with_object(&c.options);
                 let (idx, may_recreate) = (*idx, p.recreate.contains(idx));
-                jobs.push(
-                    async move {
-                        let res = apply_one(cluster, c, &options, may_recreate).await;
-                        let res = match res {
-                            Ok(obj) => {
-                                let h = health_after_apply(cluster, &obj).await;
-                                if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                                    written(&c.key, rv);
-                                }
-                                Ok(h)
+                async move {
+                    let res = apply_one(cluster, c, &options, may_recreate).await;
+                    let res = match res {
+                        Ok(obj) => {
+                            let h = health_after_apply(cluster, &obj).await;
+                            if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+                                written(&c.key, rv);
                             }
-                            Err(message) => Err(message),
-                        };
-                        (idx, res)
-                    }
-                    .boxed(),
-                );
-            }
-            let mut results: Vec<(usize, Applied)> = stream::iter(jobs).buffer_unordered(CONCURRENCY).collect().await;
+                            Ok(h)
+                        }
+                        Err(message) => Err(message),
+                    };
+                    (idx, res)
+                }
+                .boxed()
+            });
+            let mut results: Vec<(usize, Applied)> = stream::iter(writes).buffer_unordered(CONCURRENCY).collect().await;
             // in plan order, whatever order the answers came in
             results.sort_by_cached_key(|(idx, _)| batch.iter().position(|b| b == idx));
             // the Events of the batch's writes, once every write of it is done: no write
             // waits for another object's Event
             let written_now: HashSet<usize> = results.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i).collect();
-            let mut events = Vec::with_capacity(written_now.len());
-            for (idx, c) in &targets {
-                if written_now.contains(idx) {
-                    events.push(announce(cluster, job, c).boxed());
-                }
-            }
+            let announced: Vec<usize> = (0..targets.len()).filter(|&t| written_now.contains(&targets[t].0)).collect();
+            let events = announced.into_iter().map(|t| announce(cluster, job, &targets[t].1).boxed());
             let _: Vec<()> = stream::iter(events).buffer_unordered(CONCURRENCY).collect().await;
             for (idx, res) in results {
                 let c = &job.compared[idx];

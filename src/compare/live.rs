@@ -13,7 +13,7 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use kube::core::TypeMeta;
+use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::Cached;
@@ -22,13 +22,15 @@ use super::Cached;
 #[derive(Debug, Clone)]
 pub struct Live {
     json: OnceLock<Value>,
-    cached: Option<(Arc<Cached>, TypeMeta)>,
+    /// The cached object and its kind's resource (shared: no copy of `apiVersion` and
+    /// `kind` per object).
+    cached: Option<(Arc<Cached>, Arc<ApiResource>)>,
 }
 
 impl Live {
-    /// The watch cache's `obj`, of kind `types` (a cached object may not carry it).
-    pub fn cached(obj: Arc<Cached>, types: TypeMeta) -> Self {
-        Self { json: OnceLock::new(), cached: Some((obj, types)) }
+    /// The watch cache's `obj`, of kind `kind` (a cached object may not carry it).
+    pub fn cached(obj: Arc<Cached>, kind: &crate::cluster::Kind) -> Self {
+        Self { json: OnceLock::new(), cached: Some((obj, kind.resource.clone())) }
     }
 
     /// The cached object while its JSON has not been made.
@@ -67,6 +69,22 @@ impl Live {
             None => self.pointer("/metadata/resourceVersion")?.as_str(),
         }
     }
+
+    /// [`crate::tracking::is_owned_by`], from the cached object's metadata when there is
+    /// one (its JSON is not made for it: every pass asks this of every object).
+    pub fn is_owned_by(&self, app: &str, installation: Option<&str>) -> bool {
+        match (self.typed(), &self.cached) {
+            (Some(o), Some((_, resource))) => {
+                let marks = crate::tracking::Marks {
+                    tracking_id: o.annotation(crate::tracking::TRACKING_ANNOTATION),
+                    installation: o.annotation(crate::tracking::INSTALLATION_ANNOTATION),
+                };
+                let namespace = o.namespace().unwrap_or("");
+                marks.own(&resource.api_version, &resource.kind, namespace, o.name(), app, installation)
+            }
+            _ => crate::tracking::is_owned_by(self, app, installation),
+        }
+    }
 }
 
 impl From<Value> for Live {
@@ -81,7 +99,7 @@ impl Deref for Live {
     /// The JSON, made from the cached object on first use.
     fn deref(&self) -> &Value {
         self.json.get_or_init(|| match &self.cached {
-            Some((obj, types)) => obj.json(&types.api_version, &types.kind),
+            Some((obj, resource)) => obj.json(&resource.api_version, &resource.kind),
             None => Value::Null,
         })
     }
@@ -107,12 +125,22 @@ mod tests {
         })
     }
 
+    fn config_maps() -> crate::cluster::Kind {
+        let resource = ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        };
+        crate::cluster::Kind { resource: Arc::new(resource), namespaced: true }
+    }
+
     #[test]
     fn a_cached_object_answers_metadata_typed_and_its_json_is_the_object() {
         let mut obj: kube::core::DynamicObject = serde_json::from_value(object()).unwrap();
         obj.types = None;
-        let types = TypeMeta { api_version: "v1".into(), kind: "ConfigMap".into() };
-        let live = Live::cached(Arc::new(Cached::from(obj)), types);
+        let live = Live::cached(Arc::new(Cached::from(obj)), &config_maps());
         assert_eq!(
             (live.uid(), live.resource_version(), live.label("app"), live.annotation("note")),
             (Some("u-1"), Some("7"), Some("x"), Some("y"))
@@ -122,6 +150,33 @@ mod tests {
         assert_eq!(*live, object());
         // once made, the JSON answers
         assert_eq!((live.uid(), live.label("app")), (Some("u-1"), Some("x")));
+    }
+
+    #[test]
+    fn ownership_is_read_from_the_cached_metadata_as_from_the_json() {
+        use crate::tracking::{INSTALLATION_ANNOTATION as INSTALLATION, TRACKING_ANNOTATION as TRACKING};
+        let cases = [
+            (json!({TRACKING: "web:/ConfigMap:n/a"}), "web", None, true),
+            (json!({TRACKING: "api:/ConfigMap:n/a"}), "web", None, false),
+            (json!({TRACKING: "web:/ConfigMap:n/b"}), "web", None, false),
+            (json!({TRACKING: "web:/ConfigMap:other/a"}), "web", None, false),
+            (json!({TRACKING: "web:/Secret:n/a"}), "web", None, false),
+            (json!({TRACKING: "web:/ConfigMap:n/a", INSTALLATION: "east"}), "web", Some("east"), true),
+            (json!({TRACKING: "web:/ConfigMap:n/a", INSTALLATION: "east"}), "web", Some("west"), false),
+            (json!({TRACKING: "web:/ConfigMap:n/a", INSTALLATION: "east"}), "web", None, false),
+            (json!({}), "web", None, false),
+        ];
+        for (annotations, app, installation, owned) in cases {
+            let mut json = object();
+            json["metadata"]["annotations"] = annotations.clone();
+            let mut obj: kube::core::DynamicObject = serde_json::from_value(json.clone()).unwrap();
+            obj.types = None;
+            let cached = Live::cached(Arc::new(Cached::from(obj)), &config_maps());
+            assert_eq!(cached.is_owned_by(app, installation), owned, "{annotations} {app} {installation:?}");
+            assert!(cached.json.get().is_none(), "no JSON made for it");
+            assert_eq!(crate::tracking::is_owned_by(&json, app, installation), owned, "{annotations}");
+            assert_eq!(Live::from(json).is_owned_by(app, installation), owned);
+        }
     }
 
     #[test]

@@ -225,7 +225,7 @@ impl Context {
         };
         // the live object as a compared object keeps it: the cache's own when it came from
         // there (the JSON parsed to compare it is not kept)
-        let kept = |live: Value| cached.as_ref().map_or_else(|| live.into(), |o| Live::cached(o.clone(), kind.types()));
+        let kept = |live: Value| cached.as_ref().map_or_else(|| live.into(), |o| Live::cached(o.clone(), &kind));
         // in sync against this very resourceVersion: rebuilt from the manifest and the
         // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is compared
         // again: what is sent must have its ignored fields removed)
@@ -276,7 +276,8 @@ impl Context {
                     Err(e) => return error(key, obj, Some(kind), e.to_string()),
                 }
             } else {
-                normalize(&obj)
+                // a policy pass shows no sides (`keep_sides`): it sends `obj`
+                if scope.keep_sides { normalize(&obj) } else { Value::Null }
             };
             let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, source);
             c.desired = desired;

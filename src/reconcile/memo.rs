@@ -38,15 +38,15 @@ pub enum DryRunAnswer {
 
 /// A whole comparison: valid while the manifest (its hash) and the live object (its
 /// resourceVersion) are as they were.
-type ComparedMemo = (u64, String, Remembered);
+type ComparedMemo = (u64, Box<str>, Remembered);
 
 /// The memory of one process. Lock poisoning only loses memory (the next pass asks
 /// the API server again), never correctness.
 #[derive(Default)]
 pub struct Memo {
-    /// What is remembered of each object, under one key (a key costs about 150 bytes:
-    /// one per object, not one per kind of memory).
-    objects: Mutex<HashMap<ObjectKey, Remembers>>,
+    /// What is remembered of each object, under one key per object ([`memo_key`]: one
+    /// string of about 40 bytes; an entry of the table takes 170 bytes).
+    objects: Mutex<HashMap<Box<str>, Remembers>>,
     heal: Mutex<HashMap<String, HealState>>,
     /// The comparisons of each application's last pass, while they may serve the next.
     compares: Mutex<HashMap<String, std::sync::Arc<super::reuse::Compares>>>,
@@ -60,7 +60,7 @@ struct Remembers {
     /// (manifest hash, live resourceVersion, result).
     compared: Option<ComparedMemo>,
     /// resourceVersion of plumb's last write, until the watch shows it.
-    written: Option<String>,
+    written: Option<Box<str>>,
     /// (hash of what the assessment read, verdict): see [`Memo::health`].
     health: Option<(u64, Health)>,
 }
@@ -101,20 +101,13 @@ impl DryRunAnswer {
 impl Memo {
     /// Reads what is remembered of `key`.
     fn read<T>(&self, key: &ObjectKey, f: impl FnOnce(&Remembers) -> Option<T>) -> Option<T> {
-        self.objects.lock().ok()?.get(key).and_then(f)
+        self.objects.lock().ok()?.get(&*memo_key(key)).and_then(f)
     }
 
     /// Changes what is remembered of `key`.
     fn write(&self, key: &ObjectKey, f: impl FnOnce(&mut Remembers)) {
         if let Ok(mut m) = self.objects.lock() {
-            match m.get_mut(key) {
-                Some(r) => f(r),
-                None => {
-                    let mut r = Remembers::default();
-                    f(&mut r);
-                    m.insert(key.clone(), r);
-                }
-            }
+            f(m.entry(memo_key(key)).or_default());
         }
     }
 
@@ -138,14 +131,14 @@ impl Memo {
     /// were.
     pub fn compared(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) -> Option<Remembered> {
         self.read(key, |r| {
-            r.compared.as_ref().filter(|(h, rv, _)| *h == manifest_hash && rv == live_rv).map(|(_, _, c)| c.clone())
+            r.compared.as_ref().filter(|(h, rv, _)| *h == manifest_hash && **rv == *live_rv).map(|(_, _, c)| c.clone())
         })
     }
 
     /// Remembers a comparison ([`Remembered::of`]).
     pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
         let key = c.key.clone();
-        self.write(&key, |r| r.compared = Some((manifest_hash, live_rv, Remembered::of(c))));
+        self.write(&key, |r| r.compared = Some((manifest_hash, live_rv.into(), Remembered::of(c))));
     }
 
     /// The health of `key` when what its assessment read is as it was (`inputs`: a hash
@@ -163,18 +156,18 @@ impl Memo {
 
     /// The resourceVersion plumb last wrote `key` at, while the watch has not shown it.
     pub fn written(&self, key: &ObjectKey) -> Option<String> {
-        self.read(key, |r| r.written.clone())
+        self.read(key, |r| r.written.as_deref().map(str::to_string))
     }
 
     /// Records plumb's write of `key` at `resource_version`.
     pub fn wrote(&self, key: &ObjectKey, resource_version: &str) {
-        self.write(key, |r| r.written = Some(resource_version.to_string()));
+        self.write(key, |r| r.written = Some(resource_version.into()));
     }
 
     /// The watch (or a GET) has shown plumb's last write of `key`.
     pub fn seen(&self, key: &ObjectKey) {
         if let Ok(mut m) = self.objects.lock()
-            && let Some(r) = m.get_mut(key)
+            && let Some(r) = m.get_mut(&*memo_key(key))
         {
             r.written = None;
         }
@@ -220,6 +213,14 @@ impl Memo {
     }
 }
 
+/// The key of `key`'s memory: its group, kind, namespace and name in one string. The
+/// memory holds only objects the API server accepted, whose parts never contain `/`
+/// (Kubernetes names are path segments): their keys have exactly three, and no other
+/// object's key equals one of them.
+fn memo_key(key: &ObjectKey) -> Box<str> {
+    format!("{}/{}/{}/{}", key.group, key.kind, key.namespace, key.name).into_boxed_str()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -257,5 +258,12 @@ mod tests {
         assert!(matches!(memo.compared(&key, 7, "41"), Some(Remembered::Synced)));
         assert!(memo.compared(&key, 8, "41").is_none(), "another manifest");
         assert!(memo.compared(&key, 7, "42").is_none(), "another live version");
+        memo.wrote(&key, "43");
+        assert_eq!(memo.written(&key).as_deref(), Some("43"));
+        let other = ObjectKey { name: "b".into(), ..key.clone() };
+        assert_eq!((memo.written(&other), memo.compared(&other, 7, "41").is_none()), (None, true), "another object");
+        memo.seen(&key);
+        assert_eq!(memo.written(&key), None);
+        assert!(matches!(memo.compared(&key, 7, "41"), Some(Remembered::Synced)), "seen forgets only the write");
     }
 }

@@ -44,14 +44,24 @@ pub(super) struct Compares {
     controls: Controls,
     /// The event count of each kind the pass read, from before it compared.
     epochs: Vec<(GroupKind, u64)>,
-    /// What it found, every object in sync, without its copies of the object (`apply`,
-    /// `live` and the compared sides are empty: the render holds the manifest and the
-    /// watch cache the live object, see [`Compares::revive`]).
-    compared: Vec<Arc<Compared>>,
+    /// What it found of each object, every one in sync, index for index with `items`
+    /// (which hold its key and wave): no copy of the object (the render holds the
+    /// manifest and the watch cache the live object, see [`Compares::revive`]).
+    compared: Vec<Kept>,
     /// The plan's view of them.
     pub items: Arc<Vec<DesiredItem>>,
     /// The remembered kinds after comparing.
     pub kinds_after: BTreeSet<(String, String)>,
+}
+
+/// What [`Compares`] keeps of the comparison of an object in sync, besides its key and
+/// wave (its [`DesiredItem`]'s): about 90 bytes, where the whole comparison takes 500.
+struct Kept {
+    kind: crate::cluster::Kind,
+    source: Box<str>,
+    options: crate::plan::SyncOptions,
+    finished_digest: Option<Box<str>>,
+    marked: crate::compare::sensitive::Marked,
 }
 
 /// What a pass read, to decide whether its comparisons may serve the next pass.
@@ -80,6 +90,10 @@ impl Compares {
         kinds_after: &BTreeSet<(String, String)>,
     ) -> Option<Self> {
         let mut kinds: BTreeSet<GroupKind> = BTreeSet::new();
+        let mut kept = Vec::with_capacity(compared.len());
+        if items.len() != compared.len() {
+            return None;
+        }
         for c in compared {
             let labelled = c.live.as_ref().and_then(|l| l.label(APP_LABEL));
             let in_sync = c.reason == ObjectReason::Synced && c.sync() == SyncStatus::Synced;
@@ -90,6 +104,13 @@ impl Compares {
             }
             let kind = c.kind.as_ref()?;
             kinds.insert((kind.resource.group.clone(), kind.resource.kind.clone()));
+            kept.push(Kept {
+                kind: kind.clone(),
+                source: c.source.as_str().into(),
+                options: c.options.clone(),
+                finished_digest: c.finished_digest.as_deref().map(Into::into),
+                marked: c.marked.clone(),
+            });
         }
         for (api_version, kind) in kinds_after {
             let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
@@ -109,19 +130,37 @@ impl Compares {
             finished: read.previous.finished.clone(),
             controls: read.controls.clone(),
             epochs,
-            compared: compared.iter().map(|c| Arc::new(shell(c))).collect(),
+            compared: kept,
             items,
             kinds_after: kinds_after.clone(),
         })
     }
 
-    /// The comparisons kept, each with the live object `live` gives for it (the watch
-    /// cache's, at the version compared: no event of its kind came since); `None` when
-    /// it gives none for one of them.
-    pub fn revive(&self, live: impl Fn(&Compared) -> Option<crate::compare::Live>) -> Option<Vec<Arc<Compared>>> {
-        let revived = self.compared.iter().map(|c| {
-            let live = live(c)?;
-            Some(Arc::new(Compared { live: Some(live), ..shell(c) }))
+    /// The comparisons kept, each with the live object `live` gives for its kind and
+    /// key (the watch cache's, at the version compared: no event of its kind came
+    /// since); `None` when it gives none for one of them.
+    pub fn revive(
+        &self,
+        live: impl Fn(&crate::cluster::Kind, &crate::tracking::ObjectKey) -> Option<crate::compare::Live>,
+    ) -> Option<Vec<Arc<Compared>>> {
+        let revived = self.compared.iter().zip(self.items.iter()).map(|(k, item)| {
+            let live = live(&k.kind, &item.key)?;
+            Some(Arc::new(Compared {
+                key: item.key.clone(),
+                kind: Some(k.kind.clone()),
+                apply: Value::Null,
+                live: Some(live),
+                reason: ObjectReason::Synced,
+                desired: Value::Null,
+                live_compared: None,
+                differences: vec![],
+                takeover: None,
+                source: k.source.to_string(),
+                wave: item.wave,
+                options: k.options.clone(),
+                finished_digest: k.finished_digest.as_deref().map(str::to_string),
+                marked: k.marked.clone(),
+            }))
         });
         revived.collect()
     }
@@ -142,26 +181,6 @@ impl Compares {
         }
         let moved = self.epochs.iter().find(|((group, kind), count)| epoch(group, kind) != Some(*count));
         moved.map(|((group, kind), _)| format!("events of {kind}{}{group}", if group.is_empty() { "" } else { "." }))
-    }
-}
-
-/// `c` without its copies of the object: what [`Compares`] keeps.
-fn shell(c: &Compared) -> Compared {
-    Compared {
-        key: c.key.clone(),
-        kind: c.kind.clone(),
-        apply: Value::Null,
-        live: None,
-        reason: c.reason.clone(),
-        desired: Value::Null,
-        live_compared: None,
-        differences: vec![],
-        takeover: None,
-        source: c.source.clone(),
-        wave: c.wave,
-        options: c.options.clone(),
-        finished_digest: c.finished_digest.clone(),
-        marked: c.marked.clone(),
     }
 }
 
@@ -205,9 +224,25 @@ mod tests {
         HashMap::from([((String::new(), "ConfigMap".to_string()), n)])
     }
 
+    /// The plan's view of `compared` (index for index).
+    fn items(compared: &[Arc<Compared>]) -> Arc<Vec<DesiredItem>> {
+        let item = |c: &Arc<Compared>| DesiredItem {
+            key: c.key.clone(),
+            out_of_sync: false,
+            tracked: true,
+            error: false,
+            immutable: false,
+            wave: c.wave,
+            options: c.options.clone(),
+            refused: None,
+            owned_by: None,
+        };
+        Arc::new(compared.iter().map(item).collect())
+    }
+
     fn kept(render: &Arc<Rendered>, previous: &AppStatus, compared: &[Arc<Compared>]) -> Option<Compares> {
         let read = Read { render, previous, controls: &Controls::default() };
-        Compares::keep(&read, &counts(3), |_, _| true, compared, Arc::default(), &BTreeSet::new())
+        Compares::keep(&read, &counts(3), |_, _| true, compared, items(compared), &BTreeSet::new())
     }
 
     #[test]
@@ -222,22 +257,39 @@ mod tests {
         let mut takeover = (*config_map("d", true, ObjectReason::Synced)).clone();
         takeover.takeover = Some(json!([]));
         assert!(kept(&r, &previous, &[synced.clone(), Arc::new(takeover)]).is_none(), "fields to take over");
-        // kept without the object: revived with the live object the cache gives
-        let shells = kept(&r, &previous, std::slice::from_ref(&synced)).unwrap();
-        assert!(shells.compared.iter().all(|c| c.live.is_none() && c.apply.is_null()));
-        let revived = shells.revive(|_| Some(json!({"revived": true}).into())).unwrap();
-        assert_eq!(revived[0].live.as_deref(), Some(&json!({"revived": true})));
+        // kept without the object: revived with the live object the cache gives for its
+        // kind and key, and everything else as compared
+        let mut waved = (*config_map("e", true, ObjectReason::Synced)).clone();
+        (waved.wave, waved.options.prune_last, waved.finished_digest) = (3, true, Some("d1".into()));
+        waved.marked = crate::compare::sensitive::Marked(vec!["/data/password".into()]);
+        let both = [synced.clone(), Arc::new(waved.clone())];
+        let shells = kept(&r, &previous, &both).unwrap();
+        let revived = shells.revive(|kind, key| Some(json!({"revived": kind.resource.kind, "name": key.name}).into()));
+        let revived = revived.unwrap();
+        assert_eq!(revived[0].live.as_deref(), Some(&json!({"revived": "ConfigMap", "name": "a"})));
         assert_eq!((revived[0].key.clone(), revived[0].reason.clone()), (synced.key.clone(), ObjectReason::Synced));
-        assert!(shells.revive(|_| None).is_none(), "an object the cache no longer holds");
+        let e = &revived[1];
+        assert_eq!(
+            (&e.key, e.wave, &e.options, &e.finished_digest),
+            (&waved.key, 3, &waved.options, &waved.finished_digest)
+        );
+        assert_eq!(
+            (&e.source, &e.marked.0, e.kind.as_ref().map(|k| k.namespaced)),
+            (&waved.source, &waved.marked.0, Some(true))
+        );
+        assert!(revived.iter().all(|c| c.apply.is_null() && c.desired.is_null() && c.differences.is_empty()));
+        assert!(shells.revive(|_, _| None).is_none(), "an object the cache no longer holds");
         let read = Read { render: &r, previous: &previous, controls: &Controls::default() };
         let c = std::slice::from_ref(&synced);
-        let unlisted = Compares::keep(&read, &counts(3), |_, _| false, c, Arc::default(), &BTreeSet::new());
+        let unlisted = Compares::keep(&read, &counts(3), |_, _| false, c, items(c), &BTreeSet::new());
         assert!(unlisted.is_none(), "a kind whose watch has not listed");
-        let uncounted = Compares::keep(&read, &HashMap::new(), |_, _| true, c, Arc::default(), &BTreeSet::new());
+        let uncounted = Compares::keep(&read, &HashMap::new(), |_, _| true, c, items(c), &BTreeSet::new());
         assert!(uncounted.is_none(), "a kind with no count from before the comparison");
         let prune_kind = BTreeSet::from([("apps/v1".to_string(), "Deployment".to_string())]);
-        let other = Compares::keep(&read, &counts(3), |_, _| true, c, Arc::default(), &prune_kind);
+        let other = Compares::keep(&read, &counts(3), |_, _| true, c, items(c), &prune_kind);
         assert!(other.is_none(), "a remembered kind (prune candidates) without a count");
+        let unaligned = Compares::keep(&read, &counts(3), |_, _| true, c, Arc::default(), &BTreeSet::new());
+        assert!(unaligned.is_none(), "items that are not the plan's view of the comparisons");
     }
 
     #[test]
