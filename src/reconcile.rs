@@ -65,7 +65,7 @@ const WATCH_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// copies of each of its objects (manifest, live object, both compared sides) until it
 /// ends, so the process's peak memory follows this bound, not the number of passes that
 /// start together. A pass of more objects than this runs alone.
-pub const PASS_OBJECTS_AT_ONCE: u32 = 2_000;
+pub const PASS_OBJECTS_AT_ONCE: u32 = 1_000;
 
 /// The permits of [`PASS_OBJECTS_AT_ONCE`] a pass of `objects` objects takes.
 fn objects_weight(objects: usize) -> u32 {
