@@ -289,6 +289,11 @@ impl Context {
         self.live.as_ref().map_or(0, LiveCache::cached)
     }
 
+    /// Every running watch ([`LiveCache::watches`]).
+    pub fn watches(&self) -> Vec<String> {
+        self.live.as_ref().map_or_else(Vec::new, LiveCache::watches)
+    }
+
     /// The kinds whose watch (see [`Context::with_watches`]) has not listed yet.
     pub fn watches_unsynced(&self) -> Vec<String> {
         self.live.as_ref().map_or_else(Vec::new, LiveCache::unsynced)

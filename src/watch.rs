@@ -2,7 +2,10 @@
 //!
 //! One kube-runtime watcher per kind an application uses, cluster-wide, filtered by the
 //! label `plumb.dev/app` (present on everything plumb applies) with the values of the
-//! policy's applications ([`app_selector`]), feeding a reflector store.
+//! policy's applications ([`app_selector`]), feeding a reflector store. The children
+//! that workloads' health reads (Pods, ReplicaSets, ControllerRevisions…) carry no such
+//! label: they are watched whole, but only in the namespaces whose workloads asked
+//! for them ([`LiveCache::by_owner`]), so a large cluster's other Pods cost nothing.
 //! Passes read live objects from the store instead of GETting each one, and list an
 //! application's owned objects from it instead of LISTing. When an object's spec-like
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
@@ -43,7 +46,17 @@ use crate::{
     tracking::{APP_LABEL, ObjectKey},
 };
 
-type KindId = (String, String, bool);
+/// Which objects of a kind one watch holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Held {
+    /// Those with plumb's app label, cluster-wide (the objects plumb manages).
+    Labelled,
+    /// Every object of one namespace (the children of managed workloads: Pods,
+    /// ReplicaSets…), watched only in namespaces whose workloads' health asked for them.
+    Namespace(String),
+}
+
+type KindId = (String, String, Held);
 
 /// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
 pub type ByOwner = HashMap<String, Vec<Arc<Cached>>>;
@@ -82,13 +95,13 @@ impl LiveCache {
     /// How many objects the labelled watches hold (all kinds).
     pub fn cached(&self) -> usize {
         let Ok(stores) = self.stores.lock() else { return 0 };
-        stores.iter().filter(|((_, _, labelled), _)| *labelled).map(|(_, s)| s.state().len()).sum()
+        stores.iter().filter(|((_, _, held), _)| *held == Held::Labelled).map(|(_, s)| s.state().len()).sum()
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
     /// use (and returns `None` until it is ready).
     fn store(&self, kind: &Kind) -> Option<Store<Cached>> {
-        self.store_of(kind, true)
+        self.store_of(kind, Held::Labelled)
     }
 
     /// Starts the watch of `kind` when it is not running and waits, at most `timeout`,
@@ -96,9 +109,12 @@ impl LiveCache {
     /// for). One LIST answers for every object of the kind: a pass that waits here
     /// instead of GETting each object costs one request per kind.
     pub async fn ready(&self, kind: &Kind, timeout: std::time::Duration) {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), true);
-        let Some(store) =
-            self.stores.lock().ok().map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, true)).clone())
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), Held::Labelled);
+        let Some(store) = self
+            .stores
+            .lock()
+            .ok()
+            .map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, &Held::Labelled)).clone())
         else {
             return;
         };
@@ -119,23 +135,29 @@ impl LiveCache {
         .await;
     }
 
-    /// `labelled`: only objects with plumb's app label (and drift triggers); otherwise
-    /// every object of the kind (children such as Pods, no triggers).
-    fn store_of(&self, kind: &Kind, labelled: bool) -> Option<Store<Cached>> {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), labelled);
+    /// The store of the watch of `kind` holding `held` (a labelled watch has drift
+    /// triggers; a namespace's watch of children has none).
+    fn store_of(&self, kind: &Kind, held: Held) -> Option<Store<Cached>> {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), held);
         let mut stores = self.stores.lock().ok()?;
-        let store = stores.entry(id).or_insert_with(|| self.start(kind, labelled)).clone();
+        let store = stores.entry(id.clone()).or_insert_with(|| self.start(kind, &id.2)).clone();
         drop(stores);
         // `wait_until_ready` resolves once the first full list is in.
         futures::FutureExt::now_or_never(store.wait_until_ready()).and_then(Result::ok).map(|()| store)
     }
 
-    fn start(&self, kind: &Kind, labelled: bool) -> Store<Cached> {
+    fn start(&self, kind: &Kind, held: &Held) -> Store<Cached> {
         let writer = reflector::store::Writer::new(());
         let store = writer.as_reader();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &*kind.resource);
-        let config =
-            if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
+        let (api, config): (Api<DynamicObject>, _) = match held {
+            Held::Labelled => {
+                (Api::all_with(self.client.clone(), &*kind.resource), watcher::Config::default().labels(&self.selector))
+            }
+            Held::Namespace(ns) => {
+                (Api::namespaced_with(self.client.clone(), ns, &*kind.resource), watcher::Config::default())
+            }
+        };
+        let labelled = *held == Held::Labelled;
         let events = watcher(api, config).default_backoff().modify(compact).map_ok(slim);
         let stream = reflector::reflector(writer, events);
         let drift = self.drift.clone();
@@ -219,8 +241,8 @@ impl LiveCache {
     /// cache holds every object of the kind as that pass could read it.
     pub fn epoch(&self, group: &str, kind: &str) -> Option<u64> {
         let stores = self.stores.lock().ok()?;
-        let mut watched = stores.iter().filter(|((api_version, k, labelled), _)| {
-            *labelled && k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+        let mut watched = stores.iter().filter(|((api_version, k, held), _)| {
+            *held == Held::Labelled && k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
         });
         let mut any = false;
         let all_listed = watched.all(|(_, s)| {
@@ -246,6 +268,22 @@ impl LiveCache {
     /// delivered since.
     pub fn error(&self, kind: &str) -> Option<String> {
         self.errors.lock().ok()?.get(kind).cloned()
+    }
+
+    /// Every running watch, sorted: `Kind (apiVersion), labelled` for one of the objects
+    /// plumb manages (cluster-wide, by label), `Kind (apiVersion) in namespace` for one
+    /// of a namespace's children.
+    pub fn watches(&self) -> Vec<String> {
+        let Ok(stores) = self.stores.lock() else { return vec![] };
+        let mut out: Vec<String> = stores
+            .keys()
+            .map(|(api_version, kind, held)| match held {
+                Held::Labelled => format!("{kind} ({api_version}), labelled"),
+                Held::Namespace(ns) => format!("{kind} ({api_version}) in {ns}"),
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// The kinds whose watch has not delivered its first full list yet (`Kind` names),
@@ -280,17 +318,19 @@ impl LiveCache {
         Some(store.state().into_iter().filter(|o| o.label(APP_LABEL) == Some(app)).collect())
     }
 
-    /// The objects of `kind` in `namespace` (any object, labelled or not: Pods of a
-    /// workload, ReplicaSets of a Deployment) by the uid of each owner their owner
-    /// references name, read in one scan of the cache for all the workloads of the
-    /// namespace. `None` until that watch is ready.
+    /// The objects of namespaced `kind` in `namespace` (any object, labelled or not:
+    /// Pods of a workload, ReplicaSets of a Deployment) by the uid of each owner their
+    /// owner references name, read in one scan of the cache for all the workloads of
+    /// the namespace. The first call for a namespace starts its watch of `kind` (only
+    /// namespaces holding managed workloads are watched, not the cluster); `None`
+    /// until that watch is ready.
     pub fn by_owner(&self, kind: &Kind, namespace: &str) -> Option<ByOwner> {
-        let store = self.store_of(kind, false)?;
+        if namespace.is_empty() || !kind.namespaced {
+            return None;
+        }
+        let store = self.store_of(kind, Held::Namespace(namespace.to_string()))?;
         let mut out = ByOwner::new();
         for o in store.state() {
-            if o.namespace() != Some(namespace) {
-                continue;
-            }
             for (i, uid) in o.owner_uids().enumerate() {
                 // once per owner, however many references name it
                 if !o.owner_uids().take(i).any(|earlier| earlier == uid) {

@@ -146,6 +146,17 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
     );
     let pod = &r.status.resources[0];
     assert!(pod.health_message.contains(&pod_name) && pod.health_message.contains("CrashLoopBackOff"), "{pod:?}");
+    // its health read its ReplicaSets and Pods from watches of its own namespace only:
+    // the cluster's other Pods are not cached
+    let watches = ctx.watches();
+    for child in ["Pod (v1)", "ReplicaSet (apps/v1)"] {
+        assert!(watches.contains(&format!("{child} in {ns}")), "{watches:?}");
+        assert!(
+            watches.iter().filter(|w| w.starts_with(child)).all(|w| w.ends_with(&format!(" in {ns}"))),
+            "{watches:?}"
+        );
+    }
+    assert!(watches.contains(&"Deployment (apps/v1), labelled".to_string()), "{watches:?}");
 
     // (b) pods run (kwok); a hand scale to 5
     wait_for("api Healthy", Duration::from_secs(60), || async {
