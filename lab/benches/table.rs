@@ -299,6 +299,75 @@ fn histogram(metrics: &str, name: &str) -> (f64, f64) {
 
 // ---------------------------------------------------------------------------------- P1
 
+/// The `data.rev` of each ConfigMap of `ns` as a watch delivers them.
+fn revisions_seen(client: &kube::Client, ns: &str) -> tokio::sync::watch::Receiver<HashMap<String, String>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let (tx, rx) = tokio::sync::watch::channel(HashMap::<String, String>::new());
+    tokio::spawn(async move {
+        let mut seen = HashMap::new();
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = stream.next().await {
+            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = ev {
+                let rev = cm.data.as_ref().and_then(|d| d.get("rev").cloned()).unwrap_or_default();
+                seen.insert(cm.metadata.name.unwrap_or_default(), rev);
+                let _ = tx.send(seen.clone());
+            }
+        }
+    });
+    rx
+}
+
+/// P1's floor on this control plane: the requests plumb makes for a push changing 49
+/// ConfigMaps (one server-side dry-run of each, then one server-side apply of each,
+/// 16 at once), from a raw client with nothing else to do (no Git, no render, no
+/// status), timed as P1 is: until a watch has delivered all 49. The median of `rounds`.
+async fn p1_raw_floor(client: &kube::Client, rounds: usize) -> f64 {
+    let ns = "p1-raw";
+    let cm = |i: usize, rev: usize| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:02}"), "namespace": ns},
+            "data": {"rev": rev.to_string(), "payload": "x".repeat(200)}})
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<ConfigMap>(&()));
+    kubectl(&["create", "namespace", ns]);
+    let apply = |rev: usize, dry_run: bool| {
+        let api = api.clone();
+        async move {
+            let mut params = PatchParams::apply("raw-client").force();
+            params.dry_run = dry_run;
+            let each = (0..49).map(|i| {
+                let (api, params, body) = (api.clone(), params.clone(), cm(i, rev));
+                async move { api.patch(&format!("cm-{i:02}"), &params, &Patch::Apply(&body)).await.map(|_| ()) }
+            });
+            let results: Vec<_> = futures::stream::iter(each).buffer_unordered(16).collect().await;
+            assert!(results.iter().all(Result::is_ok), "raw client: {:?}", results.iter().find(|r| r.is_err()));
+        }
+    };
+    apply(0, false).await;
+    let rx = revisions_seen(client, ns);
+    let mut took = Vec::new();
+    for rev in 1..=rounds {
+        let mut rx = rx.clone();
+        let want = rev.to_string();
+        let started = Instant::now();
+        apply(rev, true).await;
+        apply(rev, false).await;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            rx.wait_for(|m| m.values().filter(|v| **v == want).count() == 49),
+        )
+        .await
+        .expect("raw client: all 49 seen within 30 s")
+        .unwrap();
+        took.push(ms(started.elapsed()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let floor = median(&mut took);
+    eprintln!(
+        "P1 floor: raw client, 49 dry-runs then 49 applies (16 at once) until watched: p50 {floor:.0} ms of {rounds}"
+    );
+    floor
+}
+
 async fn p1(t: &mut Table) {
     const OBJECTS: usize = 50;
     let pushes: usize = env_or("PUSHES", 10);
@@ -328,19 +397,7 @@ async fn p1(t: &mut Table) {
     .await;
 
     let client = control_plane().client().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client, "p1-plumb");
-    let (tx, rx) = tokio::sync::watch::channel(HashMap::<String, String>::new());
-    tokio::spawn(async move {
-        let mut seen = HashMap::new();
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        while let Some(Ok(ev)) = stream.next().await {
-            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = ev {
-                let rev = cm.data.as_ref().and_then(|d| d.get("rev").cloned()).unwrap_or_default();
-                seen.insert(cm.metadata.name.unwrap_or_default(), rev);
-                let _ = tx.send(seen.clone());
-            }
-        }
-    });
+    let rx = revisions_seen(&client, "p1-plumb");
     let clone = lab.tmp.path().join("script-clone");
     sh(lab.tmp.path(), &format!("git clone -q {} {}", lab.url, clone.display()));
     sh(&clone, "kubectl apply --server-side --field-manager=sync-sh -f apps/script/all.yaml >/dev/null");
@@ -380,12 +437,13 @@ async fn p1(t: &mut Table) {
     }
     let (after_sum, after_count) = histogram(&plumb.ctx.metrics.encode(), "plumb_webhook_to_pass_seconds");
     plumb.stop().await;
+    let raw = p1_raw_floor(&client, pushes).await;
     let (p, s) = (median(&mut plumb_ms), median(&mut script_ms));
     t.add(
         "P1",
         format!("signed push → 50 objects applied, p50 of {pushes} pushes"),
         format!("{p:.0} ms"),
-        format!("sync.sh {s:.0} ms"),
+        format!("sync.sh {s:.0} ms; raw client, the same requests without Git (49 dry-runs, then 49 applies, 16 at once) {raw:.0} ms"),
         format!("{:.0}×", s / p),
         "≤ 60 ms; ≥ 50×",
         Some(p <= 60.0 && s / p >= 50.0),
