@@ -698,8 +698,8 @@ impl Context {
         // the watches' first lists and the metadata LISTs of the objects they may lack, at once
         let ((), absent) = futures::join!(self.watches_ready(manifests), self.known_absent(scope, manifests));
         let scope = &Scope { absent: Some(&absent), ..*scope };
-        // each future made when the pool takes it (a thousand made at once held megabytes)
-        // (by position: a closure over borrowed items would not prove the pass Send)
+        // each future made when the pool takes it, not all of them first (by position: a
+        // closure over borrowed items would not prove the pass Send)
         let jobs = (0..manifests.len()).map(|i| self.compare_one(scope, &manifests[i]).boxed());
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
