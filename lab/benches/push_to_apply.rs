@@ -16,14 +16,10 @@
 mod support;
 
 use std::{
-    collections::HashMap,
     process::Command,
     time::{Duration, Instant},
 };
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, runtime::watcher};
 use support::*;
 
 const OBJECTS: usize = 50;
@@ -88,19 +84,7 @@ async fn main() {
 
     // Watch the namespace: name → rev.
     let client = control_plane().client().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client, "bench-plumb");
-    let (tx, rx) = tokio::sync::watch::channel(HashMap::<String, String>::new());
-    tokio::spawn(async move {
-        let mut seen = HashMap::new();
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        while let Some(Ok(ev)) = stream.next().await {
-            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = ev {
-                let rev = cm.data.as_ref().and_then(|d| d.get("rev").cloned()).unwrap_or_default();
-                seen.insert(cm.metadata.name.unwrap_or_default(), rev);
-                let _ = tx.send(seen.clone());
-            }
-        }
-    });
+    let rx = revisions_seen(&client, "bench-plumb");
 
     // The script's clone, pulled over HTTP like sync.sh does.
     let clone = lab.tmp.path().join("script-clone");

@@ -39,7 +39,6 @@
 mod support;
 
 use std::{
-    collections::HashMap,
     fmt::Write as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -52,7 +51,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
-    runtime::watcher,
 };
 use plumb::{
     compare::SyncStatus,
@@ -298,24 +296,6 @@ fn histogram(metrics: &str, name: &str) -> (f64, f64) {
 }
 
 // ---------------------------------------------------------------------------------- P1
-
-/// The `data.rev` of each ConfigMap of `ns` as a watch delivers them.
-fn revisions_seen(client: &kube::Client, ns: &str) -> tokio::sync::watch::Receiver<HashMap<String, String>> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let (tx, rx) = tokio::sync::watch::channel(HashMap::<String, String>::new());
-    tokio::spawn(async move {
-        let mut seen = HashMap::new();
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
-        while let Some(Ok(ev)) = stream.next().await {
-            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = ev {
-                let rev = cm.data.as_ref().and_then(|d| d.get("rev").cloned()).unwrap_or_default();
-                seen.insert(cm.metadata.name.unwrap_or_default(), rev);
-                let _ = tx.send(seen.clone());
-            }
-        }
-    });
-    rx
-}
 
 /// P1's floor on this control plane: the requests plumb makes for a push changing 49
 /// ConfigMaps (one server-side dry-run of each, then one server-side apply of each,

@@ -323,3 +323,27 @@ impl App {
         self.lab.repo.commit("change").unwrap();
     }
 }
+
+/// The `data.rev` of each ConfigMap of `ns` as a watch delivers them (the benches'
+/// "applied": every object seen at the new revision).
+pub fn revisions_seen(
+    client: &kube::Client,
+    ns: &str,
+) -> tokio::sync::watch::Receiver<std::collections::HashMap<String, String>> {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client.clone(), ns);
+    let (tx, rx) = tokio::sync::watch::channel(std::collections::HashMap::<String, String>::new());
+    tokio::spawn(async move {
+        let mut seen = std::collections::HashMap::new();
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = stream.next().await {
+            if let watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) = ev {
+                let rev = cm.data.as_ref().and_then(|d| d.get("rev").cloned()).unwrap_or_default();
+                seen.insert(cm.metadata.name.unwrap_or_default(), rev);
+                let _ = tx.send(seen.clone());
+            }
+        }
+    });
+    rx
+}
