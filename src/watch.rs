@@ -109,15 +109,7 @@ impl LiveCache {
     /// for). One LIST answers for every object of the kind: a pass that waits here
     /// instead of GETting each object costs one request per kind.
     pub async fn ready(&self, kind: &Kind, timeout: std::time::Duration) {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), Held::Labelled);
-        let Some(store) = self
-            .stores
-            .lock()
-            .ok()
-            .map(|mut s| s.entry(id).or_insert_with(|| self.start(kind, &Held::Labelled)).clone())
-        else {
-            return;
-        };
+        let Some(store) = self.watch(kind, Held::Labelled) else { return };
         let failed = async {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -138,12 +130,17 @@ impl LiveCache {
     /// The store of the watch of `kind` holding `held` (a labelled watch has drift
     /// triggers; a namespace's watch of children has none).
     fn store_of(&self, kind: &Kind, held: Held) -> Option<Store<Cached>> {
-        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), held);
-        let mut stores = self.stores.lock().ok()?;
-        let store = stores.entry(id.clone()).or_insert_with(|| self.start(kind, &id.2)).clone();
-        drop(stores);
+        let store = self.watch(kind, held)?;
         // `wait_until_ready` resolves once the first full list is in.
         futures::FutureExt::now_or_never(store.wait_until_ready()).and_then(Result::ok).map(|()| store)
+    }
+
+    /// The store of the watch of `kind` holding `held`, started when not running (listed
+    /// or not).
+    fn watch(&self, kind: &Kind, held: Held) -> Option<Store<Cached>> {
+        let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), held);
+        let mut stores = self.stores.lock().ok()?;
+        Some(stores.entry(id.clone()).or_insert_with(|| self.start(kind, &id.2)).clone())
     }
 
     fn start(&self, kind: &Kind, held: &Held) -> Store<Cached> {

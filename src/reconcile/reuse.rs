@@ -89,11 +89,11 @@ impl Compares {
         items: Arc<Vec<DesiredItem>>,
         kinds_after: &BTreeSet<(String, String)>,
     ) -> Option<Self> {
-        let mut kinds: BTreeSet<GroupKind> = BTreeSet::new();
-        let mut kept = Vec::with_capacity(compared.len());
         if items.len() != compared.len() {
             return None;
         }
+        let mut kinds: BTreeSet<GroupKind> = BTreeSet::new();
+        let mut kept = Vec::with_capacity(compared.len());
         for c in compared {
             let labelled = c.live.as_ref().and_then(|l| l.label(APP_LABEL));
             let in_sync = c.reason == ObjectReason::Synced && c.sync() == SyncStatus::Synced;
