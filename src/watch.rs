@@ -5,7 +5,9 @@
 //! policy's applications ([`app_selector`]), feeding a reflector store. The children
 //! that workloads' health reads (Pods, ReplicaSets, ControllerRevisions…) carry no such
 //! label: they are watched whole, but only in the namespaces whose workloads asked
-//! for them ([`LiveCache::by_owner`]), so a large cluster's other Pods cost nothing.
+//! for them ([`LiveCache::by_owner`]), so a large cluster's other Pods cost nothing;
+//! such a watch stops once its namespace holds no managed workload
+//! ([`LiveCache::tidy`]).
 //! Passes read live objects from the store instead of GETting each one, and list an
 //! application's owned objects from it instead of LISTing. When an object's spec-like
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
@@ -24,6 +26,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use futures::{StreamExt, TryStreamExt};
@@ -58,13 +61,41 @@ enum Held {
 
 type KindId = (String, String, Held);
 
+/// One running watch.
+struct Running {
+    store: Store<Cached>,
+    /// Stops this watch alone (a child of the cache's token).
+    stop: CancellationToken,
+    /// When a pass last asked for it.
+    read: Instant,
+}
+
+/// How long a namespace's children watch outlives its last read once the namespace holds
+/// no managed workload ([`LiveCache::stop_unneeded_children`]). A pass that creates a
+/// workload reads its children before the labelled watch may have delivered the workload:
+/// this long covers that.
+pub const CHILDREN_GRACE: Duration = Duration::from_secs(60);
+
+/// Whether objects of `group`/`kind` have children their health reads (Pods, and a
+/// Deployment's ReplicaSets): Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs.
+pub fn has_children(group: &str, kind: &str) -> bool {
+    matches!((group, kind), ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job"))
+}
+
+/// The group of an `apiVersion` (`""` for the core group's `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
 pub type ByOwner = HashMap<String, Vec<Arc<Cached>>>;
 
 /// The watch cache of one process.
 pub struct LiveCache {
     client: Client,
-    stores: Mutex<HashMap<KindId, Store<Cached>>>,
+    stores: Mutex<HashMap<KindId, Running>>,
+    /// When [`LiveCache::tidy`] last looked.
+    tidied: Mutex<Instant>,
     /// The last error of each kind's watch (by kind name, e.g. `ConfigMap`), until it
     /// delivers again: a 403 means plumb's identity may not list or watch that kind.
     errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
@@ -84,6 +115,7 @@ impl LiveCache {
         Self {
             client,
             stores: Mutex::default(),
+            tidied: Mutex::new(Instant::now()),
             errors: std::sync::Arc::default(),
             drift,
             token,
@@ -95,7 +127,7 @@ impl LiveCache {
     /// How many objects the labelled watches hold (all kinds).
     pub fn cached(&self) -> usize {
         let Ok(stores) = self.stores.lock() else { return 0 };
-        stores.iter().filter(|((_, _, held), _)| *held == Held::Labelled).map(|(_, s)| s.state().len()).sum()
+        stores.iter().filter(|((_, _, held), _)| *held == Held::Labelled).map(|(_, w)| w.store.state().len()).sum()
     }
 
     /// The store of `kind` once its initial list has arrived; starts the watcher on first
@@ -108,11 +140,11 @@ impl LiveCache {
     /// for its first list (or its first error: a kind plumb may not list is not waited
     /// for). One LIST answers for every object of the kind: a pass that waits here
     /// instead of GETting each object costs one request per kind.
-    pub async fn ready(&self, kind: &Kind, timeout: std::time::Duration) {
+    pub async fn ready(&self, kind: &Kind, timeout: Duration) {
         let Some(store) = self.watch(kind, Held::Labelled) else { return };
         let failed = async {
             loop {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 if self.error(&kind.resource.kind).is_some() {
                     return;
                 }
@@ -140,10 +172,62 @@ impl LiveCache {
     fn watch(&self, kind: &Kind, held: Held) -> Option<Store<Cached>> {
         let id = (kind.resource.api_version.clone(), kind.resource.kind.clone(), held);
         let mut stores = self.stores.lock().ok()?;
-        Some(stores.entry(id.clone()).or_insert_with(|| self.start(kind, &id.2)).clone())
+        let running = stores.entry(id.clone()).or_insert_with(|| {
+            let stop = self.token.child_token();
+            Running { store: self.start(kind, &id.2, stop.clone()), stop, read: Instant::now() }
+        });
+        running.read = Instant::now();
+        Some(running.store.clone())
     }
 
-    fn start(&self, kind: &Kind, held: &Held) -> Store<Cached> {
+    /// Stops the children watches ([`LiveCache::by_owner`]) of the namespaces that hold
+    /// no managed workload any more (no object of a kind with children, see
+    /// [`has_children`], in the labelled watches) and that no pass has read for `grace`.
+    /// Stops nothing while a labelled watch of such a kind has not listed (its namespaces
+    /// are not known yet). Returns the watches stopped, named as [`LiveCache::watches`]
+    /// names them.
+    pub fn stop_unneeded_children(&self, grace: Duration) -> Vec<String> {
+        let Ok(mut stores) = self.stores.lock() else { return vec![] };
+        let mut busy: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for ((api_version, kind, held), w) in stores.iter() {
+            if *held != Held::Labelled || !has_children(group_of(api_version), kind) {
+                continue;
+            }
+            if futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_none() {
+                return vec![];
+            }
+            busy.extend(w.store.state().iter().filter_map(|o| o.namespace()).map(str::to_string));
+        }
+        let mut stopped = Vec::new();
+        stores.retain(|(api_version, kind, held), w| {
+            let Held::Namespace(ns) = held else { return true };
+            if busy.contains(ns) || w.read.elapsed() < grace {
+                return true;
+            }
+            w.stop.cancel();
+            stopped.push(format!("{kind} ({api_version}) in {ns}"));
+            false
+        });
+        stopped.sort();
+        stopped
+    }
+
+    /// [`LiveCache::stop_unneeded_children`] with [`CHILDREN_GRACE`], at most once per
+    /// [`CHILDREN_GRACE`] (each pass calls it).
+    pub fn tidy(&self) {
+        {
+            let Ok(mut tidied) = self.tidied.lock() else { return };
+            if tidied.elapsed() < CHILDREN_GRACE {
+                return;
+            }
+            *tidied = Instant::now();
+        }
+        for w in self.stop_unneeded_children(CHILDREN_GRACE) {
+            tracing::debug!("watch stopped: {w} (no managed workload left there)");
+        }
+    }
+
+    fn start(&self, kind: &Kind, held: &Held, token: CancellationToken) -> Store<Cached> {
         let writer = reflector::store::Writer::new(());
         let store = writer.as_reader();
         let (api, config): (Api<DynamicObject>, _) = match held {
@@ -158,7 +242,6 @@ impl LiveCache {
         let events = watcher(api, config).default_backoff().modify(compact).map_ok(slim);
         let stream = reflector::reflector(writer, events);
         let drift = self.drift.clone();
-        let token = self.token.clone();
         let name = kind.resource.kind.clone();
         let errors = self.errors.clone();
         let epoch = labelled.then(|| self.epoch_counter(kind));
@@ -239,12 +322,12 @@ impl LiveCache {
     pub fn epoch(&self, group: &str, kind: &str) -> Option<u64> {
         let stores = self.stores.lock().ok()?;
         let mut watched = stores.iter().filter(|((api_version, k, held), _)| {
-            *held == Held::Labelled && k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+            *held == Held::Labelled && k == kind && group_of(api_version) == group
         });
         let mut any = false;
-        let all_listed = watched.all(|(_, s)| {
+        let all_listed = watched.all(|(_, w)| {
             any = true;
-            futures::FutureExt::now_or_never(s.wait_until_ready()).is_some_and(|r| r.is_ok())
+            futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_some_and(|r| r.is_ok())
         });
         drop(stores);
         if !(any && all_listed) {
@@ -283,13 +366,17 @@ impl LiveCache {
         out
     }
 
-    /// The kinds whose watch has not delivered its first full list yet (`Kind` names),
-    /// for the readiness probe.
+    /// The kinds whose labelled watch has not delivered its first full list yet
+    /// (`Kind (apiVersion)`), for the readiness probe. A namespace's children watch is
+    /// not counted: it starts when a pass first assesses a workload there, and that pass
+    /// uses the workload's status alone until it lists.
     pub fn unsynced(&self) -> Vec<String> {
         let Ok(stores) = self.stores.lock() else { return vec!["(watch cache poisoned)".into()] };
         let mut out: Vec<String> = stores
             .iter()
-            .filter(|(_, s)| futures::FutureExt::now_or_never(s.wait_until_ready()).is_none())
+            .filter(|((_, _, held), w)| {
+                *held == Held::Labelled && futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_none()
+            })
             .map(|((api_version, kind, _), _)| format!("{kind} ({api_version})"))
             .collect();
         out.sort();

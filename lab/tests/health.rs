@@ -174,3 +174,47 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
     assert_eq!((st.sync, st.health), (SyncStatus::OutOfSync, HealthStatus::Healthy), "{:?}", st.resources);
     assert!(st.resources[0].reason.contains("/spec/replicas 5→2"), "{:?}", st.resources);
 }
+
+/// A namespace's watch of children (the Pods and ReplicaSets workload health reads)
+/// starts when health is first read there, is not one the readiness probe waits for,
+/// and stops once the namespace holds no managed workload (P4: children are watched only
+/// in namespaces that hold managed workloads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_s_children_watch_lasts_as_long_as_its_managed_workloads() {
+    let (ns, app) = ("children-watch", "children-watch-app");
+    kubectl(&["create", "namespace", ns]);
+    let cluster = plumb::cluster::Cluster::connect(Some(&control_plane().kubeconfig)).await.unwrap();
+    let (drift, _drifted) = tokio::sync::mpsc::unbounded_channel();
+    let token = tokio_util::sync::CancellationToken::new();
+    let cache = plumb::watch::LiveCache::new(cluster.client().clone(), drift, token.clone(), &[app]);
+    let (pods, deployments) =
+        (cluster.kind("v1", "Pod").await.unwrap(), cluster.kind("apps/v1", "Deployment").await.unwrap());
+    kubectl_apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}, labels: {{plumb.dev/app: {app}}}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: \"nginx:1.27.3\"}}]}}\n"
+    ));
+    cache.ready(&deployments, Duration::from_secs(30)).await;
+    wait_for("the managed Deployment in the cache", Duration::from_secs(30), || async {
+        (cache.list_app(&deployments, app)?.len() == 1).then_some(())
+    })
+    .await;
+
+    // the first health read starts the namespace's watch; readiness never waits for it
+    let _ = cache.by_owner(&pods, ns);
+    assert_eq!(cache.watches(), ["Deployment (apps/v1), labelled".to_string(), format!("Pod (v1) in {ns}")]);
+    assert!(cache.unsynced().iter().all(|w| !w.starts_with("Pod")), "{:?}", cache.unsynced());
+    wait_for("the namespace's Pods listed", Duration::from_secs(30), || async { cache.by_owner(&pods, ns) }).await;
+
+    // kept while the namespace holds a managed workload, however long unread
+    assert_eq!(cache.stop_unneeded_children(Duration::ZERO), Vec::<String>::new());
+    // kept, without workloads, while read within the grace
+    kubectl(&["-n", ns, "delete", "deployment", "web", "--wait=true"]);
+    wait_for("the Deployment gone from the cache", Duration::from_secs(30), || async {
+        cache.list_app(&deployments, app)?.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(cache.stop_unneeded_children(Duration::from_secs(3600)), Vec::<String>::new());
+    // stopped once unread past it
+    assert_eq!(cache.stop_unneeded_children(Duration::ZERO), [format!("Pod (v1) in {ns}")]);
+    assert_eq!(cache.watches(), ["Deployment (apps/v1), labelled"]);
+    token.cancel();
+}

@@ -39,6 +39,10 @@ impl Context {
         // Jobs that finished: what this render still declares, with the same manifest
         let mut finished = Vec::new();
         let mut children = Children::default();
+        if let Some(live) = &self.live {
+            // children watches of namespaces whose workloads are gone stop here
+            live.tidy();
+        }
         for c in &found.compared {
             if c.live
                 .as_ref()

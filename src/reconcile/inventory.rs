@@ -247,10 +247,7 @@ impl Context {
     /// they are ready (health then uses status only).
     pub(super) async fn children(&self, c: &Compared, children: &mut Children) -> Owned {
         let (Some(cache), Some(live)) = (&self.live, &c.live) else { return Owned::default() };
-        let workload = matches!(
-            (c.key.group.as_str(), c.key.kind.as_str()),
-            ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
-        );
+        let workload = crate::watch::has_children(&c.key.group, &c.key.kind);
         let Some(uid) = live.uid().filter(|_| workload) else {
             return Owned::default();
         };
