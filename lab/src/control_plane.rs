@@ -275,6 +275,23 @@ impl ControlPlane {
         plumb::cluster::client(Some(&self.kubeconfig)).await
     }
 
+    /// The process id of each running component (`etcd`, `kube-apiserver`, …), by name:
+    /// each runs under a watchdog shell (see `spawn_watched`), whose child it is.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.children
+            .iter()
+            .filter_map(|(name, watchdog)| {
+                let out = Command::new("pgrep").arg("-P").arg(watchdog.id().to_string()).output().ok()?;
+                let pids = String::from_utf8_lossy(&out.stdout).into_owned();
+                // the component, not the watchdog's `sleep`
+                pids.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() != "sleep"))
+                    .map(|pid| (name.clone(), pid))
+            })
+            .collect()
+    }
+
     /// The admin kubeconfig of this control plane.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
