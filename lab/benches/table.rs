@@ -474,6 +474,8 @@ async fn p1(t: &mut Table) {
     let mut plumb_ms = Vec::new();
     let mut script_ms = Vec::new();
     let mut plumb_cpu = CpuMeter::new("plumb");
+    // each push's pass: (source, compare, sync, whole pass) in ms
+    let mut stages: [Vec<f64>; 4] = Default::default();
     for rev in 1..=pushes {
         write_app(&lab.repo, "apps/plumb", "p1-plumb", rev);
         write_app(&lab.repo, "apps/script", "p1-script", rev);
@@ -481,6 +483,7 @@ async fn p1(t: &mut Table) {
         let (headers, body) = lab.gitea_push(&lab.url, &prev, &sha, &lab.secret);
         let mut rx = rx.clone();
         let want = rev.to_string();
+        let before = plumb.ctx.timings("p1").map(|t| t.at);
         let mark = plumb_cpu.start();
         let started = Instant::now();
         assert_eq!(plumb.post_webhook(&headers, &body).await, 202);
@@ -493,6 +496,14 @@ async fn p1(t: &mut Table) {
         .unwrap();
         plumb_ms.push(ms(started.elapsed()));
         plumb_cpu.stop(mark);
+        // the push's pass: the first that ends after it (its status write follows the applies)
+        let t = wait_for("the push's pass to end", Duration::from_secs(30), || async {
+            plumb.ctx.timings("p1").filter(|t| Some(&t.at) != before.as_ref())
+        })
+        .await;
+        for (v, x) in stages.iter_mut().zip([t.source_millis, t.compare_millis, t.sync_millis, t.total_millis]) {
+            v.push(x as f64);
+        }
         let started = Instant::now();
         sh(
             &clone,
@@ -519,6 +530,22 @@ async fn p1(t: &mut Table) {
         format!("{:.0}×", s / p),
         "≤ 60 ms; ≥ 50×",
         Some(p <= 60.0 && s / p >= 50.0),
+    );
+    let [mut source, mut compare, mut sync, mut total] = stages;
+    t.add(
+        "P1",
+        "the push's pass by stage (medians)",
+        format!(
+            "source {:.0} ms, compare (49 dry-runs) {:.0} ms, sync (49 applies) {:.0} ms; whole pass {:.0} ms",
+            median(&mut source),
+            median(&mut compare),
+            median(&mut sync),
+            median(&mut total)
+        ),
+        "—",
+        "—",
+        "—",
+        None,
     );
     t.add(
         "P1",

@@ -124,6 +124,38 @@ async fn a_new_commit_and_requests_compare_again() {
     reused_pass(&ctx, &app.name, Some(r)).await;
 }
 
+/// The comparison after plumb's own apply of a change asks no dry-run: the object is
+/// what that apply wrote (same body, same resourceVersion), which a dry-run would
+/// answer unchanged. A hand edit after it is compared (with a dry-run) and seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_comparison_after_an_own_apply_asks_no_dry_run() {
+    let ns = "ru-own";
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new("plumb-ru-own", "ru-own", ns, ENV, &files).await;
+    let ctx = settled(&app).await;
+
+    app.lab.repo.write("app/a.yaml", &cm("a", "2")).unwrap();
+    app.lab.repo.commit("two").unwrap();
+    let dry_runs = ctx.cluster.dry_runs();
+    let r = pass(&ctx, &app.name).await;
+    assert!(r.sync.as_ref().is_some_and(|s| s.applied.len() + s.applied_omitted == 1), "{:?}", r.sync);
+    assert_eq!(ctx.cluster.dry_runs(), dry_runs + 1, "the changed object's dry-run, before its apply");
+    // the passes after it, until one takes the comparisons of the pass before
+    let r = reused_pass(&ctx, &app.name, None).await;
+    assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
+    assert_eq!(ctx.cluster.dry_runs(), dry_runs + 1, "no dry-run after plumb's own apply");
+
+    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    let r = wait_for("the hand edit seen", Duration::from_secs(60), || async {
+        let r = pass(&ctx, &app.name).await;
+        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
+    })
+    .await;
+    assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
+    assert_eq!(ctx.cluster.dry_runs(), dry_runs + 2, "the hand edit compared with a dry-run");
+}
+
 /// A reloaded policy starts a new context (as `plumb serve` does), which takes nothing
 /// from the passes of the old one: the new boundaries refuse the objects at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

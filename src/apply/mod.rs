@@ -122,12 +122,13 @@ pub struct Outcome {
 
 /// Runs `job` against `cluster` (order and gates in the module docs). `recompare`
 /// compares an object awaiting its CRD again; `written` is told the resourceVersion of
-/// each write (the watch cache may lag behind it).
+/// each write (the watch cache may lag behind it) and, for a server-side apply, the
+/// body applied (`None` for a replace: `Replace=true`).
 pub async fn run(
     cluster: &Cluster,
     job: &Job<'_>,
     recompare: Recompare<'_>,
-    written: &(dyn Fn(&ObjectKey, &str) + Sync),
+    written: &(dyn Fn(&ObjectKey, &str, Option<&Value>) + Sync),
 ) -> Outcome {
     let p = job.plan;
     let names: Vec<String> = job.compared.iter().map(|c| c.key.to_string()).collect();
@@ -165,7 +166,7 @@ pub async fn run(
                         Ok(obj) => {
                             let h = health_after_apply(cluster, &obj).await;
                             if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                                written(&c.key, rv);
+                                written(&c.key, rv, (!options.replace).then_some(&c.apply));
                             }
                             Ok(h)
                         }

@@ -307,7 +307,7 @@ impl Context {
         let normalized_live = normalize(&live_obj);
         let live_hash = live_hash(&normalized_live, &live_obj);
         let mut client_side = false;
-        let desired = match self.memo.dry_run(&key, apply_hash, live_hash) {
+        let desired = match self.recalled_dry_run(&key, (apply_hash, live_hash), &live_obj, &normalized_live, rules) {
             // judged in sync against this very content: still in sync
             Some(DryRunAnswer::Synced) => {
                 let c = Compared::early(key, apply, Some(kind.clone()), ObjectReason::Synced, source);
@@ -362,6 +362,30 @@ impl Context {
             self.memo.remember_compared(manifest_hash, rv, result.clone());
         }
         result
+    }
+
+    /// The answer a dry-run of the body hashing `hashes.0` on the live object (`live_obj`,
+    /// its content hashing `hashes.1`) would give, when it is known without asking: the
+    /// one remembered for both, or, when plumb's own server-side apply of this very body
+    /// wrote `live_obj` and nothing has since, the object itself (normalized and
+    /// stripped as a dry-run's answer is; see `Memo::applied_here`).
+    fn recalled_dry_run(
+        &self,
+        key: &ObjectKey,
+        (apply_hash, live_hash): (u64, u64),
+        live_obj: &Value,
+        normalized_live: &Value,
+        rules: &IgnoreRules,
+    ) -> Option<DryRunAnswer> {
+        self.memo.dry_run(key, apply_hash, live_hash).or_else(|| {
+            let rv = live_obj.pointer("/metadata/resourceVersion")?.as_str()?;
+            if !self.memo.applied_here(key, apply_hash, rv) {
+                return None;
+            }
+            let mut desired = normalized_live.clone();
+            rules.strip(key, &mut desired, Some(live_obj)).ok()?;
+            Some(DryRunAnswer::Desired(desired))
+        })
     }
 }
 

@@ -61,6 +61,9 @@ struct Remembers {
     compared: Option<ComparedMemo>,
     /// resourceVersion of plumb's last write, until the watch shows it.
     written: Option<Box<str>>,
+    /// (hash of the body, resourceVersion written) of plumb's last server-side apply,
+    /// until a comparison asks for it: see [`Memo::applied_here`].
+    applied: Option<(u64, Box<str>)>,
     /// (hash of what the assessment read, verdict): see [`Memo::health`].
     health: Option<(u64, Health)>,
 }
@@ -159,9 +162,25 @@ impl Memo {
         self.read(key, |r| r.written.as_deref().map(str::to_string))
     }
 
-    /// Records plumb's write of `key` at `resource_version`.
-    pub fn wrote(&self, key: &ObjectKey, resource_version: &str) {
-        self.write(key, |r| r.written = Some(resource_version.into()));
+    /// Records plumb's write of `key` at `resource_version`; `applied`: the body, when
+    /// the write was a server-side apply of it (see [`Memo::applied_here`]).
+    pub fn wrote(&self, key: &ObjectKey, resource_version: &str, applied: Option<&Value>) {
+        let applied = applied.map(|body| (crate::watch::value_hash(body), resource_version.into()));
+        self.write(key, |r| (r.written, r.applied) = (Some(resource_version.into()), applied));
+    }
+
+    /// Whether the live object at `live_rv` is what plumb's last server-side apply of
+    /// a body hashing `apply_hash` ([`crate::watch::value_hash`]) wrote: nothing wrote it
+    /// since (same resourceVersion), so a dry-run of the same apply would answer the
+    /// object unchanged. Server-side apply is idempotent (Kubernetes API docs,
+    /// "Server-Side Apply"), and so must mutating admission webhooks be ("Dynamic
+    /// Admission Control", idempotence). After the pass that wrote it, the next
+    /// comparison then costs no dry-run. Asked once: the record is dropped either way
+    /// (a later resourceVersion never matches it again).
+    pub fn applied_here(&self, key: &ObjectKey, apply_hash: u64, live_rv: &str) -> bool {
+        let Ok(mut m) = self.objects.lock() else { return false };
+        let Some(r) = m.get_mut(&*memo_key(key)) else { return false };
+        r.applied.take().is_some_and(|(h, rv)| h == apply_hash && *rv == *live_rv)
     }
 
     /// The watch (or a GET) has shown plumb's last write of `key`.
@@ -258,12 +277,33 @@ mod tests {
         assert!(matches!(memo.compared(&key, 7, "41"), Some(Remembered::Synced)));
         assert!(memo.compared(&key, 8, "41").is_none(), "another manifest");
         assert!(memo.compared(&key, 7, "42").is_none(), "another live version");
-        memo.wrote(&key, "43");
+        memo.wrote(&key, "43", None);
         assert_eq!(memo.written(&key).as_deref(), Some("43"));
         let other = ObjectKey { name: "b".into(), ..key.clone() };
         assert_eq!((memo.written(&other), memo.compared(&other, 7, "41").is_none()), (None, true), "another object");
         memo.seen(&key);
         assert_eq!(memo.written(&key), None);
         assert!(matches!(memo.compared(&key, 7, "41"), Some(Remembered::Synced)), "seen forgets only the write");
+    }
+
+    /// plumb's own apply answers the next comparison once, for that very body at that
+    /// very resourceVersion, and only when it was a server-side apply.
+    #[test]
+    fn an_own_apply_answers_for_the_object_it_wrote_once() {
+        let memo = Memo::default();
+        let key = compared(ObjectReason::Synced).key;
+        let body = json!({"data": {"k": "v"}});
+        let hash = crate::watch::value_hash(&body);
+        memo.wrote(&key, "50", Some(&body));
+        assert!(!memo.applied_here(&key, hash, "51"), "written since");
+        assert!(!memo.applied_here(&key, hash, "50"), "asked once");
+        memo.wrote(&key, "52", Some(&body));
+        assert!(!memo.applied_here(&key, crate::watch::value_hash(&json!({"data": {"k": "w"}})), "52"), "another body");
+        memo.wrote(&key, "53", Some(&body));
+        assert!(memo.applied_here(&key, hash, "53"));
+        memo.wrote(&key, "54", None);
+        assert!(!memo.applied_here(&key, hash, "54"), "a replace (PUT) answers nothing");
+        let other = ObjectKey { name: "b".into(), ..key.clone() };
+        assert!(!memo.applied_here(&other, hash, "54"), "another object");
     }
 }

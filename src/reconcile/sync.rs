@@ -75,7 +75,8 @@ impl Context {
             health,
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        let outcome = apply::run(scope.writer, &job, &recompare, &|k, rv| self.memo.wrote(k, rv)).await;
+        let outcome =
+            apply::run(scope.writer, &job, &recompare, &|k, rv, applied| self.memo.wrote(k, rv, applied)).await;
         for (idx, h) in &outcome.applied {
             let c = &compared[*idx];
             if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
