@@ -294,13 +294,6 @@ impl Context {
         self.live.as_ref().map_or_else(Vec::new, LiveCache::watches)
     }
 
-    /// Stops the watches of children in namespaces without managed workloads, unread for
-    /// `grace` (see [`LiveCache::stop_unneeded_children`]; passes do this on their own
-    /// with [`crate::watch::CHILDREN_GRACE`]); returns those stopped.
-    pub fn stop_unneeded_children(&self, grace: std::time::Duration) -> Vec<String> {
-        self.live.as_ref().map_or_else(Vec::new, |l| l.stop_unneeded_children(grace))
-    }
-
     /// The kinds whose watch (see [`Context::with_watches`]) has not listed yet.
     pub fn watches_unsynced(&self) -> Vec<String> {
         self.live.as_ref().map_or_else(Vec::new, LiveCache::unsynced)
