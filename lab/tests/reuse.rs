@@ -55,6 +55,25 @@ async fn settled(app: &App) -> Arc<Context> {
     ctx
 }
 
+/// An application of two ConfigMaps, `a` and `b`, in namespace `ns`, synced and settled.
+async fn two_config_maps(status_ns: &str, name: &str, ns: &str) -> (App, Arc<Context>) {
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new(status_ns, name, ns, ENV, &files).await;
+    let ctx = settled(&app).await;
+    (app, ctx)
+}
+
+/// Edits ConfigMap `a` of `ns` by hand, then runs passes of `app` until one sees it.
+async fn hand_edit_seen(ctx: &Context, app: &str, ns: &str) -> PassReport {
+    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    wait_for("the hand edit seen", Duration::from_secs(60), || async {
+        let r = pass(ctx, app).await;
+        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
+    })
+    .await
+}
+
 fn resource<'a>(r: &'a PassReport, object: &str) -> &'a plumb::status::ResourceStatus {
     r.status.resources.iter().find(|s| s.object == object).unwrap_or_else(|| panic!("{object}: {:?}", r.status))
 }
@@ -62,17 +81,9 @@ fn resource<'a>(r: &'a PassReport, object: &str) -> &'a plumb::status::ResourceS
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_edit_and_a_deletion_are_seen_after_reused_passes() {
     let ns = "ru-edit";
-    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
-    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
-    let app = App::new("plumb-ru-edit", "ru-edit", ns, ENV, &files).await;
-    let ctx = settled(&app).await;
+    let (app, ctx) = two_config_maps("plumb-ru-edit", "ru-edit", ns).await;
 
-    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
-    let r = wait_for("the hand edit seen", Duration::from_secs(60), || async {
-        let r = pass(&ctx, &app.name).await;
-        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
-    })
-    .await;
+    let r = hand_edit_seen(&ctx, &app.name, ns).await;
     assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
     assert_eq!(resource(&r, &format!("ConfigMap/{ns}/b")).sync, SyncStatus::Synced);
 
@@ -130,10 +141,7 @@ async fn a_new_commit_and_requests_compare_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_comparison_after_an_own_apply_asks_no_dry_run() {
     let ns = "ru-own";
-    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
-    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
-    let app = App::new("plumb-ru-own", "ru-own", ns, ENV, &files).await;
-    let ctx = settled(&app).await;
+    let (app, ctx) = two_config_maps("plumb-ru-own", "ru-own", ns).await;
 
     app.lab.repo.write("app/a.yaml", &cm("a", "2")).unwrap();
     app.lab.repo.commit("two").unwrap();
@@ -146,12 +154,7 @@ async fn the_comparison_after_an_own_apply_asks_no_dry_run() {
     assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
     assert_eq!(ctx.cluster.dry_runs(), dry_runs + 1, "no dry-run after plumb's own apply");
 
-    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
-    let r = wait_for("the hand edit seen", Duration::from_secs(60), || async {
-        let r = pass(&ctx, &app.name).await;
-        (r.status.sync == SyncStatus::OutOfSync).then_some(r)
-    })
-    .await;
+    let r = hand_edit_seen(&ctx, &app.name, ns).await;
     assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
     assert_eq!(ctx.cluster.dry_runs(), dry_runs + 2, "the hand edit compared with a dry-run");
 }
