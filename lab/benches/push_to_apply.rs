@@ -103,13 +103,7 @@ async fn main() {
         let want = rev.to_string();
         let t = Instant::now();
         assert_eq!(plumb.post_webhook(&headers, &body).await, 202);
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            rx.wait_for(|m| m.values().filter(|v| **v == want).count() == OBJECTS - 1),
-        )
-        .await
-        .expect("all objects applied within 30 s")
-        .unwrap();
+        all_seen_at(&mut rx, &want, OBJECTS - 1, "plumb").await;
         plumb_ms.push(t.elapsed().as_secs_f64() * 1000.0);
 
         let t = Instant::now();

@@ -418,13 +418,7 @@ async fn p1_raw_floor(client: &kube::Client, rounds: usize, cpu: &mut CpuMeter, 
         let started = Instant::now();
         apply(rev, true).await;
         apply(rev, false).await;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            rx.wait_for(|m| m.values().filter(|v| **v == want).count() == 49),
-        )
-        .await
-        .expect("raw client: all 49 seen within 30 s")
-        .unwrap();
+        all_seen_at(&mut rx, &want, 49, "raw client").await;
         took.push(ms(started.elapsed()));
         cpu.stop(mark);
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -508,13 +502,7 @@ async fn p1(t: &mut Table) {
         let (mark, mark_all) = (plumb_cpu.start(), plumb_all.start());
         let started = Instant::now();
         assert_eq!(plumb.post_webhook(&headers, &body).await, 202);
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            rx.wait_for(|m| m.values().filter(|v| **v == want).count() == OBJECTS - 1),
-        )
-        .await
-        .expect("all objects applied within 30 s")
-        .unwrap();
+        all_seen_at(&mut rx, &want, OBJECTS - 1, "plumb").await;
         plumb_ms.push(ms(started.elapsed()));
         plumb_cpu.stop(mark);
         // the passes its own writes trigger

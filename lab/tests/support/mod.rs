@@ -347,3 +347,20 @@ pub fn revisions_seen(
     });
     rx
 }
+
+/// Waits, at most 30 s, until the watch of [`revisions_seen`] has `count` ConfigMaps at
+/// revision `want`; panics naming `what` when it has not.
+pub async fn all_seen_at(
+    rx: &mut tokio::sync::watch::Receiver<std::collections::HashMap<String, String>>,
+    want: &str,
+    count: usize,
+    what: &str,
+) {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        rx.wait_for(|m| m.values().filter(|v| v.as_str() == want).count() == count),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{what}: {count} objects at revision {want} within 30 s"))
+    .unwrap();
+}
