@@ -1,10 +1,10 @@
 //! Source: fetch one ref of a Git repository with git2 and read an application's files
 //! from the commit's tree.
 //!
-//! One bare mirror per repository URL lives under the cache directory. A fetch first asks
-//! the remote for its refs (`ls-remote`, one round trip, no pack) and downloads only when
-//! the ref points at a commit the mirror does not have — a pass that finds no new commit
-//! downloads nothing. Files are read from the commit's tree, never from a working tree,
+//! One bare mirror per repository URL lives under the cache directory. A fetch asks the
+//! remote for its refs (its advertisement, one round trip) and downloads only when the
+//! ref points at a commit the mirror does not have, in the same round for a branch or a
+//! full ref — a pass that finds no new commit downloads nothing. Files are read from the commit's tree, never from a working tree,
 //! so there is nothing to race with; a symlink is followed only when its target stays
 //! inside the repository. git2 is blocking: call these functions from
 //! `tokio::task::spawn_blocking`.
@@ -18,7 +18,8 @@ use std::{
 };
 
 use git2::{
-    AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks, Repository,
+    AutotagOption, CertificateCheckStatus, Cred, Direction, FetchOptions, ObjectType, Oid, RemoteCallbacks,
+    RemoteUpdateFlags, Repository,
 };
 use sha2::Digest;
 
@@ -312,7 +313,7 @@ impl Mirror {
     /// [`Mirror::resolve`], reading the last advertisement of the remote's refs when
     /// `asked` accepts it: with [`Since::at`] the request's start, one asked for after
     /// it (at least as new as one made for this request), so passes of applications
-    /// sharing a repository that ask at about the same time cost one `ls-remote`
+    /// sharing a repository that ask at about the same time cost one advertisement
     /// together; with an age, one asked for up to that long before (a repository
     /// poller's: see [`Freshness`]).
     ///
@@ -332,7 +333,7 @@ impl Mirror {
                 None => Err(Error::RevisionNotFound { url: self.url.clone(), revision: revision.into() }),
             };
         }
-        let advertised = self.advertisement(asked).map_err(fetch_err)?;
+        let (advertised, mut downloaded) = self.advertisement(asked, Some(revision)).map_err(fetch_err)?;
         let (name, oid) = match refs::named(&advertised, revision) {
             refs::Named::Ref(name, oid) => (name, oid),
             refs::Named::Ambiguous => {
@@ -340,7 +341,7 @@ impl Mirror {
             }
             refs::Named::Unadvertised => return self.resolve_short_sha(revision),
         };
-        let mut downloaded = false;
+        // an advertisement read again (asked for by an earlier request) downloaded nothing
         if self.repo.find_commit(oid).is_err() {
             let local = format!("+{name}:refs/plumb/{}", name.trim_start_matches("refs/"));
             self.fetch(&[&local]).map_err(fetch_err)?;
@@ -363,33 +364,65 @@ impl Mirror {
     /// [`Error::Fetch`] on network/auth failures.
     pub fn ask_refs(&self) -> Result<(Option<Refs>, Refs), Error> {
         let earlier = self.advertised.lock().ok().and_then(|a| a.as_ref().map(|(_, refs)| refs.clone()));
-        let now = self
-            .advertisement(Since::at(std::time::Instant::now()))
+        let (now, _) = self
+            .advertisement(Since::at(std::time::Instant::now()), None)
             .map_err(|source| Error::Fetch { url: self.url.clone(), source })?;
         Ok((earlier, now))
     }
 
     /// The remote's refs: the last advertisement when `asked` accepts it, else a new
-    /// `ls-remote` (one round trip, no objects). A failed one forgets the last: the
-    /// requests after it ask again (and report the failure) rather than read refs the
-    /// remote may no longer advertise.
-    fn advertisement(&self, asked: Since) -> Result<Refs, git2::Error> {
+    /// one (one round trip). A failed one forgets the last: the requests after it ask
+    /// again (and report the failure) rather than read refs the remote may no longer
+    /// advertise.
+    ///
+    /// When it asks anew for `wanted`, the ref `wanted` names first (`refs/heads/<name>`
+    /// for a short name, a full ref as written: [`refs::candidates`]) is fetched in the
+    /// same round (`true` when a pack came): a fetch starts with an advertisement, so a
+    /// new commit of a branch costs one advertisement and one negotiation, not two
+    /// advertisements; with nothing new, no negotiation follows. A tag, or a name that
+    /// is both a branch and a tag, is fetched (or refused) by the caller once the
+    /// advertisement says what it names: a tag named like a tracked branch brings
+    /// nothing. A name Git refuses as a ref name (`*`, `a:b`) is not fetched.
+    fn advertisement(&self, asked: Since, wanted: Option<&str>) -> Result<(Refs, bool), git2::Error> {
         if let Ok(last) = self.advertised.lock()
             && let Some((started, refs)) = last.as_ref()
             && asked.answers(*started)
         {
-            return Ok(refs.clone());
+            return Ok((refs.clone(), false));
         }
         let started = std::time::Instant::now();
+        let spec = wanted
+            .and_then(|w| refs::candidates(w).into_iter().next())
+            .filter(|c| git2::Reference::is_valid_name(c))
+            .map(|c| format!("+{c}:refs/plumb/{}", c.trim_start_matches("refs/")));
         let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
-            let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
-            Ok(conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>())
+            let Some(spec) = &spec else {
+                let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
+                return Ok((conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>(), false));
+            };
+            // `download` connects with the fetch options (kept until the connection is
+            // closed: the transport holds their callbacks), each request on a connection
+            // of its own (see `Mirror::fetch`); a refspec naming no advertised ref
+            // matches nothing
+            let mut options = self.fetch_options();
+            remote.download(&[spec], Some(&mut options))?;
+            let refs = remote.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>();
+            let downloaded = remote.stats().total_objects() > 0;
+            // the mirror's own ref: the objects are in, and resolving reads the
+            // advertisement, so a ref that cannot be written (a stale lock) is no
+            // reason to fail this pass and the next ones
+            if let Err(e) = remote.update_tips(None, RemoteUpdateFlags::empty(), AutotagOption::None, None) {
+                tracing::warn!(url = %crate::config::repo_url::redact(&self.url), "mirror ref {spec} not updated: {e}");
+            }
+            remote.disconnect()?;
+            drop(options);
+            Ok((refs, downloaded))
         });
-        let refs = listed.map(Arc::new);
+        let listed = listed.map(|(refs, downloaded)| (Arc::new(refs), downloaded));
         if let Ok(mut last) = self.advertised.lock() {
-            *last = refs.as_ref().ok().map(|refs| (started, refs.clone()));
+            *last = listed.as_ref().ok().map(|(refs, _)| (started, refs.clone()));
         }
-        refs
+        listed
     }
 
     /// An abbreviated commit SHA no branch or tag is named after: the commit of the
@@ -433,9 +466,15 @@ impl Mirror {
     /// push's pass went from 112 to 69 ms (P1 of `scripts/bench`).
     fn fetch(&self, refspecs: &[&str]) -> Result<(), git2::Error> {
         let mut remote = self.repo.remote_anonymous(&self.url)?;
+        remote.fetch(refspecs, Some(&mut self.fetch_options()), None)
+    }
+
+    /// How the mirror downloads: its credentials, no tags beyond the refspecs, each
+    /// request on a connection of its own (see [`Mirror::fetch`]).
+    fn fetch_options(&self) -> FetchOptions<'_> {
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(self.callbacks()).download_tags(AutotagOption::None).custom_headers(&["Connection: close"]);
-        remote.fetch(refspecs, Some(&mut fo), None)
+        fo
     }
 
     /// Reads the manifest files under `path` (`""` = whole repository) at commit
@@ -925,6 +964,62 @@ mod tests {
         let (earlier, latest) = mirror.ask_refs().expect("ask");
         assert_eq!(earlier.as_deref(), Some(&*latest), "the fresh pass's refs are the last before this ask");
         assert_eq!(refs::moved(&first, &latest, [("web", "main"), ("pinned", c1.as_str())]), ["web"]);
+    }
+
+    /// A revision that is no valid ref name (`*`, a refspec, a name Git refuses) is
+    /// looked up in the advertisement only: it fetches nothing.
+    #[test]
+    fn a_revision_that_is_no_ref_name_fetches_nothing() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        git(&work, &["tag", "v1"]);
+        git(&work, &["checkout", "-q", "-b", "other"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c2"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        for odd in ["*", "refs/heads/*", "refs/tags/*", "main:refs/plumb/heads/x", "+main", "ma..in"] {
+            assert!(matches!(mirror.resolve(odd), Err(Error::RevisionNotFound { .. })), "{odd}");
+        }
+        let refs = || -> Vec<String> {
+            let all = mirror.repo.references().expect("refs");
+            all.filter_map(|r| r.ok().and_then(|r| r.name().ok().map(String::from))).collect()
+        };
+        let fetched = refs();
+        assert!(fetched.is_empty(), "{fetched:?}");
+        mirror.resolve("other").expect("a branch");
+        assert_eq!(refs(), ["refs/plumb/heads/other"]);
+    }
+
+    /// A name that is both a branch and a tag is refused without fetching the tag (a tag
+    /// named like a tracked branch brings nothing into the mirror); a branch moved back
+    /// to a commit the mirror has downloads nothing.
+    #[test]
+    fn an_ambiguous_name_fetches_no_tag_and_a_branch_moved_back_downloads_nothing() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        let c1 = mirror.resolve("main").expect("resolve").revision;
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c2"]);
+        let c2 = mirror.resolve("main").expect("resolve");
+        assert!(c2.downloaded && c2.revision != c1);
+        git(&work, &["reset", "-q", "--hard", &c1]);
+        assert_eq!(mirror.resolve("main").expect("moved back"), Resolved { revision: c1, downloaded: false });
+
+        git(&work, &["checkout", "-q", "--orphan", "side"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "tag only"]);
+        git(&work, &["tag", "main"]);
+        let out = std::process::Command::new("git").current_dir(&work).args(["rev-parse", "HEAD"]).output();
+        let tagged = Oid::from_str(String::from_utf8_lossy(&out.expect("rev-parse").stdout).trim()).expect("sha");
+        assert!(matches!(mirror.resolve("main"), Err(Error::AmbiguousRevision { .. })));
+        assert!(mirror.repo.find_reference("refs/plumb/tags/main").is_err(), "no ref of the tag");
+        assert!(mirror.repo.find_commit(tagged).is_err(), "nor its commit");
     }
 
     /// Once an ask fails, a pass that would read the last refs asks again and fails too

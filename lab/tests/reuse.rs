@@ -285,3 +285,34 @@ async fn a_commit_s_path_is_read_once_and_read_again_when_its_render_is_not_cach
     assert_eq!(names(&r3), ["a", "b"]);
     assert_eq!(r3.manifests, r1.manifests);
 }
+
+/// A resolve that asks the remote reads its advertisement once: a new commit costs that
+/// advertisement and the negotiation of its pack (fetched in the same round), no
+/// second advertisement; with nothing new, the advertisement alone. Counted at the Git
+/// server (`git http-backend`'s requests).
+#[test]
+fn a_new_commit_costs_one_advertisement_and_its_pack() {
+    let lab = Lab::new("adverts");
+    lab.repo.write("app/a.yaml", &cm("a", "0")).unwrap();
+    lab.repo.commit("c0").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let mirror = plumb::source::Mirror::open(cache.path(), &lab.url, Default::default()).unwrap();
+    let first = mirror.resolve("main").unwrap();
+    assert!(first.downloaded, "the first commit is fetched");
+    for i in 1..=3 {
+        lab.repo.write("app/a.yaml", &cm("a", &i.to_string())).unwrap();
+        let pushed = lab.repo.commit(&format!("c{i}")).unwrap();
+        let before = lab.git.counts();
+        let r = mirror.resolve("main").unwrap();
+        let after = lab.git.counts();
+        assert_eq!((r.revision.as_str(), r.downloaded), (pushed.as_str(), true));
+        assert_eq!(after.0 - before.0, 1, "one advertisement for a new commit");
+        assert!(after.1 > before.1, "its pack negotiated");
+
+        let before = lab.git.counts();
+        let again = mirror.resolve("main").unwrap();
+        let after = lab.git.counts();
+        assert_eq!((again.revision.as_str(), again.downloaded), (pushed.as_str(), false));
+        assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0), "nothing new: the advertisement alone");
+    }
+}

@@ -29,13 +29,19 @@ pub fn named<T: Copy>(refs: &[(String, T)], revision: &str) -> Named<T> {
     named_by(|n| refs.iter().find(|(a, _)| a == n).map(|(_, o)| *o), revision)
 }
 
-/// [`named`], looking names up with `find`.
-fn named_by<T: Copy>(find: impl Fn(&str) -> Option<T>, revision: &str) -> Named<T> {
-    let candidates: Vec<String> = if revision.starts_with("refs/") {
+/// The full ref names `revision` (branch, tag or full ref) may name, in the order they
+/// are looked up: `main` → `refs/heads/main`, `refs/tags/main`; `refs/x` → itself.
+pub fn candidates(revision: &str) -> Vec<String> {
+    if revision.starts_with("refs/") {
         vec![revision.to_string()]
     } else {
         vec![format!("refs/heads/{revision}"), format!("refs/tags/{revision}")]
-    };
+    }
+}
+
+/// [`named`], looking names up with `find`.
+fn named_by<T: Copy>(find: impl Fn(&str) -> Option<T>, revision: &str) -> Named<T> {
+    let candidates = candidates(revision);
     if candidates.len() == 2 && candidates.iter().all(|c| find(c).is_some()) {
         return Named::Ambiguous;
     }
