@@ -286,6 +286,42 @@ async fn a_commit_s_path_is_read_once_and_read_again_when_its_render_is_not_cach
     assert_eq!(r3.manifests, r1.manifests);
 }
 
+/// Commits pushed to one application replace its cached renders: after three, the
+/// first renders again (two are kept, `RENDERS_PER_APP`), the last two do not. What
+/// the cache holds follows the current commits, not how many were pushed.
+#[tokio::test]
+async fn an_application_s_pushes_replace_its_cached_renders() {
+    use plumb::source::{Desired, Pool, Since};
+    let lab = Lab::new("renders");
+    let mut commits = vec![];
+    for n in 1..=3 {
+        lab.repo.write("app/a.yaml", &cm("a", &n.to_string())).unwrap();
+        commits.push(lab.repo.commit(&format!("c{n}")).unwrap());
+    }
+    let policy = lab.policy(
+        "p.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-renders}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true}}\napplications:\n  - {{name: one, repository: r, revision: main, path: app, namespace: n, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let config = Arc::new(plumb::config::load(&policy).unwrap());
+    let pool = Pool::new(lab.tmp.path().join("cache"), config.clone());
+    let repo = &config.repositories[0];
+    let ran = async |revision: &str| match pool
+        .desired("one", repo, revision, "app", Since::at(std::time::Instant::now()))
+        .await
+    {
+        Desired::Rendered(_, _, ran) => ran,
+        other => panic!("{other:?}"),
+    };
+    for c in &commits {
+        assert!(ran(c).await, "{c} rendered");
+    }
+    assert!(!ran(&commits[2]).await && !ran(&commits[1]).await, "the last two are kept");
+    assert!(ran(&commits[0]).await, "the first was dropped");
+}
+
 /// A resolve that asks the remote reads its advertisement once: a new commit costs that
 /// advertisement and the negotiation of its pack (fetched in the same round), no
 /// second advertisement; with nothing new, the advertisement alone. Counted at the Git

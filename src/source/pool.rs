@@ -3,10 +3,14 @@
 //! One [`Mirror`] per repository (opened on first use with the repository's
 //! credentials: token file, SSH key, pinned host keys), locked while a fetch runs, and
 //! always used off the async threads (git2 is blocking). Renders are remembered by
-//! (renderer, root tree of the commit, path, source options, tool version) — shared by
-//! every application, so a pass at a known commit (or a commit that did not change the
-//! tree) renders nothing again and starts no child process. At most
-//! [`RENDER_CACHE_ENTRIES`] renders are kept (least recently used dropped).
+//! (renderer, the commit's root tree or the path's files, path, application, namespace,
+//! source options, tool version), so a pass at a known commit (or a commit that did not
+//! change its inputs) renders nothing again and starts no child process. At most
+//! [`RENDERS_PER_APP`] renders of one application and [`RENDER_CACHE_ENTRIES`] in all
+//! are kept (least recently used dropped): however many commits one application's
+//! authors push, the cache holds at most its current render and one more (each within
+//! `maxRenderedBytes`). Renders of an application no longer configured age out under
+//! the overall bound.
 
 use std::{
     collections::HashMap,
@@ -72,31 +76,51 @@ pub const SNAPSHOT_HEADS: usize = 4096;
 /// A render is kept as text: a few hundred bytes per small object.
 pub const RENDER_CACHE_ENTRIES: usize = 2048;
 
-/// Renders by key, with the tick of their last use.
+/// How many renders of one application a pool keeps: its current commit's and one
+/// more — a pinned application's pin beside its tracked ref's head (which other
+/// applications' passes render to see whether it still declares an object, before a
+/// prune and when an object's tracking moved), or the commit before. Pushed commits
+/// replace them.
+pub const RENDERS_PER_APP: usize = 2;
+
+/// Renders by key, with the tick of their last use and their application.
 #[derive(Default)]
 struct RenderCache {
     tick: u64,
-    entries: HashMap<String, (u64, Arc<Rendered>)>,
+    entries: HashMap<String, (u64, Arc<Rendered>, String)>,
 }
 
 impl RenderCache {
     fn get(&mut self, key: &str) -> Option<Arc<Rendered>> {
         self.tick += 1;
         let tick = self.tick;
-        self.entries.get_mut(key).map(|(t, r)| {
+        self.entries.get_mut(key).map(|(t, r, _)| {
             *t = tick;
             r.clone()
         })
     }
 
-    fn put(&mut self, key: String, rendered: Arc<Rendered>) {
+    /// Keeps `rendered` of application `app` under `key`, dropping the least recently
+    /// used render of `app` past [`RENDERS_PER_APP`], and of all past
+    /// [`RENDER_CACHE_ENTRIES`].
+    fn put(&mut self, app: &str, key: String, rendered: Arc<Rendered>) {
         self.tick += 1;
-        if self.entries.len() >= RENDER_CACHE_ENTRIES
-            && let Some(old) = self.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
+        let oldest = |entries: &HashMap<String, (u64, Arc<Rendered>, String)>, of_app: bool| {
+            let held = entries.iter().filter(|(k, (_, _, a))| **k != key && (!of_app || a == app));
+            held.min_by_key(|(_, (t, _, _))| *t).map(|(k, _)| k.clone())
+        };
+        if self.entries.iter().filter(|(k, (_, _, a))| **k != key && a == app).count() >= RENDERS_PER_APP
+            && let Some(old) = oldest(&self.entries, true)
         {
             self.entries.remove(&old);
         }
-        self.entries.insert(key, (self.tick, rendered));
+        if self.entries.len() >= RENDER_CACHE_ENTRIES
+            && !self.entries.contains_key(&key)
+            && let Some(old) = oldest(&self.entries, false)
+        {
+            self.entries.remove(&old);
+        }
+        self.entries.insert(key, (self.tick, rendered, app.to_string()));
     }
 }
 
@@ -395,7 +419,7 @@ impl Pool {
         rendered.took = started.elapsed();
         let rendered = Arc::new(rendered);
         if let Ok(mut c) = self.renders.lock() {
-            c.put(key, rendered.clone());
+            c.put(t.app, key, rendered.clone());
         }
         Ok((rendered, true))
     }
@@ -517,4 +541,48 @@ struct Target<'a> {
 enum Tool {
     Kustomize(Kustomize),
     Helm(Helm),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(n: usize) -> Arc<Rendered> {
+        Arc::new(Rendered { manifests: vec![], warnings: vec![format!("{n}")], tool: None, took: Duration::ZERO })
+    }
+
+    /// Commits pushed to one application replace its renders: the cache keeps
+    /// [`RENDERS_PER_APP`] of it (the least recently used dropped), whatever the other
+    /// applications hold.
+    #[test]
+    fn an_application_keeps_its_latest_renders_however_many_commits_it_renders() {
+        let mut c = RenderCache::default();
+        c.put("other", "other@1".into(), rendered(0));
+        for n in 1..=50 {
+            c.put("web", format!("web@{n}"), rendered(n));
+        }
+        let mut keys: Vec<&str> = c.entries.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["other@1", "web@49", "web@50"]);
+        // the one read last stays
+        assert!(c.get("web@49").is_some());
+        c.put("web", "web@51".into(), rendered(51));
+        assert!(c.get("web@50").is_none() && c.get("web@49").is_some() && c.get("web@51").is_some());
+        // the same key again replaces itself, nothing else
+        c.put("web", "web@51".into(), rendered(52));
+        assert_eq!(c.entries.len(), 3);
+        assert_eq!(c.get("web@51").expect("kept").warnings, ["52"]);
+    }
+
+    /// Past [`RENDER_CACHE_ENTRIES`] in all, the least recently used render of any
+    /// application goes.
+    #[test]
+    fn the_cache_keeps_at_most_its_entries() {
+        let mut c = RenderCache::default();
+        for n in 0..RENDER_CACHE_ENTRIES + 10 {
+            c.put(&format!("app-{n}"), format!("k{n}"), rendered(n));
+        }
+        assert_eq!(c.entries.len(), RENDER_CACHE_ENTRIES);
+        assert!(c.get("k0").is_none() && c.get(&format!("k{}", RENDER_CACHE_ENTRIES + 9)).is_some());
+    }
 }
