@@ -876,6 +876,19 @@ mod tests {
 
     use super::*;
 
+    /// A repository with branch `main` of one empty commit (`c1`) in `<tmp>/work`, and a
+    /// mirror of it in `<tmp>/cache`.
+    fn one_commit() -> (tempfile::TempDir, PathBuf, Mirror) {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        (tmp, work, mirror)
+    }
+
     fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
             .args(args)
@@ -970,16 +983,10 @@ mod tests {
     /// looked up in the advertisement only: it fetches nothing.
     #[test]
     fn a_revision_that_is_no_ref_name_fetches_nothing() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).expect("mkdir");
-        git(&work, &["init", "-q", "-b", "main"]);
-        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
+        let (_tmp, work, mirror) = one_commit();
         git(&work, &["tag", "v1"]);
         git(&work, &["checkout", "-q", "-b", "other"]);
         git(&work, &["commit", "-q", "--allow-empty", "-m", "c2"]);
-        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
-            .expect("open");
         for odd in ["*", "refs/heads/*", "refs/tags/*", "main:refs/plumb/heads/x", "+main", "ma..in"] {
             assert!(matches!(mirror.resolve(odd), Err(Error::RevisionNotFound { .. })), "{odd}");
         }
@@ -998,13 +1005,7 @@ mod tests {
     /// to a commit the mirror has downloads nothing.
     #[test]
     fn an_ambiguous_name_fetches_no_tag_and_a_branch_moved_back_downloads_nothing() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).expect("mkdir");
-        git(&work, &["init", "-q", "-b", "main"]);
-        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
-        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
-            .expect("open");
+        let (_tmp, work, mirror) = one_commit();
         let c1 = mirror.resolve("main").expect("resolve").revision;
         git(&work, &["commit", "-q", "--allow-empty", "-m", "c2"]);
         let c2 = mirror.resolve("main").expect("resolve");
@@ -1026,13 +1027,7 @@ mod tests {
     /// (its status says so) instead of reading refs the remote may no longer have.
     #[test]
     fn a_failed_ask_forgets_the_last_refs() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).expect("mkdir");
-        git(&work, &["init", "-q", "-b", "main"]);
-        git(&work, &["commit", "-q", "--allow-empty", "-m", "c1"]);
-        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
-            .expect("open");
+        let (tmp, work, mirror) = one_commit();
         let hour = Freshness::Within(std::time::Duration::from_secs(3600));
         mirror.ask_refs().expect("ask");
         assert!(mirror.resolve_since("main", hour.since(std::time::Instant::now())).is_ok(), "the ask's refs");

@@ -239,26 +239,33 @@ async fn the_watch_cache_holds_only_the_policy_s_applications() {
     assert_eq!(ctx.cached_objects(), 1, "only the application's ConfigMap (a)");
 }
 
+/// The policy of applications `apps`, each reading `app/` of the lab's repository into
+/// namespace `n`, and a render pool of it (no cluster).
+fn render_pool(lab: &Lab, apps: &[&str]) -> (Arc<plumb::config::Config>, plumb::source::Pool) {
+    let mut policy = format!(
+        "settings: {{statusNamespace: plumb-renders}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true}}\napplications:\n",
+        lab.url
+    );
+    for app in apps {
+        policy +=
+            &format!("  - {{name: {app}, repository: r, revision: main, path: app, namespace: n, environment: e}}\n");
+    }
+    let config = Arc::new(plumb::config::load(&lab.policy("p.yaml", &policy)).unwrap());
+    (config.clone(), plumb::source::Pool::new(lab.tmp.path().join("cache"), config))
+}
+
 /// A path of a commit read before is not read again: the next render of it finds the
 /// render cache with the files' digest, and its snapshot comes without files. Another
 /// application of the same path (its own render) misses the render cache: its files
 /// are read then, and it renders the same objects.
 #[tokio::test]
 async fn a_commit_s_path_is_read_once_and_read_again_when_its_render_is_not_cached() {
-    use plumb::source::{Desired, Pool, Since};
+    use plumb::source::{Desired, Since};
     let lab = Lab::new("heads");
     lab.repo.write("app/a.yaml", &cm("a", "1")).unwrap();
     lab.repo.write("app/b.yaml", &cm("b", "2")).unwrap();
     lab.repo.commit("two").unwrap();
-    let policy = lab.policy(
-        "p.yaml",
-        &format!(
-            "settings: {{statusNamespace: plumb-heads}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true}}\napplications:\n  - {{name: one, repository: r, revision: main, path: app, namespace: n, environment: e}}\n  - {{name: two, repository: r, revision: main, path: app, namespace: n, environment: e}}\n",
-            lab.url
-        ),
-    );
-    let config = Arc::new(plumb::config::load(&policy).unwrap());
-    let pool = Pool::new(lab.tmp.path().join("cache"), config.clone());
+    let (config, pool) = render_pool(&lab, &["one", "two"]);
     let repo = &config.repositories[0];
     let render = |app: &'static str| {
         let pool = &pool;
@@ -291,22 +298,14 @@ async fn a_commit_s_path_is_read_once_and_read_again_when_its_render_is_not_cach
 /// the cache holds follows the current commits, not how many were pushed.
 #[tokio::test]
 async fn an_application_s_pushes_replace_its_cached_renders() {
-    use plumb::source::{Desired, Pool, Since};
+    use plumb::source::{Desired, Since};
     let lab = Lab::new("renders");
     let mut commits = vec![];
     for n in 1..=3 {
         lab.repo.write("app/a.yaml", &cm("a", &n.to_string())).unwrap();
         commits.push(lab.repo.commit(&format!("c{n}")).unwrap());
     }
-    let policy = lab.policy(
-        "p.yaml",
-        &format!(
-            "settings: {{statusNamespace: plumb-renders}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true}}\napplications:\n  - {{name: one, repository: r, revision: main, path: app, namespace: n, environment: e}}\n",
-            lab.url
-        ),
-    );
-    let config = Arc::new(plumb::config::load(&policy).unwrap());
-    let pool = Pool::new(lab.tmp.path().join("cache"), config.clone());
+    let (config, pool) = render_pool(&lab, &["one"]);
     let repo = &config.repositories[0];
     let ran = async |revision: &str| match pool
         .desired("one", repo, revision, "app", Since::at(std::time::Instant::now()))
