@@ -4,10 +4,10 @@
 //! One bare mirror per repository URL lives under the cache directory. A fetch asks the
 //! remote for its refs (its advertisement, one round trip) and downloads only when the
 //! ref points at a commit the mirror does not have, in the same round for a branch or a
-//! full ref — a pass that finds no new commit downloads nothing. Files are read from the commit's tree, never from a working tree,
-//! so there is nothing to race with; a symlink is followed only when its target stays
-//! inside the repository. git2 is blocking: call these functions from
-//! `tokio::task::spawn_blocking`.
+//! full ref — a pass that finds no new commit downloads nothing. Files are read from the
+//! commit's tree, never from a working tree, so there is nothing to race with; a
+//! symlink is followed only when its target stays inside the repository. git2 is
+//! blocking: call these functions from `tokio::task::spawn_blocking`.
 
 mod pool;
 pub mod refs;
@@ -395,16 +395,16 @@ impl Mirror {
             .and_then(|w| refs::candidates(w).into_iter().next())
             .filter(|c| git2::Reference::is_valid_name(c))
             .map(|c| format!("+{c}:refs/plumb/{}", c.trim_start_matches("refs/")));
+        // made before the remote, dropped after it: the connection holds their callbacks
+        let mut options = self.fetch_options();
         let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
             let Some(spec) = &spec else {
                 let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
                 return Ok((conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>(), false));
             };
-            // `download` connects with the fetch options (kept until the connection is
-            // closed: the transport holds their callbacks), each request on a connection
+            // `download` connects with the fetch options, each request on a connection
             // of its own (see `Mirror::fetch`); a refspec naming no advertised ref
             // matches nothing
-            let mut options = self.fetch_options();
             remote.download(&[spec], Some(&mut options))?;
             let refs = remote.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>();
             let downloaded = remote.stats().total_objects() > 0;
@@ -415,7 +415,6 @@ impl Mirror {
                 tracing::warn!(url = %crate::config::repo_url::redact(&self.url), "mirror ref {spec} not updated: {e}");
             }
             remote.disconnect()?;
-            drop(options);
             Ok((refs, downloaded))
         });
         let listed = listed.map(|(refs, downloaded)| (Arc::new(refs), downloaded));
