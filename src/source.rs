@@ -216,6 +216,11 @@ impl Since {
     }
 }
 
+/// An advertisement's refs as (full name, id), in the remote's order.
+fn named_ids(heads: &[git2::RemoteHead<'_>]) -> Vec<(String, Oid)> {
+    heads.iter().map(|h| (h.name().to_string(), h.oid())).collect()
+}
+
 /// A bare mirror of one repository.
 pub struct Mirror {
     repo: Repository,
@@ -400,13 +405,13 @@ impl Mirror {
         let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
             let Some(spec) = &spec else {
                 let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
-                return Ok((conn.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>(), false));
+                return Ok((named_ids(conn.list()?), false));
             };
             // `download` connects with the fetch options, each request on a connection
             // of its own (see `Mirror::fetch`); a refspec naming no advertised ref
             // matches nothing
             remote.download(&[spec], Some(&mut options))?;
-            let refs = remote.list()?.iter().map(|h| (h.name().to_string(), h.oid())).collect::<Vec<_>>();
+            let refs = named_ids(remote.list()?);
             let downloaded = remote.stats().total_objects() > 0;
             // the mirror's own ref: the objects are in, and resolving reads the
             // advertisement, so a ref that cannot be written (a stale lock) is no
