@@ -696,7 +696,7 @@ impl Cluster {
     /// Publishes a Kubernetes Event about live object `obj` (`kubectl describe` shows
     /// it). `warning` selects type Warning over Normal. Failures are logged, not
     /// returned: an Event is a courtesy, never a reason to fail a sync.
-    pub async fn event(&self, obj: &Value, warning: bool, reason: &str, action: &str, note: String) {
+    pub async fn event(&self, obj: &Value, warning: bool, reason: crate::status::EventReason, note: String) {
         let s = |p: &str| obj.pointer(p).and_then(Value::as_str).map(String::from);
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: s("/apiVersion"),
@@ -712,10 +712,10 @@ impl Cluster {
             } else {
                 kube::runtime::events::EventType::Normal
             },
-            reason: reason.into(),
+            reason: reason.as_str().into(),
             // the API server refuses notes over 1024 bytes
             note: Some(truncate(note, 1024)),
-            action: action.into(),
+            action: reason.action().into(),
             secondary: None,
         };
         self.count(false);

@@ -94,17 +94,10 @@ mod tests {
 
     fn record(result: SyncResult) -> SyncRecord {
         SyncRecord {
-            revision: "abcdef123".into(),
             subject: "s".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
             message: "why".into(),
-            applied: vec![],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new("abcdef123", crate::status::SyncReason::NewRevision)
         }
     }
 

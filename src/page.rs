@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use crate::status::{AppStatus, Condition, PassTimings, ResourceStatus, SyncRecord};
+use crate::status::{AppStatus, Condition, PassTimings, ResourceStatus, SyncRecord, short};
 
 /// `Content-Security-Policy` sent with every page: nothing may load or run but the
 /// inline style (no scripts, images, frames or form targets), so even markup that
@@ -189,9 +189,6 @@ fn word(w: &str) -> String {
     format!("<span class=\"w {w}\">{w}</span>")
 }
 
-fn short(sha: &str) -> &str {
-    sha.get(..sha.char_indices().nth(7).map_or(sha.len(), |(i, _)| i)).unwrap_or(sha)
-}
 
 fn revision(sha: &str, subject: &str) -> String {
     if sha.is_empty() {
@@ -208,7 +205,7 @@ fn last_sync(r: Option<&SyncRecord>) -> String {
     let Some(r) = r else { return "<span class=muted>never</span>".into() };
     format!(
         "{} <code title=\"{}\">{}</code> at {}",
-        word(&format!("{:?}", r.result)),
+        word(r.result.as_str()),
         escape(&r.revision),
         escape(short(&r.revision)),
         time(&r.finished_at)
@@ -280,7 +277,7 @@ fn summary(b: &mut String, st: &AppStatus, timings: Option<&PassTimings>) {
     row("Paused / pinned", holds(st));
     let mut last = last_sync(st.last_sync.as_ref());
     if let Some(r) = &st.last_sync {
-        let _ = write!(last, " ({})", escape(&r.reason));
+        let _ = write!(last, " ({})", escape(r.reason.as_str()));
         if let Some(t) = took(&r.started_at, &r.finished_at) {
             let _ = write!(last, ", took {t}");
         }
@@ -320,7 +317,7 @@ fn objects(b: &mut String, st: &AppStatus) {
     for r in &st.resources {
         let n = drift_lines(&r.reason).len();
         let mut why =
-            if n > 0 { format!("{n} field(s) differ (see <a href=\"#drift\">Drift</a>)") } else { escape(&r.reason) };
+            if n > 0 { format!("{n} field(s) differ (see <a href=\"#drift\">Drift</a>)") } else { escape(r.reason.as_str()) };
         if !r.health_message.is_empty() {
             if !why.is_empty() {
                 why.push_str("<br>");
@@ -401,8 +398,8 @@ fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
             time(&r.finished_at),
             took(&r.started_at, &r.finished_at).unwrap_or_default(),
             revision(&r.revision, &r.subject),
-            escape(&r.reason),
-            word(&format!("{:?}", r.result)),
+            escape(r.reason.as_str()),
+            word(r.result.as_str()),
             r.applied.len() + r.applied_omitted,
             r.pruned.len() + r.pruned_omitted,
             escape(&r.message),

@@ -30,6 +30,8 @@ pub use hand_over::{Claims, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
 
 use crate::{health::HealthStatus, tracking::ObjectKey};
+/// Why a sync is started (recorded in the history, so it is the status's word).
+pub use crate::status::SyncReason;
 
 /// Annotation holding an object's sync wave (an integer, negative allowed; default 0).
 pub const SYNC_WAVE_ANNOTATION: &str = "plumb.dev/sync-wave";
@@ -465,16 +467,6 @@ pub fn stuck_deletions<'a>(
         .collect()
 }
 
-/// Why a sync is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncReason {
-    /// Automated sync: the revision changed since the last sync.
-    NewRevision,
-    /// Automated sync with selfHeal: live drifted at the same revision.
-    SelfHeal,
-    /// `plumb sync`: a person asked for it, whatever the policy.
-    Manual,
-}
 
 /// What the policy (or the person) allows a sync to do.
 #[derive(Debug, Clone, Copy, Default)]

@@ -48,8 +48,8 @@ use crate::{
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
     source::{self, Desired},
-    status::{self, AppStatus, ConditionType, SyncRecord, SyncResult},
-    tracking::ObjectKey,
+    status::{self, AppStatus, ConditionType, EventReason, SyncRecord, SyncResult, short},
+    tracking::{ObjectKey, group_of},
     watch::LiveCache,
 };
 pub use crate::{compare::ObjectDiff, plan::Mode};
@@ -123,6 +123,58 @@ pub enum Error {
     /// The status store failed.
     #[error(transparent)]
     Status(#[from] status::Error),
+}
+
+/// Why a pass stopped before it compared anything: the application is Unknown with
+/// this text as its `ComparisonError` condition, and what runs stays as recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum PassFailure {
+    /// The repository could not be read.
+    #[error("fetch {url}: {error}")]
+    Fetch {
+        /// The repository's URL, credentials redacted.
+        url: String,
+        /// Why.
+        error: source::FetchError,
+    },
+    /// The commit was read but does not render.
+    #[error("render {}: {error}", short(revision))]
+    Render {
+        /// The commit.
+        revision: String,
+        /// Why.
+        error: crate::render::Error,
+    },
+    /// The application's boundaries do not compile (the policy's validation reports
+    /// it first).
+    #[error("boundaries of application {app}: {error}")]
+    Boundary {
+        /// The application.
+        app: String,
+        /// The glob that does not compile, named.
+        error: String,
+    },
+    /// The client impersonating the application's ServiceAccount cannot be built.
+    #[error("impersonate {user}: {error:#}")]
+    Impersonation {
+        /// The user impersonated (`system:serviceaccount:…`).
+        user: String,
+        /// Why.
+        error: anyhow::Error,
+    },
+}
+
+impl PassFailure {
+    /// `fetch`, `render`, `boundary` or `impersonation`: the stage that failed (the
+    /// pass's log line carries it as `stage`).
+    pub fn stage(&self) -> &'static str {
+        match self {
+            PassFailure::Fetch { .. } => "fetch",
+            PassFailure::Render { .. } => "render",
+            PassFailure::Boundary { .. } => "boundary",
+            PassFailure::Impersonation { .. } => "impersonation",
+        }
+    }
 }
 
 /// The outcome of one pass.
@@ -319,14 +371,17 @@ impl Context {
     /// impersonating its ServiceAccount ([`Application::impersonates`]), else plumb's.
     ///
     /// # Errors
-    /// The impersonating client cannot be built (message names the user).
-    async fn writer(&self, app: &Application, env: &Environment) -> Result<Option<Arc<Cluster>>, String> {
+    /// [`PassFailure::Impersonation`]: the impersonating client cannot be built.
+    async fn writer(&self, app: &Application, env: &Environment) -> Result<Option<Arc<Cluster>>, PassFailure> {
         let Some(user) = app.impersonates(env) else { return Ok(None) };
         let mut writers = self.writers.lock().await;
         if let Some(w) = writers.get(&user) {
             return Ok(Some(w.clone()));
         }
-        let w = Arc::new(self.cluster.impersonate(&user).await.map_err(|e| format!("impersonate {user}: {e:#}"))?);
+        let w = match self.cluster.impersonate(&user).await {
+            Ok(w) => Arc::new(w),
+            Err(error) => return Err(PassFailure::Impersonation { user, error }),
+        };
         writers.insert(user, w.clone());
         Ok(Some(w))
     }
@@ -420,7 +475,7 @@ impl Context {
         // 1. source and render
         let (snapshot, rendered) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
             Ok(found) => found,
-            Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
+            Err(failure) => return self.finish_early(st, previous, history, failure, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
         // held until the pass ends: its objects' copies live that long
@@ -441,14 +496,14 @@ impl Context {
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
             Ok(b) => b,
-            Err(e) => {
-                let message = format!("boundaries of application {name}: {e}");
-                return self.finish_early(st, previous, history, message, started, mode).await;
+            Err(error) => {
+                let failure = PassFailure::Boundary { app: name.into(), error };
+                return self.finish_early(st, previous, history, failure, started, mode).await;
             }
         };
         let writer = match self.writer(app, env).await {
             Ok(w) => w,
-            Err(message) => return self.finish_early(st, previous, history, message, started, mode).await,
+            Err(failure) => return self.finish_early(st, previous, history, failure, started, mode).await,
         };
         let scope = Scope {
             writer: writer.as_deref().unwrap_or(&self.cluster),
@@ -534,14 +589,14 @@ impl Context {
             }
             if previous.last_sync.as_ref().is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision)
             {
-                let note = format!("sync of {} ({reason:?}) started", short(&st.revision));
-                self.event(name, false, "SyncStarted", note).await;
+                let note = format!("sync of {} ({reason}) started", short(&st.revision));
+                self.event(name, false, EventReason::SyncStarted, note).await;
             }
             let sync_started = Instant::now();
             let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
             timings.sync_millis = millis(sync_started.elapsed());
             if st.pinned.is_some() && reason == SyncReason::NewRevision {
-                "Rollback".clone_into(&mut rec.reason);
+                rec.reason = SyncReason::Rollback;
             }
             if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {
                 h.failed = rec.result != SyncResult::Succeeded;
@@ -567,9 +622,9 @@ impl Context {
 
     /// Stage 1: fetches and renders application `app` at `revision` (else its
     /// configured revision) within the source time limit, recording the render's time
-    /// and warnings in `st`, reading the refs `refs_since` accepts. `Err` is the
-    /// message of a failed fetch or render (the revision and subject of a commit that
-    /// failed to render are in `st`).
+    /// and warnings in `st`, reading the refs `refs_since` accepts. `Err` is a failed
+    /// fetch or render (the revision and subject of a commit that failed to render are
+    /// in `st`).
     async fn source_stage(
         &self,
         st: &mut AppStatus,
@@ -577,7 +632,7 @@ impl Context {
         repo: &Repository,
         revision: Option<&str>,
         refs_since: source::Since,
-    ) -> Result<(source::Snapshot, Arc<crate::render::Rendered>), String> {
+    ) -> Result<(source::Snapshot, Arc<crate::render::Rendered>), PassFailure> {
         if !self.sources.knows_cluster()
             && let Ok((version, api_versions)) = self.cluster.capabilities().await
         {
@@ -614,10 +669,12 @@ impl Context {
                     .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
                 Ok((snapshot, rendered))
             }
-            Desired::FetchFailed(e) => Err(format!("fetch {}: {e}", crate::config::repo_url::redact(&repo.url.value))),
-            Desired::RenderFailed(snapshot, e) => {
+            Desired::FetchFailed(error) => {
+                Err(PassFailure::Fetch { url: crate::config::repo_url::redact(&repo.url.value), error })
+            }
+            Desired::RenderFailed(snapshot, error) => {
                 (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
-                Err(format!("render {}: {e}", short(&snapshot.revision)))
+                Err(PassFailure::Render { revision: snapshot.revision, error })
             }
         }
     }
@@ -813,14 +870,7 @@ fn unsent_dropped(compared: &mut [Arc<Compared>], items: &[DesiredItem]) {
     }
 }
 
-/// The group of an apiVersion (`""` for the core group's `v1`).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
 
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(7)]
-}
 
 /// `d` in whole milliseconds.
 fn millis(d: std::time::Duration) -> u64 {

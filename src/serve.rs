@@ -25,6 +25,7 @@ use crate::{
     reconcile::{Context, Mode},
     scheduler::{Cause, Scheduler, Trigger, jittered},
     server,
+    status::EventReason,
     webhook::Dedupe,
 };
 
@@ -596,26 +597,26 @@ async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
         health_status: st.health.to_string(),
     });
     let Some(sync) = &r.sync else { return };
-    let result = format!("{:?}", sync.result);
+    let result = sync.result.as_str();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     ctx.metrics
         .last_sync_timestamp
-        .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.clone() })
+        .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.into() })
         .set(now);
     let cm = crate::status::event_object(&ctx.config.settings.status_namespace, &st.app);
-    let short: String = sync.revision.chars().take(7).collect();
+    let short = crate::status::short(&sync.revision);
     let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
     if !sync.message.is_empty() {
         note = format!("{note}: {}", sync.message);
     }
     let warning = matches!(sync.result, crate::status::SyncResult::Failed | crate::status::SyncResult::Refused);
-    ctx.cluster.event(&cm, warning, &format!("Sync{result}"), "Sync", note).await;
+    ctx.cluster.event(&cm, warning, EventReason::Sync(sync.result), note).await;
     // A sync over several passes carries its prunes along: name them once, at its end.
     if sync.result == crate::status::SyncResult::Running {
         return;
     }
     for object in &sync.pruned {
-        ctx.cluster.event(&cm, false, "Pruned", "Prune", format!("{object} pruned (sync of {short})")).await;
+        ctx.cluster.event(&cm, false, EventReason::Pruned, format!("{object} pruned (sync of {short})")).await;
     }
 }
 

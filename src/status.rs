@@ -15,6 +15,7 @@
 //! changed, with resourceVersion preconditions.
 
 mod assess;
+mod event;
 pub mod fit;
 mod record;
 mod store;
@@ -22,6 +23,7 @@ mod store;
 use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
+pub use event::EventReason;
 pub use record::{continue_sync, finished_running, merge_history, now, push_history};
 pub use store::{
     API_VERSION, Controls, Error, OBSERVED_ANNOTATION, SharedControls, Store, application_resource, configmap_name,
@@ -202,6 +204,12 @@ impl PartialEq<&str> for ConditionType {
     }
 }
 
+/// A commit's short name as Git shows it: the first 7 characters of `revision` (all of
+/// it when shorter; never splits a character, whatever the input).
+pub fn short(revision: &str) -> &str {
+    revision.get(..revision.char_indices().nth(7).map_or(revision.len(), |(i, _)| i)).unwrap_or(revision)
+}
+
 /// Result of one sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SyncResult {
@@ -216,6 +224,63 @@ pub enum SyncResult {
     Running,
 }
 
+impl SyncResult {
+    /// `Succeeded`, `Failed`, `Refused` or `Running`: the word the history stores, the
+    /// CLI and page show, and the `Sync…` Event reasons end with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncResult::Succeeded => "Succeeded",
+            SyncResult::Failed => "Failed",
+            SyncResult::Refused => "Refused",
+            SyncResult::Running => "Running",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a sync is started, as the history records it (serialized by its variant's name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SyncReason {
+    /// Automated sync: the revision changed since the last sync.
+    NewRevision,
+    /// Automated sync with selfHeal: live drifted at the same revision.
+    SelfHeal,
+    /// `plumb sync`: a person asked for it, whatever the policy.
+    Manual,
+    /// The new revision is a pin (`plumb rollback`): recorded instead of `NewRevision`.
+    /// The gate never starts a sync for this reason; the driver names it so.
+    Rollback,
+}
+
+impl SyncReason {
+    /// `NewRevision`, `SelfHeal`, `Manual` or `Rollback`, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncReason::NewRevision => "NewRevision",
+            SyncReason::SelfHeal => "SelfHeal",
+            SyncReason::Manual => "Manual",
+            SyncReason::Rollback => "Rollback",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for SyncReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One sync, as recorded in the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncRecord {
@@ -227,8 +292,8 @@ pub struct SyncRecord {
     pub started_at: String,
     /// When it finished (RFC 3339).
     pub finished_at: String,
-    /// Why it ran: `NewRevision`, `SelfHeal` or `Manual`.
-    pub reason: String,
+    /// Why it ran.
+    pub reason: SyncReason,
     /// Outcome.
     pub result: SyncResult,
     /// Details (errors, refusal reason).
@@ -247,6 +312,27 @@ pub struct SyncRecord {
     /// Objects pruned but not named in `pruned`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pruned_omitted: usize,
+}
+
+impl SyncRecord {
+    /// A sync of `revision` for `reason` that has not started or done anything yet:
+    /// `Succeeded` with no subject, times, message or objects; set the rest with struct
+    /// update syntax (`SyncRecord { result, ..SyncRecord::new(sha, reason) }`).
+    pub fn new(revision: impl Into<String>, reason: SyncReason) -> Self {
+        Self {
+            revision: revision.into(),
+            subject: String::new(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            reason,
+            result: SyncResult::Succeeded,
+            message: String::new(),
+            applied: vec![],
+            pruned: vec![],
+            applied_omitted: 0,
+            pruned_omitted: 0,
+        }
+    }
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference

@@ -44,7 +44,7 @@ impl ObjectKey {
     /// Returns `None` when kind or name is missing.
     pub fn of(obj: &Value) -> Option<ObjectKey> {
         let api_version = obj.get("apiVersion")?.as_str()?;
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let group = group_of(api_version);
         Some(ObjectKey {
             group: group.to_string(),
             kind: obj.get("kind")?.as_str()?.to_string(),
@@ -130,7 +130,7 @@ impl Marks<'_> {
             return false;
         }
         let Some(id) = self.tracking_id else { return false };
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let group = group_of(api_version);
         // `{app}:{group}/{kind}:{namespace}/{name}` (see ObjectKey::tracking_id), the
         // namespace left out of the comparison for a cluster-scoped object
         let Some(rest) = id.strip_prefix(app).and_then(|r| r.strip_prefix(':')) else { return false };
@@ -199,6 +199,12 @@ pub fn mark_adopted(obj: &mut Value) {
 /// Whether `obj` carries [`ADOPTED_ANNOTATION`].
 pub fn is_adopted(obj: &Value) -> bool {
     obj.pointer("/metadata/annotations").and_then(|a| a.get(ADOPTED_ANNOTATION)).is_some()
+}
+
+/// The API group of an `apiVersion`: `apps/v1` → `apps`, the core group's `v1` → `""`
+/// (Kubernetes API concepts: "API groups and versioning").
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     cluster::Kind,
     compare::{Cached, normalize},
-    tracking::{APP_LABEL, ObjectKey},
+    tracking::{APP_LABEL, ObjectKey, group_of},
 };
 
 /// Which objects of a kind one watch holds.
@@ -82,10 +82,6 @@ pub fn has_children(group: &str, kind: &str) -> bool {
     matches!((group, kind), ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job"))
 }
 
-/// The group of an `apiVersion` (`""` for the core group's `v1`).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
 
 /// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
 pub type ByOwner = HashMap<String, Vec<Arc<Cached>>>;

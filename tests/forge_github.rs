@@ -86,17 +86,10 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<
             ..AppStatus::default()
         },
         sync.map(|result| SyncRecord {
-            revision: SHA.into(),
             subject: "web: bump".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
-            message: String::new(),
             applied: vec!["apps/Deployment/web/web".into(), "v1/ConfigMap/web/site".into()],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(SHA, plumb::status::SyncReason::NewRevision)
         }),
     )
 }

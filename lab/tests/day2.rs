@@ -61,17 +61,11 @@ async fn the_application_resource_carries_status_conditions_and_migrated_history
     // a status ConfigMap as an earlier version wrote it, with one history entry
     kubectl(&["create", "namespace", status_ns]);
     let old = SyncRecord {
-        revision: "0123456789abcdef0123456789abcdef01234567".into(),
         subject: "before the upgrade".into(),
         started_at: "2026-11-01T00:00:00.000Z".into(),
         finished_at: "2026-11-01T00:00:01.000Z".into(),
-        reason: "NewRevision".into(),
         result: plumb::status::SyncResult::Succeeded,
-        message: String::new(),
-        applied: vec![],
-        pruned: vec![],
-        applied_omitted: 0,
-        pruned_omitted: 0,
+        ..SyncRecord::new("0123456789abcdef0123456789abcdef01234567", plumb::status::SyncReason::NewRevision)
     };
     let legacy = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": format!("plumb-app-{app}"), "namespace": status_ns,

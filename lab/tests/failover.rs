@@ -217,17 +217,8 @@ async fn concurrent_status_writes_lose_no_history_entry() {
         let (store, status) = (store.clone(), status.clone());
         tokio::spawn(async move {
             let record = SyncRecord {
-                revision: format!("rev{i}"),
-                subject: String::new(),
                 started_at: format!("2026-11-30T12:00:0{i}.000Z"),
-                finished_at: String::new(),
-                reason: "NewRevision".into(),
-                result: SyncResult::Succeeded,
-                message: String::new(),
-                applied: vec![],
-                pruned: vec![],
-                applied_omitted: 0,
-                pruned_omitted: 0,
+                ..SyncRecord::new(format!("rev{i}"), plumb::status::SyncReason::NewRevision)
             };
             store.save(&status, &[record]).await
         })

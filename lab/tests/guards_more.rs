@@ -105,7 +105,7 @@ async fn a_later_self_heal_is_not_merged_into_an_abandoned_running_sync() {
     assert_eq!(kubectl(&["-n", ns, "get", "configmap", "keep", "-o", "jsonpath={.data.k}"]), "v");
     let h = history("b2abandon");
     let summary: Vec<(String, String, SyncResult)> =
-        h.iter().map(|r| (r.reason.clone(), r.started_at.clone(), r.result)).collect();
+        h.iter().map(|r| (r.reason.to_string(), r.started_at.clone(), r.result)).collect();
     assert!(
         heal.started_at >= before_drift,
         "the selfHeal sync is recorded as started at {} (the abandoned Running sync began {running_start}); history {summary:?}",

@@ -20,6 +20,7 @@ use crate::{
     compare::{self, Compared},
     health::{self, HealthStatus},
     plan::{self, Plan, PruneCandidate, SyncOptions, SyncReason},
+    status::EventReason,
     tracking::{self, ObjectKey},
 };
 
@@ -94,11 +95,45 @@ pub struct Job<'a> {
     pub health: Vec<HealthStatus>,
 }
 
-/// One object's write: its health as the server returned it, or the failure's message.
-type Applied = Result<health::Health, String>;
+/// One object's write: its health as the server returned it, or why it failed.
+type Applied = Result<health::Health, WriteError>;
 
 /// Compares an object created after its CRD again, once the CRD is served.
-pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, String>> + Sync);
+pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, WriteError>> + Sync);
+
+/// Why one object was not written. Its text (masked: [`Compared::scrub`]) is the
+/// sync's message for the object.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// It could not be compared (its kind is not served, or not after its CRD was):
+    /// the comparison's reason.
+    #[error("{0}")]
+    NotCompared(compare::ObjectReason),
+    /// The API server refused or failed a request (the write, the wait for a CRD,
+    /// taking over fields).
+    #[error(transparent)]
+    Api(#[from] crate::cluster::Error),
+    /// `Force=true`: deleting the object to create it again failed.
+    #[error("Force=true: {0}")]
+    Recreate(String),
+    /// `Force=true`: the object was deleted but creating it again failed.
+    #[error("Force=true: re-create: {0}")]
+    Recreated(crate::cluster::Error),
+    /// Immutable fields changed, and the object is protected from deletion, so
+    /// `Force=true` does not apply.
+    #[error(
+        "immutable field(s) {} changed in Git: the object must be deleted and re-created, but it is protected from deletion (Prune=false, Prune=confirm or a data-loss class), so Force=true does not apply; re-create it by hand",
+        .0.join(", ")
+    )]
+    ImmutableProtected(Vec<String>),
+    /// Immutable fields changed, and `Force=true` is not set.
+    #[error(
+        "immutable field(s) {} changed in Git: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
+        .0.join(", "),
+        tracking::SYNC_OPTIONS_ANNOTATION
+    )]
+    Immutable(Vec<String>),
+}
 
 /// What a sync did.
 #[derive(Debug, Default)]
@@ -142,10 +177,10 @@ pub async fn run(
                 let resolved = if c.awaits_crd() { recompare(c.clone()).await } else { Ok(c.clone()) };
                 match resolved {
                     Ok(c) => targets.push((idx, c)),
-                    Err(message) => out.failures.push(Error::Apply {
+                    Err(e) => out.failures.push(Error::Apply {
                         app: job.app.into(),
                         object: job.compared[idx].key.clone(),
-                        message,
+                        message: e.to_string(),
                     }),
                 }
             }
@@ -170,7 +205,7 @@ pub async fn run(
                             }
                             Ok(h)
                         }
-                        Err(message) => Err(message),
+                        Err(e) => Err(e),
                     };
                     (idx, res)
                 }
@@ -193,8 +228,8 @@ pub async fn run(
                             if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
                         out.applied.push((idx, h));
                     }
-                    Err(message) => {
-                        let message = c.scrub(&message);
+                    Err(e) => {
+                        let message = c.scrub(&e.to_string());
                         out.failures.push(Error::Apply { app: job.app.into(), object: c.key.clone(), message });
                     }
                 }
@@ -252,19 +287,19 @@ fn is_crd(k: &ObjectKey) -> bool {
 /// Logs one successful apply and, for an update, publishes an Event on the object
 /// (a selfHeal revert as a Warning naming the reverted fields).
 async fn announce(cluster: &Cluster, job: &Job<'_>, c: &Compared) {
-    let git = format!("Git {} \"{}\"", &job.revision[..job.revision.len().min(7)], job.subject);
+    let git = format!("Git {} \"{}\"", crate::status::short(job.revision), job.subject);
     let fields = || c.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ");
     match (&c.live, job.reason) {
         (None, _) => tracing::info!(app = %job.app, object = %c.key, "created ({git})"),
         (Some(live), SyncReason::SelfHeal) => {
             let line = format!("reverted {} ({git})", fields());
             tracing::info!(app = %job.app, object = %c.key, "{line}");
-            cluster.event(live, true, "SelfHealed", "Revert", line).await;
+            cluster.event(live, true, EventReason::SelfHealed, line).await;
         }
         (Some(live), _) => {
             let line = format!("updated {} ({git})", fields());
             tracing::info!(app = %job.app, object = %c.key, "{line}");
-            cluster.event(live, false, "Synced", "Apply", line).await;
+            cluster.event(live, false, EventReason::Synced, line).await;
         }
     }
 }
@@ -303,10 +338,10 @@ async fn apply_one(
     c: &Compared,
     options: &SyncOptions,
     may_recreate: bool,
-) -> Result<Value, String> {
-    let Some(kind) = &c.kind else { return Err(c.reason.to_string()) };
+) -> Result<Value, WriteError> {
+    let Some(kind) = &c.kind else { return Err(WriteError::NotCompared(c.reason.clone())) };
     if let Some(fields) = &c.takeover {
-        cluster.replace_managed_fields(kind, &c.key, fields).await.map_err(|e| e.to_string())?;
+        cluster.replace_managed_fields(kind, &c.key, fields).await?;
     }
     let write = || async {
         if options.replace {
@@ -322,25 +357,18 @@ async fn apply_one(
     let fields = err.immutable_fields();
     let uid = c.live.as_ref().and_then(|l| l.pointer("/metadata/uid")).and_then(Value::as_str);
     match (fields.is_empty(), options.force, may_recreate, uid) {
-        (true, ..) => Err(err.to_string()),
+        (true, ..) => Err(err.into()),
         (false, true, true, Some(uid)) => {
             tracing::warn!(object = %c.key, fields = %fields.join(", "), "Force=true: deleting and re-creating (immutable fields changed)");
             cluster
                 .delete(kind, &c.key, uid, plan::Propagation::Foreground)
                 .await
-                .map_err(|e| format!("Force=true: {e}"))?;
+                .map_err(|e| WriteError::Recreate(e.to_string()))?;
             // a finalizer holding it is reported by the wait below
-            cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(|e| format!("Force=true: {e}"))?;
-            write().await.map_err(|e| format!("Force=true: re-create: {e}"))
+            cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(WriteError::Recreate)?;
+            write().await.map_err(WriteError::Recreated)
         }
-        (false, true, ..) => Err(format!(
-            "immutable field(s) {} changed in Git: the object must be deleted and re-created, but it is protected from deletion (Prune=false, Prune=confirm or a data-loss class), so Force=true does not apply; re-create it by hand",
-            fields.join(", ")
-        )),
-        (false, false, ..) => Err(format!(
-            "immutable field(s) {} changed in Git: the object must be deleted and re-created; to let plumb do it, annotate it {}: Force=true",
-            fields.join(", "),
-            tracking::SYNC_OPTIONS_ANNOTATION
-        )),
+        (false, true, ..) => Err(WriteError::ImmutableProtected(fields)),
+        (false, false, ..) => Err(WriteError::Immutable(fields)),
     }
 }

@@ -147,17 +147,8 @@ mod tests {
 
     fn rec(revision: &str, result: SyncResult) -> SyncRecord {
         SyncRecord {
-            revision: revision.into(),
-            subject: String::new(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
-            message: String::new(),
-            applied: vec![],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(revision, crate::status::SyncReason::NewRevision)
         }
     }
 

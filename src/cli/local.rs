@@ -16,7 +16,8 @@ use crate::{
     status::ConditionType,
 };
 
-use super::{output::sanitize, read::short};
+use super::output::sanitize;
+use crate::status::short;
 
 /// `plumb sync` / `plumb prune`: previews (`dry_run`) or syncs, going on while later
 /// sync waves wait for earlier ones to become Healthy (at most `timeout`), then waits
@@ -59,7 +60,7 @@ pub async fn sync_command(
     }
     match &report.sync {
         Some(r) => {
-            println!("{} {} \"{}\": {:?}", app, short(&r.revision), sanitize(&r.subject), r.result);
+            println!("{} {} \"{}\": {}", app, short(&r.revision), sanitize(&r.subject), r.result);
             for a in &r.applied {
                 println!("  applied {a}");
             }
@@ -174,7 +175,7 @@ async fn wait_for_health(
     use crate::{compare::SyncStatus, health::HealthStatus};
     if let Some(r) = &first.sync {
         println!(
-            "{app} {} \"{}\": {:?} (applied {}, pruned {})",
+            "{app} {} \"{}\": {} (applied {}, pruned {})",
             short(&r.revision),
             r.subject,
             r.result,

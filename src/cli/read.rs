@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::output::{Output, emit, sanitize};
 use crate::{
     config::Config,
-    status::{AppStatus, Store, SyncRecord},
+    status::{AppStatus, Store, SyncRecord, short},
 };
 
 /// The default of `-n/--namespace`: plumb's status namespace.
@@ -109,7 +109,7 @@ pub fn status_table(statuses: &[AppStatus]) -> String {
         let never = s.revision.is_empty() && s.last_sync.is_none() && s.conditions.is_empty();
         let subject = if never { "(no pass yet)".to_string() } else { sanitize(&s.subject).chars().take(36).collect() };
         let last =
-            s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{:?} {}", r.result, r.finished_at));
+            s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{} {}", r.result, r.finished_at));
         let rev = if s.revision.is_empty() { "-" } else { short(&s.revision) };
         let _ = writeln!(
             out,
@@ -151,7 +151,7 @@ pub fn history_table(history: &[SyncRecord]) -> String {
             "{}  {}  {:<9} {:<11} {}  (+{} -{}) {}",
             r.finished_at,
             short(&r.revision),
-            format!("{:?}", r.result),
+            r.result.to_string(),
             r.reason,
             sanitize(&r.subject),
             // stored records name at most 100 objects; the counts cover all
@@ -189,7 +189,7 @@ pub fn get_table(s: &AppStatus) -> String {
     let _ = writeln!(out, "Sync:         {}", s.sync);
     let _ = writeln!(out, "Health:       {}", s.health);
     if let Some(r) = &s.last_sync {
-        let _ = writeln!(out, "Last sync:    {:?} {} ({})", r.result, r.finished_at, r.reason);
+        let _ = writeln!(out, "Last sync:    {} {} ({})", r.result, r.finished_at, r.reason);
     }
     for c in &s.conditions {
         let _ = writeln!(out, "Condition:    {}: {}", c.type_, sanitize(&c.message));
@@ -270,30 +270,20 @@ fn not_found(app: &str, namespace: &str) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// The first 7 characters of a SHA.
-pub fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(7)]
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Condition, ConditionType, SyncResult};
+    use crate::status::{Condition, ConditionType};
 
     #[test]
     fn tables_show_git_text_escaped() {
         let record = SyncRecord {
-            revision: "0123456789abcdef".into(),
             subject: "bump\x1b]0;owned\x07 nginx".into(),
             started_at: "t0".into(),
             finished_at: "t1".into(),
-            reason: "Manual".into(),
-            result: SyncResult::Succeeded,
-            message: String::new(),
             applied: vec!["Deployment.apps/web/web".into()],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new("0123456789abcdef", crate::status::SyncReason::Manual)
         };
         let status = AppStatus {
             app: "web".into(),

@@ -45,7 +45,7 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
             Ok(ExitCode::from(2))
         }
         Desired::RenderFailed(snapshot, e) => {
-            eprintln!("error: render {}: {e}", &snapshot.revision[..snapshot.revision.len().min(7)]);
+            eprintln!("error: render {}: {e}", crate::status::short(&snapshot.revision));
             Ok(ExitCode::from(2))
         }
     }

@@ -14,12 +14,12 @@ use serde::Serialize;
 
 use super::{
     output::{Output, emit, sanitize},
-    read::{KubeArgs, short},
+    read::KubeArgs,
 };
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
-    status::{AppStatus, Store, SyncRecord, SyncResult},
+    status::{AppStatus, Store, SyncRecord, SyncResult, short},
 };
 
 /// Exit codes of `plumb sync` (through the server), for its `--help`.
@@ -87,7 +87,7 @@ pub async fn run(
         let new_sync = status.last_sync.as_ref().filter(|s| Some(*s) != before.as_ref());
         if let Some(r) = new_sync {
             progress.line(&format!(
-                "{app} {} \"{}\": {:?} (applied {}, pruned {}){}",
+                "{app} {} \"{}\": {} (applied {}, pruned {}){}",
                 short(&r.revision),
                 sanitize(&r.subject),
                 r.result,
@@ -219,17 +219,11 @@ mod tests {
 
     fn record(result: SyncResult) -> SyncRecord {
         SyncRecord {
-            revision: "abc".into(),
             subject: "s".into(),
             started_at: "a".into(),
             finished_at: "b".into(),
-            reason: "Manual".into(),
             result,
-            message: String::new(),
-            applied: vec![],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new("abc", crate::status::SyncReason::Manual)
         }
     }
 

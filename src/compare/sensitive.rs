@@ -77,7 +77,7 @@ impl SensitiveRules {
     /// The fields of `obj` these rules mark (by its `apiVersion`'s group and `kind`).
     pub fn marked(&self, obj: &Value) -> Marked {
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let group = crate::tracking::group_of(api_version);
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
         let mut out: Vec<String> = self
             .0

@@ -148,17 +148,11 @@ fn report(sync: Option<SyncResult>, health: HealthStatus) -> (AppStatus, Option<
             ..AppStatus::default()
         },
         sync.map(|result| SyncRecord {
-            revision: SHA.into(),
             subject: "s".into(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
             message: if result == SyncResult::Succeeded { String::new() } else { "apply web: forbidden".into() },
             applied: vec!["a".into(), "b".into()],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(SHA, crate::status::SyncReason::NewRevision)
         }),
     )
 }

@@ -12,7 +12,7 @@ pub(crate) fn name(obj: &Value) -> &str {
 /// API group of `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
 pub(crate) fn group(obj: &Value) -> &str {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    crate::tracking::group_of(api_version)
 }
 
 /// `kind` (empty when absent).

@@ -10,17 +10,12 @@ const SHA: &str = "3f2c9a1b7d5e4f60718293a4b5c6d7e8f9012345";
 
 fn record(subject: &str) -> SyncRecord {
     SyncRecord {
-        revision: SHA.into(),
         subject: subject.into(),
         started_at: "2026-11-30T14:00:00.000Z".into(),
         finished_at: "2026-11-30T14:00:01.250Z".into(),
-        reason: "NewRevision".into(),
-        result: SyncResult::Succeeded,
-        message: String::new(),
         applied: vec!["ConfigMap/web/site".into(), "Deployment.apps/web/web".into()],
-        pruned: vec![],
         applied_omitted: 3,
-        pruned_omitted: 0,
+        ..SyncRecord::new(SHA, crate::status::SyncReason::NewRevision)
     }
 }
 

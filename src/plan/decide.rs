@@ -305,7 +305,7 @@ fn self_heal_gate(input: &GateInput<'_>) -> (Option<SyncReason>, Option<HealStat
         }
         let message = format!(
             "selfHeal stopped: the same drift came back right after it was reverted at {}: {}",
-            &input.revision[..input.revision.len().min(7)],
+            crate::status::short(input.revision),
             what.join("; ")
         );
         tracing::warn!(app = input.app, "{message}");
@@ -364,17 +364,9 @@ mod tests {
 
     fn last(result: SyncResult, revision: &str, message: &str) -> SyncRecord {
         SyncRecord {
-            revision: revision.into(),
-            subject: String::new(),
-            started_at: String::new(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
             message: message.into(),
-            applied: vec![],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(revision, SyncReason::NewRevision)
         }
     }
 

@@ -17,7 +17,7 @@ use crate::{
     config::Environment,
     plan::{self, Claims, PruneCandidate, SyncOptions},
     source::Desired,
-    tracking::{self, ObjectKey},
+    tracking::{self, ObjectKey, group_of},
     watch::LiveCache,
 };
 
@@ -105,7 +105,7 @@ impl Context {
         let mut out = Candidates::default();
         let installation = self.config.settings.installation_id.as_deref();
         let groups: BTreeSet<(&str, &str)> =
-            kinds.iter().map(|(av, k)| (av.rsplit_once('/').map_or("", |(g, _)| g), k.as_str())).collect();
+            kinds.iter().map(|(av, k)| (group_of(av), k.as_str())).collect();
         for (group, kind_name) in groups {
             let (kind, objs) = match self.list_served(group, kind_name, app, desired).await {
                 Ok(Some(found)) => found,

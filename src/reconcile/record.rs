@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
-use super::{Context, Error, Mode, PassReport, short};
+use super::{Context, Error, Mode, PassFailure, PassReport};
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
     metrics::{PassLabels, StatusLabels},
     plan,
-    status::{self, AppStatus, Condition, ConditionType, SyncRecord, SyncResult},
+    status::{self, AppStatus, Condition, ConditionType, EventReason, SyncRecord, SyncResult, short},
 };
 
 impl Context {
@@ -20,11 +20,12 @@ impl Context {
         mut st: AppStatus,
         previous: AppStatus,
         history: Option<Vec<SyncRecord>>,
-        message: String,
+        failure: PassFailure,
         started: Instant,
         mode: Mode,
     ) -> Result<PassReport, Error> {
-        tracing::warn!(app = %st.app, "{message}");
+        let message = failure.to_string();
+        tracing::warn!(app = %st.app, stage = failure.stage(), "{message}");
         (st.sync, st.health, st.resources) = (SyncStatus::Unknown, previous.health, previous.resources.clone());
         st.resources_omitted = previous.resources_omitted;
         st.conditions.push(Condition::new(ConditionType::ComparisonError, message));
@@ -46,14 +47,7 @@ impl Context {
         mode: Mode,
         started: Instant,
     ) -> Result<(), Error> {
-        let result = match (&record, st.sync) {
-            (Some(r), _) if r.result == SyncResult::Succeeded => "applied",
-            (Some(r), _) if r.result == SyncResult::Refused => "refused",
-            (Some(r), _) if r.result == SyncResult::Running => "running",
-            (Some(_), _) => "failed",
-            (None, SyncStatus::Unknown) => "error",
-            (None, _) => "compared",
-        };
+        let result = PassResult::of(record.as_ref(), st.sync).as_str();
         if mode.writes() && self.records {
             if previous.health != st.health && !previous.app.is_empty() {
                 self.health_changed(st, previous).await;
@@ -85,7 +79,7 @@ impl Context {
             .join("; ");
         tracing::info!(app = %st.app, "{note}");
         let object = status::event_object(&self.config.settings.status_namespace, &st.app);
-        self.cluster.event(&object, st.health == HealthStatus::Degraded, "HealthChanged", "Assess", note).await;
+        self.cluster.event(&object, st.health == HealthStatus::Degraded, EventReason::HealthChanged, note).await;
     }
 
     async fn save(
@@ -107,5 +101,47 @@ impl Context {
         }
         self.statuses.write().await.insert(st.app.clone(), st.clone());
         Ok(())
+    }
+}
+
+/// What a pass came to: the `result` label of `plumb_passes_total` and
+/// `plumb_pass_duration_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PassResult {
+    /// It synced and the sync succeeded.
+    Applied,
+    /// A guard refused its sync.
+    Refused,
+    /// Its sync goes on at the next pass (a later wave waits).
+    Running,
+    /// Its sync failed.
+    Failed,
+    /// It did not sync, and could not compare (a fetch, render or comparison error).
+    Error,
+    /// It compared and did not sync.
+    Compared,
+}
+
+impl PassResult {
+    fn of(record: Option<&SyncRecord>, sync: SyncStatus) -> Self {
+        match (record.map(|r| r.result), sync) {
+            (Some(SyncResult::Succeeded), _) => Self::Applied,
+            (Some(SyncResult::Refused), _) => Self::Refused,
+            (Some(SyncResult::Running), _) => Self::Running,
+            (Some(SyncResult::Failed), _) => Self::Failed,
+            (None, SyncStatus::Unknown) => Self::Error,
+            (None, _) => Self::Compared,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Refused => "refused",
+            Self::Running => "running",
+            Self::Failed => "failed",
+            Self::Error => "error",
+            Self::Compared => "compared",
+        }
     }
 }

@@ -4,10 +4,10 @@
 //! automated sync and selfHeal, a pin replaces the tracked ref's head by a recorded
 //! revision (`plumb rollback`).
 
-use super::{Context, Error, Mode, short};
+use super::{Context, Error, Mode};
 use crate::{
     config::{Application, Environment, Repository},
-    status::{self, AppStatus, Condition, ConditionType, Pin, ROLLBACK_ANNOTATION},
+    status::{self, AppStatus, Condition, ConditionType, EventReason, Pin, ROLLBACK_ANNOTATION, short},
 };
 
 /// What the requests change for one pass.
@@ -69,13 +69,13 @@ impl Context {
                 Some(s) => format!("paused by {} until {}: {}", or_unknown(&s.by), s.until, s.reason),
                 None => "automated sync resumed".to_string(),
             };
-            let reason = if st.suspended.is_some() { "Paused" } else { "Resumed" };
+            let reason = if st.suspended.is_some() { EventReason::Paused } else { EventReason::Resumed };
             self.event(&st.app, false, reason, note).await;
         }
         match controls.pin {
             Some(pin) => out.revision = self.pin(st, previous, pin, app, repo, mode).await?,
             None if mode.writes() && previous.pinned.is_some() => {
-                self.event(&st.app, false, "PinReleased", "pin released: the tracked ref is synced again".into()).await;
+                self.event(&st.app, false, EventReason::PinReleased, "pin released: the tracked ref is synced again".into()).await;
             }
             None => {}
         }
@@ -114,7 +114,7 @@ impl Context {
             if mode.writes() {
                 self.store.annotate(&st.app, ROLLBACK_ANNOTATION, None).await?;
                 let note = format!("pin to {} released: {tracked} moved to {}", short(&target), short(&head));
-                self.event(&st.app, false, "PinReleased", note).await;
+                self.event(&st.app, false, EventReason::PinReleased, note).await;
             }
             return Ok(None);
         }
@@ -141,16 +141,16 @@ impl Context {
         st.conditions.push(Condition::new(ConditionType::Pinned, message));
         if mode.writes() && previous.pinned.as_ref().is_none_or(|p| p.at != pin.at) {
             let note = format!("pinned to {} by {} (rollback)", short(&target), or_unknown(&pin.by));
-            self.event(&st.app, false, "Pinned", note).await;
+            self.event(&st.app, false, EventReason::Pinned, note).await;
         }
         st.pinned = Some(pin);
         Ok(Some(target))
     }
 
     /// An Event on application `app`'s resource.
-    pub(super) async fn event(&self, app: &str, warning: bool, reason: &str, note: String) {
+    pub(super) async fn event(&self, app: &str, warning: bool, reason: EventReason, note: String) {
         let object = status::event_object(&self.config.settings.status_namespace, app);
-        self.cluster.event(&object, warning, reason, "Reconcile", note).await;
+        self.cluster.event(&object, warning, reason, note).await;
     }
 }
 

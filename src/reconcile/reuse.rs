@@ -113,7 +113,7 @@ impl Compares {
             });
         }
         for (api_version, kind) in kinds_after {
-            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let group = crate::tracking::group_of(api_version);
             kinds.insert((group.to_string(), kind.clone()));
         }
         let mut epochs = Vec::with_capacity(kinds.len());

@@ -33,17 +33,9 @@ impl Context {
         started_at: String,
     ) -> SyncRecord {
         let mut rec = SyncRecord {
-            revision: snapshot.revision.clone(),
             subject: snapshot.subject.clone(),
             started_at,
-            finished_at: String::new(),
-            reason: format!("{reason:?}"),
-            result: SyncResult::Succeeded,
-            message: String::new(),
-            applied: vec![],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(snapshot.revision.clone(), reason)
         };
         if let Some(refusal) = &p.refused {
             (rec.result, rec.message, rec.finished_at) = (SyncResult::Refused, refusal.clone(), status::now());
@@ -131,15 +123,15 @@ impl Context {
 
     /// An object whose kind a CRD of this sync defines: once that CRD is served,
     /// compared again (now with its kind, namespace and tracking-id).
-    async fn recompare(&self, scope: &Scope<'_>, c: Arc<Compared>) -> Result<Arc<Compared>, String> {
+    async fn recompare(&self, scope: &Scope<'_>, c: Arc<Compared>) -> Result<Arc<Compared>, apply::WriteError> {
         let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await.map_err(|e| e.to_string())?;
+        self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await?;
         let no_crds = object::CrdKinds::new();
         let scope = Scope { crds: &no_crds, validate_new: false, absent: None, ..*scope };
         let manifest = crate::render::Manifest::new(c.source.clone(), &c.apply);
         let fresh = self.compare_one(&scope, &manifest).await;
         match fresh.sync() {
-            SyncStatus::Unknown => Err(fresh.reason.to_string()),
+            SyncStatus::Unknown => Err(apply::WriteError::NotCompared(fresh.reason.clone())),
             _ => Ok(fresh),
         }
     }

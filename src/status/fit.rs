@@ -116,7 +116,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::status::SyncResult;
 
     fn object(i: usize, sync: SyncStatus, health: HealthStatus) -> ResourceStatus {
         ResourceStatus {
@@ -130,17 +129,11 @@ mod tests {
 
     fn record(n: usize, applied: usize) -> SyncRecord {
         SyncRecord {
-            revision: format!("{n:040}"),
             subject: "bump".into(),
             started_at: "2026-11-30T12:00:00.000Z".into(),
             finished_at: "2026-11-30T12:01:00.000Z".into(),
-            reason: "NewRevision".into(),
-            result: SyncResult::Succeeded,
-            message: String::new(),
             applied: (0..applied).map(|i| format!("ConfigMap/big-application-namespace/config-{i:05}")).collect(),
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(format!("{n:040}"), crate::status::SyncReason::NewRevision)
         }
     }
 

@@ -24,7 +24,7 @@ pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
 /// first, at most [`HISTORY_LEN`]. For one sync in both, ours wins unless ours is
 /// still `Running` and the stored one is not (another writer finished it).
 pub fn merge_history(stored: &[SyncRecord], ours: &[SyncRecord]) -> Vec<SyncRecord> {
-    let key = |r: &SyncRecord| (r.revision.clone(), r.reason.clone(), r.started_at.clone());
+    let key = |r: &SyncRecord| (r.revision.clone(), r.reason, r.started_at.clone());
     let mut out: Vec<SyncRecord> = ours.to_vec();
     for s in stored {
         match out.iter_mut().find(|o| key(o) == key(s)) {
@@ -78,17 +78,11 @@ mod tests {
 
     fn record(started: &str, result: SyncResult, applied: &[&str]) -> SyncRecord {
         SyncRecord {
-            revision: "abc".into(),
             subject: "s".into(),
             started_at: started.into(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
-            message: String::new(),
             applied: applied.iter().map(|a| (*a).to_string()).collect(),
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new("abc", crate::status::SyncReason::NewRevision)
         }
     }
 
@@ -108,7 +102,7 @@ mod tests {
         assert_eq!(fresh.started_at, "t4", "a finished sync is not continued");
         let running = record("t5", SyncResult::Running, &[]);
         let mut heal = record("t6", SyncResult::Succeeded, &[]);
-        heal.reason = "SelfHeal".into();
+        heal.reason = crate::status::SyncReason::SelfHeal;
         assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
     }
 
@@ -137,17 +131,11 @@ mod tests {
 
     fn running_record(result: SyncResult, revision: &str) -> SyncRecord {
         SyncRecord {
-            revision: revision.into(),
-            subject: String::new(),
             started_at: "t0".into(),
-            finished_at: String::new(),
-            reason: "NewRevision".into(),
             result,
             message: "wave 1 waits".into(),
             applied: vec!["a".into()],
-            pruned: vec![],
-            applied_omitted: 0,
-            pruned_omitted: 0,
+            ..SyncRecord::new(revision, crate::status::SyncReason::NewRevision)
         }
     }
 
