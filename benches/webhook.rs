@@ -85,12 +85,12 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
     let tracker = TaskTracker::new();
     let passes = Arc::new(AtomicUsize::new(0));
     let p = passes.clone();
-    let pass = move |_app: String, _cause: plumb::scheduler::Cause| {
+    let pass = move |_app: String, _cause: plumb::scheduler::Cause, (): ()| {
         let p = p.clone();
         async move {
             p.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(pass_time).await;
-            false
+            (false, ())
         }
     };
     let scheduler = Scheduler::start_with(
@@ -101,7 +101,8 @@ async fn start(dedupe: bool, pass_time: Duration) -> Server {
         token.clone(),
     );
     let (intake, queue) = Intake::new(receiver, dedupe.then(Dedupe::default), limits.queue_capacity, metrics.clone());
-    tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
+    let leadership = plumb::leader::Leadership::always();
+    tracker.spawn(plumb::serve::dispatch(queue, scheduler, leadership, None, token.clone()));
     let state = AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -27,6 +27,7 @@ mod memo;
 mod record;
 mod requests;
 mod reuse;
+mod state;
 mod sync;
 
 use std::{
@@ -38,7 +39,6 @@ use std::{
 
 use futures::{FutureExt, StreamExt, future, stream};
 use serde_json::Value;
-use tokio::sync::RwLock;
 
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
@@ -52,6 +52,7 @@ use crate::{
     tracking::{ObjectKey, group_of},
     watch::LiveCache,
 };
+pub use self::state::AppState;
 pub use crate::{compare::ObjectDiff, plan::Mode};
 
 /// How many objects are compared at once.
@@ -84,14 +85,15 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Repository mirrors and renders.
     sources: source::Pool,
-    /// The latest status of each application.
-    statuses: RwLock<HashMap<String, AppStatus>>,
+    /// The latest status and timings of each application, as its passes recorded them.
+    published: status::Published,
+    /// The state of each application whose passes run through [`Context::run_pass`]
+    /// (callers with no actor of their own).
+    states: Mutex<HashMap<String, AppState>>,
     /// Requests on the applications' resources ([`Context::controls`]).
     controls: status::SharedControls,
     /// Why the policy file on disk is not in force, while it is rejected.
     policy_rejected: crate::reload::Rejected,
-    /// Stage timings of each application's last pass.
-    timings: std::sync::RwLock<HashMap<String, status::PassTimings>>,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -239,7 +241,8 @@ impl Context {
             store,
             config,
             metrics,
-            statuses: RwLock::default(),
+            published: status::Published::default(),
+            states: Mutex::default(),
             live: None,
             drift_rx: Mutex::default(),
             watch_token: tokio_util::sync::CancellationToken::new(),
@@ -248,7 +251,6 @@ impl Context {
             writers: tokio::sync::Mutex::default(),
             controls: status::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
-            timings: std::sync::RwLock::default(),
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
             reused: std::sync::atomic::AtomicU64::new(0),
         }
@@ -257,16 +259,20 @@ impl Context {
     /// Keeps the timings of a pass that started at `started` (writing modes only).
     fn keep_timings(&self, app: &str, mode: Mode, mut timings: status::PassTimings, started: Instant) {
         timings.total_millis = millis(started.elapsed());
-        if mode.writes()
-            && let Ok(mut t) = self.timings.write()
-        {
-            t.insert(app.to_string(), timings);
+        if mode.writes() {
+            self.published.publish_timings(app, timings);
         }
     }
 
     /// The stage timings of application `app`'s last pass in this process.
     pub fn timings(&self, app: &str) -> Option<status::PassTimings> {
-        self.timings.read().ok()?.get(app).cloned()
+        self.published.timings(app)
+    }
+
+    /// The statuses and timings this context's passes publish (a shared view: what the
+    /// status API and page read).
+    pub fn published(&self) -> status::Published {
+        self.published.clone()
     }
 
     /// Shows `rejected` (the rejection of a changed policy file, see
@@ -354,9 +360,7 @@ impl Context {
     /// The latest status of every application (in memory; loaded from the cluster on
     /// the first pass of each).
     pub async fn statuses(&self) -> Vec<AppStatus> {
-        let mut v: Vec<AppStatus> = self.statuses.read().await.values().cloned().collect();
-        v.sort_by(|a, b| a.app.cmp(&b.app));
-        v
+        self.published.statuses()
     }
 
     /// The sync history of `app`, newest first.
@@ -419,6 +423,15 @@ impl Context {
         }
     }
 
+    /// The status application `name`'s last pass saved (with its history when read from
+    /// the store: the first pass of a process).
+    async fn previous(&self, state: &AppState, name: &str) -> Result<(AppStatus, Option<Vec<SyncRecord>>), Error> {
+        match &state.previous {
+            Some(s) => Ok((AppStatus::clone(s), None)),
+            None => Ok(self.store.load(name).await.map(|(s, h)| (s, Some(h)))?),
+        }
+    }
+
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
         let c = &self.config;
         let unknown = || Error::UnknownApp(name.into());
@@ -440,10 +453,11 @@ impl Context {
         self.run_pass_with(name, mode, revision, source::Freshness::Now).await
     }
 
-    /// [`Context::run_pass`], reading refs of the remotes as recent as `fresh` asks: a
-    /// pass of the poll timer reads those its repository's poller asked for (see
-    /// [`crate::poller`]). The renders of other applications the pass looks at (what
-    /// moved to or from them) read the same refs.
+    /// [`Context::run_pass`], reading refs of the remotes as recent as `fresh` asks (see
+    /// [`Context::pass`]). The application's [`AppState`] is kept by the context between
+    /// these calls: for callers that run an application's passes in turn and own no
+    /// state (tests, benches). Two calls at once for one application each start from
+    /// what the one before left, and the later end wins.
     ///
     /// # Errors
     /// As [`Context::run_pass`].
@@ -454,14 +468,36 @@ impl Context {
         revision: Option<&str>,
         fresh: source::Freshness,
     ) -> Result<PassReport, Error> {
+        let mut state = self.states.lock().ok().and_then(|mut s| s.remove(name)).unwrap_or_default();
+        let report = self.pass(&mut state, name, mode, revision, fresh).await;
+        if let Ok(mut s) = self.states.lock() {
+            s.insert(name.to_string(), state);
+        }
+        report
+    }
+
+    /// One pass of application `name` from `state` (what its last pass left; updated for
+    /// the next), reading refs of the remotes as recent as `fresh` asks: a pass of the
+    /// poll timer reads those its repository's poller asked for (see
+    /// [`crate::poller`]). The renders of other applications the pass looks at (what
+    /// moved to or from them) read the same refs. `revision` and the errors: as
+    /// [`Context::run_pass`].
+    ///
+    /// # Errors
+    /// As [`Context::run_pass`].
+    pub async fn pass(
+        &self,
+        state: &mut AppState,
+        name: &str,
+        mode: Mode,
+        revision: Option<&str>,
+        fresh: source::Freshness,
+    ) -> Result<PassReport, Error> {
         let started = Instant::now();
         let refs_since = fresh.since(started);
         let started_at = status::now();
         let (app, env, repo) = self.app(name)?;
-        let (previous, history) = match self.statuses.read().await.get(name) {
-            Some(s) => (s.clone(), None),
-            None => self.store.load(name).await.map(|(s, h)| (s, Some(h)))?,
-        };
+        let (previous, history) = self.previous(state, name).await?;
         let mut st = carried_over(name, &env.name.value, &previous);
         if let Some(why) = self.policy_rejected.read().ok().and_then(|r| r.clone()) {
             st.conditions.push(status::Condition::new(ConditionType::PolicyWarning, why));
@@ -475,7 +511,7 @@ impl Context {
         // 1. source and render
         let (snapshot, rendered) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
             Ok(found) => found,
-            Err(failure) => return self.finish_early(st, previous, history, failure, started, mode).await,
+            Err(failure) => return self.finish_early(state, st, previous, history, failure, started, mode).await,
         };
         (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
         // held until the pass ends: its objects' copies live that long
@@ -498,12 +534,12 @@ impl Context {
             Ok(b) => b,
             Err(error) => {
                 let failure = PassFailure::Boundary { app: name.into(), error };
-                return self.finish_early(st, previous, history, failure, started, mode).await;
+                return self.finish_early(state, st, previous, history, failure, started, mode).await;
             }
         };
         let writer = match self.writer(app, env).await {
             Ok(w) => w,
-            Err(failure) => return self.finish_early(st, previous, history, failure, started, mode).await,
+            Err(failure) => return self.finish_early(state, st, previous, history, failure, started, mode).await,
         };
         let scope = Scope {
             writer: writer.as_deref().unwrap_or(&self.cluster),
@@ -525,7 +561,10 @@ impl Context {
         let read = reuse::Read { render: &rendered, previous: &previous, controls: &requested.controls };
         // the comparisons of the last pass serve again only between passes of the policy
         let policy_pass = mode == Mode::Policy && revision.is_none();
-        let stage = self.compare_stage(&scope, &read, policy_pass, &mut kinds, &app_options).await;
+        let last = state.compares.clone().filter(|_| policy_pass);
+        let stage = self.compare_stage(&scope, &read, last, &mut kinds, &app_options).await;
+        // a pass that compares replaces what the last one kept
+        state.compares = state.compares.take().filter(|_| stage.compared_from.is_none());
         let (mut found, items) = (stage.found, stage.items);
 
         timings.compare_millis = millis(compare_started.elapsed());
@@ -547,12 +586,12 @@ impl Context {
         let the_plan = plan::plan(&items, &candidates, guards);
 
         // 4. status and health
-        let excluded = self.assess(&mut st, app, env, &found, &the_plan, &kinds).await;
+        let excluded = self.assess(&mut st, app, env, &found, &the_plan, &kinds, &mut state.progressing).await;
         let candidates = assess::candidate_diffs(&found, &st);
 
         // 5. sync
         let drifted = sync::drifted(&found.compared);
-        let heal = self.memo.heal(name);
+        let heal = state.heal.clone();
         let rewritten = self.rewritten(repo, env, &st, &previous.synced_revision, mode).await;
         let decision = plan::decide(&plan::GateInput {
             app: name,
@@ -574,8 +613,8 @@ impl Context {
         });
         if decision.reason.is_some() && stage.compared_from.is_none() {
             // a reused comparison holds nothing to send (`reuse.rs`): compare, then sync
-            self.memo.keep_compares(name, None);
-            return Box::pin(self.run_pass_with(name, asked.0, asked.1, fresh)).await;
+            state.compares = None;
+            return Box::pin(self.pass(state, name, asked.0, asked.1, fresh)).await;
         }
         st.conditions.extend(decision.conditions);
         if decision.settled {
@@ -605,17 +644,19 @@ impl Context {
         } else if decision.settled && mode.writes() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
-        self.memo.set_heal(name, heal);
+        state.heal = heal;
         // kept for the next pass when it may serve it (a sync makes a record: it keeps none)
         let before = stage.compared_from.as_ref().filter(|_| policy_pass && record.is_none());
-        self.keep_compares(name, &read, before, &found.compared, &items, &kinds);
+        if let Some(b) = before {
+            state.compares = self.kept_compares(&read, b, &found.compared, &items, &kinds).map(Arc::new);
+        }
         st.kinds = kinds.into_iter().collect();
         if let Some(r) = &record {
             st.last_sync = Some(r.clone());
         }
 
         // 6. record
-        self.record(&st, &previous, history, record.clone(), mode, started).await?;
+        self.record(state, &st, &previous, history, record.clone(), mode, started).await?;
         self.keep_timings(name, mode, timings, started);
         Ok(PassReport { status: st, sync: record, plan: the_plan, compared: found.compared, candidates })
     }
@@ -679,18 +720,17 @@ impl Context {
         }
     }
 
-    /// Stage 2: the comparisons of the application's last pass when nothing they read
-    /// changed since (`policy_pass` only; see `reuse.rs`), else [`Context::compare_all`]
-    /// and the plan's view of the objects.
+    /// Stage 2: the comparisons of the application's last pass (`last`) when nothing
+    /// they read changed since (see `reuse.rs`), else [`Context::compare_all`] and the
+    /// plan's view of the objects.
     async fn compare_stage(
         &self,
         scope: &Scope<'_>,
         read: &reuse::Read<'_>,
-        policy_pass: bool,
+        last: Option<Arc<reuse::Compares>>,
         kinds: &mut BTreeSet<(String, String)>,
         options: &SyncOptions,
     ) -> CompareStage {
-        let last = self.memo.compares(scope.app).filter(|_| policy_pass);
         let changed = match (&last, &self.live) {
             (Some(last), Some(live)) => last.changed(read, |group, kind| live.epoch(group, kind)),
             _ => Some("nothing kept".into()),
@@ -707,8 +747,6 @@ impl Context {
             return CompareStage { found, items: last.items.clone(), compared_from: None };
         }
         tracing::debug!(app = scope.app, "comparing: {}", changed.unwrap_or_default());
-        // a pass that compares replaces what the last one kept (`keep_compares`)
-        self.memo.keep_compares(scope.app, None);
         // the event counts from before anything is read
         let before = self.live.as_ref().map(LiveCache::epochs).unwrap_or_default();
         let mut found = self.compare_all(scope, read.render, kinds).await;
@@ -719,22 +757,19 @@ impl Context {
         CompareStage { found, items, compared_from: Some(before) }
     }
 
-    /// Keeps what a pass of `app` that compared found (`compared`, `items`, `kinds`), for
-    /// the next pass, when it may serve it. `before`: the watches' event counts from
-    /// before it compared; `None` when it may keep nothing (not a policy pass, a sync).
-    fn keep_compares(
+    /// What a pass that compared found (`compared`, `items`, `kinds`), kept for the next
+    /// pass when it may serve it. `before`: the watches' event counts from before it
+    /// compared.
+    fn kept_compares(
         &self,
-        app: &str,
         read: &reuse::Read<'_>,
-        before: Option<&HashMap<(String, String), u64>>,
+        before: &HashMap<(String, String), u64>,
         compared: &[Arc<Compared>],
         items: &Arc<Vec<DesiredItem>>,
         kinds: &BTreeSet<(String, String)>,
-    ) {
-        let Some(before) = before else { return };
+    ) -> Option<reuse::Compares> {
         let listed = |group: &str, kind: &str| self.live.as_ref().is_some_and(|l| l.epoch(group, kind).is_some());
-        let keep = reuse::Compares::keep(read, before, listed, compared, items.clone(), kinds);
-        self.memo.keep_compares(app, keep);
+        reuse::Compares::keep(read, before, listed, compared, items.clone(), kinds)
     }
 
     /// How many passes took the comparisons of the pass before (see `reuse.rs`).

@@ -13,8 +13,10 @@
 //! a live change is compared against).
 //!
 //! The scheduler knows no other part of plumb: it is given the pass to run (a closure
-//! taking the application's name and what started the pass, a [`Cause`]) and what to do
-//! when a trigger starts one.
+//! taking the application's name, what started the pass, a [`Cause`], and the state
+//! the application's last pass left) and what to do when a trigger starts one. Each
+//! actor owns its application's state (any `Default` type, moved into each pass and
+//! back): one pass at a time reads and writes it, with no lock and no map by name.
 
 use std::{
     collections::HashMap,
@@ -148,10 +150,11 @@ impl Waiting {
 
 impl Scheduler {
     /// Starts one actor per `(application, reconcile interval)` on `tracker`, until
-    /// `token` is cancelled. Each runs `pass(app, cause)`, which returns true while
+    /// `token` is cancelled. Each runs `pass(app, cause, state)` with the state its last
+    /// pass returned (`St::default()` for the first), which returns it with true while
     /// things are settling (see [`SETTLE_INTERVAL`]); `started` sees each trigger just
     /// before the pass it starts (for metrics).
-    pub fn start_with<F, Fut, S>(
+    pub fn start_with<F, Fut, S, St>(
         apps: impl IntoIterator<Item = (String, Duration)>,
         pass: F,
         started: S,
@@ -159,18 +162,19 @@ impl Scheduler {
         token: CancellationToken,
     ) -> Self
     where
-        F: Fn(String, Cause) -> Fut + Clone + Send + 'static,
-        Fut: std::future::Future<Output = bool> + Send + 'static,
+        F: Fn(String, Cause, St) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = (bool, St)> + Send + 'static,
         S: Fn(Trigger) + Clone + Send + 'static,
+        St: Default + Send + 'static,
     {
         let mut senders = HashMap::new();
         for (app, interval) in apps {
             let waiting = Arc::new(Waiting::default());
             senders.insert(app.clone(), waiting.clone());
             let pass = pass.clone();
-            let run = move |why: Cause| {
+            let run = move |why: Cause, state: St| {
                 tracing::debug!(app = %app, trigger = why.as_str(), "pass starts");
-                pass(app.clone(), why)
+                pass(app.clone(), why, state)
             };
             tracker.spawn(run_loop(run, interval, waiting, token.clone(), started.clone()));
         }
@@ -196,25 +200,28 @@ pub fn jittered(interval: Duration) -> Duration {
     interval + Duration::from_millis(if max == 0 { 0 } else { rand::rng().random_range(0..=max) })
 }
 
-/// The actor's loop: run `pass`, then wait for a trigger, the interval (jittered), or
-/// cancellation. `pass` returns true when things are still settling (it synced, or
+/// The actor's loop: run `pass` on the application's state, then wait for a trigger,
+/// the interval (jittered), or cancellation. `pass` returns true when things are still settling (it synced, or
 /// something is Progressing): the next look then comes after at most
 /// [`SETTLE_INTERVAL`]. `started` sees each trigger just before the pass it starts.
-async fn run_loop<F, Fut>(
+async fn run_loop<F, Fut, St>(
     mut pass: F,
     interval: Duration,
     waiting: Arc<Waiting>,
     token: CancellationToken,
     mut started: impl FnMut(Trigger),
 ) where
-    F: FnMut(Cause) -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    F: FnMut(Cause, St) -> Fut,
+    Fut: std::future::Future<Output = (bool, St)>,
+    St: Default,
 {
     let mut why = Cause::Start;
+    let mut state = St::default();
     loop {
         // boxed: a task keeps its future's largest state for as long as it lives, and a
         // pass's is ~18 KB; unboxed, 1,000 idle applications held 18 MB between passes
-        let settling = Box::pin(pass(why)).await;
+        let settling;
+        (settling, state) = Box::pin(pass(why, state)).await;
         if waiting.is_waiting() {
             // asked for while the pass ran: wait for the burst to end
             if !quiet(&waiting, &token).await {
@@ -270,12 +277,12 @@ mod tests {
     /// however large the pass's future is (it is boxed only while the pass runs).
     #[test]
     fn an_idle_actor_does_not_hold_its_pass_s_state() {
-        let pass = |_: Cause| async {
+        let pass = |_: Cause, (): ()| async {
             let big = [1u8; 16 * 1024];
             tokio::task::yield_now().await;
-            big.contains(&0)
+            (big.contains(&0), ())
         };
-        assert!(std::mem::size_of_val(&pass(Cause::Start)) > 16 * 1024);
+        assert!(std::mem::size_of_val(&pass(Cause::Start, ())) > 16 * 1024);
         let actor = run_loop(pass, Duration::from_secs(1), Arc::default(), CancellationToken::new(), |_| {});
         let size = std::mem::size_of_val(&actor);
         assert!(size < 1024, "an actor's future is {size} bytes");
@@ -291,13 +298,13 @@ mod tests {
         let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let (p, c) = (passes.clone(), causes.clone());
-        let pass = move |why: Cause| {
+        let pass = move |why: Cause, (): ()| {
             let p = p.clone();
             c.lock().unwrap().push(why.as_str());
             async move {
                 p.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(1)).await; // a pass takes 1 s
-                false
+                (false, ())
             }
         };
         let waits = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -337,12 +344,12 @@ mod tests {
         let token = CancellationToken::new();
         let p = passes.clone();
         let t0 = tokio::time::Instant::now();
-        let pass = move |_why: Cause| {
+        let pass = move |_why: Cause, (): ()| {
             let p = p.clone();
             async move {
                 p.lock().unwrap().push(t0.elapsed());
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                false
+                (false, ())
             }
         };
         let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
@@ -374,11 +381,11 @@ mod tests {
         let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let c = causes.clone();
-        let pass = move |why: Cause| {
+        let pass = move |why: Cause, (): ()| {
             let mut seen = c.lock().unwrap();
             seen.push(why);
             let settling = seen.len() == 1;
-            async move { settling }
+            async move { (settling, ()) }
         };
         let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
         tokio::time::sleep(SETTLE_INTERVAL + Duration::from_millis(1)).await;
@@ -397,11 +404,11 @@ mod tests {
         let waiting = Arc::new(Waiting::default());
         let token = CancellationToken::new();
         let c = causes.clone();
-        let pass = move |why: Cause| {
+        let pass = move |why: Cause, (): ()| {
             c.lock().unwrap().push(why);
             async move {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                false
+                (false, ())
             }
         };
         let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
@@ -429,5 +436,25 @@ mod tests {
             assert!(d >= Duration::from_secs(180) && d <= Duration::from_secs(198), "{d:?}");
         }
         assert_eq!(jittered(Duration::from_millis(5)), Duration::from_millis(5));
+    }
+
+    /// The actor owns its application's state: each pass gets what the pass before
+    /// returned, starting from the default.
+    #[tokio::test(start_paused = true)]
+    async fn each_pass_gets_the_state_the_last_one_returned() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (waiting, token) = (Arc::new(Waiting::default()), CancellationToken::new());
+        let s = seen.clone();
+        let pass = move |_: Cause, passes: Vec<u32>| {
+            s.lock().unwrap().push(passes.clone());
+            let mut next = passes;
+            next.push(next.len() as u32);
+            async move { (false, next) }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(10), waiting.clone(), token.clone(), |_| {}));
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        token.cancel();
+        task.await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), [vec![], vec![0], vec![0, 1]]);
     }
 }

@@ -22,7 +22,7 @@ use crate::{
     metrics::Metrics,
     poller::Poller,
     probes::Probes,
-    reconcile::{Context, Mode},
+    reconcile::{AppState, Context, Mode},
     scheduler::{Cause, Scheduler, Trigger, jittered},
     server,
     status::EventReason,
@@ -190,13 +190,15 @@ pub async fn serve_elected(
     let internal_state = server::InternalState {
         reviewer: Arc::new(crate::auth::Reviewer::new(ctx.cluster.client().clone())),
         metrics: ctx.metrics.clone(),
-        ctx: ctx.clone(),
+        published: ctx.published(),
+        store: ctx.store.clone(),
     };
     tracker.spawn(server::serve_internal(internal_listener, internal_state, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
-    tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), ctx.clone(), token.clone()));
+    let forward = Forward { client: ctx.cluster.client().clone(), namespace: ctx.config.settings.status_namespace.clone() };
+    tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), Some(forward), token.clone()));
     let state = server::AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);
     tracker.spawn(server::serve_http(listener, app, limits, token));
@@ -307,13 +309,24 @@ fn follow_leadership(
     });
 }
 
-/// Drains the webhook queue: the leader triggers its actors (as
-/// [`server::dispatch`]); a follower forwards each application to the leader.
-async fn dispatch(
+/// Where a follower sends the webhooks it received: the leader, through the status
+/// namespace's Lease-holder requests ([`leader::forward`]).
+pub struct Forward {
+    /// plumb's client.
+    pub client: kube::Client,
+    /// plumb's status namespace.
+    pub namespace: String,
+}
+
+/// Drains the webhook queue until it closes or `token` is cancelled: the leader
+/// triggers its actors (triggers coalesce in the scheduler: one pass running, one
+/// waiting per application, so this never blocks on a busy application); a follower
+/// forwards each application to the leader (with no `forward`, it drops them, logged).
+pub async fn dispatch(
     mut queue: mpsc::Receiver<server::Queued>,
     scheduler: Scheduler,
     leadership: Leadership,
-    ctx: Arc<Context>,
+    forward: Option<Forward>,
     token: CancellationToken,
 ) {
     loop {
@@ -329,8 +342,11 @@ async fn dispatch(
                 scheduler.trigger(app, Trigger::Webhook { received: item.received });
                 continue;
             }
-            let ns = &ctx.config.settings.status_namespace;
-            match leader::forward(ctx.cluster.client(), ns, app).await {
+            let Some(f) = &forward else {
+                tracing::warn!(app = %app, "webhook dropped: not the leader, and no leader to forward to");
+                continue;
+            };
+            match leader::forward(&f.client, &f.namespace, app).await {
                 Ok(_) => tracing::info!(app = %app, "webhook forwarded to the leader"),
                 Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
             }
@@ -486,7 +502,7 @@ fn start_actors(
         Arc::new(apps.iter().cloned().collect());
     let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
-    let pass = move |app: String, cause: Cause| {
+    let pass = move |app: String, cause: Cause, mut state: AppState| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
         let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
@@ -497,12 +513,12 @@ fn start_actors(
             let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if leadership.is_leader() {
-                policy_pass(&ctx, &notifiers, outgoing.as_deref(), &app, fresh).await
+                policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), &app, fresh).await
             } else {
                 false
             };
             probes.finished(&app);
-            settling
+            (settling, state)
         }
     };
     Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token)
@@ -537,10 +553,11 @@ impl FirstPasses {
     }
 }
 
-/// One [`Mode::Policy`] pass of `app`, reading refs as recent as `fresh` asks, and the
-/// commit status it calls for; true while things are settling.
+/// One [`Mode::Policy`] pass of `app` from its actor's `state`, reading refs as recent
+/// as `fresh` asks, and the commit status it calls for; true while things are settling.
 async fn policy_pass(
     ctx: &Context,
+    state: &mut AppState,
     notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
     outgoing: Option<&crate::notify::Outgoing>,
     app: &str,
@@ -556,7 +573,7 @@ async fn policy_pass(
             None
         }
     };
-    let passed = ctx.run_pass_with(app, Mode::Policy, None, fresh).await;
+    let passed = ctx.pass(state, app, Mode::Policy, None, fresh).await;
     if let Some(value) = asked
         && let Err(e) = ctx.store.acknowledge(app, &value).await
     {

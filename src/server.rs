@@ -74,8 +74,7 @@ use crate::{
     auth::{self, Reviewer, Right, Verdict},
     config::{Config, Settings, read_secret},
     metrics::{DeliveryLabels, Metrics, event_label},
-    reconcile::Context,
-    scheduler::{Scheduler, Trigger},
+    status::{Published, Store},
     webhook::{
         Action, Decision, Dedupe, DeliveryKeys, Digests, Receiver, RepoKey, Secret, Streaming, Watch, WatchedRepository,
     },
@@ -341,24 +340,6 @@ fn overloaded() -> (&'static str, u16, String) {
     ("overloaded", 503, "webhook queue is full; retry later".to_string())
 }
 
-/// Drains the intake queue into the scheduler until the queue closes or `token` is
-/// cancelled. Triggers coalesce in the scheduler (one pass running, one waiting per
-/// application), so this never blocks on a busy application.
-pub async fn dispatch(mut queue: mpsc::Receiver<Queued>, scheduler: Scheduler, token: CancellationToken) {
-    loop {
-        let item = tokio::select! {
-            () = token.cancelled() => return,
-            item = queue.recv() => match item {
-                Some(item) => item,
-                None => return,
-            },
-        };
-        for app in &item.apps {
-            scheduler.trigger(app, Trigger::Webhook { received: item.received });
-        }
-    }
-}
-
 /// Shared state of the public listener's handlers (the webhook).
 #[derive(Clone)]
 pub struct AppState {
@@ -382,8 +363,10 @@ pub fn router(state: AppState, limits: &Limits) -> Router {
 /// Shared state of the internal listener's handlers.
 #[derive(Clone)]
 pub struct InternalState {
-    /// Reconcile context, for the statuses.
-    pub ctx: Arc<Context>,
+    /// The statuses (and timings) the passes publish.
+    pub published: Published,
+    /// The status store, for the history the page shows.
+    pub store: Store,
     /// Metrics to expose.
     pub metrics: Arc<Metrics>,
     /// Who may read ([`crate::auth`]).
@@ -635,7 +618,7 @@ async fn read_body(
 }
 
 async fn applications(State(state): State<InternalState>) -> Response {
-    Json(state.ctx.statuses().await).into_response()
+    Json(state.published.statuses()).into_response()
 }
 
 /// An HTML page ([`crate::page`]) with headers that keep it inert: no scripts or other
@@ -657,18 +640,18 @@ fn html(code: StatusCode, body: String) -> Response {
 }
 
 async fn page_list(State(state): State<InternalState>) -> Response {
-    html(StatusCode::OK, crate::page::list(&state.ctx.statuses().await))
+    html(StatusCode::OK, crate::page::list(&state.published.statuses()))
 }
 
 async fn page_app(
     State(state): State<InternalState>,
     axum::extract::Path(app): axum::extract::Path<String>,
 ) -> Response {
-    let Some(st) = state.ctx.statuses().await.into_iter().find(|s| s.app == app) else {
+    let Some(st) = state.published.status(&app) else {
         return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
     };
-    let timings = state.ctx.timings(&app);
-    match state.ctx.history(&app).await {
+    let timings = state.published.timings(&app);
+    match state.store.load(&app).await.map(|(_, history)| history) {
         Ok(history) => html(StatusCode::OK, crate::page::application(&st, &history, None, timings.as_ref())),
         Err(e) => html(StatusCode::OK, crate::page::application(&st, &[], Some(&e.to_string()), timings.as_ref())),
     }

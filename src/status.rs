@@ -17,6 +17,7 @@
 mod assess;
 mod event;
 pub mod fit;
+mod published;
 mod record;
 mod store;
 
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
 pub use event::EventReason;
+pub use published::Published;
 pub use record::{continue_sync, finished_running, merge_history, now, push_history};
 pub use store::{
     API_VERSION, Controls, Error, OBSERVED_ANNOTATION, SharedControls, Store, application_resource, configmap_name,

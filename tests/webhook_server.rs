@@ -1,6 +1,6 @@
 //! The webhook door of the real HTTP server on loopback: the whole stack plumb serves
 //! (`server::router` + `server::serve_http` with its limits, the intake, the queue, the
-//! dispatcher and real scheduler actors) — only the pass is replaced by a counter, so no
+//! dispatcher `plumb serve` runs and real scheduler actors) — only the pass is replaced by a counter, so no
 //! cluster is needed. Every test is bounded: clients give up after a few seconds and
 //! the server stops with its cancellation token.
 #![allow(clippy::unwrap_used)]
@@ -56,11 +56,11 @@ impl Server {
         let tracker = TaskTracker::new();
         let passes = Arc::new(AtomicUsize::new(0));
         let p = passes.clone();
-        let pass = move |_app: String, _cause: plumb::scheduler::Cause| {
+        let pass = move |_app: String, _cause: plumb::scheduler::Cause, (): ()| {
             let p = p.clone();
             async move {
                 p.fetch_add(1, Ordering::SeqCst);
-                false
+                (false, ())
             }
         };
         let apps = [("web".to_string(), Duration::from_secs(3600))];
@@ -68,7 +68,8 @@ impl Server {
             Scheduler::start_with(apps, pass, plumb::serve::trigger_metrics(metrics.clone()), &tracker, token.clone());
         let (intake, queue) = Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, metrics.clone());
         let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
-        tracker.spawn(server::dispatch(queue, scheduler, token.clone()));
+        let leadership = plumb::leader::Leadership::always();
+        tracker.spawn(plumb::serve::dispatch(queue, scheduler, leadership, None, token.clone()));
         let state = AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
         let app = server::router(state, &limits);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

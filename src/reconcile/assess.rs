@@ -13,7 +13,7 @@ use super::{Context, Found, inventory::Children};
 use crate::{
     compare::{Compared, ObjectDiff, ObjectReason, SyncStatus, object},
     config::{Application, Environment},
-    health::{self, Health, HealthStatus},
+    health::{self, Health, HealthStatus, ProgressingSince},
     plan,
     status::{self, AppStatus, Condition, ConditionType, Exclusions, ResourceStatus},
     tracking,
@@ -23,6 +23,7 @@ impl Context {
     /// Health of every object and the application's status: resources, roll-up,
     /// conditions (shared objects, comparison errors, stalls, orphaned resources).
     /// Returns what the roll-up leaves out, for the roll-up after a sync.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn assess(
         &self,
         st: &mut AppStatus,
@@ -31,6 +32,7 @@ impl Context {
         found: &Found,
         the_plan: &plan::Plan,
         kinds: &BTreeSet<(String, String)>,
+        progressing: &mut ProgressingSince,
     ) -> Exclusions {
         let settings = health::HealthSettings::from_policy(&env.health);
         let overrides = health::overrides_for(app, env);
@@ -123,14 +125,11 @@ impl Context {
         }
         (st.sync, st.health) = status::roll_up(&st.resources, &excluded, !found.errors.is_empty());
         // Objects Progressing for too long: a warning, health stays Progressing.
-        self.memo.progressing(&st.app, |previous| {
-            let statuses = found.compared.iter().zip(&st.resources).map(|(c, r)| (&c.key, r.health));
-            let since = health::track_progressing(previous, statuses, now);
-            if let Some(stall) = health::stalled(&since, now, settings.stall_after) {
-                st.conditions.push(Condition::new(ConditionType::HealthStalled, stall.message));
-            }
-            since
-        });
+        let statuses = found.compared.iter().zip(&st.resources).map(|(c, r)| (&c.key, r.health));
+        *progressing = health::track_progressing(progressing, statuses, now);
+        if let Some(stall) = health::stalled(progressing, now, settings.stall_after) {
+            st.conditions.push(Condition::new(ConditionType::HealthStalled, stall.message));
+        }
         if st.sync == SyncStatus::Synced {
             st.synced_revision = st.revision.clone();
         }

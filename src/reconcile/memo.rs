@@ -1,7 +1,8 @@
-//! What one process remembers between passes, per object and per application, so that
+//! What one process remembers between passes of any application, per object, so that
 //! a pass with nothing new costs no API request: dry-run answers, whole comparisons,
-//! plumb's own last writes, selfHeal state and since when objects are Progressing.
-//! Every entry is keyed so that it can never answer for changed content.
+//! plumb's own last writes, health verdicts. Every entry is keyed so that it can never
+//! answer for changed content. (What one application's passes carry over is its
+//! [`super::AppState`].)
 //!
 //! Memory: of an object in sync only that is remembered ([`Remembered::Synced`]): the
 //! next pass has its manifest and the watch cache has its live object. Only objects that
@@ -11,12 +12,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde_json::Value;
 
-use crate::{
-    compare::Compared,
-    health::{Health, ProgressingSince},
-    plan::HealState,
-    tracking::ObjectKey,
-};
+use crate::{compare::Compared, health::Health, tracking::ObjectKey};
 
 /// A dry-run answer: valid while neither the applied configuration (`apply_hash`) nor
 /// the live object without status (`live_hash`) changed.
@@ -47,10 +43,6 @@ pub struct Memo {
     /// What is remembered of each object, under one key per object ([`memo_key`]: one
     /// string of about 40 bytes; an entry of the table takes 170 bytes).
     objects: Mutex<HashMap<Box<str>, Remembers>>,
-    heal: Mutex<HashMap<String, HealState>>,
-    /// The comparisons of each application's last pass, while they may serve the next.
-    compares: Mutex<HashMap<String, std::sync::Arc<super::reuse::Compares>>>,
-    progressing: Mutex<HashMap<String, ProgressingSince>>,
 }
 
 /// What is remembered of one object.
@@ -189,45 +181,6 @@ impl Memo {
             && let Some(r) = m.get_mut(&*memo_key(key))
         {
             r.written = None;
-        }
-    }
-
-    /// The comparisons of `app`'s last pass, if it kept them (see `reuse.rs`).
-    pub fn compares(&self, app: &str) -> Option<std::sync::Arc<super::reuse::Compares>> {
-        self.compares.lock().ok()?.get(app).cloned()
-    }
-
-    /// Keeps (or, with `None`, forgets) the comparisons of `app`'s last pass.
-    pub fn keep_compares(&self, app: &str, compares: Option<super::reuse::Compares>) {
-        if let Ok(mut m) = self.compares.lock() {
-            match compares {
-                Some(c) => m.insert(app.to_string(), std::sync::Arc::new(c)),
-                None => m.remove(app),
-            };
-        }
-    }
-
-    /// selfHeal state of `app`.
-    pub fn heal(&self, app: &str) -> Option<HealState> {
-        self.heal.lock().ok()?.get(app).cloned()
-    }
-
-    /// Sets (or, with `None`, forgets) the selfHeal state of `app`.
-    pub fn set_heal(&self, app: &str, state: Option<HealState>) {
-        if let Ok(mut h) = self.heal.lock() {
-            match state {
-                Some(s) => h.insert(app.to_string(), s),
-                None => h.remove(app),
-            };
-        }
-    }
-
-    /// Since when each object of `app` has been Progressing, replaced by what `update`
-    /// makes of it.
-    pub fn progressing(&self, app: &str, update: impl FnOnce(&ProgressingSince) -> ProgressingSince) {
-        if let Ok(mut all) = self.progressing.lock() {
-            let previous = all.remove(app).unwrap_or_default();
-            all.insert(app.to_string(), update(&previous));
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Stage 6 of a pass: Events, the status and history saved in the cluster (only when
 //! they changed), metrics.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
-use super::{Context, Error, Mode, PassFailure, PassReport};
+use super::{AppState, Context, Error, Mode, PassFailure, PassReport};
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
@@ -15,8 +15,10 @@ use crate::{
 impl Context {
     /// The end of a pass that could not read its source: Unknown with the error; the
     /// last objects' status and health stay as they were.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn finish_early(
         &self,
+        state: &mut AppState,
         mut st: AppStatus,
         previous: AppStatus,
         history: Option<Vec<SyncRecord>>,
@@ -32,14 +34,16 @@ impl Context {
         if st.revision.is_empty() {
             (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());
         }
-        self.record(&st, &previous, history, None, mode, started).await?;
+        self.record(state, &st, &previous, history, None, mode, started).await?;
         Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
     /// Records a pass: a `HealthChanged` Event when health changed, status and history
     /// saved when they changed (writing modes only), pass metrics.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn record(
         &self,
+        state: &mut AppState,
         st: &AppStatus,
         previous: &AppStatus,
         history: Option<Vec<SyncRecord>>,
@@ -52,7 +56,9 @@ impl Context {
             if previous.health != st.health && !previous.app.is_empty() {
                 self.health_changed(st, previous).await;
             }
-            self.save(st, previous, history, record).await?;
+            let saved = self.save(st, previous, history, record).await?;
+            self.published.publish(saved.clone());
+            state.previous = Some(saved);
         }
         self.metrics.passes.get_or_create(&PassLabels { app: st.app.clone(), result: result.into() }).inc();
         self.metrics
@@ -88,7 +94,7 @@ impl Context {
         previous: &AppStatus,
         history: Option<Vec<SyncRecord>>,
         record: Option<SyncRecord>,
-    ) -> Result<(), Error> {
+    ) -> Result<Arc<AppStatus>, Error> {
         if st != previous || record.is_some() {
             let mut h = match history {
                 Some(h) => h,
@@ -99,8 +105,7 @@ impl Context {
             }
             self.store.save(st, &h).await?;
         }
-        self.statuses.write().await.insert(st.app.clone(), st.clone());
-        Ok(())
+        Ok(Arc::new(st.clone()))
     }
 }
 

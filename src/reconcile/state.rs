@@ -1,0 +1,22 @@
+//! What one application's passes carry from one to the next ([`AppState`]), owned by
+//! whoever runs them in turn: the scheduler's actor under `plumb serve`, the CLI for its
+//! one pass, or the context for callers that own none ([`super::Context::run_pass`]).
+//! A new per-application memory is a field here, never a map keyed by name.
+
+use std::sync::Arc;
+
+use crate::{health::ProgressingSince, plan::HealState, status::AppStatus};
+
+/// One application's memory between its passes.
+#[derive(Default)]
+pub struct AppState {
+    /// The status the last saved pass recorded; `None` before the first pass that saved
+    /// one (the pass then reads it, with the history, from the status store).
+    pub(super) previous: Option<Arc<AppStatus>>,
+    /// selfHeal's backoff ([`crate::plan::decide`]).
+    pub(super) heal: Option<HealState>,
+    /// The comparisons of the last pass, while they may serve the next (`reuse.rs`).
+    pub(super) compares: Option<Arc<super::reuse::Compares>>,
+    /// Since when each object has been Progressing ([`crate::health::stalled`]).
+    pub(super) progressing: ProgressingSince,
+}
