@@ -381,6 +381,23 @@ pub struct PruneCandidate {
     pub adopted: bool,
 }
 
+impl PruneCandidate {
+    /// Object `key` (UID `uid`) with the default options: not approved, held or being
+    /// deleted, created by plumb. Set the rest with struct update syntax.
+    pub fn new(key: ObjectKey, uid: impl Into<String>) -> Self {
+        Self {
+            key,
+            uid: uid.into(),
+            options: SyncOptions::default(),
+            approved: false,
+            approval_problem: None,
+            held: None,
+            deletion: None,
+            adopted: false,
+        }
+    }
+}
+
 /// An object being deleted: it exists until every finalizer is removed (Kubernetes
 /// docs, "Finalizers"), and until then it is still a difference from Git.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -773,14 +790,8 @@ mod tests {
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
         PruneCandidate {
-            key: key("", kind, "old"),
-            uid: "u".into(),
             options: SyncOptions { prune_disabled, ..Default::default() },
-            approved: false,
-            approval_problem: None,
-            held: None,
-            deletion: None,
-            adopted: false,
+            ..PruneCandidate::new(key("", kind, "old"), "u")
         }
     }
     fn order(p: &Plan) -> Vec<usize> {

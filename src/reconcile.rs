@@ -24,6 +24,7 @@ mod assess;
 mod compare;
 mod inventory;
 mod memo;
+mod observe;
 mod record;
 mod requests;
 mod reuse;
@@ -46,9 +47,9 @@ use crate::{
     compare::{Compared, IgnoreRules, ObjectReason, SyncStatus, object},
     config::{Application, Config, Environment, Repository},
     metrics::Metrics,
-    plan::{self, DesiredItem, PruneCandidate, SyncOptions, SyncReason},
+    plan::{self, DesiredItem, PruneCandidate, SyncOptions},
     source::{self, Desired},
-    status::{self, AppStatus, ConditionType, EventReason, SyncRecord, SyncResult, short},
+    status::{self, AppStatus, SyncRecord, short},
     tracking::{ObjectKey, group_of},
     watch::LiveCache,
 };
@@ -144,6 +145,8 @@ pub enum PassFailure {
     Render {
         /// The commit.
         revision: String,
+        /// Its subject.
+        subject: String,
         /// Why.
         error: crate::render::Error,
     },
@@ -213,11 +216,104 @@ fn crd_kinds(manifests: &[crate::render::Manifest]) -> object::CrdKinds {
     object::crd_kinds(&crds)
 }
 
+/// The pass's time, read once at its start: what the pass decides by the time (a
+/// pause in force, stalls, stuck deletions) reads `now`; durations count from `started`.
+struct Clock {
+    started: Instant,
+    /// `now` in RFC 3339 (the start of a sync, of the timings).
+    started_at: String,
+    now: jiff::Timestamp,
+    /// Which advertisements of the remotes' refs answer the pass.
+    refs_since: source::Since,
+}
+
+impl Clock {
+    fn start(fresh: source::Freshness) -> Self {
+        let (started, now) = (Instant::now(), jiff::Timestamp::now());
+        Self { started, started_at: status::rfc3339(now), now, refs_since: fresh.since(started) }
+    }
+
+    /// The timings of a pass whose source stage just ended.
+    fn timings(&self) -> status::PassTimings {
+        status::PassTimings {
+            at: self.started_at.clone(),
+            source_millis: millis(self.started.elapsed()),
+            ..Default::default()
+        }
+    }
+}
+
+/// What one pass works on, fixed once its requests are read.
+struct PassInput<'a> {
+    name: &'a str,
+    app: &'a Application,
+    env: &'a Environment,
+    repo: &'a Repository,
+    /// The status the last pass saved.
+    previous: &'a AppStatus,
+    /// The requests in force (and the pass's mode).
+    requested: &'a requests::Requested,
+    clock: &'a Clock,
+}
+
+/// What stage 1 gives the rest of the pass: the commit and its render.
+struct Sourced {
+    snapshot: source::Snapshot,
+    rendered: Arc<crate::render::Rendered>,
+}
+
+/// What comparing needs of the application, compiled once per pass.
+struct Prepared {
+    rules: IgnoreRules,
+    sensitive: crate::compare::sensitive::SensitiveRules,
+    /// The application's sync options.
+    options: SyncOptions,
+    crds: object::CrdKinds,
+    boundary: plan::Boundary,
+    /// Impersonating the application's ServiceAccount, when it has one.
+    writer: Option<Arc<Cluster>>,
+}
+
+impl Prepared {
+    /// The scope of each object's comparison in pass `p`.
+    fn scope<'a>(&'a self, ctx: &'a Context, p: &'a PassInput<'_>, refs_since: source::Since) -> Scope<'a> {
+        let mode = p.requested.mode;
+        Scope {
+            writer: self.writer.as_deref().unwrap_or(&ctx.cluster),
+            app: p.name,
+            namespace: &p.app.namespace.value,
+            rules: &self.rules,
+            sensitive: &self.sensitive,
+            crds: &self.crds,
+            defaults: &self.options,
+            take_over: &p.env.sync_policy.take_over_managers,
+            finished: &p.previous.finished,
+            boundary: &self.boundary,
+            validate_new: !mode.writes(),
+            absent: None,
+            keep_sides: mode != Mode::Policy,
+            refs_since,
+        }
+    }
+}
+
+/// What stages 3 and 4 and the gate give the sync ([`Context::judge`]).
+struct Judged {
+    /// The status before any sync.
+    st: AppStatus,
+    plan: plan::Plan,
+    /// What the roll-up leaves out.
+    excluded: status::Exclusions,
+    decision: plan::Decision,
+}
+
 /// What stage 2 gives the rest of the pass.
 struct CompareStage {
     found: Found,
     /// The plan's view of the compared objects.
     items: Arc<Vec<DesiredItem>>,
+    /// The kinds the application applied, this render's included.
+    kinds: BTreeSet<(String, String)>,
     /// When it compared: the watches' event counts from before.
     compared_from: Option<HashMap<(String, String), u64>>,
 }
@@ -493,187 +589,112 @@ impl Context {
         revision: Option<&str>,
         fresh: source::Freshness,
     ) -> Result<PassReport, Error> {
-        let started = Instant::now();
-        let refs_since = fresh.since(started);
-        let started_at = status::now();
+        let clock = Clock::start(fresh);
         let (app, env, repo) = self.app(name)?;
         let (previous, history) = self.previous(state, name).await?;
-        let mut st = carried_over(name, &env.name.value, &previous);
-        if let Some(why) = self.policy_rejected.read().ok().and_then(|r| r.clone()) {
-            st.conditions.push(status::Condition::new(ConditionType::PolicyWarning, why));
-        }
         // 0. requests on the application's resource: sync, pause, pin
-        let requested = self.requested(&mut st, &previous, (app, env, repo), mode).await?;
-        let asked = (mode, revision);
-        let mode = requested.mode;
+        let requested = self.requested(&previous, (app, env, repo), mode, clock.now).await?;
+        let rejected = self.policy_rejected.read().ok().and_then(|r| r.clone());
+        let mut st = assess::started((name, &env.name.value), &previous, &requested, rejected.as_deref());
+        let p = PassInput { name, app, env, repo, previous: &previous, requested: &requested, clock: &clock };
         let revision = revision.or(requested.revision.as_deref());
-
-        // 1. source and render
-        let (snapshot, rendered) = match self.source_stage(&mut st, app, repo, revision, refs_since).await {
-            Ok(found) => found,
-            Err(failure) => return self.finish_early(state, st, previous, history, failure, started, mode).await,
+        // 1. source and render, and what comparing needs of the application
+        let sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
+            Ok(sourced) => sourced,
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
-        (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
+        assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
+        let prepared = match self.prepare(app, env, &sourced.rendered).await {
+            Ok(prepared) => prepared,
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+        };
         // held until the pass ends: its objects' copies live that long
-        let _objects = self.pass_objects.acquire_many(objects_weight(rendered.manifests.len())).await.ok();
-
-        let mut timings = status::PassTimings {
-            at: started_at.clone(),
-            source_millis: millis(started.elapsed()),
-            ..Default::default()
-        };
+        let _objects = self.pass_objects.acquire_many(objects_weight(sourced.rendered.manifests.len())).await.ok();
+        let mut timings = clock.timings();
+        let scope = prepared.scope(self, &p, clock.refs_since);
+        let read = reuse::Read { render: &sourced.rendered, previous: &previous, controls: &requested.controls };
+        // 2. compare; the comparisons of the last pass serve again only between passes of the policy
+        let policy_pass = requested.mode == Mode::Policy && revision.is_none();
+        let last = state.compares.take().filter(|_| policy_pass);
         let compare_started = Instant::now();
-        // 2. compare, and what the application owns that Git no longer declares
-        let rules = IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences));
-        let sensitive = crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields);
-        let mut app_options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
-        app_options.adopt |= env.sync_policy.adopt;
-        let crds = crd_kinds(&rendered.manifests);
-        let own_namespace = &self.config.settings.status_namespace;
-        let boundary = match plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
-            Ok(b) => b,
-            Err(error) => {
-                let failure = PassFailure::Boundary { app: name.into(), error };
-                return self.finish_early(state, st, previous, history, failure, started, mode).await;
-            }
-        };
-        let writer = match self.writer(app, env).await {
-            Ok(w) => w,
-            Err(failure) => return self.finish_early(state, st, previous, history, failure, started, mode).await,
-        };
-        let scope = Scope {
-            writer: writer.as_deref().unwrap_or(&self.cluster),
-            app: name,
-            namespace: &app.namespace.value,
-            rules: &rules,
-            sensitive: &sensitive,
-            crds: &crds,
-            defaults: &app_options,
-            take_over: &env.sync_policy.take_over_managers,
-            finished: &previous.finished,
-            boundary: &boundary,
-            validate_new: !mode.writes(),
-            absent: None,
-            keep_sides: mode != Mode::Policy,
-            refs_since,
-        };
-        let mut kinds: BTreeSet<(String, String)> = st.kinds.iter().cloned().collect();
-        let read = reuse::Read { render: &rendered, previous: &previous, controls: &requested.controls };
-        // the comparisons of the last pass serve again only between passes of the policy
-        let policy_pass = mode == Mode::Policy && revision.is_none();
-        let last = state.compares.clone().filter(|_| policy_pass);
-        let stage = self.compare_stage(&scope, &read, last, &mut kinds, &app_options).await;
-        // a pass that compares replaces what the last one kept
-        state.compares = state.compares.take().filter(|_| stage.compared_from.is_none());
-        let (mut found, items) = (stage.found, stage.items);
-
+        let mut stage = self.compare_stage(&scope, &read, last.clone(), &st.kinds, &prepared.options).await;
         timings.compare_millis = millis(compare_started.elapsed());
-        // 3. what a sync would do (also shown by previews and the status)
-        let (prune, approved) = mode.prune(env.sync_policy.prune);
-        let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
-        if prune {
-            found.candidates.extraneous.extend(self.hand_over(name, &mut candidates, refs_since).await);
+        // 3–5. plan, health and status, the gate
+        let mut judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
+        if judged.decision.reason.is_some() && stage.compared_from.is_none() {
+            // a reused comparison holds nothing to send (`reuse.rs`): compare again, then sync
+            let compare_started = Instant::now();
+            stage = self.compare_stage(&scope, &read, None, &st.kinds, &prepared.options).await;
+            timings.compare_millis = millis(compare_started.elapsed());
+            judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         }
-        let guards = plan::Guards {
-            app: name,
-            prune,
-            allow_empty: env.sync_policy.allow_empty,
-            manual: mode.manual(),
-            approved,
-            protect_data_loss: env.sync_policy.protect_data_loss,
-            max_prune_percent: env.sync_policy.max_prune_percent,
-        };
-        let the_plan = plan::plan(&items, &candidates, guards);
-
-        // 4. status and health
-        let excluded = self.assess(&mut st, app, env, &found, &the_plan, &kinds, &mut state.progressing).await;
-        let candidates = assess::candidate_diffs(&found, &st);
-
-        // 5. sync
-        let drifted = sync::drifted(&found.compared);
-        let heal = state.heal.clone();
-        let rewritten = self.rewritten(repo, env, &st, &previous.synced_revision, mode).await;
-        let decision = plan::decide(&plan::GateInput {
-            app: name,
-            mode,
-            policy: &env.sync_policy,
-            revision: &st.revision,
-            synced_revision: &previous.synced_revision,
-            out_of_sync: st.sync != SyncStatus::Synced,
-            plan: &the_plan,
-            compare_errors: &found.errors,
-            last_sync: previous.last_sync.as_ref(),
-            shared: st.conditions.iter().any(|c| c.type_ == ConditionType::SharedResourceWarning),
-            fail_on_shared: app_options.fail_on_shared,
-            drifted: &drifted,
-            heal: heal.as_ref(),
-            rewritten: rewritten.as_deref(),
-            paused: requested.paused,
-            now: Instant::now(),
-        });
-        if decision.reason.is_some() && stage.compared_from.is_none() {
-            // a reused comparison holds nothing to send (`reuse.rs`): compare, then sync
-            state.compares = None;
-            return Box::pin(self.pass(state, name, asked.0, asked.1, fresh)).await;
-        }
-        st.conditions.extend(decision.conditions);
-        if decision.settled {
-            st.synced_revision = st.revision.clone();
-        }
-        let mut heal = decision.heal;
+        let Judged { mut st, plan: the_plan, excluded, decision } = judged;
+        let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
         if let Some(reason) = decision.reason {
-            if app_options.create_namespace {
-                self.ensure_namespace(scope.writer, name, &app.namespace.value).await;
-            }
-            if previous.last_sync.as_ref().is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision)
-            {
-                let note = format!("sync of {} ({reason}) started", short(&st.revision));
-                self.event(name, false, EventReason::SyncStarted, note).await;
-            }
+            let s = sync::SyncInput {
+                snapshot: &sourced.snapshot,
+                reason,
+                plan: &the_plan,
+                found: &stage.found,
+                excluded: &excluded,
+                last_sync: previous.last_sync.as_ref(),
+                started_at: clock.started_at.clone(),
+                create_namespace: prepared.options.create_namespace,
+            };
             let sync_started = Instant::now();
-            let mut rec = self.sync(&mut st, &snapshot, reason, &the_plan, &found, &scope, &excluded, started_at).await;
+            record = Some(self.sync(&mut st, &scope, &s).await);
             timings.sync_millis = millis(sync_started.elapsed());
-            if st.pinned.is_some() && reason == SyncReason::NewRevision {
-                rec.reason = SyncReason::Rollback;
-            }
-            if let (SyncReason::SelfHeal, Some(h)) = (reason, heal.as_mut()) {
-                h.failed = rec.result != SyncResult::Succeeded;
-            }
-            record = Some(status::continue_sync(previous.last_sync.as_ref(), rec));
-        } else if decision.settled && mode.writes() {
+        } else if decision.settled && requested.mode.writes() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
-        state.heal = heal;
+        state.heal = sync::heal_after(decision.heal, decision.reason, record.as_ref());
         // kept for the next pass when it may serve it (a sync makes a record: it keeps none)
-        let before = stage.compared_from.as_ref().filter(|_| policy_pass && record.is_none());
-        if let Some(b) = before {
-            state.compares = self.kept_compares(&read, b, &found.compared, &items, &kinds).map(Arc::new);
-        }
-        st.kinds = kinds.into_iter().collect();
+        state.compares = match (&stage.compared_from, policy_pass && record.is_none()) {
+            (Some(before), true) => self.kept_compares(&read, before, &stage).map(Arc::new),
+            (None, true) => last,
+            (_, false) => None,
+        };
+        st.kinds = stage.kinds.iter().cloned().collect();
         if let Some(r) = &record {
             st.last_sync = Some(r.clone());
         }
-
         // 6. record
-        self.record(state, &st, &previous, history, record.clone(), mode, started).await?;
-        self.keep_timings(name, mode, timings, started);
-        Ok(PassReport { status: st, sync: record, plan: the_plan, compared: found.compared, candidates })
+        self.record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
+        self.keep_timings(name, requested.mode, timings, clock.started);
+        Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
+    }
+
+    /// The end of a pass that stopped before comparing (`failure`): see
+    /// [`assess::unsourced`].
+    async fn unsourced(
+        &self,
+        state: &mut AppState,
+        p: &PassInput<'_>,
+        st: AppStatus,
+        history: Option<Vec<SyncRecord>>,
+        failure: &PassFailure,
+    ) -> Result<PassReport, Error> {
+        tracing::warn!(app = p.name, stage = failure.stage(), "{failure}");
+        let st = assess::unsourced(st, p.previous, failure);
+        let mode = p.requested.mode;
+        self.record(state, &st, p.previous, history, None, mode, p.clock.started).await?;
+        Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
     /// Stage 1: fetches and renders application `app` at `revision` (else its
-    /// configured revision) within the source time limit, recording the render's time
-    /// and warnings in `st`, reading the refs `refs_since` accepts. `Err` is a failed
-    /// fetch or render (the revision and subject of a commit that failed to render are
-    /// in `st`).
+    /// configured revision) within the source time limit, reading the refs `refs_since`
+    /// accepts, and observes the fetch's and render's times.
+    ///
+    /// # Errors
+    /// [`PassFailure::Fetch`], [`PassFailure::Render`].
     async fn source_stage(
         &self,
-        st: &mut AppStatus,
         app: &Application,
         repo: &Repository,
         revision: Option<&str>,
         refs_since: source::Since,
-    ) -> Result<(source::Snapshot, Arc<crate::render::Rendered>), PassFailure> {
+    ) -> Result<Sourced, PassFailure> {
         if !self.sources.knows_cluster()
             && let Ok((version, api_versions)) = self.cluster.capabilities().await
         {
@@ -699,25 +720,93 @@ impl Context {
                     let labels = crate::metrics::RenderLabels { app: name.into(), tool: rendered.tool_name().into() };
                     self.metrics.render_seconds.get_or_create(&labels).observe(rendered.took.as_secs_f64());
                 }
-                // (a cached render carries the time of the run it reuses)
-                st.render = Some(status::RenderTime {
-                    tool: rendered.tool_name().into(),
-                    millis: u64::try_from(rendered.took.as_millis()).unwrap_or(u64::MAX),
-                    revision: snapshot.revision.clone(),
-                });
-                let warnings = rendered.warnings.iter();
-                st.conditions
-                    .extend(warnings.map(|w| status::Condition::new(ConditionType::RenderWarning, w.as_str())));
-                Ok((snapshot, rendered))
+                Ok(Sourced { snapshot, rendered })
             }
             Desired::FetchFailed(error) => {
                 Err(PassFailure::Fetch { url: crate::config::repo_url::redact(&repo.url.value), error })
             }
             Desired::RenderFailed(snapshot, error) => {
-                (st.revision, st.subject) = (snapshot.revision.clone(), snapshot.subject.clone());
-                Err(PassFailure::Render { revision: snapshot.revision, error })
+                Err(PassFailure::Render { revision: snapshot.revision, subject: snapshot.subject, error })
             }
         }
+    }
+
+    /// What comparing needs of application `app` in `env`, compiled once: its rules
+    /// and options, the kinds its render's CRDs define, its boundary, the cluster its
+    /// writes go through.
+    ///
+    /// # Errors
+    /// [`PassFailure::Boundary`], [`PassFailure::Impersonation`].
+    async fn prepare(
+        &self,
+        app: &Application,
+        env: &Environment,
+        rendered: &crate::render::Rendered,
+    ) -> Result<Prepared, PassFailure> {
+        let own_namespace = &self.config.settings.status_namespace;
+        let boundary = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace)
+            .map_err(|error| PassFailure::Boundary { app: app.name.value.clone(), error })?;
+        let mut options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
+        options.adopt |= env.sync_policy.adopt;
+        Ok(Prepared {
+            rules: IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences)),
+            sensitive: crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields),
+            options,
+            crds: crd_kinds(&rendered.manifests),
+            boundary,
+            writer: self.writer(app, env).await?,
+        })
+    }
+
+    /// Stages 3 and 4 and the gate, over the comparisons of `stage`: what a sync would
+    /// do (holding back what moved to another application), health, the status built
+    /// from `base`, and whether to sync.
+    async fn judge(
+        &self,
+        p: &PassInput<'_>,
+        base: &AppStatus,
+        stage: &mut CompareStage,
+        options: &SyncOptions,
+        state: &mut AppState,
+    ) -> Judged {
+        let (mode, policy) = (p.requested.mode, &p.env.sync_policy);
+        let found = &mut stage.found;
+        let (prune, approved) = mode.prune(policy.prune);
+        let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
+        if prune {
+            found.candidates.extraneous.extend(self.hand_over(p.name, &mut candidates, p.clock.refs_since).await);
+        }
+        let guards = plan::Guards {
+            app: p.name,
+            prune,
+            allow_empty: policy.allow_empty,
+            manual: mode.manual(),
+            approved,
+            protect_data_loss: policy.protect_data_loss,
+            max_prune_percent: policy.max_prune_percent,
+        };
+        let the_plan = plan::plan(&stage.items, &candidates, guards);
+        let found = &stage.found;
+        let observed = self.observe((p.app, p.env), found, &stage.kinds, p.clock.now).await;
+        let rewritten = self.rewritten(p.repo, p.env, base, &p.previous.synced_revision, mode).await;
+        let a = assess::Assessment {
+            found,
+            plan: &the_plan,
+            observed: &observed,
+            stall_after: crate::health::HealthSettings::from_policy(&p.env.health).stall_after,
+            now: p.clock.now,
+        };
+        let gate = assess::Gate {
+            mode,
+            policy,
+            previous: p.previous,
+            fail_on_shared: options.fail_on_shared,
+            rewritten: rewritten.as_deref(),
+            paused: p.requested.paused,
+            now: Instant::now(),
+        };
+        let (st, excluded, decision) = assess::judged(base, &a, &gate, state);
+        Judged { st, plan: the_plan, excluded, decision }
     }
 
     /// Stage 2: the comparisons of the application's last pass (`last`) when nothing
@@ -728,7 +817,7 @@ impl Context {
         scope: &Scope<'_>,
         read: &reuse::Read<'_>,
         last: Option<Arc<reuse::Compares>>,
-        kinds: &mut BTreeSet<(String, String)>,
+        kinds: &[(String, String)],
         options: &SyncOptions,
     ) -> CompareStage {
         let changed = match (&last, &self.live) {
@@ -742,34 +831,31 @@ impl Context {
         let revived = last.as_ref().filter(|_| changed.is_none()).and_then(|l| l.revive(live));
         if let (Some(last), Some(compared)) = (&last, revived) {
             self.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            kinds.clone_from(&last.kinds_after);
             let found = Found { compared, candidates: Candidates::default(), errors: vec![] };
-            return CompareStage { found, items: last.items.clone(), compared_from: None };
+            return CompareStage { found, items: last.items.clone(), kinds: last.kinds_after.clone(), compared_from: None };
         }
         tracing::debug!(app = scope.app, "comparing: {}", changed.unwrap_or_default());
         // the event counts from before anything is read
         let before = self.live.as_ref().map(LiveCache::epochs).unwrap_or_default();
-        let mut found = self.compare_all(scope, read.render, kinds).await;
+        let mut kinds = kinds.iter().cloned().collect();
+        let mut found = self.compare_all(scope, read.render, &mut kinds).await;
         let items = Arc::new(self.desired_items(scope.app, &found.compared, options));
         if !scope.keep_sides {
             unsent_dropped(&mut found.compared, &items);
         }
-        CompareStage { found, items, compared_from: Some(before) }
+        CompareStage { found, items, kinds, compared_from: Some(before) }
     }
 
-    /// What a pass that compared found (`compared`, `items`, `kinds`), kept for the next
-    /// pass when it may serve it. `before`: the watches' event counts from before it
-    /// compared.
+    /// What a pass that compared found (`stage`), kept for the next pass when it may
+    /// serve it. `before`: the watches' event counts from before it compared.
     fn kept_compares(
         &self,
         read: &reuse::Read<'_>,
         before: &HashMap<(String, String), u64>,
-        compared: &[Arc<Compared>],
-        items: &Arc<Vec<DesiredItem>>,
-        kinds: &BTreeSet<(String, String)>,
+        stage: &CompareStage,
     ) -> Option<reuse::Compares> {
         let listed = |group: &str, kind: &str| self.live.as_ref().is_some_and(|l| l.epoch(group, kind).is_some());
-        reuse::Compares::keep(read, before, listed, compared, items.clone(), kinds)
+        reuse::Compares::keep(read, before, listed, &stage.found.compared, stage.items.clone(), &stage.kinds)
     }
 
     /// How many passes took the comparisons of the pass before (see `reuse.rs`).
@@ -866,20 +952,6 @@ impl Context {
     }
 }
 
-/// The status a pass of `app` in `environment` starts from: what it carries over from
-/// the last one (`previous`).
-fn carried_over(app: &str, environment: &str, previous: &AppStatus) -> AppStatus {
-    AppStatus {
-        app: app.into(),
-        environment: environment.into(),
-        synced_revision: previous.synced_revision.clone(),
-        kinds: previous.kinds.clone(),
-        last_sync: previous.last_sync.clone(),
-        finished: previous.finished.clone(),
-        ..AppStatus::default()
-    }
-}
-
 /// `(apiVersion, kind)` of every compared object of a served kind (or awaiting its CRD):
 /// remembered so that the last object of a kind is still pruned.
 fn applied_kinds(compared: &[Arc<Compared>]) -> impl Iterator<Item = (String, String)> + '_ {
@@ -910,4 +982,93 @@ fn unsent_dropped(compared: &mut [Arc<Compared>], items: &[DesiredItem]) {
 /// `d` in whole milliseconds.
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "web"}, "data": {"k": "v"}})
+    }
+
+    fn compared(name: &str, reason: ObjectReason) -> Arc<Compared> {
+        let obj = cm(name);
+        Arc::new(Compared::early(ObjectKey::of(&obj).unwrap(), obj, None, reason, "cm.yaml#1"))
+    }
+
+    #[test]
+    fn a_pass_failure_names_its_stage_and_says_what_failed_where() {
+        let url = crate::config::repo_url::redact("https://bot:hunter2@git.example/fleet.git");
+        let fetch = PassFailure::Fetch { url, error: source::FetchError::Task("connection refused".into()) };
+        assert_eq!(fetch.stage(), "fetch");
+        let text = fetch.to_string();
+        assert!(text.starts_with("fetch https://") && text.contains("git.example/fleet.git"), "{text}");
+        assert!(!text.contains("hunter2"), "credentials never shown: {text}");
+        let render = PassFailure::Render {
+            revision: "0123456789abcdef".into(),
+            subject: "s".into(),
+            error: crate::render::Error::Parse { file: "a.yaml".into(), line: 3, document: 1, message: "bad".into() },
+        };
+        assert_eq!(render.stage(), "render");
+        assert!(render.to_string().starts_with("render 0123456: "), "{render}");
+        let boundary = PassFailure::Boundary { app: "web".into(), error: "`[`: unclosed".into() };
+        assert_eq!((boundary.stage(), boundary.to_string().as_str()), ("boundary", "boundaries of application web: `[`: unclosed"));
+        let user = "system:serviceaccount:web:deployer".to_string();
+        let impersonation = PassFailure::Impersonation { user, error: anyhow::anyhow!("no such user") };
+        assert_eq!(impersonation.stage(), "impersonation");
+        assert_eq!(impersonation.to_string(), "impersonate system:serviceaccount:web:deployer: no such user");
+    }
+
+    #[test]
+    fn a_pass_reads_the_clock_once_and_counts_its_stages_from_there() {
+        let clock = Clock::start(source::Freshness::Now);
+        assert_eq!(clock.started_at, status::rfc3339(clock.now));
+        let t = clock.timings();
+        assert_eq!((t.at.as_str(), t.compare_millis, t.sync_millis), (clock.started_at.as_str(), 0, 0));
+    }
+
+    #[test]
+    fn a_pass_takes_one_permit_per_object_up_to_the_bound() {
+        assert_eq!(objects_weight(0), 1, "an empty render still takes a permit");
+        assert_eq!(objects_weight(10), 10);
+        assert_eq!(objects_weight(5_000), PASS_OBJECTS_AT_ONCE, "a larger pass runs alone");
+    }
+
+    #[test]
+    fn only_objects_of_served_kinds_or_awaiting_their_crd_are_remembered_kinds() {
+        let served = {
+            let mut c = Compared::clone(&compared("a", ObjectReason::Synced));
+            let resource = kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+            c.kind = Some(Kind { resource: Arc::new(resource), namespaced: true });
+            Arc::new(c)
+        };
+        let all = [served, compared("b", ObjectReason::AwaitsCrd), compared("c", ObjectReason::Error("x".into()))];
+        let kinds: Vec<(String, String)> = applied_kinds(&all).collect();
+        assert_eq!(kinds, [("v1".to_string(), "ConfigMap".to_string()), ("v1".to_string(), "ConfigMap".to_string())]);
+    }
+
+    #[test]
+    fn a_policy_pass_drops_the_bodies_it_will_not_send() {
+        let mut all = vec![compared("same", ObjectReason::Synced), compared("new", ObjectReason::Missing)];
+        let item = |c: &Compared, out_of_sync: bool| DesiredItem {
+            key: c.key.clone(),
+            out_of_sync,
+            tracked: false,
+            error: false,
+            immutable: false,
+            wave: 0,
+            options: SyncOptions::default(),
+            refused: None,
+            owned_by: None,
+        };
+        let items = vec![item(&all[0], false), item(&all[1], true)];
+        unsent_dropped(&mut all, &items);
+        assert_eq!(all[0].apply, Value::Null, "in sync: nothing to send");
+        assert_eq!(all[1].apply, cm("new"), "out of sync: sent by the sync");
+    }
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 pub use assess::{Exclusions, roll_up};
 pub use event::EventReason;
 pub use published::Published;
-pub use record::{continue_sync, finished_running, merge_history, now, push_history};
+pub use record::{continue_sync, finished_running, merge_history, now, push_history, rfc3339};
 pub use store::{
     API_VERSION, Controls, Error, OBSERVED_ANNOTATION, SharedControls, Store, application_resource, configmap_name,
     event_object, event_time, kube_conditions,

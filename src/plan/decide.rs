@@ -435,16 +435,7 @@ mod tests {
         use SyncReason::*;
         let refused = Plan { refused: Some("auto-sync skipped: allowEmpty".into()), ..Plan::default() };
         let approved = Plan {
-            prune: vec![PruneCandidate {
-                key: key("old"),
-                uid: "u".into(),
-                options: crate::plan::SyncOptions::default(),
-                approved: true,
-                approval_problem: None,
-                held: None,
-                deletion: None,
-                adopted: false,
-            }],
+            prune: vec![PruneCandidate { approved: true, ..PruneCandidate::new(key("old"), "u") }],
             ..Plan::default()
         };
         let cases = [

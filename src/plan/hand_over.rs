@@ -67,23 +67,13 @@ pub fn hand_over(claims: &Claims, candidates: &mut [PruneCandidate]) -> Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::SyncOptions;
 
     fn key(kind: &str, namespace: &str, name: &str) -> ObjectKey {
         ObjectKey { group: String::new(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
     }
 
     fn candidate(k: ObjectKey) -> PruneCandidate {
-        PruneCandidate {
-            key: k,
-            uid: "u".into(),
-            options: SyncOptions::default(),
-            approved: false,
-            approval_problem: None,
-            held: None,
-            deletion: None,
-            adopted: false,
-        }
+        PruneCandidate::new(k, "u")
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn result(problems: &[String], waiting: Option<&str>) -> (SyncResult, String
 mod tests {
     use super::*;
     use crate::{
-        plan::{PruneCandidate, SyncOptions},
+        plan::PruneCandidate,
         tracking::ObjectKey,
     };
     use HealthStatus::*;
@@ -107,21 +107,8 @@ mod tests {
     #[test]
     fn prune_last_waits_until_everything_is_healthy() {
         let mut p = Plan::default();
-        p.prune_last.push(PruneCandidate {
-            key: ObjectKey {
-                group: String::new(),
-                kind: "ConfigMap".into(),
-                namespace: "lab".into(),
-                name: "old".into(),
-            },
-            uid: "u".into(),
-            options: SyncOptions::default(),
-            approved: false,
-            approval_problem: None,
-            held: None,
-            deletion: None,
-            adopted: false,
-        });
+        let key = ObjectKey { group: String::new(), kind: "ConfigMap".into(), namespace: "lab".into(), name: "old".into() };
+        p.prune_last.push(PruneCandidate::new(key, "u"));
         assert_eq!(prune_last_gate(&p, &[Healthy, Suspended], &names(2)), None);
         assert_eq!(
             prune_last_gate(&p, &[Healthy, Progressing], &names(2)).as_deref(),

@@ -3,41 +3,15 @@
 
 use std::{sync::Arc, time::Instant};
 
-use super::{AppState, Context, Error, Mode, PassFailure, PassReport};
+use super::{AppState, Context, Error, Mode};
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
     metrics::{PassLabels, StatusLabels},
-    plan,
-    status::{self, AppStatus, Condition, ConditionType, EventReason, SyncRecord, SyncResult, short},
+    status::{self, AppStatus, EventReason, SyncRecord, SyncResult, short},
 };
 
 impl Context {
-    /// The end of a pass that could not read its source: Unknown with the error; the
-    /// last objects' status and health stay as they were.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn finish_early(
-        &self,
-        state: &mut AppState,
-        mut st: AppStatus,
-        previous: AppStatus,
-        history: Option<Vec<SyncRecord>>,
-        failure: PassFailure,
-        started: Instant,
-        mode: Mode,
-    ) -> Result<PassReport, Error> {
-        let message = failure.to_string();
-        tracing::warn!(app = %st.app, stage = failure.stage(), "{message}");
-        (st.sync, st.health, st.resources) = (SyncStatus::Unknown, previous.health, previous.resources.clone());
-        st.resources_omitted = previous.resources_omitted;
-        st.conditions.push(Condition::new(ConditionType::ComparisonError, message));
-        if st.revision.is_empty() {
-            (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());
-        }
-        self.record(state, &st, &previous, history, None, mode, started).await?;
-        Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
-    }
-
     /// Records a pass: a `HealthChanged` Event when health changed, status and history
     /// saved when they changed (writing modes only), pass metrics.
     #[allow(clippy::too_many_arguments)]
@@ -147,6 +121,28 @@ impl PassResult {
             Self::Failed => "failed",
             Self::Error => "error",
             Self::Compared => "compared",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_s_metric_result_follows_its_sync_then_its_comparison() {
+        let rec = |result| Some(SyncRecord { result, ..SyncRecord::new("c", status::SyncReason::NewRevision) });
+        let cases = [
+            (rec(SyncResult::Succeeded), SyncStatus::Synced, "applied"),
+            (rec(SyncResult::Refused), SyncStatus::OutOfSync, "refused"),
+            (rec(SyncResult::Running), SyncStatus::OutOfSync, "running"),
+            (rec(SyncResult::Failed), SyncStatus::Unknown, "failed"),
+            (None, SyncStatus::Unknown, "error"),
+            (None, SyncStatus::OutOfSync, "compared"),
+            (None, SyncStatus::Synced, "compared"),
+        ];
+        for (record, sync, want) in cases {
+            assert_eq!(PassResult::of(record.as_ref(), sync).as_str(), want, "{record:?} {sync:?}");
         }
     }
 }

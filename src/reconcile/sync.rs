@@ -1,124 +1,99 @@
 //! Stage 5 of a pass, once the gate said so: run the planned sync ([`crate::apply`])
-//! and record its outcome in the status.
+//! and record its outcome (in the status through the assessor).
 
 use std::sync::Arc;
 
 use futures::FutureExt;
 use serde_json::Value;
 
-use super::{Context, Found, compare::Scope};
+use super::{Context, Found, assess, compare::Scope};
 use crate::{
     apply,
     compare::{Compared, SyncStatus, object},
-    health::HealthStatus,
     plan::{self, SyncReason},
     source,
-    status::{self, AppStatus, Condition, ConditionType, Exclusions, SyncRecord, SyncResult},
+    status::{self, AppStatus, EventReason, Exclusions, SyncRecord, SyncResult, short},
 };
 
+/// What a sync of one pass acts on.
+pub(super) struct SyncInput<'a> {
+    /// The commit synced.
+    pub snapshot: &'a source::Snapshot,
+    /// Why it runs.
+    pub reason: SyncReason,
+    /// What it does.
+    pub plan: &'a plan::Plan,
+    /// The comparisons it acts on.
+    pub found: &'a Found,
+    /// What the status's roll-up leaves out.
+    pub excluded: &'a Exclusions,
+    /// The application's last sync (a Running one goes on: no second `SyncStarted`).
+    pub last_sync: Option<&'a SyncRecord>,
+    /// When the pass started (RFC 3339): the sync's start.
+    pub started_at: String,
+    /// Create the destination namespace first (`CreateNamespace=true`).
+    pub create_namespace: bool,
+}
+
 impl Context {
-    /// Runs a planned sync ([`crate::apply::run`]) and records its outcome in `st`:
-    /// applied objects Synced, pruned ones gone, the result ([`plan::result`]) with its
-    /// condition, the roll-up again.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn sync(
-        &self,
-        st: &mut AppStatus,
-        snapshot: &source::Snapshot,
-        reason: SyncReason,
-        p: &plan::Plan,
-        found: &Found,
-        scope: &Scope<'_>,
-        excluded: &Exclusions,
-        started_at: String,
-    ) -> SyncRecord {
-        let mut rec = SyncRecord {
-            subject: snapshot.subject.clone(),
-            started_at,
-            ..SyncRecord::new(snapshot.revision.clone(), reason)
-        };
-        if let Some(refusal) = &p.refused {
-            (rec.result, rec.message, rec.finished_at) = (SyncResult::Refused, refusal.clone(), status::now());
-            st.conditions.push(Condition::new(ConditionType::SyncError, refusal.clone()));
-            tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
-            return rec;
+    /// Runs a planned sync ([`crate::apply::run`]) and records its outcome in `st`
+    /// ([`assess::refused`], [`assess::synced`]); returns its record, continuing the
+    /// last one when this is the same sync's next wave ([`status::continue_sync`]), and
+    /// named `Rollback` when a pin is synced.
+    pub(super) async fn sync(&self, st: &mut AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> SyncRecord {
+        if s.create_namespace {
+            self.ensure_namespace(scope.writer, scope.app, scope.namespace).await;
         }
-        let compared = &found.compared;
-        let app = st.app.clone();
-        let health =
-            compared
-                .iter()
-                .zip(&st.resources)
-                .map(|(c, r)| {
-                    if excluded.no_health_check.contains(&c.key.to_string()) { HealthStatus::Healthy } else { r.health }
-                })
-                .collect();
+        if s.last_sync.is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision) {
+            let note = format!("sync of {} ({}) started", short(&st.revision), s.reason);
+            self.event(scope.app, false, EventReason::SyncStarted, note).await;
+        }
+        let mut rec = SyncRecord {
+            subject: s.snapshot.subject.clone(),
+            started_at: s.started_at.clone(),
+            ..SyncRecord::new(s.snapshot.revision.clone(), s.reason)
+        };
+        if let Some(refusal) = &s.plan.refused {
+            assess::refused(st, &mut rec, refusal, status::now());
+            tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
+        } else {
+            let outcome = self.apply(st, scope, s).await;
+            let synced = assess::Synced {
+                outcome: &outcome,
+                plan: s.plan,
+                found: s.found,
+                excluded: s.excluded,
+                finished_at: status::now(),
+            };
+            assess::synced(st, &mut rec, &synced);
+            if rec.result == SyncResult::Running {
+                tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {}", rec.message);
+            }
+        }
+        if st.pinned.is_some() && s.reason == SyncReason::NewRevision {
+            rec.reason = SyncReason::Rollback;
+        }
+        status::continue_sync(s.last_sync, rec)
+    }
+
+    /// The writes of a sync: [`apply::run`] over the pass's comparisons.
+    async fn apply(&self, st: &AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> apply::Outcome {
+        let compared = &s.found.compared;
         let job = apply::Job {
-            app: &app,
-            revision: &snapshot.revision,
-            subject: &snapshot.subject,
-            reason,
-            plan: p,
+            app: &st.app,
+            revision: &s.snapshot.revision,
+            subject: &s.snapshot.subject,
+            reason: s.reason,
+            plan: s.plan,
             compared,
-            orphans: &found.candidates.orphans,
-            compared_cleanly: found.errors.is_empty(),
+            orphans: &s.found.candidates.orphans,
+            compared_cleanly: s.found.errors.is_empty(),
             app_options: scope.defaults,
-            no_health_check: &excluded.no_health_check,
-            health,
+            no_health_check: &s.excluded.no_health_check,
+            health: assess::sync_health(compared, st, s.excluded),
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        let outcome =
-            apply::run(scope.writer, &job, &recompare, &|k, rv, applied| self.memo.wrote(k, rv, applied)).await;
-        for (idx, h) in &outcome.applied {
-            let c = &compared[*idx];
-            if let Some(digest) = c.finished_digest.as_ref().filter(|_| c.live.is_none()) {
-                // created: its later absence is the cluster's removal, not drift
-                st.finished.retain(|f| f.object != c.key.to_string());
-                st.finished.push(status::Finished {
-                    object: c.key.to_string(),
-                    manifest: digest.clone(),
-                    health: HealthStatus::Missing,
-                    message: "created by plumb".into(),
-                });
-            }
-            let key = compared[*idx].key.to_string();
-            if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
-                (rs.sync, rs.health, rs.health_message) = (SyncStatus::Synced, h.status, h.message.clone());
-                rs.reason.clear();
-            }
-            rec.applied.push(key);
-        }
-        rec.applied.sort();
-        for key in outcome.pruned.iter().map(ToString::to_string) {
-            st.resources.retain(|r| r.object != key);
-            rec.pruned.push(key);
-        }
-        for (key, deletion) in &outcome.pending {
-            let key = key.to_string();
-            if let Some(rs) = st.resources.iter_mut().find(|r| r.object == key) {
-                rs.reason = format!("requires pruning; {deletion}");
-            }
-        }
-        let mut problems: Vec<String> = outcome.failures.iter().map(ToString::to_string).collect();
-        problems.extend(plan::held_prunes(p).filter(|_| outcome.prunes_held));
-        problems.extend(found.errors.iter().cloned());
-        (rec.result, rec.message) = plan::result(&problems, outcome.waiting.as_deref());
-        if rec.result == SyncResult::Succeeded && !outcome.pending.is_empty() {
-            let pending: Vec<String> = outcome.pending.iter().map(|(k, d)| format!("{k} ({d})")).collect();
-            rec.message = format!("deletion requested, object still present: {}", pending.join(", "));
-        }
-        match rec.result {
-            SyncResult::Failed => st.conditions.push(Condition::new(ConditionType::SyncError, rec.message.clone())),
-            SyncResult::Running => {
-                tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {}", rec.message);
-                st.conditions.push(Condition::new(ConditionType::SyncRunning, rec.message.clone()));
-            }
-            SyncResult::Succeeded => st.synced_revision = rec.revision.clone(),
-            SyncResult::Refused => {}
-        }
-        (st.sync, st.health) = status::roll_up(&st.resources, excluded, !found.errors.is_empty());
-        rec.finished_at = status::now();
-        rec
+        apply::run(scope.writer, &job, &recompare, &|k, rv, applied| self.memo.wrote(k, rv, applied)).await
     }
 
     /// An object whose kind a CRD of this sync defines: once that CRD is served,
@@ -137,21 +112,18 @@ impl Context {
     }
 }
 
-/// The OutOfSync objects and their differences, as the selfHeal gate sees them.
-pub(super) fn drifted(compared: &[Arc<Compared>]) -> Vec<plan::Drifted<'_>> {
-    compared
-        .iter()
-        .filter(|c| c.sync() == SyncStatus::OutOfSync)
-        .map(|c| plan::Drifted {
-            key: &c.key,
-            fields: c
-                .differences
-                .iter()
-                .map(|d| {
-                    let desired = d.desired.as_ref().map(ToString::to_string);
-                    (d.path.as_str(), desired, d.manager.as_ref().map(|m| m.manager.as_str()))
-                })
-                .collect(),
-        })
-        .collect()
+/// selfHeal's state after a pass whose gate left `heal` and ran a sync for `reason`
+/// with `record`: a selfHeal sync that did not succeed is marked failed (the next
+/// drift is not taken for the same one coming back).
+pub(super) fn heal_after(
+    heal: Option<plan::HealState>,
+    reason: Option<SyncReason>,
+    record: Option<&SyncRecord>,
+) -> Option<plan::HealState> {
+    heal.map(|mut h| {
+        if let (Some(SyncReason::SelfHeal), Some(r)) = (reason, record) {
+            h.failed = r.result != SyncResult::Succeeded;
+        }
+        h
+    })
 }

@@ -4,7 +4,12 @@ use super::{HISTORY_LEN, SyncRecord, SyncResult};
 
 /// Now, RFC 3339 (UTC).
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    rfc3339(jiff::Timestamp::now())
+}
+
+/// `t` in RFC 3339 (UTC, milliseconds): how the status and history write times.
+pub fn rfc3339(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
