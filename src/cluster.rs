@@ -7,7 +7,7 @@
 use kube::{
     Client,
     api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions},
-    core::{ApiResource, GroupVersionKind},
+    core::GroupVersionKind,
     discovery::{Discovery, Scope},
 };
 use serde_json::Value;
@@ -109,15 +109,7 @@ pub enum Deleted {
     Blocked(crate::plan::Deletion),
 }
 
-/// A served kind: its resource and whether objects of it live in namespaces.
-#[derive(Debug, Clone)]
-pub struct Kind {
-    /// Resource (group, version, plural), shared: every comparison of an object keeps
-    /// its kind, which was a copy of five strings per object.
-    pub resource: std::sync::Arc<ApiResource>,
-    /// True for namespaced kinds.
-    pub namespaced: bool,
-}
+pub use crate::kind::Kind;
 
 /// The cluster connection plus a discovery cache.
 pub struct Cluster {

@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use crate::status::REFRESH_ANNOTATION;
-use crate::status::{Controls, SharedControls, Store};
+use crate::status::store::{Controls, SharedControls, Store};
 
 /// Where and how to hold the Lease.
 #[derive(Debug, Clone)]
@@ -219,7 +219,7 @@ impl Leadership {
 ///
 /// # Errors
 /// The API request failed.
-pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), crate::status::Error> {
+pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), crate::status::store::Error> {
     request(client, namespace, app, REFRESH_ANNOTATION).await.map(|_| ())
 }
 
@@ -230,7 +230,7 @@ pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), 
 ///
 /// # Errors
 /// The API request failed.
-pub async fn request(client: &Client, namespace: &str, app: &str, key: &str) -> Result<String, crate::status::Error> {
+pub async fn request(client: &Client, namespace: &str, app: &str, key: &str) -> Result<String, crate::status::store::Error> {
     let value = crate::status::now();
     Store::new(client.clone(), namespace).annotate(app, key, Some(&value)).await?;
     Ok(value)
@@ -250,7 +250,7 @@ pub async fn watch_requests(
     trigger: impl Fn(&str) + Clone + Send + 'static,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &crate::status::application_resource());
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &crate::status::store::application_resource());
     let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut initial = true;
     let mut seen: HashMap<String, Controls> = HashMap::new();

@@ -35,6 +35,7 @@ pub mod compare;
 pub mod config;
 pub mod forge;
 pub mod health;
+pub mod kind;
 pub mod kube_metrics;
 pub mod leader;
 pub mod limits;

@@ -79,7 +79,7 @@ pub struct Context {
     /// The cluster.
     pub cluster: Cluster,
     /// Status store.
-    pub store: status::Store,
+    pub store: status::store::Store,
     /// The policy.
     pub config: Arc<Config>,
     /// Metrics.
@@ -92,7 +92,7 @@ pub struct Context {
     /// (callers with no actor of their own).
     states: Mutex<HashMap<String, AppState>>,
     /// Requests on the applications' resources ([`Context::controls`]).
-    controls: status::SharedControls,
+    controls: status::store::SharedControls,
     /// Why the policy file on disk is not in force, while it is rejected.
     policy_rejected: crate::reload::Rejected,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
@@ -125,7 +125,7 @@ pub enum Error {
     UnknownApp(String),
     /// The status store failed.
     #[error(transparent)]
-    Status(#[from] status::Error),
+    Status(#[from] status::store::Error),
 }
 
 /// Why a pass stopped before it compared anything: the application is Unknown with
@@ -329,7 +329,7 @@ struct Found {
 impl Context {
     /// A context over `cluster` for `config`, keeping repository mirrors in `cache_dir`.
     pub fn new(cluster: Cluster, config: Arc<Config>, cache_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
-        let store = status::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+        let store = status::store::Store::new(cluster.client().clone(), &config.settings.status_namespace);
         let limits = config.settings.limits;
         Self {
             sources: source::Pool::new(cache_dir, Arc::clone(&config)).with_limits(limits),
@@ -345,7 +345,7 @@ impl Context {
             records: true,
             memo: Memo::default(),
             writers: tokio::sync::Mutex::default(),
-            controls: status::SharedControls::default(),
+            controls: status::store::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
             reused: std::sync::atomic::AtomicU64::new(0),
@@ -381,7 +381,7 @@ impl Context {
 
     /// The requests on each application's resource, once a watch keeps them (see
     /// `leader::watch_requests`); until then passes read them with a GET.
-    pub fn controls(&self) -> status::SharedControls {
+    pub fn controls(&self) -> status::store::SharedControls {
         self.controls.clone()
     }
 
@@ -390,7 +390,7 @@ impl Context {
     ///
     /// # Errors
     /// [`Error::Status`] when read and the read fails.
-    pub async fn controls_of(&self, name: &str) -> Result<status::Controls, Error> {
+    pub async fn controls_of(&self, name: &str) -> Result<status::store::Controls, Error> {
         let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
         match watched {
             Some(c) => Ok(c.unwrap_or_default()),

@@ -620,7 +620,7 @@ async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
         .last_sync_timestamp
         .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.into() })
         .set(now);
-    let cm = crate::status::event_object(&ctx.config.settings.status_namespace, &st.app);
+    let cm = crate::status::store::event_object(&ctx.config.settings.status_namespace, &st.app);
     let short = crate::status::short(&sync.revision);
     let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
     if !sync.message.is_empty() {

@@ -74,7 +74,7 @@ use crate::{
     auth::{self, Reviewer, Right, Verdict},
     config::{Config, Settings, read_secret},
     metrics::{DeliveryLabels, Metrics, event_label},
-    status::{Published, Store},
+    status::{Published, store::Store},
     webhook::{
         Action, Decision, Dedupe, DeliveryKeys, Digests, Receiver, RepoKey, Secret, Streaming, Watch, WatchedRepository,
     },

@@ -19,7 +19,7 @@ mod event;
 pub mod fit;
 mod published;
 mod record;
-mod store;
+pub mod store;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,10 +27,6 @@ pub use assess::{Exclusions, roll_up};
 pub use event::EventReason;
 pub use published::Published;
 pub use record::{continue_sync, finished_running, merge_history, now, push_history, rfc3339};
-pub use store::{
-    API_VERSION, Controls, Error, OBSERVED_ANNOTATION, SharedControls, Store, application_resource, configmap_name,
-    event_object, event_time, kube_conditions,
-};
 
 use crate::health::HealthStatus;
 

@@ -194,6 +194,12 @@ fn tokenize(code: &str) -> Vec<Tok> {
 fn references(here: &ModPath, code: &str) -> Vec<(usize, ModPath, String)> {
     let toks = tokenize(code);
     let mut out = Vec::new();
+    // Child modules declared in the file (`mod store;`): `use store::X` names them.
+    let children: BTreeSet<&str> = toks
+        .windows(3)
+        .filter(|w| w[0].text == "mod" && w[2].text == ";")
+        .map(|w| w[1].text.as_str())
+        .collect();
     // Inline modules (`mod tests { … }`): (name, brace depth inside it).
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
@@ -210,6 +216,17 @@ fn references(here: &ModPath, code: &str) -> Vec<(usize, ModPath, String)> {
             }
             "mod" if toks.get(i + 2).is_some_and(|t| t.text == "{") => {
                 inline.push((toks[i + 1].text.clone(), depth + 1));
+            }
+            // `use child::…` at the file's top level: a path relative to this module
+            "use" if inline.is_empty()
+                && toks.get(i + 1).is_some_and(|t| children.contains(t.text.as_str()))
+                && toks.get(i + 2).is_some_and(|t| t.text == "::") =>
+            {
+                let mut paths = Vec::new();
+                let end = use_tree(&toks, i + 1, here.clone(), &mut paths);
+                out.extend(paths);
+                i = end.max(i + 1);
+                continue;
             }
             "crate" | "super" | "self" if toks.get(i + 1).is_some_and(|t| t.text == "::") => {
                 // Only a path start: not `foo::super::` / `$crate::` / `x.self`.
@@ -464,4 +481,90 @@ fn checker_counts_reexports_and_finds_longer_cycles() {
     let found = cycles(&g);
     assert_eq!(found, vec![vec![m("a"), m("b"), m("c")]]);
     assert!(report(&g, &found).starts_with("a → b → c → a\n"));
+}
+
+// ---- the pure core's layer rule ---------------------------------------------------
+
+/// The pure core (values in, values out; `shared/DESIGN.md`): these modules and their
+/// children, except [`IO_INSIDE_PURE`].
+const PURE: &[&str] = &["config", "compare", "health", "plan", "webhook", "tracking", "kind", "status"];
+
+/// IO adapters that live inside a pure module's folder.
+const IO_INSIDE_PURE: &[&str] = &["status::store"];
+
+/// The modules that do IO or sequence it: the pure core references none of them.
+const IO: &[&str] = &[
+    "cluster", "watch", "source", "render::helm", "render::kustomize", "render::sops", "render::sandbox", "apply",
+    "forge", "notify", "reconcile", "serve", "server", "cli",
+    "scheduler", "leader", "poller", "probes", "reload", "auth", "kube_metrics", "secret_refs", "status::store",
+];
+
+fn within(m: &ModPath, roots: &[&str]) -> bool {
+    roots.iter().any(|r| {
+        let r = self::m(r);
+        m.len() >= r.len() && m[..r.len()] == r[..]
+    })
+}
+
+/// Every reference from a pure module to an IO module, as `from → to: file:line (path)`.
+fn layer_violations(files: &[(String, String)]) -> Vec<String> {
+    let parsed: Vec<(String, ModPath, String)> =
+        files.iter().filter_map(|(rel, src)| module_of(rel).map(|m| (rel.clone(), m, strip(src)))).collect();
+    let modules: BTreeSet<ModPath> = parsed.iter().map(|(_, m, _)| m.clone()).collect();
+    let mut out = Vec::new();
+    for (rel, from, code) in &parsed {
+        if !within(from, PURE) || within(from, IO_INSIDE_PURE) {
+            continue;
+        }
+        for (line, path, shown) in references(from, code) {
+            let to = resolve(&path, &modules);
+            if within(&to, IO) {
+                out.push(format!("{} → {}: src/{rel}:{line} (crate::{shown})", name(from), name(&to)));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn the_pure_core_imports_no_io_module() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_tree(&src, &src, &mut files);
+    let found = layer_violations(&files);
+    assert!(found.is_empty(), "{} reference(s) from the pure core to IO:\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn the_layer_rule_finds_a_pure_module_reaching_io() {
+    let files = files(&[
+        ("lib.rs", "pub mod plan; pub mod cluster; pub mod status;"),
+        ("plan.rs", "use crate::status::Condition;\nfn f() { crate::cluster::connect(); }"),
+        ("cluster.rs", "use crate::plan::Plan;"),
+        ("status.rs", "mod store;\npub use store::Store;"),
+        ("status/store.rs", "use crate::cluster::Client;"),
+    ]);
+    assert_eq!(
+        layer_violations(&files),
+        [
+            "plan → cluster: src/plan.rs:2 (crate::cluster::connect)".to_string(),
+            "status → status::store: src/status.rs:2 (crate::status::store::Store)".to_string(),
+        ]
+    );
+}
+
+/// The HTTP server reads the published statuses and hands deliveries to a queue: it
+/// names neither the driver nor the scheduler (`serve` wires them).
+#[test]
+fn the_http_server_knows_neither_the_driver_nor_the_scheduler() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let code = strip(&std::fs::read_to_string(src.join("server.rs")).expect("read src/server.rs"));
+    let named: Vec<String> = references(&m("server"), &code)
+        .into_iter()
+        .filter(|(_, p, _)| p.first().is_some_and(|r| r == "reconcile" || r == "scheduler"))
+        .map(|(line, _, shown)| format!("src/server.rs:{line} (crate::{shown})"))
+        .collect();
+    assert!(named.is_empty(), "server.rs names the driver or the scheduler: {named:?}");
 }

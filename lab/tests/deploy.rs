@@ -256,7 +256,7 @@ async fn people_read_with_plumb_viewer_and_request_with_plumb_operator() {
         support::kubectl_apply(doc);
     }
     let admin = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
-    let store = plumb::status::Store::new(admin, ns);
+    let store = plumb::status::store::Store::new(admin, ns);
     store.ensure_namespace().await.unwrap();
     let status = plumb::status::AppStatus { app: "web".into(), environment: "e".into(), ..Default::default() };
     store.save(&status, &[]).await.unwrap();

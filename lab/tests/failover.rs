@@ -210,7 +210,7 @@ async fn the_follower_takes_over_a_killed_leaders_sync() {
 /// preconditions and the merge on conflict, all eight entries are kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_status_writes_lose_no_history_entry() {
-    let store = plumb::status::Store::new(control_plane().client().await.unwrap(), "failover-store");
+    let store = plumb::status::store::Store::new(control_plane().client().await.unwrap(), "failover-store");
     store.ensure_namespace().await.unwrap();
     let status = plumb::status::AppStatus { app: "concurrent".into(), ..Default::default() };
     let writes = (0..8).map(|i| {

@@ -1,6 +1,6 @@
 //! `plumb suspend`, `resume` and `rollback`: requests recorded as annotations on the
 //! application's resource (`applications.plumb.dev`), which the serving plumb acts on
-//! (see [`crate::status::Controls`]). Kubernetes RBAC on that resource (`patch
+//! (see [`crate::status::store::Controls`]). Kubernetes RBAC on that resource (`patch
 //! applications.plumb.dev`) decides who may make them; they need a kubeconfig, not the
 //! policy file.
 
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use super::read::KubeArgs;
-use crate::status::{Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, Store, Suspension, SyncRecord, SyncResult};
+use crate::status::{Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, Suspension, SyncRecord, SyncResult, store::Store};
 
 /// A client and the status store in plumb's namespace (`--kubeconfig`, `--context`,
 /// `-n`; see [`KubeArgs`]).

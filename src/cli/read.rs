@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::output::{Output, emit, sanitize};
 use crate::{
     config::Config,
-    status::{AppStatus, Store, SyncRecord, short},
+    status::{AppStatus, SyncRecord, short, store::Store},
 };
 
 /// The default of `-n/--namespace`: plumb's status namespace.
@@ -230,7 +230,7 @@ impl From<&Event> for EventLine {
     fn from(e: &Event) -> Self {
         let count = e.series.as_ref().and_then(|s| s.count).or(e.count).unwrap_or(1);
         Self {
-            time: crate::status::event_time(e),
+            time: crate::status::store::event_time(e),
             type_: e.type_.clone().unwrap_or_default(),
             reason: e.reason.clone().unwrap_or_default(),
             count,

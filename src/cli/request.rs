@@ -4,7 +4,7 @@
 //! policy; Kubernetes RBAC on `applications.plumb.dev` is the permission), then follow
 //! the server's progress by reading the status ([`Store`]) until the server answered
 //! the request (`syncRequest` in the status; the annotation
-//! [`crate::status::OBSERVED_ANNOTATION`] for a refresh) and any sync it started has
+//! [`crate::status::store::OBSERVED_ANNOTATION`] for a refresh) and any sync it started has
 //! left `Running` (wave by wave). Git is fetched and the cluster written by the server,
 //! with its identity — never from the laptop.
 
@@ -19,7 +19,7 @@ use super::{
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
-    status::{AppStatus, Store, SyncRecord, SyncResult, short},
+    status::{AppStatus, SyncRecord, SyncResult, short, store::Store},
 };
 
 /// Exit codes of `plumb sync` (through the server), for its `--help`.

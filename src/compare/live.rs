@@ -29,7 +29,7 @@ pub struct Live {
 
 impl Live {
     /// The watch cache's `obj`, of kind `kind` (a cached object may not carry it).
-    pub fn cached(obj: Arc<Cached>, kind: &crate::cluster::Kind) -> Self {
+    pub fn cached(obj: Arc<Cached>, kind: &crate::kind::Kind) -> Self {
         Self { json: OnceLock::new(), cached: Some((obj, kind.resource.clone())) }
     }
 
@@ -125,7 +125,7 @@ mod tests {
         })
     }
 
-    fn config_maps() -> crate::cluster::Kind {
+    fn config_maps() -> crate::kind::Kind {
         let resource = ApiResource {
             group: String::new(),
             version: "v1".into(),
@@ -133,7 +133,7 @@ mod tests {
             kind: "ConfigMap".into(),
             plural: "configmaps".into(),
         };
-        crate::cluster::Kind { resource: Arc::new(resource), namespaced: true }
+        crate::kind::Kind { resource: Arc::new(resource), namespaced: true }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::{Difference, SyncStatus, managers};
 use crate::{
-    cluster::Kind,
+    kind::Kind,
     plan::{self, SyncOptions},
     tracking::{self, ObjectKey},
 };

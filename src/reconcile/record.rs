@@ -58,7 +58,7 @@ impl Context {
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(app = %st.app, "{note}");
-        let object = status::event_object(&self.config.settings.status_namespace, &st.app);
+        let object = status::store::event_object(&self.config.settings.status_namespace, &st.app);
         self.cluster.event(&object, st.health == HealthStatus::Degraded, EventReason::HealthChanged, note).await;
     }
 

@@ -1,5 +1,5 @@
 //! Stage 0 of a pass: what people asked on the application's resource
-//! (`applications.plumb.dev`, see [`crate::status::Controls`]) and what it changes for
+//! (`applications.plumb.dev`, see [`crate::status::store::Controls`]) and what it changes for
 //! this pass: a new sync request makes it a manual sync, a pause in force holds
 //! automated sync and selfHeal, a pin replaces the tracked ref's head by a recorded
 //! revision (`plumb rollback`).
@@ -19,7 +19,7 @@ pub(super) struct Requested {
     /// Automated sync and selfHeal are paused.
     pub paused: bool,
     /// The requests as read.
-    pub controls: status::Controls,
+    pub controls: status::store::Controls,
     /// The sync request handled (`status.syncRequest`).
     pub sync_request: String,
     /// The pause in force (`status.suspended`).
@@ -38,7 +38,7 @@ impl Requested {
             mode,
             revision: None,
             paused: false,
-            controls: status::Controls::default(),
+            controls: status::store::Controls::default(),
             sync_request: String::new(),
             suspended: None,
             pinned: None,
@@ -70,7 +70,7 @@ impl Context {
             Ok(c) => c,
             Err(e) if !mode.writes() => {
                 tracing::debug!(app = name, "requests not read: {e}");
-                status::Controls::default()
+                status::store::Controls::default()
             }
             Err(e) => return Err(e),
         };
@@ -179,7 +179,7 @@ impl Context {
 
     /// An Event on application `app`'s resource.
     pub(super) async fn event(&self, app: &str, warning: bool, reason: EventReason, note: String) {
-        let object = status::event_object(&self.config.settings.status_namespace, app);
+        let object = status::store::event_object(&self.config.settings.status_namespace, app);
         self.cluster.event(&object, warning, reason, note).await;
     }
 }

@@ -24,7 +24,7 @@ use crate::{
     compare::{Compared, ObjectReason, SyncStatus},
     plan::DesiredItem,
     render::Rendered,
-    status::{AppStatus, Controls, Finished},
+    status::{AppStatus, Finished, store::Controls},
     tracking::APP_LABEL,
 };
 
