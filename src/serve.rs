@@ -25,7 +25,6 @@ use crate::{
     reconcile::{AppState, Context, Mode},
     scheduler::{Cause, Scheduler, Trigger, jittered},
     server,
-    status::EventReason,
     webhook::Dedupe,
 };
 
@@ -582,7 +581,6 @@ async fn policy_pass(
     match passed {
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
-            signals(ctx, &r).await;
             if let Some(o) = outgoing {
                 o.after_pass(&r.status, r.sync.as_ref()).await;
             }
@@ -595,45 +593,6 @@ async fn policy_pass(
             tracing::warn!(app = %app, "pass failed: {e}");
             false
         }
-    }
-}
-
-/// After a pass: `plumb_app_info`, and for a sync `plumb_app_last_sync_timestamp_seconds`
-/// and Events on the application's status ConfigMap (`SyncRunning`, `SyncSucceeded`,
-/// `SyncFailed`, `SyncRefused`, and `Pruned` naming each object deleted).
-async fn signals(ctx: &Context, r: &crate::reconcile::PassReport) {
-    let st = &r.status;
-    let repository =
-        ctx.config.applications.iter().find(|a| a.name.value == st.app).map(|a| a.repository.value.clone());
-    ctx.metrics.set_app_info(crate::metrics::AppInfoLabels {
-        app: st.app.clone(),
-        environment: st.environment.clone(),
-        repository: repository.unwrap_or_default(),
-        revision: st.revision.clone(),
-        sync_status: st.sync.to_string(),
-        health_status: st.health.to_string(),
-    });
-    let Some(sync) = &r.sync else { return };
-    let result = sync.result.as_str();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-    ctx.metrics
-        .last_sync_timestamp
-        .get_or_create(&crate::metrics::PassLabels { app: st.app.clone(), result: result.into() })
-        .set(now);
-    let cm = crate::status::store::event_object(&ctx.config.settings.status_namespace, &st.app);
-    let short = crate::status::short(&sync.revision);
-    let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
-    if !sync.message.is_empty() {
-        note = format!("{note}: {}", sync.message);
-    }
-    let warning = matches!(sync.result, crate::status::SyncResult::Failed | crate::status::SyncResult::Refused);
-    ctx.cluster.event(&cm, warning, EventReason::Sync(sync.result), note).await;
-    // A sync over several passes carries its prunes along: name them once, at its end.
-    if sync.result == crate::status::SyncResult::Running {
-        return;
-    }
-    for object in &sync.pruned {
-        ctx.cluster.event(&cm, false, EventReason::Pruned, format!("{object} pruned (sync of {short})")).await;
     }
 }
 

@@ -12,8 +12,12 @@ use crate::{
 };
 
 impl Context {
-    /// Records a pass: a `HealthChanged` Event when health changed, status and history
-    /// saved when they changed (writing modes only), pass metrics.
+    /// Records a pass, the one place that tells of its end: in writing modes (when this
+    /// process owns the status: [`Context::without_records`] records nothing) a
+    /// `HealthChanged` Event when health changed, status and history saved when they
+    /// changed, then [`Context::signals`]; in every mode the pass metrics. A sync made
+    /// by the CLI (`plumb sync --local` with no server serving) is recorded and
+    /// signalled as the server's are: the history and the Events tell one story.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn record(
         &self,
@@ -30,9 +34,11 @@ impl Context {
             if previous.health != st.health && !previous.app.is_empty() {
                 self.health_changed(st, previous).await;
             }
+            let sync = record.clone();
             let saved = self.save(st, previous, history, record).await?;
             self.published.publish(saved.clone());
             state.previous = Some(saved);
+            self.signals(st, sync.as_ref()).await;
         }
         self.metrics.passes.get_or_create(&PassLabels { app: st.app.clone(), result: result.into() }).inc();
         self.metrics
@@ -44,6 +50,44 @@ impl Context {
         let until = until.map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0);
         self.metrics.suspended_until.get_or_create(&crate::metrics::AppLabels { app: st.app.clone() }).set(until);
         Ok(())
+    }
+
+    /// After a recorded pass: `plumb_app_info`, and for a sync
+    /// `plumb_app_last_sync_timestamp_seconds` and Events on the application's resource
+    /// (`SyncRunning`, `SyncSucceeded`, `SyncFailed`, `SyncRefused`, and `Pruned` naming
+    /// each object deleted, once, at the end of a sync that took several passes).
+    async fn signals(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
+        let repository =
+            self.config.applications.iter().find(|a| a.name.value == st.app).map(|a| a.repository.value.clone());
+        self.metrics.set_app_info(crate::metrics::AppInfoLabels {
+            app: st.app.clone(),
+            environment: st.environment.clone(),
+            repository: repository.unwrap_or_default(),
+            revision: st.revision.clone(),
+            sync_status: st.sync.to_string(),
+            health_status: st.health.to_string(),
+        });
+        let Some(sync) = sync else { return };
+        let result = sync.result.as_str();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let labels = PassLabels { app: st.app.clone(), result: result.into() };
+        self.metrics.last_sync_timestamp.get_or_create(&labels).set(now);
+        let object = status::store::event_object(&self.config.settings.status_namespace, &st.app);
+        let short = short(&sync.revision);
+        let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
+        if !sync.message.is_empty() {
+            note = format!("{note}: {}", sync.message);
+        }
+        let warning = matches!(sync.result, SyncResult::Failed | SyncResult::Refused);
+        self.cluster.event(&object, warning, EventReason::Sync(sync.result), note).await;
+        // A sync over several passes carries its prunes along: name them once, at its end.
+        if sync.result == SyncResult::Running {
+            return;
+        }
+        for pruned in &sync.pruned {
+            let note = format!("{pruned} pruned (sync of {short})");
+            self.cluster.event(&object, false, EventReason::Pruned, note).await;
+        }
     }
 
     /// A `HealthChanged` Event on the application's resource, naming Degraded objects.
