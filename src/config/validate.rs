@@ -71,8 +71,23 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     let mut problem = |line: u32, message: String| {
         out.push(Problem { file: config.file.clone(), line, message });
     };
-    let line = |s: &Spanned<String>| s.referenced.line() as u32;
+    let repos = check_repositories(config, files, &mut problem);
+    let envs = check_environments(config, &mut problem);
+    check_applications(config, (&repos, &envs), &mut problem);
+    if !is_dns_label(&config.settings.status_namespace) {
+        problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
+    }
+    out
+}
 
+/// The line a value was read from.
+fn line(s: &Spanned<String>) -> u32 {
+    s.referenced.line() as u32
+}
+
+/// The repositories' problems (with `files`: their files must exist); returns their
+/// names.
+fn check_repositories<'a>(config: &'a Config, files: bool, problem: &mut impl FnMut(u32, String)) -> HashSet<&'a str> {
     let mut repos = HashSet::new();
     for r in &config.repositories {
         if !is_dns_label(&r.name.value) {
@@ -133,7 +148,11 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
             }
         }
     }
+    repos
+}
 
+/// The environments' problems; returns their names.
+fn check_environments<'a>(config: &'a Config, problem: &mut impl FnMut(u32, String)) -> HashSet<&'a str> {
     let mut envs = HashSet::new();
     for e in &config.environments {
         if !is_dns_label(&e.name.value) {
@@ -150,8 +169,8 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
                 problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
             }
         }
-        check_ignore_rules(&e.ignore_differences, &mut problem);
-        check_sensitive_fields(&e.sensitive_fields, &mut problem);
+        check_ignore_rules(&e.ignore_differences, problem);
+        check_sensitive_fields(&e.sensitive_fields, problem);
         for m in sync_policy_problems(e) {
             problem(line(&e.name), format!("environment `{}`: {m}", e.name.value));
         }
@@ -161,7 +180,15 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
             }
         }
     }
+    envs
+}
 
+/// The applications' problems, given the names of the repositories and environments.
+fn check_applications(
+    config: &Config,
+    (repos, envs): (&HashSet<&str>, &HashSet<&str>),
+    problem: &mut impl FnMut(u32, String),
+) {
     let mut apps = HashSet::new();
     for a in &config.applications {
         if !is_dns_label(&a.name.value) {
@@ -197,7 +224,7 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
         for m in a.source.problems() {
             problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
         }
-        check_ignore_rules(&a.ignore_differences, &mut problem);
+        check_ignore_rules(&a.ignore_differences, problem);
         for o in &a.health_overrides {
             if let Some(m) = health_override_problem(o) {
                 problem(line(&o.kind), format!("application `{}`: {m}", a.name.value));
@@ -213,10 +240,6 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
             problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
         }
     }
-    if !is_dns_label(&config.settings.status_namespace) {
-        problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
-    }
-    out
 }
 
 /// What is wrong with an environment's sync policy limits, takeover list and

@@ -210,10 +210,15 @@ mod tests {
         json!({"name": "app", "restartCount": restarts, "state": {"waiting": {"reason": reason}}})
     }
 
+    fn check(cases: &[(&str, Value, HealthStatus, &str)]) {
+        for (what, obj, status, message) in cases {
+            let h = assess_at(obj, &[]);
+            assert_eq!((h.status, h.message.as_str()), (*status, *message), "{what}");
+        }
+    }
+
     #[test]
-    fn pod_rules() {
-        let ready = json!([{"type": "Ready", "status": "True"}]);
-        let not_ready = json!([{"type": "Ready", "status": "False"}]);
+    fn finished_and_failing_pods() {
         let cases: Vec<(&str, Value, HealthStatus, &str)> = vec![
             ("completed", pod(json!({}), json!({"phase": "Succeeded"})), Healthy, "pod completed"),
             (
@@ -288,6 +293,15 @@ mod tests {
                 Degraded,
                 "pod web-1 InvalidImageName",
             ),
+        ];
+        check(&cases);
+    }
+
+    #[test]
+    fn running_and_pending_pods() {
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        let not_ready = json!([{"type": "Ready", "status": "False"}]);
+        let cases: Vec<(&str, Value, HealthStatus, &str)> = vec![
             ("running and ready", pod(json!({}), json!({"phase": "Running", "conditions": ready})), Healthy, ""),
             (
                 "running, not ready yet",
@@ -345,9 +359,6 @@ mod tests {
                 "pod web-1 phase Unknown: node not reporting",
             ),
         ];
-        for (what, obj, status, message) in &cases {
-            let h = assess_at(obj, &[]);
-            assert_eq!((h.status, h.message.as_str()), (*status, *message), "{what}");
-        }
+        check(&cases);
     }
 }

@@ -191,136 +191,164 @@ impl Context {
         Recalled { manifest_hash, cached, live_rv, remembered }
     }
 
+    /// One manifest compared, as a straight line: its kind → what is remembered →
+    /// prepared (its effective options merged once) → inside the boundaries → its live
+    /// object → missing, or claimed, dry-run and judged. Each step that ends the
+    /// comparison early returns the comparison it ended with.
     async fn compare_unmasked(&self, scope: &Scope<'_>, m: &Manifest, object: Value) -> Arc<Compared> {
-        let Scope {
-            writer, app, namespace, rules, crds, defaults, take_over, finished, boundary, validate_new, ..
-        } = *scope;
         let source = m.source.as_str();
-        let error =
-            |key, obj, kind, e: String| Arc::new(Compared::early(key, obj, kind, ObjectReason::Error(e), source));
         let kind = match self.cluster.kind(m.api_version(), m.kind()).await {
             Ok(k) => k,
-            Err(e) => return Arc::new(object::unserved(object, crds, namespace, &e.to_string(), source)),
+            Err(e) => return Arc::new(object::unserved(object, scope.crds, scope.namespace, &e.to_string(), source)),
         };
+        let recalled = self.recall(scope, m, &object, &kind);
+        if let Some(Remembered::Whole(c)) = &recalled.remembered {
+            return c.clone();
+        }
         let installation = self.config.settings.installation_id.as_deref();
-        let Recalled { manifest_hash, cached, live_rv, remembered } = self.recall(scope, m, &object, &kind);
-        if let Some(Remembered::Whole(c)) = remembered {
-            return c;
-        }
-        let object::Prepared { key, obj, wave, options } =
-            match object::prepare(object, kind.namespaced, app, namespace, installation, source) {
-                Ok(p) => p,
-                Err(r) => return error(r.key, r.obj, Some(kind), r.message),
-            };
-        // outside the application's boundaries: neither read nor dry-run on its behalf
-        if let Err(why) = boundary.check(&key, kind.namespaced, &obj) {
-            let why = format!("({source}) outside the application's boundaries: {why}");
-            return Arc::new(Compared::early(key, obj, Some(kind), ObjectReason::Refused(why), source));
-        }
-        // (`inside`: the cache was read above for this very key)
-        let digest = object::finished_digest(&obj);
-        let with = |mut c: Compared| {
-            (c.wave, c.options, c.finished_digest) = (wave, options.clone(), digest.clone());
-            Arc::new(c)
+        let prepared = object::prepare(object, kind.namespaced, scope.app, scope.namespace, installation, source);
+        let s = match prepared {
+            Ok(p) => Subject::new(p, kind, scope.defaults, source),
+            Err(r) => return Arc::new(Compared::early(r.key, r.obj, Some(kind), ObjectReason::Error(r.message), source)),
         };
-        // the live object as a compared object keeps it: the cache's own when it came from
-        // there (the JSON parsed to compare it is not kept)
-        let kept = |live: Value| cached.as_ref().map_or_else(|| live.into(), |o| Live::cached(o.clone(), &kind));
+        match self.compare_prepared(scope, &s, &recalled).await {
+            Ok(c) | Err(c) => c,
+        }
+    }
+
+    /// [`Context::compare_unmasked`] once the object is prepared.
+    async fn compare_prepared(
+        &self,
+        scope: &Scope<'_>,
+        s: &Subject<'_>,
+        recalled: &Recalled,
+    ) -> Result<Arc<Compared>, Arc<Compared>> {
+        // outside the application's boundaries: neither read nor dry-run on its behalf
+        if let Err(why) = scope.boundary.check(&s.key, s.kind.namespaced, &s.obj) {
+            let why = format!("({}) outside the application's boundaries: {why}", s.source);
+            return Err(s.early(s.obj.clone(), ObjectReason::Refused(why)));
+        }
         // in sync against this very resourceVersion: rebuilt from the manifest and the
         // cached object (an object applied whole, ApplyOutOfSyncOnly=false, is compared
         // again: what is sent must have its ignored fields removed)
-        if let (Some(Remembered::Synced), Some(_)) = (&remembered, &cached)
-            && !(defaults.apply_all || options.apply_all)
+        if let (Some(Remembered::Synced), Some(_)) = (&recalled.remembered, &recalled.cached)
+            && !s.effective.apply_all
         {
-            return with(Compared::synced(key, obj, kind.clone(), kept(Value::Null), source));
+            let c = Compared::synced(s.key.clone(), s.obj.clone(), s.kind.clone(), s.kept(recalled, Value::Null), s.source);
+            return Ok(s.with(c));
         }
-        let live = match cached.as_ref().map(|o| crate::watch::with_types(o, &kind)) {
-            Some(l) => Some(l),
-            // not watched yet, absent from the cache (it may exist without our label), or
-            // older than plumb's own last write: read it from the API server
-            None if scope.absent.is_some_and(|a| a.contains(&key)) => None,
-            None => match self.cluster.get(&kind, &key).await {
-                Ok(l) => {
-                    self.memo.seen(&key);
-                    l
-                }
-                Err(e) => return error(key, obj, Some(kind), e.to_string()),
-            },
-        };
-        // A takeover merges hand-made fields into plumb's own managedFields entry, which
-        // the watch cache does not keep: read the whole object for it.
-        let hand = crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: take_over };
-        let live = match live {
-            Some(l) if crate::watch::compacted(&l) && crate::compare::managers::takeover(&l, hand).is_some() => {
-                match self.cluster.get(&kind, &key).await {
-                    Ok(l) => l,
-                    Err(e) => return error(key, obj, Some(kind), e.to_string()),
-                }
-            }
-            other => other,
-        };
-        let strict = !(defaults.validate_disabled || options.validate_disabled);
-        let Some(live_obj) = live else {
-            // a Job that ran this manifest to the end, removed by its own rule: done
-            if let Some(f) = object::ran_before(&key, digest.as_deref(), finished) {
-                let reason = ObjectReason::Finished(f.clone());
-                return with(Compared::early(key, obj, Some(kind), reason, source));
-            }
-            // In a preview, a dry-run of the create shows what the server would reject
-            // (not possible yet when its namespace is still to be created: 404). A sync
-            // skips it: a create that fails writes nothing and fails the sync anyway.
-            let desired = if validate_new {
-                match writer.apply_validated(&kind, &key, &obj, true, strict).await {
-                    Ok(d) => normalize(&d),
-                    Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&obj),
-                    Err(e) => return error(key, obj, Some(kind), e.to_string()),
-                }
-            } else {
-                // a policy pass shows no sides (`keep_sides`): it sends `obj`
-                if scope.keep_sides { normalize(&obj) } else { Value::Null }
-            };
-            let mut c = Compared::early(key, obj, Some(kind), ObjectReason::Missing, source);
-            c.desired = desired;
-            return with(c);
+        let Some(live_obj) = self.live_of(scope, s, recalled).await? else {
+            return self.compare_missing(scope, s).await;
         };
         // Whose it is: ours, adopted now (Adopt=true), another application's, or nobody's
-        let mut obj = obj;
-        let adopt = defaults.adopt || options.adopt;
-        if let Some(reason) = self.claim(&live_obj, &key, &mut obj, scope, adopt, source).await {
-            let mut c = Compared::early(key, obj, Some(kind), reason, source);
+        let mut obj = s.obj.clone();
+        if let Some(reason) = self.claim(&live_obj, &s.key, &mut obj, scope, s.effective.adopt, s.source).await {
+            let mut c = Compared::early(s.key.clone(), obj, Some(s.kind.clone()), reason, s.source);
             c.live = Some(live_obj.into());
-            return with(c);
+            return Err(s.with(c));
         }
         // Ignored fields are not sent for an existing object, so plumb never owns them;
         // Replace=true writes the whole object: ignored fields carry their live values.
         let mut apply = obj;
-        let replace = defaults.replace || options.replace;
-        let prepared = if replace {
-            rules.keep_live(&key, &mut apply, &live_obj)
+        let prepared = if s.effective.replace {
+            scope.rules.keep_live(&s.key, &mut apply, &live_obj)
         } else {
-            rules.prepare_apply(&key, &mut apply, &live_obj)
+            scope.rules.prepare_apply(&s.key, &mut apply, &live_obj)
         };
         if let Err(e) = prepared {
-            return error(key, apply, Some(kind), e);
+            return Err(s.early(apply, ObjectReason::Error(e)));
         }
+        let c = self.dry_run_and_judge(scope, s, apply, live_obj, recalled).await?;
+        if let Some(rv) = &recalled.live_rv {
+            self.memo.remember_compared(recalled.manifest_hash, rv.clone(), c.clone());
+        }
+        Ok(c)
+    }
+
+    /// The live object of `s`: the watch cache's when trusted, else read (not when
+    /// known absent); read whole when a takeover needs its `managedFields` (the cache
+    /// compacts them).
+    async fn live_of(
+        &self,
+        scope: &Scope<'_>,
+        s: &Subject<'_>,
+        recalled: &Recalled,
+    ) -> Result<Option<Value>, Arc<Compared>> {
+        let get = || async {
+            self.cluster.get(&s.kind, &s.key).await.map_err(|e| s.early(s.obj.clone(), ObjectReason::Error(e.to_string())))
+        };
+        let live = match recalled.cached.as_ref().map(|o| crate::watch::with_types(o, &s.kind)) {
+            Some(l) => Some(l),
+            // not watched yet, absent from the cache (it may exist without our label), or
+            // older than plumb's own last write: read it from the API server
+            None if scope.absent.is_some_and(|a| a.contains(&s.key)) => None,
+            None => {
+                let l = get().await?;
+                self.memo.seen(&s.key);
+                l
+            }
+        };
+        // A takeover merges hand-made fields into plumb's own managedFields entry, which
+        // the watch cache does not keep: read the whole object for it.
+        match live {
+            Some(l) if crate::watch::compacted(&l) && crate::compare::managers::takeover(&l, s.hand(scope)).is_some() => {
+                get().await
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// An object with no live object: a Job that ran this manifest to the end (removed
+    /// by its own rule: done), else missing; in a preview, a dry-run of the create shows
+    /// what the server would reject (not possible yet when its namespace is still to be
+    /// created: 404). A sync skips it: a create that fails writes nothing and fails the
+    /// sync anyway.
+    async fn compare_missing(&self, scope: &Scope<'_>, s: &Subject<'_>) -> Result<Arc<Compared>, Arc<Compared>> {
+        if let Some(f) = object::ran_before(&s.key, s.digest.as_deref(), scope.finished) {
+            return Ok(s.with(Compared::early(s.key.clone(), s.obj.clone(), Some(s.kind.clone()), ObjectReason::Finished(f.clone()), s.source)));
+        }
+        let desired = if scope.validate_new {
+            match scope.writer.apply_validated(&s.kind, &s.key, &s.obj, true, s.strict()).await {
+                Ok(d) => normalize(&d),
+                Err(e) if e.not_found() || e.refuses_dry_run() => normalize(&s.obj),
+                Err(e) => return Err(s.early(s.obj.clone(), ObjectReason::Error(e.to_string()))),
+            }
+        } else if scope.keep_sides {
+            normalize(&s.obj)
+        } else {
+            // a policy pass shows no sides (`keep_sides`): it sends `obj`
+            Value::Null
+        };
+        let mut c = Compared::early(s.key.clone(), s.obj.clone(), Some(s.kind.clone()), ObjectReason::Missing, s.source);
+        c.desired = desired;
+        Ok(s.with(c))
+    }
+
+    /// Git's side as the server answers it for `apply` (remembered, or a dry-run: on our
+    /// side when the server cannot answer one), judged against `live_obj`.
+    async fn dry_run_and_judge(
+        &self,
+        scope: &Scope<'_>,
+        s: &Subject<'_>,
+        mut apply: Value,
+        live_obj: Value,
+        recalled: &Recalled,
+    ) -> Result<Arc<Compared>, Arc<Compared>> {
+        let rules = scope.rules;
         let apply_hash = value_hash(&apply);
         let normalized_live = normalize(&live_obj);
         let live_hash = live_hash(&normalized_live, &live_obj);
         let mut client_side = false;
-        let desired = match self.recalled_dry_run(&key, (apply_hash, live_hash), &live_obj, &normalized_live, rules) {
+        let desired = match self.recalled_dry_run(&s.key, (apply_hash, live_hash), &live_obj, &normalized_live, rules) {
             // judged in sync against this very content: still in sync
             Some(DryRunAnswer::Synced) => {
-                let c = Compared::early(key, apply, Some(kind.clone()), ObjectReason::Synced, source);
+                let c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), ObjectReason::Synced, s.source);
                 let desired = if scope.keep_sides { c.desired } else { Value::Null };
-                let result = with(Compared { desired, live: Some(kept(live_obj)), ..c });
-                if let Some(rv) = live_rv {
-                    self.memo.remember_compared(manifest_hash, rv, result.clone());
-                }
-                return result;
+                return Ok(s.with(Compared { desired, live: Some(s.kept(recalled, live_obj)), ..c }));
             }
             Some(DryRunAnswer::Desired(d)) => d,
             None => {
-                let dry = match writer.apply_validated(&kind, &key, &apply, true, strict).await {
+                let dry = match scope.writer.apply_validated(&s.kind, &s.key, &apply, true, s.strict()).await {
                     Ok(d) => d,
                     // The server cannot answer a dry-run for this object: compare on our side.
                     Err(e) if e.refuses_dry_run() => {
@@ -330,38 +358,34 @@ impl Context {
                     // Git changes a field that cannot change: known to differ, needs re-creation.
                     Err(e) if !e.immutable_fields().is_empty() => {
                         let reason = ObjectReason::Immutable(e.immutable_fields());
-                        let mut c = Compared::early(key, apply, Some(kind), reason, source);
+                        let mut c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), reason, s.source);
                         (c.desired, c.live_compared, c.live) =
                             (normalize(&c.apply), Some(normalized_live), Some(live_obj.into()));
-                        return with(c);
+                        return Err(s.with(c));
                     }
-                    Err(e) => return error(key, apply, Some(kind), e.to_string()),
+                    Err(e) => return Err(s.early(apply, ObjectReason::Error(e.to_string()))),
                 };
                 let mut desired = normalize(&dry);
-                if let Err(e) = rules.strip(&key, &mut desired, Some(&live_obj)) {
-                    return error(key, apply, Some(kind), e);
+                if let Err(e) = rules.strip(&s.key, &mut desired, Some(&live_obj)) {
+                    return Err(s.early(apply, ObjectReason::Error(e)));
                 }
                 desired
             }
         };
         let mut live_n = normalized_live;
-        if let Err(e) = rules.strip(&key, &mut live_n, Some(&live_obj)) {
-            return error(key, apply, Some(kind), e);
+        if let Err(e) = rules.strip(&s.key, &mut live_n, Some(&live_obj)) {
+            return Err(s.early(std::mem::take(&mut apply), ObjectReason::Error(e)));
         }
-        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, replace, hand);
+        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, s.effective.replace, s.hand(scope));
         if !client_side {
-            self.memo.remember_dry_run(&key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
+            self.memo.remember_dry_run(&s.key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
         }
         let in_sync = j.reason == ObjectReason::Synced && j.differences.is_empty() && j.takeover.is_none();
         let (desired, live_n) =
             if in_sync && !scope.keep_sides { (Value::Null, None) } else { (desired, Some(live_n)) };
-        let c = Compared::early(key, apply, Some(kind.clone()), j.reason, source);
-        let (live_compared, live, takeover) = (live_n, Some(kept(live_obj)), j.takeover);
-        let result = with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c });
-        if let Some(rv) = live_rv {
-            self.memo.remember_compared(manifest_hash, rv, result.clone());
-        }
-        result
+        let c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), j.reason, s.source);
+        let (live_compared, live, takeover) = (live_n, Some(s.kept(recalled, live_obj)), j.takeover);
+        Ok(s.with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c }))
     }
 
     /// The answer a dry-run of the body hashing `hashes.0` on the live object (`live_obj`,
@@ -386,6 +410,57 @@ impl Context {
             rules.strip(key, &mut desired, Some(live_obj)).ok()?;
             Some(DryRunAnswer::Desired(desired))
         })
+    }
+}
+
+/// One prepared object being compared: its identity, the body to send, and what the
+/// steps of its comparison read of it.
+struct Subject<'a> {
+    key: ObjectKey,
+    obj: Value,
+    kind: Kind,
+    source: &'a str,
+    wave: i32,
+    /// The object's own sync options (kept in its comparison).
+    options: SyncOptions,
+    /// The application's options with the object's, merged once
+    /// ([`SyncOptions::with_object`]).
+    effective: SyncOptions,
+    digest: Option<String>,
+}
+
+impl<'a> Subject<'a> {
+    fn new(p: object::Prepared, kind: Kind, defaults: &SyncOptions, source: &'a str) -> Self {
+        let object::Prepared { key, obj, wave, options } = p;
+        let digest = object::finished_digest(&obj);
+        Self { key, obj, kind, source, wave, effective: defaults.with_object(&options), options, digest }
+    }
+
+    /// `c` with the object's wave, options and finished digest.
+    fn with(&self, mut c: Compared) -> Arc<Compared> {
+        (c.wave, c.options, c.finished_digest) = (self.wave, self.options.clone(), self.digest.clone());
+        Arc::new(c)
+    }
+
+    /// The comparison ended early with `reason`, Git's side `obj`.
+    fn early(&self, obj: Value, reason: ObjectReason) -> Arc<Compared> {
+        Arc::new(Compared::early(self.key.clone(), obj, Some(self.kind.clone()), reason, self.source))
+    }
+
+    /// The live object as a compared object keeps it: the cache's own when it came from
+    /// there (the JSON parsed to compare it is not kept).
+    fn kept(&self, recalled: &Recalled, live: Value) -> Live {
+        recalled.cached.as_ref().map_or_else(|| live.into(), |o| Live::cached(o.clone(), &self.kind))
+    }
+
+    /// Dry-runs validate the schema unless `Validate=false`.
+    fn strict(&self) -> bool {
+        !self.effective.validate_disabled
+    }
+
+    /// The field managers whose fields plumb takes over.
+    fn hand<'s>(&self, scope: &Scope<'s>) -> crate::compare::managers::Takeover<'s> {
+        crate::compare::managers::Takeover { ours: crate::FIELD_MANAGER, extra: scope.take_over }
     }
 }
 
