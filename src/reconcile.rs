@@ -314,6 +314,8 @@ struct CompareStage {
     items: Arc<Vec<DesiredItem>>,
     /// The kinds the application applied, this render's included.
     kinds: BTreeSet<(String, String)>,
+    /// How long it took.
+    took: std::time::Duration,
     /// When it compared: the watches' event counts from before.
     compared_from: Option<HashMap<(String, String), u64>>,
 }
@@ -616,18 +618,15 @@ impl Context {
         // 2. compare; the comparisons of the last pass serve again only between passes of the policy
         let policy_pass = requested.mode == Mode::Policy && revision.is_none();
         let last = state.compares.take().filter(|_| policy_pass);
-        let compare_started = Instant::now();
         let mut stage = self.compare_stage(&scope, &read, last.clone(), &st.kinds, &prepared.options).await;
-        timings.compare_millis = millis(compare_started.elapsed());
         // 3–5. plan, health and status, the gate
         let mut judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         if judged.decision.reason.is_some() && stage.compared_from.is_none() {
             // a reused comparison holds nothing to send (`reuse.rs`): compare again, then sync
-            let compare_started = Instant::now();
             stage = self.compare_stage(&scope, &read, None, &st.kinds, &prepared.options).await;
-            timings.compare_millis = millis(compare_started.elapsed());
             judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         }
+        timings.compare_millis = millis(stage.took);
         let Judged { mut st, plan: the_plan, excluded, decision } = judged;
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
@@ -655,10 +654,7 @@ impl Context {
             (None, true) => last,
             (_, false) => None,
         };
-        st.kinds = stage.kinds.iter().cloned().collect();
-        if let Some(r) = &record {
-            st.last_sync = Some(r.clone());
-        }
+        assess::ended(&mut st, &stage.kinds, record.as_ref());
         // 6. record
         self.record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
@@ -820,6 +816,7 @@ impl Context {
         kinds: &[(String, String)],
         options: &SyncOptions,
     ) -> CompareStage {
+        let started = Instant::now();
         let changed = match (&last, &self.live) {
             (Some(last), Some(live)) => last.changed(read, |group, kind| live.epoch(group, kind)),
             _ => Some("nothing kept".into()),
@@ -832,7 +829,8 @@ impl Context {
         if let (Some(last), Some(compared)) = (&last, revived) {
             self.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let found = Found { compared, candidates: Candidates::default(), errors: vec![] };
-            return CompareStage { found, items: last.items.clone(), kinds: last.kinds_after.clone(), compared_from: None };
+            let (items, kinds) = (last.items.clone(), last.kinds_after.clone());
+            return CompareStage { found, items, kinds, took: started.elapsed(), compared_from: None };
         }
         tracing::debug!(app = scope.app, "comparing: {}", changed.unwrap_or_default());
         // the event counts from before anything is read
@@ -843,7 +841,7 @@ impl Context {
         if !scope.keep_sides {
             unsent_dropped(&mut found.compared, &items);
         }
-        CompareStage { found, items, kinds, compared_from: Some(before) }
+        CompareStage { found, items, kinds, took: started.elapsed(), compared_from: Some(before) }
     }
 
     /// What a pass that compared found (`stage`), kept for the next pass when it may

@@ -216,6 +216,15 @@ fn shared<'a>(app: &'a str, compared: &'a [Arc<Compared>]) -> impl Iterator<Item
     })
 }
 
+/// The end of a pass: the kinds the application applied (so that the last object of a
+/// kind is still pruned) and its last sync.
+pub(super) fn ended(st: &mut AppStatus, kinds: &std::collections::BTreeSet<(String, String)>, record: Option<&SyncRecord>) {
+    st.kinds = kinds.iter().cloned().collect();
+    if let Some(r) = record {
+        st.last_sync = Some(r.clone());
+    }
+}
+
 /// What the gate ([`plan::decide`]) reads besides the status.
 pub(super) struct Gate<'a> {
     /// What the pass may do.
