@@ -7,7 +7,8 @@
 //! - SOPS-encrypted files of a plain source, decrypted first ([`sops`]).
 //!
 //! Which one is the application's `source.type`, else [`detect`]ed from the files
-//! directly under its path. A file or document that cannot be used is an error naming
+//! directly under its path; [`tools`] holds the binaries, located once, and runs the
+//! one of a source type (a new tool is added there, see its DESIGN note). A file or document that cannot be used is an error naming
 //! the file, the document and the line — never silently skipped: a failed render stops
 //! the pass before compare, so nothing is pruned.
 
@@ -17,6 +18,7 @@ mod plain;
 pub mod sandbox;
 pub mod server_set;
 pub mod sops;
+pub mod tools;
 
 use std::time::Duration;
 
@@ -115,13 +117,10 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// The renderer's name for metrics: `plain`, `kustomize` or `helm`.
-    pub fn tool_name(&self) -> &'static str {
-        match self.tool.as_deref().and_then(|t| t.split_whitespace().next()) {
-            Some("kustomize") => "kustomize",
-            Some("helm") => "helm",
-            _ => "plain",
-        }
+    /// The renderer's name for metrics: `plain`, `kustomize` or `helm` (the first word
+    /// of [`Rendered::tool`]: `plain YAML, sops 3.13.3` is `plain`).
+    pub fn tool_name(&self) -> &str {
+        self.tool.as_deref().and_then(|t| t.split_whitespace().next()).unwrap_or("plain")
     }
 }
 

@@ -4,28 +4,32 @@
 //! credentials: token file, SSH key, pinned host keys), locked while a fetch runs, and
 //! always used off the async threads (git2 is blocking). Renders are remembered by
 //! (renderer, the commit's root tree or the path's files, path, application, namespace,
-//! source options, tool version), so a pass at a known commit (or a commit that did not
-//! change its inputs) renders nothing again and starts no child process. At most
+//! source options), so a pass at a known commit (or a commit that did not change its
+//! inputs) renders nothing again and starts no child process. At most
 //! [`RENDERS_PER_APP`] renders of one application and [`RENDER_CACHE_ENTRIES`] in all
 //! are kept (least recently used dropped): however many commits one application's
 //! authors push, the cache holds at most its current render and one more (each within
 //! `maxRenderedBytes`). Renders of an application no longer configured age out under
 //! the overall bound.
+//!
+//! The render tools, located once, and the dispatch on the source type are
+//! [`render::tools`]'s: on a miss the pool gives them the commit (a
+//! [`render::tools::Tree`]), the target cluster's capabilities and the limits.
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     path::PathBuf,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
+    sync::{Arc, Mutex},
 };
 
 use super::{Credentials, Mirror, Refs, Since, Snapshot};
 use crate::{
-    config::{Config, Repository, Source, SourceType, read_secret},
-    render::{self, Rendered, helm::Helm, kustomize::Kustomize, sandbox::Limits, sops::Sops},
+    config::{Config, Repository, SourceType, read_secret},
+    render::{
+        self, Rendered,
+        tools::{Capabilities, Files, Target, Tools, Tree},
+    },
 };
 
 /// Why an application's source could not be read.
@@ -124,7 +128,7 @@ impl RenderCache {
     }
 }
 
-/// Mirrors by repository name, the render cache, and the render tools found.
+/// Mirrors by repository name, the render cache, and the render tools.
 pub struct Pool {
     cache_dir: PathBuf,
     config: Arc<Config>,
@@ -133,14 +137,11 @@ pub struct Pool {
     /// The snapshots read, without their files, by commit, repository, path and shared
     /// paths (see [`Pool::desired`]); emptied when [`SNAPSHOT_HEADS`] are kept.
     heads: Arc<Mutex<HashMap<String, Snapshot>>>,
-    kustomize: tokio::sync::Mutex<Option<Kustomize>>,
-    helm: tokio::sync::Mutex<Option<Helm>>,
-    sops: tokio::sync::Mutex<Option<Sops>>,
-    tool_runs: AtomicU64,
+    tools: Tools,
     limits: crate::limits::Limits,
-    /// The target cluster's version and served `group/version`s, for Helm's
-    /// `.Capabilities` (see [`Pool::set_cluster`]).
-    cluster: std::sync::RwLock<Option<(String, Vec<String>)>>,
+    /// The target cluster's version and served `group/version`s, given to the render
+    /// tools (see [`Pool::set_cluster`]).
+    cluster: std::sync::RwLock<Capabilities>,
 }
 
 impl Pool {
@@ -149,15 +150,12 @@ impl Pool {
     pub fn new(cache_dir: PathBuf, config: Arc<Config>) -> Self {
         Self {
             cache_dir,
-            config,
             mirrors: Mutex::default(),
             renders: Mutex::default(),
             heads: Arc::default(),
-            kustomize: tokio::sync::Mutex::default(),
-            helm: tokio::sync::Mutex::default(),
+            tools: Tools::new(config.settings.render_tools.clone()),
+            config,
             cluster: std::sync::RwLock::default(),
-            sops: tokio::sync::Mutex::default(),
-            tool_runs: AtomicU64::new(0),
             limits: crate::limits::Limits::default(),
         }
     }
@@ -172,7 +170,7 @@ impl Pool {
     /// How many render-tool child processes this pool has started (builds, templates
     /// and version queries).
     pub fn tool_runs(&self) -> u64 {
-        self.tool_runs.load(Ordering::Relaxed)
+        self.tools.runs()
     }
 
     fn mirror(&self, repo: &Repository) -> Result<Arc<Mutex<Mirror>>, FetchError> {
@@ -231,15 +229,15 @@ impl Pool {
 
     /// Whether [`Pool::set_cluster`] was called.
     pub fn knows_cluster(&self) -> bool {
-        self.cluster.read().is_ok_and(|c| c.is_some())
+        self.cluster.read().is_ok_and(|c| c.kube_version.is_some())
     }
 
     /// The target cluster's `version` (`v1.36.3`) and served `group/version`s, given to
-    /// Helm as `--kube-version` and `--api-versions` so that charts see the cluster
-    /// they are rendered for.
+    /// the render tools ([`Capabilities`]) so that charts see the cluster they are
+    /// rendered for.
     pub fn set_cluster(&self, version: String, api_versions: Vec<String>) {
         if let Ok(mut c) = self.cluster.write() {
-            *c = Some((version, api_versions));
+            *c = Capabilities { kube_version: Some(version), api_versions };
         }
     }
 
@@ -310,116 +308,43 @@ impl Pool {
             Ok((s, Some(message))) => return Desired::RenderFailed(s, render::Error::Tree { message }),
             Err(e) => return Desired::FetchFailed(e),
         };
-        let found = self.config.applications.iter().find(|a| a.name.value == app);
-        let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
-        let target = Target { app, namespace: &namespace, path: path.trim_matches('/'), source: &source };
-        match self.render(repo, &snapshot, &target).await {
+        match self.render(repo, &snapshot, app, path.trim_matches('/')).await {
             Ok((r, ran)) => Desired::Rendered(snapshot, r, ran),
             Err(e) => Desired::RenderFailed(snapshot, e),
         }
     }
 
-    /// Renders `t.path` of `snapshot` with its renderer (configured or detected), or
-    /// returns the cached render of the same inputs; `true` when it rendered.
+    /// Renders `path` of `snapshot` for application `app` with its renderer (configured
+    /// or detected), or returns the cached render of the same inputs; `true` when it
+    /// rendered.
     async fn render(
         &self,
         repo: &Repository,
         snapshot: &Snapshot,
-        t: &Target<'_>,
+        app: &str,
+        path: &str,
     ) -> Result<(Arc<Rendered>, bool), render::Error> {
-        let kind = t.source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
-        let tools = &self.config.settings.render_tools;
-        let limits = Limits {
-            timeout: Duration::from_secs(tools.timeout_seconds),
-            max_output: tools.max_output_bytes,
-            network: t.source.allow_remote_bases,
-        };
-        let tool = match kind {
-            SourceType::Kustomize => Some(Tool::Kustomize(self.kustomize(limits).await?)),
-            SourceType::Helm => Some(Tool::Helm(self.helm(limits).await?)),
-            SourceType::Plain => None,
-        };
-        let described = match &tool {
-            Some(Tool::Kustomize(k)) => k.describe(),
-            Some(Tool::Helm(h)) => h.describe(),
-            None => String::new(),
-        };
-        // the app and namespace count for Helm (release name and namespace in templates)
+        let found = self.config.applications.iter().find(|a| a.name.value == app);
+        let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
+        let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+        // the app and namespace count: a tool may write them (a release's name, namespace)
         // A plain render reads only the files under the path: keyed by their content, a
         // commit that changes other paths renders nothing again. A tool may read the
-        // whole working copy (kustomize bases, chart dependencies): keyed by the root tree.
+        // whole working copy (bases, chart dependencies): keyed by the root tree.
+        // A tool is located once per pool: its version is the same under every key.
         let inputs = match kind {
             SourceType::Plain => format!("files {}", snapshot.files_digest),
             _ => snapshot.root_tree.clone(),
         };
-        let key = format!("{kind:?} {inputs} {} {}/{} {:?} {described}", t.path, t.app, t.namespace, t.source);
+        let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?}");
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok((r, false));
         }
-        let started = std::time::Instant::now();
-        let mut rendered = match tool {
-            None => {
-                // a snapshot the pool knew carries no files: read them now
-                let read;
-                let files = if snapshot.files.is_empty() && snapshot.files_digest != super::files_digest(&[]) {
-                    read = self.files(repo, &snapshot.revision, t).await?;
-                    &read
-                } else {
-                    &snapshot.files
-                };
-                let (files, sops) = self.decrypted(files, t.source, limits).await?;
-                for (path, bytes) in &files {
-                    if render::is_manifest_file(path)
-                        && !path.ends_with(".json")
-                        && let Ok(text) = std::str::from_utf8(bytes)
-                    {
-                        self.limits.check_yaml(path, text)?;
-                    }
-                }
-                let mut r = render::render_files(&files)?;
-                r.tool = sops.map(|s| format!("plain YAML, {}", s.version));
-                r
-            }
-            Some(tool) => {
-                let dir = self.working_copy(repo, &snapshot.revision).await?;
-                self.tool_runs.fetch_add(1, Ordering::Relaxed);
-                let shown = if t.path.is_empty() { "." } else { t.path };
-                let (name, described, out) = match tool {
-                    Tool::Kustomize(k) => {
-                        let overrides = render::kustomize::Overrides {
-                            images: &t.source.images,
-                            name_prefix: t.source.name_prefix.as_deref(),
-                            name_suffix: t.source.name_suffix.as_deref(),
-                        };
-                        let out = k.build(dir.path(), t.path, &overrides, limits).await?;
-                        (format!("{shown} (kustomize build)"), k.describe(), out)
-                    }
-                    Tool::Helm(h) => {
-                        let cluster = self.cluster.read().ok().and_then(|c| c.clone());
-                        let (kube_version, api_versions) = cluster.unzip();
-                        let api_versions = api_versions.unwrap_or_default();
-                        let template = render::helm::Template {
-                            kube_version: kube_version.as_deref(),
-                            api_versions: &api_versions,
-                            chart: t.path,
-                            release: t.source.release_name.as_deref().unwrap_or(t.app),
-                            namespace: t.namespace,
-                            value_files: &t.source.value_files,
-                            values: t.source.values.as_ref(),
-                        };
-                        let out = h.template(dir.path(), &template, limits).await?;
-                        (format!("{shown} (helm template)"), h.describe(), out)
-                    }
-                };
-                self.limits.check_yaml(&name, &String::from_utf8_lossy(&out))?;
-                render::render_output(&name, &out, described)?
-            }
-        };
-        self.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
-        rendered.took = started.elapsed();
-        let rendered = Arc::new(rendered);
+        let cluster = self.cluster.read().map(|c| c.clone()).unwrap_or_default();
+        let t = Target { app, namespace: &namespace, path, source: &source, cluster: &cluster, limits: &self.limits };
+        let rendered = Arc::new(self.tools.render(kind, &t, &Commit { pool: self, repo, snapshot, t }).await?);
         if let Ok(mut c) = self.renders.lock() {
-            c.put(t.app, key, rendered.clone());
+            c.put(app, key, rendered.clone());
         }
         Ok((rendered, true))
     }
@@ -461,90 +386,36 @@ impl Pool {
         .map_err(tool_err)?;
         Ok(dir)
     }
-
-    /// The kustomize binary, located (and its version asked) once.
-    async fn kustomize(&self, limits: Limits) -> Result<Kustomize, render::Error> {
-        let mut found = self.kustomize.lock().await;
-        if let Some(k) = found.as_ref() {
-            return Ok(k.clone());
-        }
-        self.tool_runs.fetch_add(1, Ordering::Relaxed);
-        let k = Kustomize::locate(self.config.settings.render_tools.kustomize.as_deref(), limits).await?;
-        *found = Some(k.clone());
-        Ok(k)
-    }
-
-    /// `files` with every SOPS-encrypted one decrypted (one sops run each), and the sops
-    /// used, if any.
-    async fn decrypted(
-        &self,
-        files: &[(String, Vec<u8>)],
-        source: &Source,
-        limits: Limits,
-    ) -> Result<(Vec<(String, Vec<u8>)>, Option<Sops>), render::Error> {
-        let mut out = Vec::with_capacity(files.len());
-        let mut used = None;
-        for (path, bytes) in files {
-            if !render::is_manifest_file(path) || !render::sops::is_encrypted(path, bytes) {
-                out.push((path.clone(), bytes.clone()));
-                continue;
-            }
-            let Some(keys) = &source.sops else {
-                return Err(render::Error::Decrypt {
-                    file: path.clone(),
-                    message: "no key configured (source.sops.ageKeyFile); plumb never applies it encrypted".into(),
-                });
-            };
-            let sops = self.sops(limits).await?;
-            self.tool_runs.fetch_add(1, Ordering::Relaxed);
-            let plain = sops.decrypt(path, bytes, &keys.age_key_file, Limits { network: false, ..limits }).await?;
-            out.push((path.clone(), plain));
-            used = Some(sops);
-        }
-        Ok((out, used))
-    }
-
-    /// The sops binary, located (and its version asked) once.
-    async fn sops(&self, limits: Limits) -> Result<Sops, render::Error> {
-        let mut found = self.sops.lock().await;
-        if let Some(s) = found.as_ref() {
-            return Ok(s.clone());
-        }
-        self.tool_runs.fetch_add(1, Ordering::Relaxed);
-        let s = Sops::locate(self.config.settings.render_tools.sops.as_deref(), limits).await?;
-        *found = Some(s.clone());
-        Ok(s)
-    }
-
-    /// The helm binary, located (and its version asked) once.
-    async fn helm(&self, limits: Limits) -> Result<Helm, render::Error> {
-        let mut found = self.helm.lock().await;
-        if let Some(h) = found.as_ref() {
-            return Ok(h.clone());
-        }
-        self.tool_runs.fetch_add(1, Ordering::Relaxed);
-        let h = Helm::locate(self.config.settings.render_tools.helm.as_deref(), limits).await?;
-        *found = Some(h.clone());
-        Ok(h)
-    }
 }
 
-/// What one application renders: its path, namespace and source options.
-struct Target<'a> {
-    app: &'a str,
-    namespace: &'a str,
-    path: &'a str,
-    source: &'a Source,
+/// The commit one render reads, from the pool's mirror.
+struct Commit<'a> {
+    pool: &'a Pool,
+    repo: &'a Repository,
+    snapshot: &'a Snapshot,
+    t: Target<'a>,
 }
 
-/// A located render tool.
-enum Tool {
-    Kustomize(Kustomize),
-    Helm(Helm),
+impl Tree for Commit<'_> {
+    async fn files(&self) -> Result<Files<'_>, render::Error> {
+        // a snapshot the pool knew carries no files: read them now
+        let s = self.snapshot;
+        if s.files.is_empty() && s.files_digest != super::files_digest(&[]) {
+            Ok(Cow::Owned(self.pool.files(self.repo, &s.revision, &self.t).await?))
+        } else {
+            Ok(Cow::Borrowed(&s.files))
+        }
+    }
+
+    async fn checkout(&self) -> Result<tempfile::TempDir, render::Error> {
+        self.pool.working_copy(self.repo, &self.snapshot.revision).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn rendered(n: usize) -> Arc<Rendered> {
