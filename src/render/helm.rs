@@ -49,16 +49,8 @@ impl Helm {
     /// # Errors
     /// [`Error::Tool`] when it cannot be found or run.
     pub async fn locate(configured: Option<&Path>, limits: Limits) -> Result<Self, Error> {
-        let path = configured
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("PLUMB_HELM").map(PathBuf::from))
-            .or_else(|| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("helm")).find(|p| p.is_file()))
-            .ok_or_else(|| Error::Tool {
-                message: "helm not found: set settings.renderTools.helm or PLUMB_HELM, or put it on PATH".into(),
-            })?;
-        let dir = tempfile::tempdir().map_err(|e| Error::Tool { message: format!("helm: temp dir: {e}") })?;
-        let out = sandbox::run(&path, &["version", "--short"], dir.path(), limits).await?;
-        Ok(Self { path, version: String::from_utf8_lossy(&out).trim().to_string() })
+        let (path, out) = sandbox::locate("helm", configured, &["version", "--short"], limits).await?;
+        Ok(Self { path, version: out.trim().to_string() })
     }
 
     /// `tool version`, as reported with a render.

@@ -38,20 +38,8 @@ impl Kustomize {
     /// # Errors
     /// [`Error::Tool`] when it cannot be found or run.
     pub async fn locate(configured: Option<&Path>, limits: Limits) -> Result<Self, Error> {
-        let path = configured
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("PLUMB_KUSTOMIZE").map(PathBuf::from))
-            .or_else(|| {
-                std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("kustomize")).find(|p| p.is_file())
-            })
-            .ok_or_else(|| Error::Tool {
-                message:
-                    "kustomize not found: set settings.renderTools.kustomize or PLUMB_KUSTOMIZE, or put it on PATH"
-                        .into(),
-            })?;
-        let dir = tempfile::tempdir().map_err(|e| Error::Tool { message: format!("kustomize: temp dir: {e}") })?;
-        let out = sandbox::run(&path, &["version"], dir.path(), limits).await?;
-        Ok(Self { path, version: String::from_utf8_lossy(&out).trim().to_string() })
+        let (path, out) = sandbox::locate("kustomize", configured, &["version"], limits).await?;
+        Ok(Self { path, version: out.trim().to_string() })
     }
 
     /// `tool version`, as reported with a render.

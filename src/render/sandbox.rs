@@ -8,7 +8,11 @@
 //! restrictions on, plugins off); it is not an OS sandbox — no namespaces or seccomp —
 //! and a program that ignores proxy variables could still open a socket.
 
-use std::{path::Path, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
 
 use tokio::io::AsyncReadExt;
 
@@ -63,6 +67,30 @@ pub enum RunError {
         /// The limit, in bytes.
         limit: usize,
     },
+}
+
+/// Finds the binary `name` (`configured`, else `$PLUMB_<NAME>`, else `name` on `PATH`)
+/// and runs it with `version_args` (one child process): its path and what it printed.
+///
+/// # Errors
+/// [`super::Error::Tool`] when it cannot be found or run.
+pub async fn locate(
+    name: &str,
+    configured: Option<&Path>,
+    version_args: &[&str],
+    limits: Limits,
+) -> Result<(PathBuf, String), super::Error> {
+    let var = format!("PLUMB_{}", name.to_uppercase());
+    let path = configured
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(&var).map(PathBuf::from))
+        .or_else(|| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file()))
+        .ok_or_else(|| super::Error::Tool {
+            message: format!("{name} not found: set settings.renderTools.{name} or {var}, or put it on PATH"),
+        })?;
+    let dir = tempfile::tempdir().map_err(|e| super::Error::Tool { message: format!("{name}: temp dir: {e}") })?;
+    let out = run(&path, version_args, dir.path(), limits).await?;
+    Ok((path, String::from_utf8_lossy(&out).into_owned()))
 }
 
 /// Runs `tool args` in `dir` within `limits`; returns its standard output.

@@ -40,17 +40,9 @@ impl Sops {
     /// # Errors
     /// [`Error::Tool`] when it cannot be found or run.
     pub async fn locate(configured: Option<&Path>, limits: Limits) -> Result<Self, Error> {
-        let path = configured
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("PLUMB_SOPS").map(PathBuf::from))
-            .or_else(|| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("sops")).find(|p| p.is_file()))
-            .ok_or_else(|| Error::Tool {
-                message: "sops not found: set settings.renderTools.sops or PLUMB_SOPS, or put it on PATH".into(),
-            })?;
-        let dir = tempfile::tempdir().map_err(|e| Error::Tool { message: format!("sops: temp dir: {e}") })?;
-        let out = sandbox::run(&path, &["--version", "--disable-version-check"], dir.path(), limits).await?;
-        let version = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().trim().to_string();
-        Ok(Self { path, version })
+        let args = ["--version", "--disable-version-check"];
+        let (path, out) = sandbox::locate("sops", configured, &args, limits).await?;
+        Ok(Self { path, version: out.lines().next().unwrap_or_default().trim().to_string() })
     }
 
     /// Decrypts the file `path` (repository path, for messages and its format) of

@@ -7,10 +7,10 @@
 //! working copy of the whole commit (kustomize, helm) — both through [`Tree`], so the
 //! mirrors, working copies and the render cache stay with the sources.
 //!
-//! DESIGN: a new render tool (say jsonnet) is one file in `src/render/` (its binary:
-//! locate, describe, run), one variant of [`SourceType`], one arm in [`Tools::render`]
-//! (with the field of [`Tools`] that holds it located), and its settings
-//! (`settings.renderTools.jsonnet`, and the `source` options it reads).
+//! DESIGN: a new render tool (say jsonnet) is one file in `src/render/` (its binary,
+//! found with [`sandbox::locate`]; its run), one variant of [`SourceType`], one arm in
+//! [`Tools::render`] (with the field of [`Tools`] that holds it located), and its
+//! settings (`settings.renderTools.jsonnet`, and the `source` options it reads).
 
 use std::{
     borrow::Cow,
