@@ -7,10 +7,12 @@
 //! working copy of the whole commit (kustomize, helm) — both through [`Tree`], so the
 //! mirrors, working copies and the render cache stay with the sources.
 //!
-//! DESIGN: a new render tool (say jsonnet) is one file in `src/render/` (its binary,
-//! found with [`sandbox::locate`]; its run), one variant of [`SourceType`], one arm in
-//! [`Tools::render`] (with the field of [`Tools`] that holds it located), and its
-//! settings (`settings.renderTools.jsonnet`, and the `source` options it reads).
+//! DESIGN: a new render tool (say jsonnet) is added here, in `src/render/`: one file
+//! `src/render/jsonnet.rs` (its binary, found with [`super::sandbox::locate`], and its
+//! run), one variant of [`SourceType`] (and a rule of [`super::detect`] if its files
+//! tell it), one arm in [`Tools::render`] with the field of [`Tools`] that holds it
+//! located, and its settings (`settings.renderTools.jsonnet`; the `source` options it
+//! reads, checked in `Source::problems`). The pool and the driver do not change.
 
 use std::{
     borrow::Cow,
