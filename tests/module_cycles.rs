@@ -494,7 +494,8 @@ const IO_INSIDE_PURE: &[&str] = &["status::store"];
 
 /// The modules that do IO or sequence it: the pure core references none of them.
 const IO: &[&str] = &[
-    "cluster", "watch", "source", "render::helm", "render::kustomize", "render::sops", "render::sandbox", "apply",
+    "cluster", "watch", "source", "render::helm", "render::kustomize", "render::sops", "render::sandbox", "render::tools",
+    "apply",
     "forge", "notify", "reconcile", "serve", "server", "cli",
     "scheduler", "leader", "poller", "probes", "reload", "auth", "kube_metrics", "secret_refs", "status::store",
 ];
