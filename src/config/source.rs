@@ -20,6 +20,17 @@ pub enum SourceType {
     Helm,
 }
 
+impl SourceType {
+    /// `Plain`, `Kustomize` or `Helm`, as messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::Plain => "Plain",
+            SourceType::Kustomize => "Kustomize",
+            SourceType::Helm => "Helm",
+        }
+    }
+}
+
 /// `source:` of an application.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -69,7 +80,7 @@ impl Source {
         let Some(t) = self.type_ else { return out };
         let set = |on: bool, name: &str, only: SourceType, out: &mut Vec<String>| {
             if on && t != only {
-                out.push(format!("source.{name} applies to {only:?} sources only; source.type is {t:?}"));
+                out.push(format!("source.{name} applies to {} sources only; source.type is {}", only.as_str(), t.as_str()));
             }
         };
         set(self.release_name.is_some(), "releaseName", SourceType::Helm, &mut out);
