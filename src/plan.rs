@@ -221,6 +221,25 @@ pub struct DesiredItem {
     pub owned_by: Option<String>,
 }
 
+impl DesiredItem {
+    /// Object `key`, in sync or not (`out_of_sync`), with the default options: not
+    /// tracked, no error, no immutable change, wave 0, not refused or owned. Set the
+    /// rest with struct update syntax.
+    pub fn new(key: ObjectKey, out_of_sync: bool) -> Self {
+        Self {
+            key,
+            out_of_sync,
+            tracked: false,
+            error: false,
+            immutable: false,
+            wave: 0,
+            options: SyncOptions::default(),
+            refused: None,
+            owned_by: None,
+        }
+    }
+}
+
 /// A live object owned by the application that Git no longer declares.
 #[derive(Debug, Clone)]
 pub struct PruneCandidate {
@@ -639,17 +658,7 @@ mod tests {
         ObjectKey { group: group.into(), kind: kind.into(), namespace: "lab".into(), name: name.into() }
     }
     fn item(group: &str, kind: &str, out: bool) -> DesiredItem {
-        DesiredItem {
-            key: key(group, kind, "x"),
-            out_of_sync: out,
-            tracked: true,
-            error: false,
-            immutable: false,
-            wave: 0,
-            options: SyncOptions::default(),
-            refused: None,
-            owned_by: None,
-        }
+        DesiredItem { tracked: true, ..DesiredItem::new(key(group, kind, "x"), out) }
     }
     fn orphan(kind: &str, prune_disabled: bool) -> PruneCandidate {
         PruneCandidate {

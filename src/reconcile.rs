@@ -1053,18 +1053,7 @@ mod tests {
     #[test]
     fn a_policy_pass_drops_the_bodies_it_will_not_send() {
         let mut all = vec![compared("same", ObjectReason::Synced), compared("new", ObjectReason::Missing)];
-        let item = |c: &Compared, out_of_sync: bool| DesiredItem {
-            key: c.key.clone(),
-            out_of_sync,
-            tracked: false,
-            error: false,
-            immutable: false,
-            wave: 0,
-            options: SyncOptions::default(),
-            refused: None,
-            owned_by: None,
-        };
-        let items = vec![item(&all[0], false), item(&all[1], true)];
+        let items = vec![DesiredItem::new(all[0].key.clone(), false), DesiredItem::new(all[1].key.clone(), true)];
         unsent_dropped(&mut all, &items);
         assert_eq!(all[0].apply, Value::Null, "in sync: nothing to send");
         assert_eq!(all[1].apply, cm("new"), "out of sync: sent by the sync");

@@ -484,6 +484,11 @@ mod tests {
         Observed { health, ..Observed::default() }
     }
 
+    fn in_sync_row(object: &str) -> ResourceStatus {
+        let (sync, reason) = (SyncStatus::Synced, String::new());
+        ResourceStatus { object: object.into(), sync, reason, health: Healthy, health_message: String::new() }
+    }
+
     fn base() -> AppStatus {
         AppStatus { app: "web".into(), environment: "dev".into(), revision: "c2".into(), ..AppStatus::default() }
     }
@@ -621,13 +626,7 @@ mod tests {
             revision: "c1".into(),
             subject: "first".into(),
             health: Healthy,
-            resources: vec![ResourceStatus {
-                object: "ConfigMap/web/a".into(),
-                sync: SyncStatus::Synced,
-                reason: String::new(),
-                health: Healthy,
-                health_message: String::new(),
-            }],
+            resources: vec![in_sync_row("ConfigMap/web/a")],
             ..base()
         };
         let requested = Requested::none(Mode::Policy);
@@ -654,13 +653,7 @@ mod tests {
             synced_revision: "c1".into(),
             kinds: vec![("v1".into(), "ConfigMap".into())],
             last_sync: Some(SyncRecord::new("c1", SyncReason::NewRevision)),
-            resources: vec![ResourceStatus {
-                object: "ConfigMap/web/a".into(),
-                sync: SyncStatus::Synced,
-                reason: String::new(),
-                health: Healthy,
-                health_message: String::new(),
-            }],
+            resources: vec![in_sync_row("ConfigMap/web/a")],
             conditions: vec![Condition::new(ConditionType::SyncError, "old")],
             ..base()
         };
