@@ -230,7 +230,12 @@ pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), 
 ///
 /// # Errors
 /// The API request failed.
-pub async fn request(client: &Client, namespace: &str, app: &str, key: &str) -> Result<String, crate::status::store::Error> {
+pub async fn request(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    key: &str,
+) -> Result<String, crate::status::store::Error> {
     let value = crate::status::now();
     Store::new(client.clone(), namespace).annotate(app, key, Some(&value)).await?;
     Ok(value)
@@ -250,7 +255,8 @@ pub async fn watch_requests(
     trigger: impl Fn(&str) + Clone + Send + 'static,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &crate::status::store::application_resource());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, &namespace, &crate::status::store::application_resource());
     let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut initial = true;
     let mut seen: HashMap<String, Controls> = HashMap::new();

@@ -189,7 +189,6 @@ fn word(w: &str) -> String {
     format!("<span class=\"w {w}\">{w}</span>")
 }
 
-
 fn revision(sha: &str, subject: &str) -> String {
     if sha.is_empty() {
         return "<span class=muted>none yet</span>".into();
@@ -316,8 +315,11 @@ fn objects(b: &mut String, st: &AppStatus) {
     );
     for r in &st.resources {
         let n = drift_lines(&r.reason).len();
-        let mut why =
-            if n > 0 { format!("{n} field(s) differ (see <a href=\"#drift\">Drift</a>)") } else { escape(r.reason.as_str()) };
+        let mut why = if n > 0 {
+            format!("{n} field(s) differ (see <a href=\"#drift\">Drift</a>)")
+        } else {
+            escape(r.reason.as_str())
+        };
         if !r.health_message.is_empty() {
             if !why.is_empty() {
                 why.push_str("<br>");

@@ -30,9 +30,9 @@ pub use hand_over::{Claims, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
 
 pub use crate::config::{Propagation, SyncOptions};
-use crate::{health::HealthStatus, tracking::ObjectKey};
 /// Why a sync is started (recorded in the history, so it is the status's word).
 pub use crate::status::SyncReason;
+use crate::{health::HealthStatus, tracking::ObjectKey};
 
 /// Annotation holding an object's sync wave (an integer, negative allowed; default 0).
 pub const SYNC_WAVE_ANNOTATION: &str = "plumb.dev/sync-wave";
@@ -365,7 +365,6 @@ pub fn stuck_deletions<'a>(
         })
         .collect()
 }
-
 
 /// What the policy (or the person) allows a sync to do.
 #[derive(Debug, Clone, Copy, Default)]

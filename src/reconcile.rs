@@ -41,6 +41,7 @@ use std::{
 use futures::{FutureExt, StreamExt, future, stream};
 use serde_json::Value;
 
+pub use self::state::AppState;
 use self::{compare::Scope, inventory::Candidates, memo::Memo};
 use crate::{
     cluster::{Cluster, Kind},
@@ -49,11 +50,10 @@ use crate::{
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions},
     source::{self, Desired},
-    status::{self, AppStatus, SyncRecord, short},
+    status::{self, AppStatus, EventReason, SyncRecord, short},
     tracking::{ObjectKey, group_of},
     watch::LiveCache,
 };
-pub use self::state::AppState;
 pub use crate::{compare::ObjectDiff, plan::Mode};
 
 /// How many objects are compared at once.
@@ -115,6 +115,68 @@ impl Drop for Context {
     fn drop(&mut self) {
         self.watch_token.cancel();
     }
+}
+
+/// What the stages of a pass may use of the context (their IO is in the stage files):
+/// the cluster, the watch cache, what the process remembers of objects, the
+/// repositories, the policy and the status store. Not the bookkeeping of other passes
+/// (published statuses, metrics, permits, impersonating clients, per-application
+/// states); the record stage has its own view ([`Recorder`]).
+#[derive(Clone, Copy)]
+struct Io<'a> {
+    cluster: &'a Cluster,
+    live: Option<&'a LiveCache>,
+    memo: &'a Memo,
+    sources: &'a source::Pool,
+    config: &'a Config,
+    store: &'a status::store::Store,
+    /// The requests on each application's resource, once a watch keeps them.
+    controls: &'a status::store::SharedControls,
+}
+
+impl<'a> Io<'a> {
+    /// Application `name`, its environment and repository.
+    ///
+    /// # Errors
+    /// [`Error::UnknownApp`].
+    fn app(self, name: &str) -> Result<(&'a Application, &'a Environment, &'a Repository), Error> {
+        let c = self.config;
+        let unknown = || Error::UnknownApp(name.into());
+        let app = c.applications.iter().find(|a| a.name.value == name).ok_or_else(unknown)?;
+        let env = c.environments.iter().find(|e| e.name.value == app.environment.value).ok_or_else(unknown)?;
+        let repo = c.repositories.iter().find(|r| r.name.value == app.repository.value).ok_or_else(unknown)?;
+        Ok((app, env, repo))
+    }
+
+    /// The requests on application `name`'s resource: from the watch that keeps them
+    /// when it runs (no request), else read.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when read and the read fails.
+    async fn controls_of(self, name: &str) -> Result<status::store::Controls, Error> {
+        let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
+        match watched {
+            Some(c) => Ok(c.unwrap_or_default()),
+            None => Ok(self.store.controls(name).await?),
+        }
+    }
+
+    /// An Event on application `app`'s resource.
+    async fn event(self, app: &str, warning: bool, reason: EventReason, note: String) {
+        let object = status::store::event_object(&self.config.settings.status_namespace, app);
+        self.cluster.event(&object, warning, reason, note).await;
+    }
+}
+
+/// What the record stage uses: where statuses, history, Events and metrics go.
+struct Recorder<'a> {
+    cluster: &'a Cluster,
+    config: &'a Config,
+    store: &'a status::store::Store,
+    published: &'a status::Published,
+    metrics: &'a Metrics,
+    /// Whether the pass saves status and history ([`Context::without_records`]).
+    records: bool,
 }
 
 /// Why a pass could not run at all.
@@ -393,11 +455,7 @@ impl Context {
     /// # Errors
     /// [`Error::Status`] when read and the read fails.
     pub async fn controls_of(&self, name: &str) -> Result<status::store::Controls, Error> {
-        let watched = self.controls.read().ok().and_then(|m| m.as_ref().map(|m| m.get(name).cloned()));
-        match watched {
-            Some(c) => Ok(c.unwrap_or_default()),
-            None => Ok(self.store.controls(name).await?),
-        }
+        self.io().controls_of(name).await
     }
 
     /// Reads live objects from watches (see [`crate::watch`]) instead of per-pass GETs
@@ -531,12 +589,32 @@ impl Context {
     }
 
     fn app(&self, name: &str) -> Result<(&Application, &Environment, &Repository), Error> {
-        let c = &self.config;
-        let unknown = || Error::UnknownApp(name.into());
-        let app = c.applications.iter().find(|a| a.name.value == name).ok_or_else(unknown)?;
-        let env = c.environments.iter().find(|e| e.name.value == app.environment.value).ok_or_else(unknown)?;
-        let repo = c.repositories.iter().find(|r| r.name.value == app.repository.value).ok_or_else(unknown)?;
-        Ok((app, env, repo))
+        self.io().app(name)
+    }
+
+    /// The view of the context its stages use.
+    fn io(&self) -> Io<'_> {
+        Io {
+            cluster: &self.cluster,
+            live: self.live.as_ref(),
+            memo: &self.memo,
+            sources: &self.sources,
+            config: &self.config,
+            store: &self.store,
+            controls: &self.controls,
+        }
+    }
+
+    /// The view of the context the record stage uses.
+    fn recorder(&self) -> Recorder<'_> {
+        Recorder {
+            cluster: &self.cluster,
+            config: &self.config,
+            store: &self.store,
+            published: &self.published,
+            metrics: &self.metrics,
+            records: self.records,
+        }
     }
 
     /// Runs one pass of application `name`, reading the remote's refs as they are now
@@ -595,7 +673,7 @@ impl Context {
         let (app, env, repo) = self.app(name)?;
         let (previous, history) = self.previous(state, name).await?;
         // 0. requests on the application's resource: sync, pause, pin
-        let requested = self.requested(&previous, (app, env, repo), mode, clock.now).await?;
+        let requested = self.io().requested(&previous, (app, env, repo), mode, clock.now).await?;
         let rejected = self.policy_rejected.read().ok().and_then(|r| r.clone());
         let mut st = assess::started((name, &env.name.value), &previous, &requested, rejected.as_deref());
         let p = PassInput { name, app, env, repo, previous: &previous, requested: &requested, clock: &clock };
@@ -642,7 +720,7 @@ impl Context {
                 create_namespace: prepared.options.create_namespace,
             };
             let sync_started = Instant::now();
-            record = Some(self.sync(&mut st, &scope, &s).await);
+            record = Some(self.io().sync(&mut st, &scope, &s).await);
             timings.sync_millis = millis(sync_started.elapsed());
         } else if decision.settled && requested.mode.writes() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
@@ -656,7 +734,7 @@ impl Context {
         };
         assess::ended(&mut st, &stage.kinds, record.as_ref());
         // 6. record
-        self.record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
+        self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
         Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
     }
@@ -674,7 +752,7 @@ impl Context {
         tracing::warn!(app = p.name, stage = failure.stage(), "{failure}");
         let st = assess::unsourced(st, p.previous, failure);
         let mode = p.requested.mode;
-        self.record(state, &st, p.previous, history, None, mode, p.clock.started).await?;
+        self.recorder().record(state, &st, p.previous, history, None, mode, p.clock.started).await?;
         Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
@@ -770,7 +848,7 @@ impl Context {
         let (prune, approved) = mode.prune(policy.prune);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
-            found.candidates.extraneous.extend(self.hand_over(p.name, &mut candidates, p.clock.refs_since).await);
+            found.candidates.extraneous.extend(self.io().hand_over(p.name, &mut candidates, p.clock.refs_since).await);
         }
         let guards = plan::Guards {
             app: p.name,
@@ -783,7 +861,7 @@ impl Context {
         };
         let the_plan = plan::plan(&stage.items, &candidates, guards);
         let found = &stage.found;
-        let observed = self.observe((p.app, p.env), found, &stage.kinds, p.clock.now).await;
+        let observed = self.io().observe((p.app, p.env), found, &stage.kinds, p.clock.now).await;
         let rewritten = self.rewritten(p.repo, p.env, base, &p.previous.synced_revision, mode).await;
         let a = assess::Assessment {
             found,
@@ -872,11 +950,11 @@ impl Context {
     ) -> Found {
         let manifests = &rendered.manifests;
         // the watches' first lists and the metadata LISTs of the objects they may lack, at once
-        let ((), absent) = futures::join!(self.watches_ready(manifests), self.known_absent(scope, manifests));
+        let ((), absent) = futures::join!(self.watches_ready(manifests), self.io().known_absent(scope, manifests));
         let scope = &Scope { absent: Some(&absent), ..*scope };
         // each future made when the pool takes it, not all of them first (by position: a
         // closure over borrowed items would not prove the pass Send)
-        let jobs = (0..manifests.len()).map(|i| self.compare_one(scope, &manifests[i]).boxed());
+        let jobs = (0..manifests.len()).map(|i| self.io().compare_one(scope, &manifests[i]).boxed());
         let mut compared: Vec<Arc<Compared>> = stream::iter(jobs).buffered(CONCURRENCY).collect().await;
         // before objects are failed below: a failed object keeps its kind, but one that
         // awaited its CRD no longer says so
@@ -888,14 +966,14 @@ impl Context {
         object::declared_twice(&mut compared);
         object::refuse_outside(&mut compared, scope.boundary, scope.crds);
         let create = scope.defaults.create_namespace;
-        self.check_namespaces(&mut compared, scope.namespace, create).await;
+        self.io().check_namespaces(&mut compared, scope.namespace, create).await;
         let mut errors: Vec<String> = compared
             .iter()
             .filter(|c| c.sync() == SyncStatus::Unknown)
             .map(|c| format!("{}: {}", c.key, c.reason))
             .collect();
         let desired: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
-        let mut candidates = self.prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
+        let mut candidates = self.io().prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
         errors.append(&mut candidates.errors);
         // a kind this render declares (its CRD may be applied by this very sync) stays
         let gone = |a: &str, k: &str| {
@@ -975,8 +1053,6 @@ fn unsent_dropped(compared: &mut [Arc<Compared>], items: &[DesiredItem]) {
     }
 }
 
-
-
 /// `d` in whole milliseconds.
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -1015,7 +1091,10 @@ mod tests {
         assert_eq!(render.stage(), "render");
         assert!(render.to_string().starts_with("render 0123456: "), "{render}");
         let boundary = PassFailure::Boundary { app: "web".into(), error: "`[`: unclosed".into() };
-        assert_eq!((boundary.stage(), boundary.to_string().as_str()), ("boundary", "boundaries of application web: `[`: unclosed"));
+        assert_eq!(
+            (boundary.stage(), boundary.to_string().as_str()),
+            ("boundary", "boundaries of application web: `[`: unclosed")
+        );
         let user = "system:serviceaccount:web:deployer".to_string();
         let impersonation = PassFailure::Impersonation { user, error: anyhow::anyhow!("no such user") };
         assert_eq!(impersonation.stage(), "impersonation");

@@ -196,7 +196,8 @@ pub async fn serve_elected(
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
-    let forward = Forward { client: ctx.cluster.client().clone(), namespace: ctx.config.settings.status_namespace.clone() };
+    let forward =
+        Forward { client: ctx.cluster.client().clone(), namespace: ctx.config.settings.status_namespace.clone() };
     tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), Some(forward), token.clone()));
     let state = server::AppState { intake: Arc::new(intake), max_body_bytes: limits.max_body_bytes };
     let app = server::router(state, &limits);

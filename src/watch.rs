@@ -82,7 +82,6 @@ pub fn has_children(group: &str, kind: &str) -> bool {
     matches!((group, kind), ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job"))
 }
 
-
 /// Objects by the uid of an owner they name ([`LiveCache::by_owner`]).
 pub type ByOwner = HashMap<String, Vec<Arc<Cached>>>;
 

@@ -195,11 +195,8 @@ fn references(here: &ModPath, code: &str) -> Vec<(usize, ModPath, String)> {
     let toks = tokenize(code);
     let mut out = Vec::new();
     // Child modules declared in the file (`mod store;`): `use store::X` names them.
-    let children: BTreeSet<&str> = toks
-        .windows(3)
-        .filter(|w| w[0].text == "mod" && w[2].text == ";")
-        .map(|w| w[1].text.as_str())
-        .collect();
+    let children: BTreeSet<&str> =
+        toks.windows(3).filter(|w| w[0].text == "mod" && w[2].text == ";").map(|w| w[1].text.as_str()).collect();
     // Inline modules (`mod tests { … }`): (name, brace depth inside it).
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
@@ -218,9 +215,10 @@ fn references(here: &ModPath, code: &str) -> Vec<(usize, ModPath, String)> {
                 inline.push((toks[i + 1].text.clone(), depth + 1));
             }
             // `use child::…` at the file's top level: a path relative to this module
-            "use" if inline.is_empty()
-                && toks.get(i + 1).is_some_and(|t| children.contains(t.text.as_str()))
-                && toks.get(i + 2).is_some_and(|t| t.text == "::") =>
+            "use"
+                if inline.is_empty()
+                    && toks.get(i + 1).is_some_and(|t| children.contains(t.text.as_str()))
+                    && toks.get(i + 2).is_some_and(|t| t.text == "::") =>
             {
                 let mut paths = Vec::new();
                 let end = use_tree(&toks, i + 1, here.clone(), &mut paths);
@@ -494,10 +492,30 @@ const IO_INSIDE_PURE: &[&str] = &["status::store"];
 
 /// The modules that do IO or sequence it: the pure core references none of them.
 const IO: &[&str] = &[
-    "cluster", "watch", "source", "render::helm", "render::kustomize", "render::sops", "render::sandbox", "render::tools",
+    "cluster",
+    "watch",
+    "source",
+    "render::helm",
+    "render::kustomize",
+    "render::sops",
+    "render::sandbox",
+    "render::tools",
     "apply",
-    "forge", "notify", "reconcile", "serve", "server", "cli",
-    "scheduler", "leader", "poller", "probes", "reload", "auth", "kube_metrics", "secret_refs", "status::store",
+    "forge",
+    "notify",
+    "reconcile",
+    "serve",
+    "server",
+    "cli",
+    "scheduler",
+    "leader",
+    "poller",
+    "probes",
+    "reload",
+    "auth",
+    "kube_metrics",
+    "secret_refs",
+    "status::store",
 ];
 
 fn within(m: &ModPath, roots: &[&str]) -> bool {

@@ -146,10 +146,7 @@ mod tests {
     use super::*;
 
     fn rec(revision: &str, result: SyncResult) -> SyncRecord {
-        SyncRecord {
-            result,
-            ..SyncRecord::new(revision, crate::status::SyncReason::NewRevision)
-        }
+        SyncRecord { result, ..SyncRecord::new(revision, crate::status::SyncReason::NewRevision) }
     }
 
     #[test]

@@ -108,8 +108,7 @@ pub fn status_table(statuses: &[AppStatus]) -> String {
     for s in statuses {
         let never = s.revision.is_empty() && s.last_sync.is_none() && s.conditions.is_empty();
         let subject = if never { "(no pass yet)".to_string() } else { sanitize(&s.subject).chars().take(36).collect() };
-        let last =
-            s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{} {}", r.result, r.finished_at));
+        let last = s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{} {}", r.result, r.finished_at));
         let rev = if s.revision.is_empty() { "-" } else { short(&s.revision) };
         let _ = writeln!(
             out,
@@ -269,7 +268,6 @@ fn not_found(app: &str, namespace: &str) -> ExitCode {
     );
     ExitCode::from(1)
 }
-
 
 #[cfg(test)]
 mod tests {

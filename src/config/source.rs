@@ -80,7 +80,11 @@ impl Source {
         let Some(t) = self.type_ else { return out };
         let set = |on: bool, name: &str, only: SourceType, out: &mut Vec<String>| {
             if on && t != only {
-                out.push(format!("source.{name} applies to {} sources only; source.type is {}", only.as_str(), t.as_str()));
+                out.push(format!(
+                    "source.{name} applies to {} sources only; source.type is {}",
+                    only.as_str(),
+                    t.as_str()
+                ));
             }
         };
         set(self.release_name.is_some(), "releaseName", SourceType::Helm, &mut out);

@@ -255,7 +255,12 @@ mod tests {
         // an object turns options on, Prune's and the propagation's value win, the
         // namespace is the application's
         let app = SyncOptions::parse(["Prune=false", "CreateNamespace=true", "PrunePropagationPolicy=background"]);
-        let obj = SyncOptions::parse(["Prune=confirm", "Replace=true", "CreateNamespace=false", "PrunePropagationPolicy=orphan"]);
+        let obj = SyncOptions::parse([
+            "Prune=confirm",
+            "Replace=true",
+            "CreateNamespace=false",
+            "PrunePropagationPolicy=orphan",
+        ]);
         let merged = app.with_object(&obj);
         assert!(!merged.prune_disabled && merged.prune_confirm && merged.replace && merged.create_namespace);
         assert_eq!(merged.propagation, Some(Propagation::Orphan));

@@ -363,11 +363,7 @@ mod tests {
     }
 
     fn last(result: SyncResult, revision: &str, message: &str) -> SyncRecord {
-        SyncRecord {
-            result,
-            message: message.into(),
-            ..SyncRecord::new(revision, SyncReason::NewRevision)
-        }
+        SyncRecord { result, message: message.into(), ..SyncRecord::new(revision, SyncReason::NewRevision) }
     }
 
     struct Case {

@@ -70,10 +70,7 @@ pub fn result(problems: &[String], waiting: Option<&str>) -> (SyncResult, String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        plan::PruneCandidate,
-        tracking::ObjectKey,
-    };
+    use crate::{plan::PruneCandidate, tracking::ObjectKey};
     use HealthStatus::*;
 
     fn waves(spec: &[(i32, &[usize], &[usize])]) -> Plan {
@@ -107,7 +104,8 @@ mod tests {
     #[test]
     fn prune_last_waits_until_everything_is_healthy() {
         let mut p = Plan::default();
-        let key = ObjectKey { group: String::new(), kind: "ConfigMap".into(), namespace: "lab".into(), name: "old".into() };
+        let key =
+            ObjectKey { group: String::new(), kind: "ConfigMap".into(), namespace: "lab".into(), name: "old".into() };
         p.prune_last.push(PruneCandidate::new(key, "u"));
         assert_eq!(prune_last_gate(&p, &[Healthy, Suspended], &names(2)), None);
         assert_eq!(

@@ -121,7 +121,9 @@ pub(super) fn assessed(st: &mut AppStatus, a: &Assessment<'_>, progressing: &mut
     // Jobs that finished: what this render still declares, with the same manifest
     let mut finished = Vec::new();
     for (c, h) in found.compared.iter().zip(&a.observed.health) {
-        if c.live.as_ref().is_some_and(|l| health::ignores_health_check_by(l.annotation(health::COMPARE_OPTIONS_ANNOTATION)))
+        if c.live
+            .as_ref()
+            .is_some_and(|l| health::ignores_health_check_by(l.annotation(health::COMPARE_OPTIONS_ANNOTATION)))
         {
             excluded.no_health_check.insert(c.key.to_string());
         }
@@ -218,7 +220,11 @@ fn shared<'a>(app: &'a str, compared: &'a [Arc<Compared>]) -> impl Iterator<Item
 
 /// The end of a pass: the kinds the application applied (so that the last object of a
 /// kind is still pruned) and its last sync.
-pub(super) fn ended(st: &mut AppStatus, kinds: &std::collections::BTreeSet<(String, String)>, record: Option<&SyncRecord>) {
+pub(super) fn ended(
+    st: &mut AppStatus,
+    kinds: &std::collections::BTreeSet<(String, String)>,
+    record: Option<&SyncRecord>,
+) {
     st.kinds = kinds.iter().cloned().collect();
     if let Some(r) = record {
         st.last_sync = Some(r.clone());
@@ -382,7 +388,11 @@ pub(super) fn sync_health(compared: &[Arc<Compared>], st: &AppStatus, excluded: 
     compared
         .iter()
         .zip(&st.resources)
-        .map(|(c, r)| if excluded.no_health_check.contains(&c.key.to_string()) { HealthStatus::Healthy } else { r.health })
+        .map(
+            |(c, r)| {
+                if excluded.no_health_check.contains(&c.key.to_string()) { HealthStatus::Healthy } else { r.health }
+            },
+        )
         .collect()
 }
 
@@ -519,10 +529,30 @@ mod tests {
             want: (SyncStatus, HealthStatus),
         }
         let cases = [
-            Case { name: "all in sync", compared: vec![in_sync("a"), in_sync("b")], health: vec![Healthy, Healthy], want: (SyncStatus::Synced, Healthy) },
-            Case { name: "one differs", compared: vec![in_sync("a"), drifted("b")], health: vec![Healthy, Healthy], want: (SyncStatus::OutOfSync, Healthy) },
-            Case { name: "one missing", compared: vec![compared("a", ObjectReason::Missing, None)], health: vec![HealthStatus::Missing], want: (SyncStatus::OutOfSync, HealthStatus::Missing) },
-            Case { name: "degraded wins", compared: vec![in_sync("a"), in_sync("b")], health: vec![Progressing, Degraded], want: (SyncStatus::Synced, Degraded) },
+            Case {
+                name: "all in sync",
+                compared: vec![in_sync("a"), in_sync("b")],
+                health: vec![Healthy, Healthy],
+                want: (SyncStatus::Synced, Healthy),
+            },
+            Case {
+                name: "one differs",
+                compared: vec![in_sync("a"), drifted("b")],
+                health: vec![Healthy, Healthy],
+                want: (SyncStatus::OutOfSync, Healthy),
+            },
+            Case {
+                name: "one missing",
+                compared: vec![compared("a", ObjectReason::Missing, None)],
+                health: vec![HealthStatus::Missing],
+                want: (SyncStatus::OutOfSync, HealthStatus::Missing),
+            },
+            Case {
+                name: "degraded wins",
+                compared: vec![in_sync("a"), in_sync("b")],
+                health: vec![Progressing, Degraded],
+                want: (SyncStatus::Synced, Degraded),
+            },
         ];
         for c in cases {
             let st = assess(&found(c.compared), &health(&c.health));
@@ -537,7 +567,10 @@ mod tests {
         theirs["metadata"]["annotations"] = json!({tracking::TRACKING_ANNOTATION: "api:/ConfigMap:web/a"});
         let mut ours = cm("b");
         ours["metadata"]["annotations"] = json!({tracking::TRACKING_ANNOTATION: "web:/ConfigMap:web/b"});
-        let f = found(vec![compared("a", ObjectReason::Synced, Some(theirs)), compared("b", ObjectReason::Synced, Some(ours))]);
+        let f = found(vec![
+            compared("a", ObjectReason::Synced, Some(theirs)),
+            compared("b", ObjectReason::Synced, Some(ours)),
+        ]);
         let st = assess(&f, &health(&[Healthy, Healthy]));
         assert_eq!(kinds(&st), ["SharedResourceWarning"]);
         assert_eq!(st.conditions[0].message, "ConfigMap/web/a is also tracked by application api; both declare it");
@@ -557,9 +590,16 @@ mod tests {
             st.resources.iter().map(|r| (r.object.as_str(), r.sync, r.reason.as_str())).collect();
         assert_eq!(
             rows,
-            [("ConfigMap/web/old", SyncStatus::OutOfSync, "requires pruning"), ("ConfigMap/web/new", SyncStatus::OutOfSync, "requires pruning")]
+            [
+                ("ConfigMap/web/old", SyncStatus::OutOfSync, "requires pruning"),
+                ("ConfigMap/web/new", SyncStatus::OutOfSync, "requires pruning")
+            ]
         );
-        assert_eq!((st.sync, st.health), (SyncStatus::OutOfSync, HealthStatus::Healthy), "candidates are not in health");
+        assert_eq!(
+            (st.sync, st.health),
+            (SyncStatus::OutOfSync, HealthStatus::Healthy),
+            "candidates are not in health"
+        );
     }
 
     #[test]
@@ -595,7 +635,9 @@ mod tests {
         let observed = Observed { orphaned: Some(Ok(many.clone())), ..Observed::default() };
         let st = assess(&found(vec![]), &observed);
         assert_eq!(kinds(&st), ["OrphanedResourceWarning"]);
-        assert!(st.conditions[0].message.starts_with("12 object(s)") && st.conditions[0].message.ends_with("and 2 more"));
+        assert!(
+            st.conditions[0].message.starts_with("12 object(s)") && st.conditions[0].message.ends_with("and 2 more")
+        );
         assert_eq!(st.orphaned, many);
         let failed = Observed { orphaned: Some(Err("list secrets: forbidden".into())), ..Observed::default() };
         let st = assess(&found(vec![]), &failed);
@@ -696,7 +738,10 @@ mod tests {
         let cases = [
             Case {
                 name: "applied",
-                outcome: apply::Outcome { applied: vec![(0, Health { status: Healthy, message: String::new() })], ..outcome() },
+                outcome: apply::Outcome {
+                    applied: vec![(0, Health { status: Healthy, message: String::new() })],
+                    ..outcome()
+                },
                 want: (SyncResult::Succeeded, "c2", SyncStatus::Synced),
             },
             Case {
@@ -717,7 +762,8 @@ mod tests {
             let a = Assessment { found: &f, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
             let excluded = assessed(&mut st, &a, &mut ProgressingSince::default());
             let mut rec = SyncRecord::new("c2", SyncReason::SelfHeal);
-            let s = Synced { outcome: &c.outcome, plan: &plan, found: &f, excluded: &excluded, finished_at: "t1".into() };
+            let s =
+                Synced { outcome: &c.outcome, plan: &plan, found: &f, excluded: &excluded, finished_at: "t1".into() };
             synced(&mut st, &mut rec, &s);
             assert_eq!((rec.result, st.synced_revision.as_str(), st.sync), c.want, "{}: {rec:?}", c.name);
             assert_eq!(rec.finished_at, "t1", "{}", c.name);
@@ -739,7 +785,10 @@ mod tests {
         let mut rec = SyncRecord::new("c2", SyncReason::NewRevision);
         let s = Synced { outcome: &done, plan: &plan, found: &pruned, excluded: &excluded, finished_at: "t1".into() };
         synced(&mut st, &mut rec, &s);
-        assert_eq!((rec.pruned.as_slice(), st.resources.len(), st.sync), (&["ConfigMap/web/old".to_string()][..], 0, SyncStatus::Synced));
+        assert_eq!(
+            (rec.pruned.as_slice(), st.resources.len(), st.sync),
+            (&["ConfigMap/web/old".to_string()][..], 0, SyncStatus::Synced)
+        );
     }
 
     #[test]
@@ -747,7 +796,10 @@ mod tests {
         let mut st = base();
         let mut rec = SyncRecord::new("c2", SyncReason::NewRevision);
         refused(&mut st, &mut rec, "auto-sync skipped: allowEmpty", "t1".into());
-        assert_eq!((rec.result, rec.message.as_str(), rec.finished_at.as_str()), (SyncResult::Refused, "auto-sync skipped: allowEmpty", "t1"));
+        assert_eq!(
+            (rec.result, rec.message.as_str(), rec.finished_at.as_str()),
+            (SyncResult::Refused, "auto-sync skipped: allowEmpty", "t1")
+        );
         assert_eq!(kinds(&st), ["SyncError"]);
         assert!(rec.applied.is_empty() && rec.pruned.is_empty());
     }
@@ -763,8 +815,11 @@ mod tests {
             root_tree: String::new(),
             top_level: vec![],
         };
-        let rendered =
-            Rendered { took: Duration::from_millis(42), warnings: vec!["chart deprecated".into()], ..Rendered::default() };
+        let rendered = Rendered {
+            took: Duration::from_millis(42),
+            warnings: vec!["chart deprecated".into()],
+            ..Rendered::default()
+        };
         sourced(&mut st, &snapshot, &rendered);
         assert_eq!((st.revision.as_str(), st.subject.as_str()), ("c3", "bump"));
         let render = st.render.as_ref().unwrap();
@@ -785,7 +840,8 @@ mod tests {
         let policy = SyncPolicy { automated: true, self_heal: true, ..SyncPolicy::default() };
         let previous = AppStatus { synced_revision: "c2".into(), ..base() };
         let f = found(vec![drifted("a")]);
-        let plan = plan::Plan { waves: vec![plan::Wave { apply: vec![0], ..plan::Wave::default() }], ..plan::Plan::default() };
+        let plan =
+            plan::Plan { waves: vec![plan::Wave { apply: vec![0], ..plan::Wave::default() }], ..plan::Plan::default() };
         let observed = health(&[Healthy]);
         let a = Assessment { found: &f, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
         let mut state = AppState::default();

@@ -11,7 +11,7 @@ use futures::StreamExt as _;
 use serde_json::Value;
 
 use super::{
-    Context,
+    Io,
     memo::{DryRunAnswer, Remembered},
 };
 use crate::{
@@ -52,7 +52,7 @@ pub(super) struct Scope<'a> {
     /// Dry-run the create of missing objects, so a preview reports what the server would
     /// reject (a sync does not need it: a create that fails writes nothing).
     pub validate_new: bool,
-    /// Objects known absent from the cluster this pass ([`Context::known_absent`]): not
+    /// Objects known absent from the cluster this pass ([`Io::known_absent`]): not
     /// read again one by one.
     pub absent: Option<&'a HashSet<ObjectKey>>,
     /// Keep both compared sides of an object found in sync (`plumb diff -o json` and
@@ -69,14 +69,14 @@ pub(super) struct Scope<'a> {
 /// metadata LIST ([`crate::cluster::Cluster::names`]) replaces their GETs.
 const LIST_FROM: usize = 4;
 
-impl Context {
+impl Io<'_> {
     /// The objects of `manifests` that do not exist, known with one metadata LIST per kind
     /// and namespace where at least [`LIST_FROM`] of them are missing from the watch cache
     /// or their kind's watch has not listed yet (a first sync; the LISTs run
     /// [`super::CONCURRENCY`] at once). The cache holds only objects with plumb's label,
     /// so an object missing from it may still exist unlabelled. The others are read one
     /// by one.
-    pub(super) async fn known_absent(&self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
+    pub(super) async fn known_absent(self, scope: &Scope<'_>, manifests: &[Manifest]) -> HashSet<ObjectKey> {
         let mut absent = HashSet::new();
         let Some(live) = &self.live else { return absent };
         let mut missing: HashMap<(String, String, String), (Kind, Vec<ObjectKey>)> = HashMap::new();
@@ -121,7 +121,7 @@ impl Context {
     /// is taken over now, or was before), else why not — another application owns it,
     /// or it exists unmanaged and adoption was not asked for (which refuses the sync).
     async fn claim(
-        &self,
+        self,
         live: &Value,
         key: &crate::tracking::ObjectKey,
         obj: &mut Value,
@@ -152,7 +152,7 @@ impl Context {
 
     /// Compares one manifest of the render with its live object; the fields the
     /// environment marks sensitive are masked in the outcome.
-    pub(super) async fn compare_one(&self, scope: &Scope<'_>, m: &Manifest) -> Arc<Compared> {
+    pub(super) async fn compare_one(self, scope: &Scope<'_>, m: &Manifest) -> Arc<Compared> {
         let object = m.object();
         let marked = scope.sensitive.marked(&object);
         let c = self.compare_unmasked(scope, m, object).await;
@@ -161,7 +161,7 @@ impl Context {
 
     /// The watch cache's object for `key`, unless it is older than plumb's own last
     /// write of it (right after an apply the watch may not have delivered it yet).
-    fn trusted_cached(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<crate::compare::Cached>> {
+    fn trusted_cached(self, kind: &Kind, key: &ObjectKey) -> Option<Arc<crate::compare::Cached>> {
         let cached = self.live.as_ref().and_then(|c| c.get_arc(kind, key)).flatten()?;
         match self.memo.written(key) {
             Some(w) if cached.resource_version() != Some(w.as_str()) => None,
@@ -177,7 +177,7 @@ impl Context {
     /// found before the object is prepared, which changes neither its identity nor what
     /// the boundaries read. Same manifest and same live resourceVersion as last time:
     /// same answer.
-    fn recall(&self, scope: &Scope<'_>, m: &Manifest, object: &Value, kind: &Kind) -> Recalled {
+    fn recall(self, scope: &Scope<'_>, m: &Manifest, object: &Value, kind: &Kind) -> Recalled {
         let installation = self.config.settings.installation_id.as_deref();
         let manifest_hash = prepared_hash(m.digest(), scope, installation, kind.namespaced, &m.source);
         let inside = object::identity(object, kind.namespaced, scope.namespace)
@@ -195,7 +195,7 @@ impl Context {
     /// prepared (its effective options merged once) → inside the boundaries → its live
     /// object → missing, or claimed, dry-run and judged. Each step that ends the
     /// comparison early returns the comparison it ended with.
-    async fn compare_unmasked(&self, scope: &Scope<'_>, m: &Manifest, object: Value) -> Arc<Compared> {
+    async fn compare_unmasked(self, scope: &Scope<'_>, m: &Manifest, object: Value) -> Arc<Compared> {
         let source = m.source.as_str();
         let kind = match self.cluster.kind(m.api_version(), m.kind()).await {
             Ok(k) => k,
@@ -209,16 +209,18 @@ impl Context {
         let prepared = object::prepare(object, kind.namespaced, scope.app, scope.namespace, installation, source);
         let s = match prepared {
             Ok(p) => Subject::new(p, kind, scope.defaults, source),
-            Err(r) => return Arc::new(Compared::early(r.key, r.obj, Some(kind), ObjectReason::Error(r.message), source)),
+            Err(r) => {
+                return Arc::new(Compared::early(r.key, r.obj, Some(kind), ObjectReason::Error(r.message), source));
+            }
         };
         match self.compare_prepared(scope, &s, &recalled).await {
             Ok(c) | Err(c) => c,
         }
     }
 
-    /// [`Context::compare_unmasked`] once the object is prepared.
+    /// [`Io::compare_unmasked`] once the object is prepared.
     async fn compare_prepared(
-        &self,
+        self,
         scope: &Scope<'_>,
         s: &Subject<'_>,
         recalled: &Recalled,
@@ -234,7 +236,8 @@ impl Context {
         if let (Some(Remembered::Synced), Some(_)) = (&recalled.remembered, &recalled.cached)
             && !s.effective.apply_all
         {
-            let c = Compared::synced(s.key.clone(), s.obj.clone(), s.kind.clone(), s.kept(recalled, Value::Null), s.source);
+            let c =
+                Compared::synced(s.key.clone(), s.obj.clone(), s.kind.clone(), s.kept(recalled, Value::Null), s.source);
             return Ok(s.with(c));
         }
         let Some(live_obj) = self.live_of(scope, s, recalled).await? else {
@@ -269,13 +272,16 @@ impl Context {
     /// known absent); read whole when a takeover needs its `managedFields` (the cache
     /// compacts them).
     async fn live_of(
-        &self,
+        self,
         scope: &Scope<'_>,
         s: &Subject<'_>,
         recalled: &Recalled,
     ) -> Result<Option<Value>, Arc<Compared>> {
         let get = || async {
-            self.cluster.get(&s.kind, &s.key).await.map_err(|e| s.early(s.obj.clone(), ObjectReason::Error(e.to_string())))
+            self.cluster
+                .get(&s.kind, &s.key)
+                .await
+                .map_err(|e| s.early(s.obj.clone(), ObjectReason::Error(e.to_string())))
         };
         let live = match recalled.cached.as_ref().map(|o| crate::watch::with_types(o, &s.kind)) {
             Some(l) => Some(l),
@@ -291,7 +297,9 @@ impl Context {
         // A takeover merges hand-made fields into plumb's own managedFields entry, which
         // the watch cache does not keep: read the whole object for it.
         match live {
-            Some(l) if crate::watch::compacted(&l) && crate::compare::managers::takeover(&l, s.hand(scope)).is_some() => {
+            Some(l)
+                if crate::watch::compacted(&l) && crate::compare::managers::takeover(&l, s.hand(scope)).is_some() =>
+            {
                 get().await
             }
             other => Ok(other),
@@ -303,9 +311,15 @@ impl Context {
     /// what the server would reject (not possible yet when its namespace is still to be
     /// created: 404). A sync skips it: a create that fails writes nothing and fails the
     /// sync anyway.
-    async fn compare_missing(&self, scope: &Scope<'_>, s: &Subject<'_>) -> Result<Arc<Compared>, Arc<Compared>> {
+    async fn compare_missing(self, scope: &Scope<'_>, s: &Subject<'_>) -> Result<Arc<Compared>, Arc<Compared>> {
         if let Some(f) = object::ran_before(&s.key, s.digest.as_deref(), scope.finished) {
-            return Ok(s.with(Compared::early(s.key.clone(), s.obj.clone(), Some(s.kind.clone()), ObjectReason::Finished(f.clone()), s.source)));
+            return Ok(s.with(Compared::early(
+                s.key.clone(),
+                s.obj.clone(),
+                Some(s.kind.clone()),
+                ObjectReason::Finished(f.clone()),
+                s.source,
+            )));
         }
         let desired = if scope.validate_new {
             match scope.writer.apply_validated(&s.kind, &s.key, &s.obj, true, s.strict()).await {
@@ -319,7 +333,8 @@ impl Context {
             // a policy pass shows no sides (`keep_sides`): it sends `obj`
             Value::Null
         };
-        let mut c = Compared::early(s.key.clone(), s.obj.clone(), Some(s.kind.clone()), ObjectReason::Missing, s.source);
+        let mut c =
+            Compared::early(s.key.clone(), s.obj.clone(), Some(s.kind.clone()), ObjectReason::Missing, s.source);
         c.desired = desired;
         Ok(s.with(c))
     }
@@ -327,7 +342,7 @@ impl Context {
     /// Git's side as the server answers it for `apply` (remembered, or a dry-run: on our
     /// side when the server cannot answer one), judged against `live_obj`.
     async fn dry_run_and_judge(
-        &self,
+        self,
         scope: &Scope<'_>,
         s: &Subject<'_>,
         mut apply: Value,
@@ -394,7 +409,7 @@ impl Context {
     /// wrote `live_obj` and nothing has since, the object itself (normalized and
     /// stripped as a dry-run's answer is; see `Memo::applied_here`).
     fn recalled_dry_run(
-        &self,
+        self,
         key: &ObjectKey,
         (apply_hash, live_hash): (u64, u64),
         live_obj: &Value,
@@ -464,11 +479,11 @@ impl<'a> Subject<'a> {
     }
 }
 
-/// What [`Context::recall`] found.
+/// What [`Io::recall`] found.
 struct Recalled {
     /// The key of the manifest into the memory of comparisons ([`prepared_hash`]).
     manifest_hash: u64,
-    /// The watch cache's object, when trusted ([`Context::trusted_cached`]).
+    /// The watch cache's object, when trusted ([`Io::trusted_cached`]).
     cached: Option<Arc<crate::compare::Cached>>,
     /// Its resourceVersion.
     live_rv: Option<String>,

@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::Value;
 
-use super::Context;
+use super::Io;
 use crate::{
     cluster::Kind,
     compare::{Cached, Compared, SyncStatus},
@@ -85,7 +85,7 @@ impl Owned {
     }
 }
 
-impl Context {
+impl Io<'_> {
     /// Lists, for every kind in `kinds`, the objects `app` owns (tracking-id naming the
     /// application and the object) that are not among `desired`: the prune candidates,
     /// those already being deleted included (they exist until their finalizers go).
@@ -96,7 +96,7 @@ impl Context {
     /// the objects are still there through another version). A kind none of whose
     /// versions is served any more has no objects left: nothing to prune.
     pub(super) async fn prune_candidates(
-        &self,
+        self,
         app: &str,
         desired: &HashSet<ObjectKey>,
         kinds: &BTreeSet<(String, String)>,
@@ -104,8 +104,7 @@ impl Context {
     ) -> Candidates {
         let mut out = Candidates::default();
         let installation = self.config.settings.installation_id.as_deref();
-        let groups: BTreeSet<(&str, &str)> =
-            kinds.iter().map(|(av, k)| (group_of(av), k.as_str())).collect();
+        let groups: BTreeSet<(&str, &str)> = kinds.iter().map(|(av, k)| (group_of(av), k.as_str())).collect();
         for (group, kind_name) in groups {
             let (kind, objs) = match self.list_served(group, kind_name, app, desired).await {
                 Ok(Some(found)) => found,
@@ -167,7 +166,7 @@ impl Context {
     /// (the garbage collector will remove the object) or to a kind no longer served
     /// protects nothing; a reference without `controller: true` is a dependency link, not
     /// control (argocd-21).
-    async fn live_controller(&self, obj: &Value) -> Option<String> {
+    async fn live_controller(self, obj: &Value) -> Option<String> {
         let refs = obj.pointer("/metadata/ownerReferences")?.as_array()?;
         let owner = refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
         let s = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
@@ -188,7 +187,7 @@ impl Context {
     /// resource), once more after discovery is refreshed. `None` when no version of the
     /// kind is served.
     async fn list_served(
-        &self,
+        self,
         group: &str,
         kind: &str,
         app: &str,
@@ -219,7 +218,7 @@ impl Context {
     /// The objects of `kind` labelled for `app` (watch cache, else a LIST), those in
     /// `desired` left out before the (costly) conversion of cached objects.
     async fn list_owned(
-        &self,
+        self,
         kind: &Kind,
         app: &str,
         desired: &HashSet<ObjectKey>,
@@ -245,7 +244,7 @@ impl Context {
     /// Pods (and, for a Deployment, ReplicaSets) a workload owns, from the watch cache
     /// (read through `children`, which one pass keeps); none without watches or before
     /// they are ready (health then uses status only).
-    pub(super) async fn children(&self, c: &Compared, children: &mut Children) -> Owned {
+    pub(super) async fn children(self, c: &Compared, children: &mut Children) -> Owned {
         let (Some(cache), Some(live)) = (&self.live, &c.live) else { return Owned::default() };
         let workload = crate::watch::has_children(&c.key.group, &c.key.kind);
         let Some(uid) = live.uid().filter(|_| workload) else {
@@ -276,7 +275,7 @@ impl Context {
     /// declared in Git (nor created by `CreateNamespace=true`) as errors, so a preview
     /// does not promise what the sync cannot do. A namespace declared in Git makes its
     /// objects "missing" (created after it), never an error.
-    pub(super) async fn check_namespaces(&self, compared: &mut [Arc<Compared>], app_namespace: &str, create: bool) {
+    pub(super) async fn check_namespaces(self, compared: &mut [Arc<Compared>], app_namespace: &str, create: bool) {
         let declared: HashSet<String> = compared
             .iter()
             .filter(|c| c.key.group.is_empty() && c.key.kind == "Namespace")
@@ -308,7 +307,7 @@ impl Context {
     }
 
     /// Whether a Namespace exists (true when that cannot be told: the apply will say).
-    async fn namespace_exists(&self, name: &str) -> bool {
+    async fn namespace_exists(self, name: &str) -> bool {
         match self.cluster.kind("v1", "Namespace").await {
             Ok(kind) => !matches!(self.cluster.get(&kind, &namespace_key(name)).await, Ok(None)),
             Err(_) => true,
@@ -317,7 +316,7 @@ impl Context {
 
     /// `CreateNamespace=true`: creates `namespace` when it does not exist; failures are
     /// logged (the applies into it then say what went wrong).
-    pub(super) async fn ensure_namespace(&self, writer: &crate::cluster::Cluster, app: &str, namespace: &str) {
+    pub(super) async fn ensure_namespace(self, writer: &crate::cluster::Cluster, app: &str, namespace: &str) {
         if self.namespace_exists(namespace).await {
             return;
         }
@@ -338,7 +337,7 @@ impl Context {
     /// read from the refs `refs_since` accepts: the pass's own) no longer
     /// declares `key`. Unreadable renders and applications of other policies keep it
     /// theirs.
-    pub(super) async fn moved_here(&self, live: &Value, key: &ObjectKey, refs_since: crate::source::Since) -> bool {
+    pub(super) async fn moved_here(self, live: &Value, key: &ObjectKey, refs_since: crate::source::Since) -> bool {
         let Some(owner) = tracking::tracked_app(live) else { return false };
         let Ok((app, _, repo)) = self.app(owner) else { return false };
         match self.sources.desired(owner, repo, &app.revision.value, &app.path.value, refs_since).await {
@@ -359,7 +358,7 @@ impl Context {
     /// and lets [`plan::hand_over`] hold what moved there. Returns the objects handed
     /// over.
     pub(super) async fn hand_over(
-        &self,
+        self,
         name: &str,
         candidates: &mut [PruneCandidate],
         refs_since: crate::source::Since,
@@ -396,7 +395,7 @@ impl Context {
     /// application tracks, as `Kind/namespace/name`, sorted. Looks at the common
     /// namespaced kinds and every kind the application applied.
     pub(super) async fn orphaned_resources(
-        &self,
+        self,
         env: &Environment,
         namespaces: &BTreeSet<String>,
         kinds: &BTreeSet<(String, String)>,

@@ -10,17 +10,17 @@ use std::{
 
 use serde_json::Value;
 
-use super::{Context, Found, assess::Observed, inventory::Children};
+use super::{Found, Io, assess::Observed, inventory::Children};
 use crate::{
     compare::{Compared, ObjectReason, SyncStatus, object},
     config::{Application, Environment},
     health::{self, Health, HealthStatus},
 };
 
-impl Context {
+impl Io<'_> {
     /// What stage 4 reads for `found` of application `app` at `now`.
     pub(super) async fn observe(
-        &self,
+        self,
         (app, env): (&Application, &Environment),
         found: &Found,
         kinds: &BTreeSet<(String, String)>,
@@ -57,12 +57,11 @@ impl Context {
         Observed { health, watch_errors, orphaned }
     }
 
-
     /// The health of compared object `c` of application `app`, from its live object
     /// and its children (read through `children`); remembered while neither changed,
     /// when the assessment did not read the clock.
     async fn health_of(
-        &self,
+        self,
         c: &Compared,
         app: &str,
         children: &mut Children,

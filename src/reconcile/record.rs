@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use super::{AppState, Context, Error, Mode};
+use super::{AppState, Error, Mode, Recorder};
 use crate::{
     compare::SyncStatus,
     health::HealthStatus,
@@ -11,11 +11,11 @@ use crate::{
     status::{self, AppStatus, EventReason, SyncRecord, SyncResult, short},
 };
 
-impl Context {
+impl Recorder<'_> {
     /// Records a pass, the one place that tells of its end: in writing modes (when this
-    /// process owns the status: [`Context::without_records`] records nothing) a
+    /// process owns the status: [`super::Context::without_records`] records nothing) a
     /// `HealthChanged` Event when health changed, status and history saved when they
-    /// changed, then [`Context::signals`]; in every mode the pass metrics. A sync made
+    /// changed, then [`Recorder::signals`]; in every mode the pass metrics. A sync made
     /// by the CLI (`plumb sync --local` with no server serving) is recorded and
     /// signalled as the server's are: the history and the Events tell one story.
     #[allow(clippy::too_many_arguments)]

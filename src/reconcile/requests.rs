@@ -4,7 +4,7 @@
 //! automated sync and selfHeal, a pin replaces the tracked ref's head by a recorded
 //! revision (`plumb rollback`).
 
-use super::{Context, Error, Mode};
+use super::{Error, Io, Mode};
 use crate::{
     config::{Application, Environment, Repository},
     status::{self, AppStatus, Condition, ConditionType, EventReason, Pin, ROLLBACK_ANNOTATION, short},
@@ -47,7 +47,7 @@ impl Requested {
     }
 }
 
-impl Context {
+impl Io<'_> {
     /// Reads the requests on `app`'s resource: what they change for this pass and what
     /// its status shows of those in force (the pause, the pin, the handled sync
     /// request), with their Events. Previews and comparisons only show the pause and
@@ -58,7 +58,7 @@ impl Context {
     /// resolved or is refused is a `SyncError` condition, not an error: the pass goes
     /// on with the tracked ref.
     pub(super) async fn requested(
-        &self,
+        self,
         previous: &AppStatus,
         (app, env, repo): (&Application, &Environment, &Repository),
         mode: Mode,
@@ -115,7 +115,7 @@ impl Context {
     /// neither when it is released (the tracked ref moved with `until_next_commit`) or
     /// refused (not an ancestor of the tracked ref without `force`; unresolvable).
     async fn pin(
-        &self,
+        self,
         out: &mut Requested,
         previous: &AppStatus,
         mut pin: Pin,
@@ -175,12 +175,6 @@ impl Context {
         out.pinned = Some(pin);
         out.revision = Some(target);
         Ok(())
-    }
-
-    /// An Event on application `app`'s resource.
-    pub(super) async fn event(&self, app: &str, warning: bool, reason: EventReason, note: String) {
-        let object = status::store::event_object(&self.config.settings.status_namespace, app);
-        self.cluster.event(&object, warning, reason, note).await;
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use serde_json::Value;
 
-use super::{Context, Found, assess, compare::Scope};
+use super::{Found, Io, assess, compare::Scope};
 use crate::{
     apply,
     compare::{Compared, SyncStatus, object},
@@ -35,12 +35,12 @@ pub(super) struct SyncInput<'a> {
     pub create_namespace: bool,
 }
 
-impl Context {
+impl Io<'_> {
     /// Runs a planned sync ([`crate::apply::run`]) and records its outcome in `st`
     /// ([`assess::refused`], [`assess::synced`]); returns its record, continuing the
     /// last one when this is the same sync's next wave ([`status::continue_sync`]), and
     /// named `Rollback` when a pin is synced.
-    pub(super) async fn sync(&self, st: &mut AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> SyncRecord {
+    pub(super) async fn sync(self, st: &mut AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> SyncRecord {
         if s.create_namespace {
             self.ensure_namespace(scope.writer, scope.app, scope.namespace).await;
         }
@@ -77,7 +77,7 @@ impl Context {
     }
 
     /// The writes of a sync: [`apply::run`] over the pass's comparisons.
-    async fn apply(&self, st: &AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> apply::Outcome {
+    async fn apply(self, st: &AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> apply::Outcome {
         let compared = &s.found.compared;
         let job = apply::Job {
             app: &st.app,
@@ -98,7 +98,7 @@ impl Context {
 
     /// An object whose kind a CRD of this sync defines: once that CRD is served,
     /// compared again (now with its kind, namespace and tracking-id).
-    async fn recompare(&self, scope: &Scope<'_>, c: Arc<Compared>) -> Result<Arc<Compared>, apply::WriteError> {
+    async fn recompare(self, scope: &Scope<'_>, c: Arc<Compared>) -> Result<Arc<Compared>, apply::WriteError> {
         let api_version = c.apply.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         self.cluster.wait_kind(api_version, &c.key.kind, apply::CRD_TIMEOUT).await?;
         let no_crds = object::CrdKinds::new();
