@@ -1,24 +1,39 @@
 //! One reconcile pass of one application — the one place that sequences IO and the pure
-//! core, as a short list of stage calls ([`Context::run_pass`]), each stage's IO in its
-//! own file:
+//! core, as a short list of stage calls ([`Context::pass`]). Each stage returns what it
+//! found; its IO is in its own file, behind a view of the context ([`Io`]; the record
+//! stage's [`Recorder`]) that holds no other pass's state:
 //!
+//! 0. **requests** on the application's resource: sync, pause, pin (`requests.rs` →
+//!    `Requested`);
 //! 1. **source**: resolve the revision, read and render the application's files
-//!    ([`crate::source::Pool`]);
+//!    ([`crate::source::Pool`] → `Sourced`, or a [`PassFailure`]), and what comparing
+//!    needs of the application (`Prepared`: rules, options, boundary, writer);
 //! 2. **compare** each object with its live version (`compare.rs` reads and dry-runs,
 //!    [`crate::compare::object`] judges); list what the application owns that Git no
-//!    longer declares (`inventory.rs`);
+//!    longer declares (`inventory.rs`) → `CompareStage`;
 //! 3. **plan** what a sync would do ([`crate::plan::plan`]), holding back what moved to
 //!    another application ([`crate::plan::hand_over`]);
-//! 4. **assess** health and status (`assess.rs`; [`crate::status::roll_up`]);
-//! 5. **decide** whether to sync ([`crate::plan::decide`]: policy, selfHeal backoff,
-//!    refusals recorded once) and **sync** (`sync.rs`; [`crate::apply`]: waves, CRD
-//!    waits, prune);
-//! 6. **record** Events, status and history in the cluster, metrics (`record.rs`).
+//! 4. **observe** health and the rest the status reads (`observe.rs` → `Observed`), and
+//!    **assess**: the status, built by the pure assessor (`assess.rs`) from the values
+//!    above, and the gate ([`crate::plan::decide`]: policy, selfHeal backoff, refusals
+//!    recorded once);
+//! 5. **sync** (`sync.rs`; [`crate::apply`]: waves, CRD waits, prune), its outcome in
+//!    the status through the assessor;
+//! 6. **record** status and history in the cluster, the Events and metrics of the
+//!    pass's end (`record.rs`).
 //!
-//! What a process remembers between passes (dry-runs, comparisons, its own writes,
-//! selfHeal state) is in `memo.rs`. A failed fetch or render stops the pass before
-//! anything is compared or written: the application becomes Unknown with the error, and
-//! the last synced revision stays recorded as what runs.
+//! Where things are added, one place each: a status field is set in `assess.rs` (the
+//! only writer of status fields besides the record stage); a sync option is a row of
+//! [`crate::config::SYNC_OPTIONS`]; a render tool is a file of `render/` and an arm of
+//! [`crate::render::tools`]; an Event is a variant of [`crate::status::EventReason`].
+//!
+//! What one application carries from pass to pass is its [`AppState`], owned by
+//! whoever runs its passes (the scheduler's actor under `plumb serve`); what the
+//! process remembers of objects for every application (dry-runs, comparisons, its own
+//! writes, health verdicts) is in `memo.rs`. The pass reads the clock once (`Clock`). A
+//! failed fetch or render stops the pass before anything is compared or written: the
+//! application becomes Unknown with the error, and the last synced revision stays
+//! recorded as what runs.
 
 mod assess;
 mod compare;
