@@ -525,7 +525,8 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
 /// `plumb diff`: a compare-only pass, printed as unified diffs (colored on a terminal)
 /// or JSON.
 async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) -> anyhow::Result<ExitCode> {
-    let report = ctx.run_pass(app, Mode::CompareOnly, revision).await?;
+    let fresh = crate::source::Freshness::Now;
+    let report = ctx.pass(&mut crate::reconcile::AppState::default(), app, Mode::CompareOnly, revision, fresh).await?;
     let diffs = report.diffs();
     let differs = diffs.iter().any(|d| !d.reason.is_empty());
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {

@@ -892,7 +892,7 @@ impl Context {
             fail_on_shared: options.fail_on_shared,
             rewritten: rewritten.as_deref(),
             paused: p.requested.paused,
-            now: Instant::now(),
+            now: p.clock.started,
         };
         let (st, excluded, decision) = assess::judged(base, &a, &gate, state);
         Judged { st, plan: the_plan, excluded, decision }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use crate::{
     compare::ObjectReason,
-    reconcile::{Context, Mode},
+    reconcile::{AppState, Context, Mode},
     status::ConditionType,
 };
 
@@ -32,15 +32,18 @@ pub async fn sync_command(
     timeout: std::time::Duration,
 ) -> anyhow::Result<ExitCode> {
     use crate::status::SyncResult;
+    // the command's passes carry their state from one to the next, as an actor's do
+    let mut state = AppState::default();
+    let now = crate::source::Freshness::Now;
     if dry_run {
-        let report = ctx.run_pass(app, Mode::Preview { prune, approve }, None).await?;
+        let report = ctx.pass(&mut state, app, Mode::Preview { prune, approve }, None, now).await?;
         print!("{}", preview(&report));
         let held = report.status.conditions.iter().any(|c| c.type_ == ConditionType::SyncError);
         let bad = report.status.sync == crate::compare::SyncStatus::Unknown || report.plan.refused.is_some() || held;
         return Ok(ExitCode::from(u8::from(bad)));
     }
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+    let mut report = ctx.pass(&mut state, app, Mode::Manual { prune, approve }, None, now).await?;
     let mut said = String::new();
     while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
         if r.message != said {
@@ -53,10 +56,10 @@ pub async fn sync_command(
             return Ok(ExitCode::from(1));
         }
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-        report = ctx.run_pass(app, Mode::Manual { prune, approve }, None).await?;
+        report = ctx.pass(&mut state, app, Mode::Manual { prune, approve }, None, now).await?;
     }
     if let Some(timeout) = wait {
-        return wait_for_health(ctx, app, report, timeout).await;
+        return wait_for_health((ctx, &mut state), app, report, timeout).await;
     }
     match &report.sync {
         Some(r) => {
@@ -167,7 +170,7 @@ pub fn preview(report: &crate::reconcile::PassReport) -> String {
 /// Synced and Healthy (exit 0), something is Degraded (exit 1) or `timeout` passes
 /// (exit 1).
 async fn wait_for_health(
-    ctx: &Context,
+    (ctx, state): (&Context, &mut AppState),
     app: &str,
     first: crate::reconcile::PassReport,
     timeout: std::time::Duration,
@@ -229,6 +232,6 @@ async fn wait_for_health(
             }
             _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
         }
-        r = ctx.run_pass(app, Mode::Observe, None).await?;
+        r = ctx.pass(state, app, Mode::Observe, None, crate::source::Freshness::Now).await?;
     }
 }
