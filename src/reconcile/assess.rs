@@ -881,4 +881,16 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].object.as_str(), rows[0].reason.as_str()), ("ConfigMap/web/old", "requires pruning"));
     }
+
+    #[test]
+    fn a_pass_ends_with_the_kinds_it_applied_and_its_sync() {
+        let mut st = base();
+        let kinds: std::collections::BTreeSet<(String, String)> =
+            [("v1".to_string(), "ConfigMap".to_string())].into_iter().collect();
+        ended(&mut st, &kinds, None);
+        assert_eq!((st.kinds.len(), st.last_sync.is_none()), (1, true));
+        let rec = SyncRecord::new("c2", SyncReason::NewRevision);
+        ended(&mut st, &std::collections::BTreeSet::new(), Some(&rec));
+        assert!(st.kinds.is_empty() && st.last_sync == Some(rec), "a kind no longer applied is forgotten");
+    }
 }

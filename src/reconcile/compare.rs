@@ -509,3 +509,31 @@ fn live_hash(normalized_live: &Value, live_obj: &Value) -> u64 {
     let managed = live_obj.pointer("/metadata/managedFields").map_or(0, value_hash);
     value_hash(normalized_live) ^ managed.rotate_left(1)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// The object's options merge over the application's once, for every step's
+    /// decisions; its comparison keeps its own, with its wave and finished digest.
+    #[test]
+    fn a_subject_merges_its_options_once_and_keeps_its_own() {
+        let obj = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "web"}, "spec": {"ttlSecondsAfterFinished": 60}});
+        let key = ObjectKey::of(&obj).unwrap();
+        let own = SyncOptions::parse(["Replace=true"]);
+        let p = object::Prepared { key: key.clone(), obj: obj.clone(), wave: 2, options: own.clone() };
+        let resource = kube::core::ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&());
+        let kind = Kind { resource: Arc::new(resource), namespaced: true };
+        let app = SyncOptions::parse(["Validate=false", "Adopt=true"]);
+        let s = Subject::new(p, kind, &app, "job.yaml#1");
+        assert!(s.effective.replace && s.effective.adopt && !s.strict(), "{:?}", s.effective);
+        let c = s.with(Compared::early(key, obj, None, ObjectReason::Missing, "job.yaml#1"));
+        assert_eq!((c.wave, &c.options), (2, &own));
+        assert!(c.finished_digest.is_some(), "a Job the cluster removes once finished keeps its manifest digest");
+        assert_eq!(s.early(Value::Null, ObjectReason::Error("x".into())).wave, 0, "an early end carries no wave");
+    }
+}

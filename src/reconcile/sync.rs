@@ -127,3 +127,34 @@ pub(super) fn heal_after(
         h
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn heal() -> plan::HealState {
+        plan::HealState {
+            revision: "c2".into(),
+            drift: 1,
+            attempts: 1,
+            next: std::time::Instant::now(),
+            stuck: None,
+            failed: false,
+        }
+    }
+
+    #[test]
+    fn a_self_heal_sync_that_did_not_succeed_is_marked_failed() {
+        let rec = |result| SyncRecord { result, ..SyncRecord::new("c2", SyncReason::SelfHeal) };
+        let failed = heal_after(Some(heal()), Some(SyncReason::SelfHeal), Some(&rec(SyncResult::Failed)));
+        assert!(failed.unwrap().failed);
+        let done = heal_after(Some(heal()), Some(SyncReason::SelfHeal), Some(&rec(SyncResult::Succeeded)));
+        assert!(!done.unwrap().failed);
+        // another reason's sync, or none, leaves the state as the gate left it
+        let manual = heal_after(Some(heal()), Some(SyncReason::Manual), Some(&rec(SyncResult::Failed)));
+        assert!(!manual.unwrap().failed);
+        assert!(heal_after(None, Some(SyncReason::SelfHeal), Some(&rec(SyncResult::Failed))).is_none());
+    }
+}
