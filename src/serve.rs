@@ -269,7 +269,11 @@ fn start_pollers(
                             }
                         }
                         Ok(Err(e)) => tracing::warn!(repository = poller.repository(), "polling: {e}"),
-                        Err(_) => tracing::warn!(repository = poller.repository(), "polling: no answer in {limit:?}"),
+                        Err(_) => tracing::warn!(
+                            repository = poller.repository(),
+                            "polling: no answer in {}",
+                            crate::config::shown_duration(limit)
+                        ),
                     }
                 }
                 tokio::select! {

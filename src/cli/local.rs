@@ -52,7 +52,7 @@ pub async fn sync_command(
             said.clone_from(&r.message);
         }
         if tokio::time::Instant::now() >= deadline {
-            println!("{app}: sync still running after {timeout:?}");
+            println!("{app}: sync still running after {}", crate::config::shown_duration(timeout));
             return Ok(ExitCode::from(1));
         }
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
@@ -217,7 +217,7 @@ async fn wait_for_health(
                 return Ok(ExitCode::from(1));
             }
             _ if tokio::time::Instant::now() >= deadline => {
-                println!("{app}: still {} / {} after {timeout:?}", st.sync, st.health);
+                println!("{app}: still {} / {} after {}", st.sync, st.health, crate::config::shown_duration(timeout));
                 for x in
                     st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
                 {

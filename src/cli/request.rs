@@ -103,7 +103,10 @@ pub async fn run(
         if tokio::time::Instant::now() >= deadline {
             progress.done();
             let what = if answered { "the sync is still running" } else { "no plumb server answered" };
-            eprintln!("{app}: {what} after {timeout:?} (namespace {namespace}; is `plumb serve` running?)");
+            eprintln!(
+                "{app}: {what} after {} (namespace {namespace}; is `plumb serve` running?)",
+                crate::config::shown_duration(timeout)
+            );
             return Ok(ExitCode::from(if answered { 1 } else { 3 }));
         }
         progress.tick(if answered { "sync running" } else { "waiting for the server" });

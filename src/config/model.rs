@@ -573,6 +573,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if total.is_zero() { Err(bad()) } else { Ok(total) }
 }
 
+/// `d` as messages show a duration: seconds with the unit, `300s`, `1.5s` (what
+/// [`parse_duration`] reads back).
+pub fn shown_duration(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
 /// How health is assessed (the `health:` block of an environment). Every field is
 /// optional; the defaults are those of [`crate::health::HealthSettings`].
 ///
