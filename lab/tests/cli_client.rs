@@ -280,3 +280,44 @@ async fn a_local_sync_leaves_a_serving_plumbs_status_alone() {
     );
     assert_eq!(after_history.len(), 1);
 }
+
+/// A local sync that records (no server serving) announces itself with the server's
+/// Events; one that a serving plumb keeps out of the status announces nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_sync_announces_itself_only_when_it_records() {
+    let (status_ns, ns) = ("plumb-cli-events", "cli-events");
+    let app = App::new(
+        status_ns,
+        "cli-events",
+        ns,
+        "syncPolicy: {syncOptions: [CreateNamespace=true]}",
+        &[("cm.yaml", &cm(ns, "settings", "1"))],
+    )
+    .await;
+    let policy = app.policy.to_str().unwrap();
+    let synced = |events: &[k8s_openapi::api::core::v1::Event]| {
+        events.iter().filter(|e| e.reason.as_deref() == Some("SyncSucceeded")).count()
+    };
+    let (code, out, err) = plumb_cli(&["sync", "cli-events", "--local", "-c", policy]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let events = wait_for("the local sync's SyncSucceeded Event", Duration::from_secs(30), || async {
+        let events = app.ctx.store.events("cli-events").await.unwrap();
+        (synced(&events) == 1).then_some(events)
+    })
+    .await;
+    let note = events.iter().find(|e| e.reason.as_deref() == Some("SyncSucceeded")).and_then(|e| e.message.clone());
+    assert!(note.as_deref().is_some_and(|n| n.contains("Manual") && n.ends_with("Succeeded")), "{note:?}");
+
+    // a server holds plumb's Lease: the local sync writes no status and no status Event
+    let renewed = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    kubectl_apply(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
+    ));
+    app.commit(&[("cm.yaml", &cm(ns, "settings", "2"))], &[]);
+    let (code, out, err) = plumb_cli(&["sync", "cli-events", "--local", "-c", policy]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("no status written"), "{err}");
+    assert_eq!(kubectl(&["-n", ns, "get", "configmap", "settings", "-o", "jsonpath={.data.k}"]), "2");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(synced(&app.ctx.store.events("cli-events").await.unwrap()), 1, "the second sync announced itself");
+}
