@@ -353,7 +353,7 @@ struct Prepared {
 
 impl Prepared {
     /// The scope of each object's comparison in pass `p`.
-    fn scope<'a>(&'a self, ctx: &'a Context, p: &'a PassInput<'_>, refs_since: source::Since) -> Scope<'a> {
+    fn scope<'a>(&'a self, ctx: &'a Context, p: &'a PassInput<'_>) -> Scope<'a> {
         let mode = p.requested.mode;
         Scope {
             writer: self.writer.as_deref().unwrap_or(&ctx.cluster),
@@ -369,7 +369,7 @@ impl Prepared {
             validate_new: !mode.writes(),
             absent: None,
             keep_sides: mode != Mode::Policy,
-            refs_since,
+            refs_since: p.clock.refs_since,
         }
     }
 }
@@ -706,7 +706,7 @@ impl Context {
         // held until the pass ends: its objects' copies live that long
         let _objects = self.pass_objects.acquire_many(objects_weight(sourced.rendered.manifests.len())).await.ok();
         let mut timings = clock.timings();
-        let scope = prepared.scope(self, &p, clock.refs_since);
+        let scope = prepared.scope(self, &p);
         let read = reuse::Read { render: &sourced.rendered, previous: &previous, controls: &requested.controls };
         // 2. compare; the comparisons of the last pass serve again only between passes of the policy
         let policy_pass = requested.mode == Mode::Policy && revision.is_none();
@@ -1117,7 +1117,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_reads_the_clock_once_and_counts_its_stages_from_there() {
+    fn a_pass_s_timings_start_at_its_clock() {
         let clock = Clock::start(source::Freshness::Now);
         assert_eq!(clock.started_at, status::rfc3339(clock.now));
         let t = clock.timings();
