@@ -193,6 +193,11 @@ async fn count_big(client: &kube::Client, ns: &str) -> usize {
     })
 }
 
+/// How many ConfigMaps the commits that a fault interrupts mid-sync carry: enough that
+/// their sync outlasts the test's 200 ms look for the first one plus the fault's own
+/// start (400 applied in under that on a quiet machine, and the fault came too late).
+const MID_SYNC: usize = 2000;
+
 /// `n` ConfigMaps `big-0` … in one multi-document file.
 fn big_commit(f: &Fault, n: usize) -> String {
     (0..n).map(|i| f.cm(&format!("big-{i}"), &"x".repeat(2000))).collect::<Vec<_>>().join("---\n")
@@ -495,7 +500,7 @@ async fn rejected_apply_holds_prune_back() {
     assert_kept(&before, &after, &["ConfigMap/a"]);
 }
 
-/// 6. kube-apiserver dies (SIGKILL) while a commit of 400 ConfigMaps that also drops
+/// 6. kube-apiserver dies (SIGKILL) while a commit of [`MID_SYNC`] ConfigMaps that also drops
 /// `old` is being applied, and comes back on the same port with the same etcd: the pass
 /// ends with an error, not a panic; nothing was deleted; after the restart one pass
 /// converges. A control plane of its own, so that the other tests keep theirs.
@@ -511,7 +516,10 @@ async fn apiserver_stopped_mid_sync_then_restarted() {
     );
     assert_eq!(f.pass(app).await.status.sync, SyncStatus::Synced);
     let before = f.live();
-    let c2 = f.commit(&[("apiserver/old.yaml", None), ("apiserver/big.yaml", Some(&big_commit(&f, 400)))], "400 more");
+    let c2 = f.commit(
+        &[("apiserver/old.yaml", None), ("apiserver/big.yaml", Some(&big_commit(&f, MID_SYNC)))],
+        "the big commit",
+    );
 
     let ctx = f.ctx.clone();
     let pass = tokio::spawn(async move { ctx.run_pass("apiserver", Mode::Policy, None).await });
@@ -530,8 +538,8 @@ async fn apiserver_stopped_mid_sync_then_restarted() {
 
     tokio::task::block_in_place(|| cp.start_apiserver()).unwrap();
     let applied = count_big(&client, &f.ns).await;
-    eprintln!("kube-apiserver stopped with {applied} of 400 ConfigMaps applied");
-    assert!(applied < 400, "the API server was stopped only after the whole commit was applied");
+    eprintln!("kube-apiserver stopped with {applied} of {MID_SYNC} ConfigMaps applied");
+    assert!(applied < MID_SYNC, "the API server was stopped only after the whole commit was applied");
     assert_kept(&before, &f.live(), &[]);
 
     let r = f.pass(app).await;
@@ -539,7 +547,7 @@ async fn apiserver_stopped_mid_sync_then_restarted() {
     assert_eq!(rec.result, SyncResult::Succeeded, "{rec:?}");
     assert_eq!(rec.pruned, [f.cm_id("old")]);
     assert_eq!((r.status.sync, r.status.synced_revision.as_str()), (SyncStatus::Synced, c2.as_str()));
-    assert_eq!(count_big(&client, &f.ns).await, 400);
+    assert_eq!(count_big(&client, &f.ns).await, MID_SYNC);
     let (st, history) = f.stored(app);
     // what is stored is the status as the pass left it, its sync record capped to the
     // object names a ConfigMap keeps (status::fit)
@@ -551,7 +559,7 @@ async fn apiserver_stopped_mid_sync_then_restarted() {
     assert_kept(&without_old, &f.live(), &[]);
 }
 
-/// 7. `plumb sync` is killed (SIGKILL) while applying a commit of 400 ConfigMaps, then
+/// 7. `plumb sync` is killed (SIGKILL) while applying a commit of [`MID_SYNC`] ConfigMaps, then
 /// run again: the second run converges in its one pass; status and every history
 /// record parse; nothing was deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -562,7 +570,7 @@ async fn plumb_killed_mid_sync_converges_on_restart() {
     let (code, out, err) = f.cli(&["sync", app, "--local"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let before = f.live();
-    let c2 = f.commit(&[("killed/big.yaml", Some(&big_commit(&f, 400)))], "400 more");
+    let c2 = f.commit(&[("killed/big.yaml", Some(&big_commit(&f, MID_SYNC)))], "the big commit");
 
     let cache = f.lab.tmp.path().join("cli-cache");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
@@ -582,14 +590,14 @@ async fn plumb_killed_mid_sync_converges_on_restart() {
     child.kill().unwrap();
     child.wait().unwrap();
     let applied = count_big(&client, &f.ns).await;
-    eprintln!("plumb killed with {applied} of 400 ConfigMaps applied");
-    assert!(applied < 400, "plumb was killed only after the whole commit was applied");
+    eprintln!("plumb killed with {applied} of {MID_SYNC} ConfigMaps applied");
+    assert!(applied < MID_SYNC, "plumb was killed only after the whole commit was applied");
     f.stored(app);
 
     let (code, out, err) = f.cli(&["sync", app, "--local"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("Succeeded"), "{out}");
-    assert_eq!(count_big(&client, &f.ns).await, 400);
+    assert_eq!(count_big(&client, &f.ns).await, MID_SYNC);
     assert_kept(&before, &f.live(), &[]);
     let (st, history) = f.stored(app);
     assert_eq!(
