@@ -92,21 +92,27 @@ pub fn prune_approval(obj: &serde_json::Value, now: jiff::Timestamp) -> Result<b
     if age < -300 {
         return Err(format!("{PRUNE_APPROVED_ANNOTATION} `{text}` is in the future"));
     }
-    if !set_by_someone_else(obj, PRUNE_APPROVED_ANNOTATION, crate::FIELD_MANAGER) {
-        return Err(format!(
+    match set_by_someone_else(obj, PRUNE_APPROVED_ANNOTATION, crate::FIELD_MANAGER) {
+        Some(true) => Ok(true),
+        Some(false) => Err(format!(
             "{PRUNE_APPROVED_ANNOTATION} came from Git (written by plumb): an approval counts only when a person sets it on the live object (kubectl annotate)"
-        ));
+        )),
+        None => Err(format!(
+            "{PRUNE_APPROVED_ANNOTATION} could not be verified: the object was read without plumb's own managedFields entry"
+        )),
     }
-    Ok(true)
 }
 
 /// Whether annotation `name` of `obj` is owned, in `metadata.managedFields`, by a field
 /// manager other than `ours`: someone wrote it on the live object, rather than plumb
 /// applying it from Git. An object without managedFields says nothing either way and
-/// counts as someone else's (the API server always records them for writes).
-fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> bool {
+/// counts as someone else's (the API server always records them for writes). `None`
+/// when `ours` has a server-side apply entry whose field set is absent (an object as
+/// the watch cache keeps it, `watch::compact`): who wrote the annotation is unknown
+/// until the object is read whole.
+fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> Option<bool> {
     let Some(entries) = obj.pointer("/metadata/managedFields").and_then(serde_json::Value::as_array) else {
-        return true;
+        return Some(true);
     };
     let field = format!("f:{name}");
     let owners: Vec<&str> = entries
@@ -114,7 +120,18 @@ fn set_by_someone_else(obj: &serde_json::Value, name: &str, ours: &str) -> bool 
         .filter(|e| e.pointer("/fieldsV1/f:metadata/f:annotations").and_then(|a| a.get(&field)).is_some())
         .filter_map(|e| e.get("manager").and_then(serde_json::Value::as_str))
         .collect();
-    owners.is_empty() || owners.iter().any(|m| *m != ours)
+    if owners.iter().any(|m| *m != ours) {
+        return Some(true);
+    }
+    let field_set_dropped = entries.iter().any(|e| {
+        e.get("manager").and_then(serde_json::Value::as_str) == Some(ours)
+            && e.get("operation").and_then(serde_json::Value::as_str) == Some("Apply")
+            && e.get("fieldsV1").is_none()
+    });
+    if field_set_dropped {
+        return None;
+    }
+    Some(owners.is_empty())
 }
 
 /// Whether an object carries `plumb.dev/compare-options: IgnoreExtraneous`: when Git
@@ -1000,6 +1017,14 @@ mod tests {
         assert_eq!(prune_approval(&by(&["kubectl-annotate"]), now), Ok(true));
         assert_eq!(prune_approval(&by(&["plumb", "kubectl-annotate"]), now), Ok(true));
         assert!(prune_approval(&by(&["plumb"]), now).unwrap_err().contains("came from Git"));
+        // as the watch cache keeps it: plumb's own field set dropped, so unknown until read whole
+        let mut cached = a("2026-11-29T17:00:00Z");
+        cached["metadata"]["managedFields"] = serde_json::json!([{"manager": "plumb", "operation": "Apply"}]);
+        assert!(prune_approval(&cached, now).unwrap_err().contains("could not be verified"));
+        cached["metadata"]["managedFields"].as_array_mut().unwrap().push(serde_json::json!({
+            "manager": "kubectl-annotate", "operation": "Update",
+            "fieldsV1": {"f:metadata": {"f:annotations": {"f:plumb.dev/prune-approved": {}}}}}));
+        assert_eq!(prune_approval(&cached, now), Ok(true));
         assert!(health_ready(HealthStatus::Suspended) && !health_ready(HealthStatus::Progressing));
     }
 

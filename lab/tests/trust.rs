@@ -125,7 +125,18 @@ async fn existing_objects_are_adopted_only_when_asked_and_their_prune_needs_a_pe
 /// Git does not approve; the same annotation set by hand does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prune_approval_from_git_does_not_count() {
-    let ns = "tr-approve";
+    approval_from_git_does_not_count("tr-approve", false).await;
+}
+
+/// The same under `plumb serve`, whose live objects come from the watch cache: that
+/// cache drops plumb's own managedFields field set, which is what tells a Git-written
+/// approval from a person's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_approval_from_git_does_not_count_under_serve() {
+    approval_from_git_does_not_count("tr-approve-serve", true).await;
+}
+
+async fn approval_from_git_does_not_count(ns: &str, watches: bool) {
     kubectl(&["create", "namespace", ns]);
     let now = jiff::Timestamp::now().to_string();
     let confirm = cm(
@@ -134,7 +145,11 @@ async fn a_prune_approval_from_git_does_not_count() {
         &format!("  annotations: {{plumb.dev/sync-options: Prune=confirm, plumb.dev/prune-approved: \"{now}\"}}\n"),
     );
     let other = cm(ns, "other", "");
-    let app = App::new("plumb-tr-approve", "tr-approve", ns, AUTO, &[("a.yaml", &confirm), ("b.yaml", &other)]).await;
+    let status_ns = format!("plumb-{ns}");
+    let mut app = App::new(&status_ns, ns, ns, AUTO, &[("a.yaml", &confirm), ("b.yaml", &other)]).await;
+    if watches {
+        app.ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache-watched"), true).await;
+    }
     assert_eq!(app.settle().await.status.sync, SyncStatus::Synced);
     app.commit(&[], &["a.yaml"]);
     let r = app.pass(Mode::Policy).await;

@@ -126,7 +126,7 @@ impl Io<'_> {
                 if plan::ignores_extraneous(o) {
                     out.extraneous.insert(key.to_string());
                 }
-                let approval = plan::prune_approval(o, jiff::Timestamp::now());
+                let approval = self.prune_approval(&kind, &key, o).await;
                 let deletion = o.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).map(|since| {
                     let finalizers = o.pointer("/metadata/finalizers").and_then(Value::as_array);
                     plan::Deletion {
@@ -158,6 +158,22 @@ impl Io<'_> {
             }
         }
         out
+    }
+
+    /// [`plan::prune_approval`] of `obj`, judged on the object as the API server holds
+    /// it when `obj` came from the watch cache without plumb's own field set
+    /// ([`crate::watch::compacted`]): who wrote the annotation is in that field set.
+    async fn prune_approval(self, kind: &Kind, key: &ObjectKey, obj: &Value) -> Result<bool, String> {
+        let now = jiff::Timestamp::now();
+        let judged = plan::prune_approval(obj, now);
+        if judged.is_ok() || !crate::watch::compacted(obj) {
+            return judged;
+        }
+        match self.cluster.get(kind, key).await {
+            Ok(Some(whole)) => plan::prune_approval(&whole, now),
+            Ok(None) => Ok(false),
+            Err(e) => Err(format!("{} could not be verified: {e}", plan::PRUNE_APPROVED_ANNOTATION)),
+        }
     }
 
     /// The owner `obj` names as its controller (`ownerReferences[]` with `controller:
