@@ -26,7 +26,7 @@ use serde::Serialize;
 
 pub use boundary::Boundary;
 pub use decide::{Decision, Drifted, GateInput, HealState, Mode, decide, heal_backoff};
-pub use hand_over::{Claims, hand_over};
+pub use hand_over::{Claims, Unknown, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};
 
 pub use crate::config::{Propagation, SyncOptions};

@@ -699,6 +699,7 @@ impl Context {
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
         assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
+        self.memo.declare(name, &sourced.snapshot.revision, &sourced.rendered);
         let prepared = match self.prepare(app, env, &sourced.rendered).await {
             Ok(prepared) => prepared,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
@@ -863,7 +864,7 @@ impl Context {
         let (prune, approved) = mode.prune(policy.prune);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
-            found.candidates.extraneous.extend(self.io().hand_over(p.name, &mut candidates, p.clock.refs_since).await);
+            found.candidates.extraneous.extend(self.io().hand_over((p.app, &base.revision), &mut candidates).await);
         }
         let guards = plan::Guards {
             app: p.name,

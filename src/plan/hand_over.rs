@@ -1,24 +1,40 @@
 //! Hand-over: before anything is pruned, objects another application declares (at its
 //! own revision) have moved there — they are held for it to adopt, never deleted
 //! (Flux's and Argo CD's answer to an object moved between applications in two commits
-//! whose order is not known). When another application's desired state cannot be read,
-//! nothing can be told, so every candidate is held. Pure: the caller renders the other
-//! applications.
+//! whose order is not known). What each other application declares is its last
+//! rendered state, as its own passes left it: the check fetches and renders nothing, so
+//! one slow or unreachable repository holds no other application's prune. When what
+//! an application declares is not known (it has not rendered since plumb started, or
+//! only at an older commit of the branch this pass read), the candidates it could own
+//! (its boundary lets it write them) are held, and only those. Pure: the caller
+//! gathers the claims.
 
 use std::collections::HashMap;
 
-use super::PruneCandidate;
+use super::{Boundary, PruneCandidate};
 use crate::tracking::ObjectKey;
 
 /// What the other applications declare: the objects by key (namespaced objects without
 /// a namespace already defaulted to that application's namespace) and the application,
-/// plus the applications whose desired state could not be read (`app: error` each).
+/// plus the applications whose declared objects are not known.
 #[derive(Debug, Clone, Default)]
 pub struct Claims {
     /// Object → the first application declaring it.
     pub objects: HashMap<ObjectKey, String>,
-    /// Applications that could not be read, `app: error` each.
-    pub unreadable: Vec<String>,
+    /// Applications whose declared objects are not known.
+    pub unknown: Vec<Unknown>,
+}
+
+/// An application whose declared objects are not known: it may own whatever its
+/// boundary lets it write.
+#[derive(Debug, Clone)]
+pub struct Unknown {
+    /// The application.
+    pub app: String,
+    /// Why it is not known (`not rendered since plumb started`, …).
+    pub why: String,
+    /// What it may write ([`Boundary::check`]).
+    pub boundary: Boundary,
 }
 
 impl Claims {
@@ -41,6 +57,16 @@ impl Claims {
                 .min()
         })
     }
+
+    /// The applications not known whose boundaries let them write `k`, as `app (why)`.
+    fn could_own(&self, k: &ObjectKey) -> Vec<String> {
+        let namespaced = !k.namespace.is_empty();
+        self.unknown
+            .iter()
+            .filter(|u| u.boundary.check(k, namespaced, &serde_json::Value::Null).is_ok())
+            .map(|u| format!("{} ({})", u.app, u.why))
+            .collect()
+    }
 }
 
 /// Marks `candidates` that moved (or may have moved) as held, with the reason. Returns
@@ -49,16 +75,19 @@ impl Claims {
 pub fn hand_over(claims: &Claims, candidates: &mut [PruneCandidate]) -> Vec<String> {
     let mut handed = Vec::new();
     for c in candidates.iter_mut() {
-        if !claims.unreadable.is_empty() {
-            c.held = Some(format!(
-                "prune held back: the desired state of other applications could not be read, so plumb cannot tell whether {} moved there ({})",
-                c.key,
-                claims.unreadable.join("; ")
-            ));
-        } else if let Some(other) = claims.claimant(&c.key) {
+        if let Some(other) = claims.claimant(&c.key) {
             handed.push(c.key.to_string());
             c.held =
                 Some(format!("moved to application {other}, which declares it: left for it to adopt, not deleted"));
+            continue;
+        }
+        let could = claims.could_own(&c.key);
+        if !could.is_empty() {
+            c.held = Some(format!(
+                "prune held back: what {} declares is not known, so plumb cannot tell whether {} moved there",
+                could.join(", "),
+                c.key
+            ));
         }
     }
     handed
@@ -91,15 +120,36 @@ mod tests {
         let held: Vec<Option<&str>> = cands.iter().map(|c| c.held.as_deref()).collect();
         let moved = "moved to application b, which declares it: left for it to adopt, not deleted";
         assert_eq!(held, [Some(moved), None, Some(moved)]);
+    }
 
-        claims.unreadable.push("c: fetch failed".into());
-        let mut cands = [candidate(key("ConfigMap", "lab", "gone"))];
+    #[test]
+    fn an_application_not_known_holds_only_what_it_could_own() {
+        let only = |ns: &str| crate::config::Boundaries {
+            destinations: Some(crate::config::Destinations { namespaces: vec![ns.into()] }),
+            ..Default::default()
+        };
+        let mut claims = Claims::default();
+        claims.unknown.push(Unknown {
+            app: "c".into(),
+            why: "not rendered since plumb started".into(),
+            boundary: Boundary::new(&only("shop"), "shop", "plumb").expect("a valid glob"),
+        });
+        let mut cands = [
+            candidate(key("ConfigMap", "lab", "gone")),
+            candidate(key("ConfigMap", "shop", "gone")),
+            candidate(key("ClusterRole", "", "reader")),
+        ];
         assert!(hand_over(&claims, &mut cands).is_empty(), "nothing is handed over when it cannot be told");
+        let held: Vec<Option<&str>> = cands.iter().map(|c| c.held.as_deref()).collect();
         assert_eq!(
-            cands[0].held.as_deref(),
-            Some(
-                "prune held back: the desired state of other applications could not be read, so plumb cannot tell whether ConfigMap/lab/gone moved there (c: fetch failed)"
-            )
+            held,
+            [
+                None,
+                Some(
+                    "prune held back: what c (not rendered since plumb started) declares is not known, so plumb cannot tell whether ConfigMap/shop/gone moved there"
+                ),
+                None,
+            ]
         );
     }
 }

@@ -369,40 +369,50 @@ impl Io<'_> {
         }
     }
 
-    /// Before anything is pruned: renders every other application at its revision (read
-    /// from the refs `refs_since` accepts: one advertisement per repository)
-    /// and lets [`plan::hand_over`] hold what moved there. Returns the objects handed
-    /// over.
+    /// Before anything is pruned: lets [`plan::hand_over`] hold what moved to another
+    /// application, judged on each other application's last rendered state
+    /// ([`super::memo::Memo::declared`]; nothing is fetched or rendered here). An
+    /// application not rendered since plumb started, or rendered at another commit of
+    /// the repository and revision this pass read at `ours` (its claims may be stale),
+    /// holds the candidates its boundary lets it own. Returns the objects handed over.
     pub(super) async fn hand_over(
         self,
-        name: &str,
+        this: (&crate::config::Application, &str),
         candidates: &mut [PruneCandidate],
-        refs_since: crate::source::Since,
     ) -> Vec<String> {
+        let (ours, revision) = this;
         if candidates.is_empty() {
             return vec![];
         }
+        let own_namespace = &self.config.settings.status_namespace;
         let mut claims = Claims::default();
-        for other in self.config.applications.iter().filter(|a| a.name.value != name) {
-            let Ok((app, _, repo)) = self.app(&other.name.value) else { continue };
+        for other in self.config.applications.iter().filter(|a| a.name.value != ours.name.value) {
+            let Ok((app, env, _)) = self.app(&other.name.value) else { continue };
             let who = &app.name.value;
-            match self.sources.desired(who, repo, &app.revision.value, &app.path.value, refs_since).await {
-                Desired::Rendered(_, manifests, _) => claims.declare(
-                    who,
-                    manifests.manifests.iter().filter_map(|m| ObjectKey::of(&m.object())).map(|mut k| {
-                        if k.namespace.is_empty() {
-                            k.namespace = app.namespace.value.clone();
-                        }
-                        k
-                    }),
-                ),
-                Desired::FetchFailed(e) => claims.unreadable.push(format!("{who}: {e}")),
-                Desired::RenderFailed(_, e) => claims.unreadable.push(format!("{who}: {e}")),
+            let same_branch =
+                app.repository.value == ours.repository.value && app.revision.value == ours.revision.value;
+            let why = match self.memo.declared(who) {
+                Some(d) if same_branch && d.revision != revision => {
+                    format!(
+                        "rendered at {}, not at {}",
+                        crate::status::short(&d.revision),
+                        crate::status::short(revision)
+                    )
+                }
+                Some(d) => {
+                    claims.declare(who, declared_keys(app, &d.rendered));
+                    continue;
+                }
+                None => "not rendered since plumb started".to_string(),
+            };
+            // a boundary that does not compile lets its application write nothing
+            if let Ok(boundary) = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
+                claims.unknown.push(plan::Unknown { app: who.clone(), why, boundary });
             }
         }
         let handed = plan::hand_over(&claims, candidates);
         for k in &handed {
-            tracing::info!(app = name, object = %k, "moved to another application: not pruned");
+            tracing::info!(app = %ours.name.value, object = %k, "moved to another application: not pruned");
         }
         handed
     }
@@ -459,4 +469,18 @@ impl Io<'_> {
 /// The identity of Namespace `name`.
 fn namespace_key(name: &str) -> ObjectKey {
     ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() }
+}
+
+/// What `app`'s manifests declare, namespaced objects without a namespace given the
+/// application's.
+fn declared_keys<'r>(
+    app: &'r crate::config::Application,
+    rendered: &'r crate::render::Rendered,
+) -> impl Iterator<Item = ObjectKey> + 'r {
+    rendered.manifests.iter().filter_map(|m| ObjectKey::of(&m.object())).map(|mut k| {
+        if k.namespace.is_empty() {
+            k.namespace.clone_from(&app.namespace.value);
+        }
+        k
+    })
 }

@@ -43,6 +43,18 @@ pub struct Memo {
     /// What is remembered of each object, under one key per object ([`memo_key`]: one
     /// string of about 40 bytes; an entry of the table takes 170 bytes).
     objects: Mutex<HashMap<Box<str>, Remembers>>,
+    /// What each application's last render declared: see [`Memo::declared`].
+    declared: Mutex<HashMap<String, Declared>>,
+}
+
+/// One application's last render: at which commit, what (shared with the render
+/// cache: keeping it costs no copy).
+#[derive(Clone)]
+pub struct Declared {
+    /// Commit SHA rendered.
+    pub revision: String,
+    /// The render.
+    pub rendered: std::sync::Arc<crate::render::Rendered>,
 }
 
 /// What is remembered of one object.
@@ -94,6 +106,19 @@ impl DryRunAnswer {
 }
 
 impl Memo {
+    /// Records what application `app` rendered at `revision`.
+    pub fn declare(&self, app: &str, revision: &str, rendered: &std::sync::Arc<crate::render::Rendered>) {
+        if let Ok(mut d) = self.declared.lock() {
+            d.insert(app.to_string(), Declared { revision: revision.to_string(), rendered: rendered.clone() });
+        }
+    }
+
+    /// What application `app` declared when it last rendered since this process
+    /// started (the hand-over check reads it instead of fetching and rendering).
+    pub fn declared(&self, app: &str) -> Option<Declared> {
+        self.declared.lock().ok()?.get(app).cloned()
+    }
+
     /// Reads what is remembered of `key`.
     fn read<T>(&self, key: &ObjectKey, f: impl FnOnce(&Remembers) -> Option<T>) -> Option<T> {
         self.objects.lock().ok()?.get(&*memo_key(key)).and_then(f)
