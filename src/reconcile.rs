@@ -178,7 +178,7 @@ impl<'a> Io<'a> {
 
     /// An Event on application `app`'s resource.
     async fn event(self, app: &str, warning: bool, reason: EventReason, note: String) {
-        let object = status::store::event_object(&self.config.settings.status_namespace, app);
+        let object = self.store.event_object(app);
         self.cluster.event(&object, warning, reason, note).await;
     }
 }

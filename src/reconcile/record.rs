@@ -39,6 +39,7 @@ impl Recorder<'_> {
             self.published.publish(saved.clone());
             state.previous = Some(saved);
             self.signals(st, sync.as_ref()).await;
+            self.comparison_errors(st, previous).await;
         }
         self.metrics.passes.get_or_create(&PassLabels { app: st.app.clone(), result: result.into() }).inc();
         self.metrics
@@ -72,7 +73,7 @@ impl Recorder<'_> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let labels = PassLabels { app: st.app.clone(), result: result.into() };
         self.metrics.last_sync_timestamp.get_or_create(&labels).set(now);
-        let object = status::store::event_object(&self.config.settings.status_namespace, &st.app);
+        let object = self.store.event_object(&st.app);
         let short = short(&sync.revision);
         let mut note = format!("sync of {short} ({}, {}): {result}", sync.subject, sync.reason);
         if !sync.message.is_empty() {
@@ -90,6 +91,19 @@ impl Recorder<'_> {
         }
     }
 
+    /// A Warning `ComparisonError` Event on the application's resource for each such
+    /// condition of `st` that `previous` did not have with the same message: a fetch,
+    /// render or comparison that fails is told once, when it starts failing so.
+    async fn comparison_errors(&self, st: &AppStatus, previous: &AppStatus) {
+        let is_error = |c: &&status::Condition| c.type_ == status::ConditionType::ComparisonError;
+        for c in st.conditions.iter().filter(is_error) {
+            if !previous.conditions.iter().filter(is_error).any(|p| p.message == c.message) {
+                let note = format!("at {}: {}", short(&st.revision), c.message);
+                self.cluster.event(&self.store.event_object(&st.app), true, EventReason::ComparisonError, note).await;
+            }
+        }
+    }
+
     /// A `HealthChanged` Event on the application's resource, naming Degraded objects.
     async fn health_changed(&self, st: &AppStatus, previous: &AppStatus) {
         let degraded = st
@@ -102,7 +116,7 @@ impl Recorder<'_> {
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(app = %st.app, "{note}");
-        let object = status::store::event_object(&self.config.settings.status_namespace, &st.app);
+        let object = self.store.event_object(&st.app);
         self.cluster.event(&object, st.health == HealthStatus::Degraded, EventReason::HealthChanged, note).await;
     }
 

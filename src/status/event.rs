@@ -29,6 +29,9 @@ pub enum EventReason {
     PinReleased,
     /// On the application's resource: its health changed.
     HealthChanged,
+    /// On the application's resource: its desired state could not be fetched, rendered
+    /// or compared (a new `ComparisonError` condition; Warning).
+    ComparisonError,
 }
 
 impl EventReason {
@@ -48,6 +51,7 @@ impl EventReason {
             EventReason::Pinned => "Pinned",
             EventReason::PinReleased => "PinReleased",
             EventReason::HealthChanged => "HealthChanged",
+            EventReason::ComparisonError => "ComparisonError",
         }
     }
 
@@ -60,6 +64,7 @@ impl EventReason {
             EventReason::Pruned => "Prune",
             EventReason::Sync(_) => "Sync",
             EventReason::HealthChanged => "Assess",
+            EventReason::ComparisonError => "Compare",
             EventReason::SyncStarted
             | EventReason::Paused
             | EventReason::Resumed

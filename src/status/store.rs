@@ -41,9 +41,15 @@ pub fn application_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("plumb.dev", "v1alpha1", "Application"), "applications")
 }
 
-/// The object an Event about `app` is recorded on (its `Application`).
-pub fn event_object(namespace: &str, app: &str) -> Value {
-    json!({"apiVersion": API_VERSION, "kind": "Application", "metadata": {"name": app, "namespace": namespace}})
+/// The object an Event about `app` is recorded on (its `Application`), with its `uid`
+/// when known: `kubectl describe` lists only the Events whose `regarding` names the
+/// object's uid.
+pub fn event_object(namespace: &str, app: &str, uid: Option<&str>) -> Value {
+    let mut metadata = json!({"name": app, "namespace": namespace});
+    if let Some(uid) = uid {
+        metadata["uid"] = uid.into();
+    }
+    json!({"apiVersion": API_VERSION, "kind": "Application", "metadata": metadata})
 }
 
 /// Reads and writes application statuses.
@@ -53,6 +59,8 @@ pub struct Store {
     legacy: Api<ConfigMap>,
     namespace: String,
     client: Client,
+    /// The uid of each application's resource, as last read (see [`Store::event_object`]).
+    uids: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
 /// Failure of the status store.
@@ -218,7 +226,15 @@ impl Store {
             legacy: Api::namespaced(client.clone(), namespace),
             namespace: namespace.into(),
             client,
+            uids: std::sync::Arc::default(),
         }
+    }
+
+    /// The object an Event about `app` is recorded on ([`event_object`]), with the uid
+    /// of its resource as this store last read it.
+    pub fn event_object(&self, app: &str) -> Value {
+        let uid = self.uids.lock().ok().and_then(|u| u.get(app).cloned());
+        event_object(&self.namespace, app, uid.as_deref())
     }
 
     /// The status namespace.
@@ -302,7 +318,12 @@ impl Store {
 
     async fn get(&self, app: &str) -> Result<Option<DynamicObject>, Error> {
         match self.api.get_opt(app).await {
-            Ok(o) => Ok(o),
+            Ok(o) => {
+                if let (Some(uid), Ok(mut uids)) = (o.as_ref().and_then(|o| o.metadata.uid.clone()), self.uids.lock()) {
+                    uids.insert(app.to_string(), uid);
+                }
+                Ok(o)
+            }
             // the definition is not installed yet: nothing was written
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(Self::kube_err(app)(e)),
