@@ -401,7 +401,7 @@ fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
             took(&r.started_at, &r.finished_at).unwrap_or_default(),
             revision(&r.revision, &r.subject),
             escape(r.reason.as_str()),
-            word(r.result.as_str()),
+            word(r.result.as_str()) + &r.times(),
             r.applied.len() + r.applied_omitted,
             r.pruned.len() + r.pruned_omitted,
             escape(&r.message),

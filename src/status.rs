@@ -310,6 +310,11 @@ pub struct SyncRecord {
     /// Objects pruned but not named in `pruned`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pruned_omitted: usize,
+    /// Identical failures folded into this entry after the first (same revision,
+    /// reason, message and objects; see [`record::push_history`]): `started_at` is the
+    /// first one's start, `finished_at` the last one's end.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: usize,
 }
 
 impl SyncRecord {
@@ -329,7 +334,16 @@ impl SyncRecord {
             pruned: vec![],
             applied_omitted: 0,
             pruned_omitted: 0,
+            retries: 0,
         }
+    }
+}
+
+impl SyncRecord {
+    /// How many syncs this entry stands for, shown after its result: `""`, or ` ×4`
+    /// when three identical failures were folded into it (see [`SyncRecord::retries`]).
+    pub fn times(&self) -> String {
+        if self.retries == 0 { String::new() } else { format!(" ×{}", self.retries + 1) }
     }
 }
 

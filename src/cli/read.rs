@@ -150,7 +150,7 @@ pub fn history_table(history: &[SyncRecord]) -> String {
             "{}  {}  {:<9} {:<11} {}  (+{} -{}) {}",
             r.finished_at,
             short(&r.revision),
-            r.result.to_string(),
+            format!("{}{}", r.result, r.times()),
             r.reason,
             sanitize(&r.subject),
             // stored records name at most 100 objects; the counts cover all

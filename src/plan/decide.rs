@@ -154,6 +154,8 @@ pub struct GateInput<'a> {
     pub paused: bool,
     /// Now.
     pub now: Instant,
+    /// Now, on the wall clock (a failed sync's backoff counts from its recorded end).
+    pub wall: jiff::Timestamp,
 }
 
 /// The gate's answer.
@@ -248,6 +250,22 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
         }
         (r, _) => r,
     };
+    let reason = match (reason, failed_retry_wait(input)) {
+        (Some(SyncReason::NewRevision | SyncReason::Rollback), Some((last, wait))) => {
+            conditions.push(Condition::new(
+                ConditionType::SyncError,
+                format!(
+                    "the sync of {} failed {} time(s) in a row ({}); the next attempt may start in {}s (backoff 2 s ×3, capped at 300 s)",
+                    crate::status::short(input.revision),
+                    last.retries + 1,
+                    last.message,
+                    wait.as_secs().max(1)
+                ),
+            ));
+            None
+        }
+        (r, _) => r,
+    };
     if reason.is_none()
         && out_of_sync
         && input.policy.automated
@@ -261,6 +279,19 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
         ));
     }
     Decision { reason, conditions, heal, settled, actionable }
+}
+
+/// How long an automated sync must still wait when the last sync failed at this
+/// revision: a failure that repeats (folded into one history entry, its `retries`
+/// counted) is tried again after [`heal_backoff`] of its attempts, measured from its
+/// end — not at every pass. `None` when it may run now.
+fn failed_retry_wait<'a>(input: &GateInput<'a>) -> Option<(&'a SyncRecord, Duration)> {
+    let last = input.last_sync.filter(|l| l.result == SyncResult::Failed && l.revision == input.revision)?;
+    let attempts = u32::try_from(last.retries).unwrap_or(u32::MAX).saturating_add(2);
+    let ended = last.finished_at.parse::<jiff::Timestamp>().ok()?;
+    let due = ended.checked_add(jiff::SignedDuration::try_from(heal_backoff(attempts)).ok()?).ok()?;
+    let left = input.wall.duration_until(due);
+    (left.is_positive()).then(|| (last, Duration::try_from(left).unwrap_or_default()))
 }
 
 /// Whether a selfHeal sync may run now, and the state after this pass. Holds it back
@@ -422,7 +453,39 @@ mod tests {
             rewritten: c.rewritten,
             paused: c.paused,
             now,
+            wall: WALL.parse().unwrap(),
         })
+    }
+
+    const WALL: &str = "2026-12-01T12:00:00Z";
+
+    #[test]
+    fn a_failure_that_repeats_is_retried_after_a_backoff_not_at_every_pass() {
+        let failed = |finished: &str, retries: usize| SyncRecord {
+            finished_at: finished.into(),
+            retries,
+            ..last(SyncResult::Failed, "new", "delete ConfigMap/lab/x: forbidden")
+        };
+        let at = |finished: &str, retries: usize| Case {
+            synced_revision: "old",
+            last: Some(failed(finished, retries)),
+            ..case("a failed sync at this revision")
+        };
+        let now = Instant::now();
+        // the third failure in a row (two retries folded) waits 18 s from its end
+        let d = run(&at("2026-12-01T11:59:50Z", 2), None, now);
+        assert_eq!(d.reason, None, "inside the backoff");
+        let messages: Vec<&str> = d.conditions.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "the sync of new failed 3 time(s) in a row (delete ConfigMap/lab/x: forbidden); the next attempt may start in 8s (backoff 2 s ×3, capped at 300 s)"
+            ]
+        );
+        assert_eq!(run(&at("2026-12-01T11:59:30Z", 2), None, now).reason, Some(SyncReason::NewRevision), "after it");
+        // a person's sync is never held back
+        let manual = Case { mode: Mode::Manual { prune: true, approve: false }, ..at("2026-12-01T11:59:59Z", 5) };
+        assert_eq!(run(&manual, None, now).reason, Some(SyncReason::Manual));
     }
 
     #[test]

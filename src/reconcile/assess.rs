@@ -277,6 +277,7 @@ pub(super) fn judged(
         rewritten: gate.rewritten,
         paused: gate.paused,
         now: gate.now,
+        wall: a.now,
     });
     decided(&mut st, std::mem::take(&mut decision.conditions), decision.settled);
     (st, excluded, decision)

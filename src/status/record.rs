@@ -15,13 +15,33 @@ pub fn rfc3339(t: jiff::Timestamp) -> String {
 /// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
 /// record continuing the newest one (see [`continue_sync`]: same revision and start)
 /// replaces it: one sync is one entry, however many passes its waves took.
-pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
+pub fn push_history(history: &mut Vec<SyncRecord>, mut record: SyncRecord) {
     if history.first().is_some_and(|h| h.revision == record.revision && h.started_at == record.started_at) {
+        history[0] = record;
+        return;
+    }
+    if let Some(first) = history.first().filter(|h| same_failure(h, &record)) {
+        record.started_at.clone_from(&first.started_at);
+        record.retries = first.retries + 1;
         history[0] = record;
         return;
     }
     history.insert(0, record);
     history.truncate(HISTORY_LEN);
+}
+
+/// Whether `next` fails as `last` did: both Failed, of the same revision and reason,
+/// with the same message and objects. Such a retry folds into `last` (its `retries`
+/// counted) instead of taking an entry of its own: a delete the API server keeps
+/// refusing does not push every other sync out of the history.
+pub fn same_failure(last: &SyncRecord, next: &SyncRecord) -> bool {
+    last.result == SyncResult::Failed
+        && next.result == SyncResult::Failed
+        && last.revision == next.revision
+        && last.reason == next.reason
+        && last.message == next.message
+        && last.applied == next.applied
+        && last.pruned == next.pruned
 }
 
 /// The history to write when the stored one (`stored`) changed since `ours` was read
@@ -109,6 +129,28 @@ mod tests {
         let mut heal = record("t6", SyncResult::Succeeded, &[]);
         heal.reason = crate::status::SyncReason::SelfHeal;
         assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
+    }
+
+    #[test]
+    fn a_failure_that_repeats_is_one_entry_with_a_count() {
+        let failed = |started: &str, message: &str| SyncRecord {
+            message: message.into(),
+            finished_at: format!("{started}-end"),
+            ..record(started, SyncResult::Failed, &[])
+        };
+        let mut history = vec![record("t0", SyncResult::Succeeded, &["old"])];
+        for t in ["t1", "t2", "t3", "t4"] {
+            push_history(&mut history, failed(t, "delete ConfigMap/a/b: forbidden"));
+        }
+        assert_eq!(history.len(), 2, "{history:?}");
+        let folded = &history[0];
+        assert_eq!((folded.started_at.as_str(), folded.finished_at.as_str(), folded.retries), ("t1", "t4-end", 3));
+        // another failure is another entry
+        push_history(&mut history, failed("t5", "delete ConfigMap/a/c: forbidden"));
+        assert_eq!((history.len(), history[0].retries), (3, 0));
+        // a folded entry merges with the stored one by its first start: no duplicate
+        let merged = merge_history(&history, &history);
+        assert_eq!(merged.len(), 3);
     }
 
     #[test]
