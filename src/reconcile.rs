@@ -879,8 +879,11 @@ impl Context {
         let found = &stage.found;
         let observed = self.io().observe((p.app, p.env), found, &stage.kinds, p.clock.now).await;
         let rewritten = self.rewritten(p.repo, p.env, base, &p.previous.synced_revision, mode).await;
+        self.memo.defer(p.name, assess::others_own(p.name, &found.compared));
+        let also_declared = self.memo.also_declared(p.name);
         let a = assess::Assessment {
             found,
+            also_declared: &also_declared,
             plan: &the_plan,
             observed: &observed,
             stall_after: crate::health::HealthSettings::from_policy(&p.env.health).stall_after,

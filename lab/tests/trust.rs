@@ -205,6 +205,45 @@ async fn an_object_declared_by_two_applications_has_one_owner() {
     assert_eq!(kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.data.a}"]), "b");
 }
 
+/// Both applications that declare one object say so and settle: the one that does
+/// not own it is Synced with a `SharedResourceWarning` naming the owner, the owner shows
+/// the same warning naming the other, and neither writes it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_two_applications_declare_is_named_on_both_and_both_settle() {
+    let ns = "tr-shared-both";
+    kubectl(&["create", "namespace", ns]);
+    let lab = Lab::new("tr-shared-both");
+    lab.repo.write("first/s.yaml", &cm(ns, "shared", "")).unwrap();
+    lab.repo.write("second/s.yaml", &cm(ns, "shared", "").replace("a: b", "a: c")).unwrap();
+    lab.repo.commit("two declare one").unwrap();
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-tr-shared-both}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    {AUTO}\napplications:\n  - {{name: sh-first, repository: r, revision: main, path: first, namespace: {ns}, environment: e}}\n  - {{name: sh-second, repository: r, revision: main, path: second, namespace: {ns}, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+    let first = ctx.run_pass("sh-first", Mode::Policy, None).await.unwrap();
+    assert_eq!(first.status.sync, SyncStatus::Synced);
+    let rv = kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.metadata.resourceVersion}"]);
+    let shared = |r: &plumb::reconcile::PassReport| -> Vec<String> {
+        let of = r.status.conditions.iter().filter(|c| c.type_ == ConditionType::SharedResourceWarning);
+        of.map(|c| c.message.clone()).collect()
+    };
+    let owner = format!("ConfigMap/{ns}/shared is owned by application sh-first, which synced it first; ");
+    for _ in 0..2 {
+        let second = ctx.run_pass("sh-second", Mode::Policy, None).await.unwrap();
+        assert_eq!(second.status.sync, SyncStatus::Synced, "{:?}", second.status.resources);
+        assert!(second.sync.is_none(), "{:?}", second.sync);
+        assert_eq!(shared(&second), [format!("{owner}sh-second also declares it and never writes it")]);
+        let first = ctx.run_pass("sh-first", Mode::Policy, None).await.unwrap();
+        assert_eq!(first.status.sync, SyncStatus::Synced);
+        assert_eq!(shared(&first), [format!("{owner}sh-second also declares it and never writes it")]);
+    }
+    assert_eq!(kubectl(&["-n", ns, "get", "cm", "shared", "-o", "jsonpath={.metadata.resourceVersion}"]), rv);
+}
+
 /// Impersonation: an application's writes run as its ServiceAccount, so Kubernetes
 /// RBAC is the last line. Lacking one right, the sync fails with a condition naming
 /// the verb, the resource and the namespace, and nothing of that kind is written; with

@@ -109,6 +109,9 @@ pub(super) struct Assessment<'a> {
     pub stall_after: Duration,
     /// The pass's time.
     pub now: jiff::Timestamp,
+    /// This application's objects that other applications also declare and leave to
+    /// it, as (`Kind/namespace/name`, other application).
+    pub also_declared: &'a [(String, String)],
 }
 
 /// Resources, health, roll-up and conditions (shared objects, stuck prunes, failing
@@ -153,7 +156,10 @@ pub(super) fn assessed(st: &mut AppStatus, a: &Assessment<'_>, progressing: &mut
         });
         excluded.prune_candidates.insert(object);
     }
-    st.conditions.extend(shared(&st.app, &found.compared));
+    for (key, _) in others_own(&st.app, &found.compared) {
+        excluded.extraneous.insert(key);
+    }
+    st.conditions.extend(shared(&st.app, &found.compared, a.also_declared));
     let orphans = found.candidates.orphans.iter().map(|(o, _)| o);
     let stuck = plan::stuck_deletions(orphans, a.now, a.stall_after);
     if !stuck.is_empty() {
@@ -206,16 +212,34 @@ pub(super) fn assessed(st: &mut AppStatus, a: &Assessment<'_>, progressing: &mut
     excluded
 }
 
-/// A `SharedResourceWarning` for each compared object another application tracks.
-fn shared<'a>(app: &'a str, compared: &'a [Arc<Compared>]) -> impl Iterator<Item = Condition> + 'a {
-    compared.iter().filter_map(move |c| {
-        let live = c.live.as_ref()?;
-        let other = tracking::tracked_app_by(live.annotation(tracking::TRACKING_ANNOTATION)?)?;
-        (other != app).then(|| {
-            let message = format!("{} is also tracked by application {other}; both declare it", c.key);
-            Condition::new(ConditionType::SharedResourceWarning, message)
+/// The compared objects another application owns (its tracking-id is on the live
+/// object: it synced them first), as (`Kind/namespace/name`, owner).
+pub(super) fn others_own(app: &str, compared: &[Arc<Compared>]) -> Vec<(String, String)> {
+    compared
+        .iter()
+        .filter_map(|c| {
+            let live = c.live.as_ref()?;
+            let other = tracking::tracked_app_by(live.annotation(tracking::TRACKING_ANNOTATION)?)?;
+            (other != app).then(|| (c.key.to_string(), other.to_string()))
         })
-    })
+        .collect()
+}
+
+/// A `SharedResourceWarning` for each object two applications declare, on both: on the
+/// one that does not own it (from its comparisons) and on the owner (`also_declared`:
+/// its objects that other applications declare and leave to it, as (object, other)).
+fn shared(app: &str, compared: &[Arc<Compared>], also_declared: &[(String, String)]) -> Vec<Condition> {
+    let theirs = others_own(app, compared).into_iter().map(|(key, owner)| {
+        format!(
+            "{key} is owned by application {owner}, which synced it first; {app} also declares it and never writes it"
+        )
+    });
+    let ours = also_declared.iter().map(|(key, other)| {
+        format!(
+            "{key} is owned by application {app}, which synced it first; {other} also declares it and never writes it"
+        )
+    });
+    theirs.chain(ours).map(|m| Condition::new(ConditionType::SharedResourceWarning, m)).collect()
 }
 
 /// The end of a pass: the kinds the application applied (so that the last object of a
@@ -508,7 +532,7 @@ mod tests {
     fn assess_at(found: &Found, observed: &Observed, at: jiff::Timestamp, since: &mut ProgressingSince) -> AppStatus {
         let mut st = base();
         let plan = plan::Plan::default();
-        let a = Assessment { found, plan: &plan, observed, stall_after: STALL, now: at };
+        let a = Assessment { found, plan: &plan, observed, stall_after: STALL, now: at, also_declared: &[] };
         assessed(&mut st, &a, since);
         st
     }
@@ -574,7 +598,21 @@ mod tests {
         ]);
         let st = assess(&f, &health(&[Healthy, Healthy]));
         assert_eq!(kinds(&st), ["SharedResourceWarning"]);
-        assert_eq!(st.conditions[0].message, "ConfigMap/web/a is also tracked by application api; both declare it");
+        assert_eq!(
+            st.conditions[0].message,
+            "ConfigMap/web/a is owned by application api, which synced it first; web also declares it and never writes it"
+        );
+    }
+
+    #[test]
+    fn an_object_another_application_owns_does_not_make_this_one_out_of_sync() {
+        let mut theirs = cm("a");
+        theirs["metadata"]["annotations"] = json!({tracking::TRACKING_ANNOTATION: "api:/ConfigMap:web/a"});
+        let owned_by = ObjectReason::OwnedBy("application api".into());
+        let f = found(vec![compared("a", owned_by, Some(theirs)), compared("b", ObjectReason::Synced, Some(cm("b")))]);
+        let st = assess(&f, &health(&[Healthy, Healthy]));
+        assert_eq!(st.sync, SyncStatus::Synced, "{:?}", st.resources);
+        assert_eq!(st.resources[0].sync, SyncStatus::OutOfSync, "the object itself is shown as it is");
     }
 
     #[test]
@@ -656,7 +694,14 @@ mod tests {
         let mut st = base();
         let plan = plan::Plan::default();
         let observed = health(&[Degraded, Healthy]);
-        let a = Assessment { found: &f, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
+        let a = Assessment {
+            found: &f,
+            plan: &plan,
+            observed: &observed,
+            stall_after: STALL,
+            now: now(),
+            also_declared: &[],
+        };
         let excluded = assessed(&mut st, &a, &mut ProgressingSince::default());
         assert!(excluded.no_health_check.contains("ConfigMap/web/a"));
         assert_eq!(st.health, Healthy);
@@ -760,7 +805,14 @@ mod tests {
             let mut st = base();
             let plan = plan::Plan::default();
             let observed = health(&[Healthy, Healthy]);
-            let a = Assessment { found: &f, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
+            let a = Assessment {
+                found: &f,
+                plan: &plan,
+                observed: &observed,
+                stall_after: STALL,
+                now: now(),
+                also_declared: &[],
+            };
             let excluded = assessed(&mut st, &a, &mut ProgressingSince::default());
             let mut rec = SyncRecord::new("c2", SyncReason::SelfHeal);
             let s =
@@ -779,7 +831,14 @@ mod tests {
         let mut st = base();
         let plan = plan::Plan::default();
         let observed = health(&[]);
-        let a = Assessment { found: &pruned, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
+        let a = Assessment {
+            found: &pruned,
+            plan: &plan,
+            observed: &observed,
+            stall_after: STALL,
+            now: now(),
+            also_declared: &[],
+        };
         let excluded = assessed(&mut st, &a, &mut ProgressingSince::default());
         assert_eq!(st.sync, SyncStatus::OutOfSync);
         let done = apply::Outcome { pruned: vec![key("old")], ..outcome() };
@@ -844,7 +903,14 @@ mod tests {
         let plan =
             plan::Plan { waves: vec![plan::Wave { apply: vec![0], ..plan::Wave::default() }], ..plan::Plan::default() };
         let observed = health(&[Healthy]);
-        let a = Assessment { found: &f, plan: &plan, observed: &observed, stall_after: STALL, now: now() };
+        let a = Assessment {
+            found: &f,
+            plan: &plan,
+            observed: &observed,
+            stall_after: STALL,
+            now: now(),
+            also_declared: &[],
+        };
         let mut state = AppState::default();
         let t0 = Instant::now();
         let (_, _, first) = judged(&base(), &a, &gate(&policy, &previous, t0), &mut state);

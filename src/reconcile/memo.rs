@@ -45,6 +45,9 @@ pub struct Memo {
     objects: Mutex<HashMap<Box<str>, Remembers>>,
     /// What each application's last render declared: see [`Memo::declared`].
     declared: Mutex<HashMap<String, Declared>>,
+    /// Application → the objects it declares that another application owns, as
+    /// (object, owner): see [`Memo::also_declared`].
+    deferred: Mutex<HashMap<String, Vec<(String, String)>>>,
 }
 
 /// One application's last render: at which commit, what (shared with the render
@@ -106,6 +109,32 @@ impl DryRunAnswer {
 }
 
 impl Memo {
+    /// Records the objects application `app` declares that others own, as (object,
+    /// owner), replacing what its last pass recorded.
+    pub fn defer(&self, app: &str, owned_elsewhere: Vec<(String, String)>) {
+        if let Ok(mut d) = self.deferred.lock() {
+            if owned_elsewhere.is_empty() {
+                d.remove(app);
+            } else {
+                d.insert(app.to_string(), owned_elsewhere);
+            }
+        }
+    }
+
+    /// The objects of `owner` that other applications also declare (and leave to it),
+    /// as (object, other application), sorted.
+    pub fn also_declared(&self, owner: &str) -> Vec<(String, String)> {
+        let Ok(d) = self.deferred.lock() else { return vec![] };
+        let mut out: Vec<(String, String)> = d
+            .iter()
+            .flat_map(|(other, objects)| {
+                objects.iter().filter(|(_, o)| o == owner).map(move |(key, _)| (key.clone(), other.clone()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Records what application `app` rendered at `revision`.
     pub fn declare(&self, app: &str, revision: &str, rendered: &std::sync::Arc<crate::render::Rendered>) {
         if let Ok(mut d) = self.declared.lock() {

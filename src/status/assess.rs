@@ -3,8 +3,9 @@
 //!
 //! - **Sync**: [`roll_up_sync`](super::roll_up_sync) of every object except the
 //!   extraneous ones (owned objects Git no longer declares that carry
-//!   `IgnoreExtraneous`, or that another application now declares: they are listed but
-//!   never make the application OutOfSync); Unknown when any comparison failed.
+//!   `IgnoreExtraneous`, or that another application now declares, and declared
+//!   objects another application owns: they are listed but never make the application
+//!   OutOfSync); Unknown when any comparison failed.
 //! - **Health**: [`health::roll_up`](crate::health::roll_up) of the desired objects
 //!   only: objects waiting to be pruned are not part of what runs, and objects with
 //!   `IgnoreHealthCheck` are shown but left out (Argo CD's `setApplicationHealth`).
@@ -19,8 +20,9 @@ use crate::health::HealthStatus;
 pub struct Exclusions {
     /// Owned objects Git no longer declares (prune candidates): not in health.
     pub prune_candidates: HashSet<String>,
-    /// Prune candidates that do not make the application OutOfSync
-    /// (`IgnoreExtraneous`, handed over to another application).
+    /// Objects that do not make the application OutOfSync: prune candidates with
+    /// `IgnoreExtraneous` or handed over to another application, and declared objects
+    /// another application owns (it synced them first).
     pub extraneous: HashSet<String>,
     /// Objects with `IgnoreHealthCheck`: not in health.
     pub no_health_check: HashSet<String>,
