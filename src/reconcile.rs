@@ -722,6 +722,8 @@ impl Context {
         }
         timings.compare_millis = millis(stage.took);
         let Judged { mut st, plan: the_plan, excluded, decision } = judged;
+        let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
+        assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
         if let Some(reason) = decision.reason {

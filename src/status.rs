@@ -153,6 +153,12 @@ pub enum ConditionType {
     /// `plumb rollback`: the application is pinned to a recorded revision; new commits
     /// of the tracked ref are not synced until the pin is released.
     Pinned,
+    /// ignoreDifferences rules of the application or its environment match no kind the
+    /// cluster serves or the render declares (a typo ignores nothing): named each.
+    IgnoreDifferencesWarning,
+    /// Objects labelled `plumb.dev/app` for the application carry no tracking-id and
+    /// Git does not declare them: plumb neither compares nor prunes them (named).
+    UntrackedResourceWarning,
 }
 
 impl ConditionType {
@@ -175,6 +181,8 @@ impl ConditionType {
             Self::SyncPaused => "SyncPaused",
             Self::PolicyWarning => "PolicyWarning",
             Self::Pinned => "Pinned",
+            Self::IgnoreDifferencesWarning => "IgnoreDifferencesWarning",
+            Self::UntrackedResourceWarning => "UntrackedResourceWarning",
         }
     }
 

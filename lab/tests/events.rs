@@ -37,3 +37,30 @@ async fn kubectl_describe_shows_an_application_s_events_and_its_errors_once() {
     assert_eq!(errors.len(), 1, "{events}");
     assert!(errors[0].contains("Warning") && errors[0].contains("broken.yaml"), "{events}");
 }
+
+/// What a log line alone used to say is a warning condition on the application: an
+/// ignoreDifferences rule that matches no kind (`app` for `apps`), and an object
+/// labelled for the application by hand without a tracking-id (plumb neither compares
+/// nor prunes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_that_matches_nothing_and_a_labelled_untracked_object_are_warnings() {
+    let (status_ns, ns) = ("plumb-ev-silent", "ev-silent");
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {ns}}}\ndata: {{a: b}}\n");
+    let env = format!(
+        "{AUTO}\nignoreDifferences:\n  - {{group: app, kind: Deployment, jsonPointers: [/spec/replicas]}}\n  - {{group: apps, kind: Deployment, jsonPointers: [/spec/replicas]}}"
+    );
+    let app = App::new(status_ns, "ev-silent", ns, &env, &[("a.yaml", &cm)]).await;
+    app.settle().await;
+    kubectl(&["-n", ns, "create", "configmap", "by-hand", "--from-literal=x=y"]);
+    kubectl(&["-n", ns, "label", "configmap", "by-hand", "plumb.dev/app=ev-silent"]);
+    let r = app.pass(Mode::Policy).await;
+    let warning = |t: plumb::status::ConditionType| {
+        r.status.conditions.iter().find(|c| c.type_ == t).map(|c| c.message.clone()).unwrap_or_default()
+    };
+    let rules = warning(plumb::status::ConditionType::IgnoreDifferencesWarning);
+    assert!(rules.contains("app/Deployment") && !rules.contains("apps/Deployment"), "{:?}", r.status.conditions);
+    let untracked = warning(plumb::status::ConditionType::UntrackedResourceWarning);
+    assert!(untracked.contains(&format!("ConfigMap/{ns}/by-hand")), "{:?}", r.status.conditions);
+    assert_eq!(r.status.sync, SyncStatus::Synced, "a warning, not drift");
+    assert!(kubectl(&["-n", ns, "get", "cm", "by-hand", "-o", "name"]).contains("by-hand"), "not pruned");
+}

@@ -242,6 +242,31 @@ fn shared(app: &str, compared: &[Arc<Compared>], also_declared: &[(String, Strin
     theirs.chain(ours).map(|m| Condition::new(ConditionType::SharedResourceWarning, m)).collect()
 }
 
+/// Rules and objects that would otherwise go unnoticed: an `IgnoreDifferencesWarning`
+/// naming the ignoreDifferences rules that match no kind (`unmatched`), an
+/// `UntrackedResourceWarning` naming the labelled objects without a tracking-id
+/// (`untracked`, at most 10 named).
+pub(super) fn silent(st: &mut AppStatus, unmatched: &[String], untracked: &[String]) {
+    if !unmatched.is_empty() {
+        let message = format!(
+            "ignoreDifferences rule(s) match no kind the cluster serves or Git declares, so they ignore nothing: {}",
+            unmatched.join(", ")
+        );
+        st.conditions.push(Condition::new(ConditionType::IgnoreDifferencesWarning, message));
+    }
+    if !untracked.is_empty() {
+        let more = untracked.len().saturating_sub(10);
+        let message = format!(
+            "{} object(s) carry the label plumb.dev/app={} but no tracking-id, so plumb neither compares nor prunes them (remove the label, or declare them in Git): {}{}",
+            untracked.len(),
+            st.app,
+            untracked.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        );
+        st.conditions.push(Condition::new(ConditionType::UntrackedResourceWarning, message));
+    }
+}
+
 /// The end of a pass: the kinds the application applied (so that the last object of a
 /// kind is still pruned) and its last sync.
 pub(super) fn ended(

@@ -30,6 +30,9 @@ pub(super) struct Candidates {
     pub extraneous: HashSet<String>,
     /// Kinds that could not be listed, or listing errors.
     pub errors: Vec<String>,
+    /// Objects labelled `plumb.dev/app` for the application that carry no tracking-id
+    /// and that Git does not declare: plumb neither compares nor prunes them.
+    pub untracked: Vec<String>,
     /// `(group, kind)` of remembered kinds no version of which is served any more
     /// (their CRD is gone, and their objects with it): forgotten.
     pub gone: Vec<(String, String)>,
@@ -118,8 +121,16 @@ impl Io<'_> {
                     continue;
                 }
             };
-            for o in objs.iter().filter(|o| tracking::is_owned_by(o, app, installation)) {
+            for o in &objs {
                 let Some(key) = ObjectKey::of(o) else { continue };
+                if !tracking::is_owned_by(o, app, installation) {
+                    // labelled for the application by hand (or by a copy): neither compared nor pruned
+                    let marked = o.pointer("/metadata/annotations").and_then(|a| a.get(tracking::TRACKING_ANNOTATION));
+                    if marked.is_none() && !desired.contains(&key) {
+                        out.untracked.push(key.to_string());
+                    }
+                    continue;
+                }
                 if desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
                     continue;
                 }
@@ -415,6 +426,27 @@ impl Io<'_> {
             tracing::info!(app = %ours.name.value, object = %k, "moved to another application: not pruned");
         }
         handed
+    }
+
+    /// The ignoreDifferences rules of `app` and `env` that match no kind the cluster
+    /// serves nor any kind the render declares (most likely a typo: `app` for `apps`),
+    /// as `group/kind` (`*` for any group).
+    pub(super) async fn unmatched_rules(
+        self,
+        app: &crate::config::Application,
+        env: &Environment,
+        rendered: &crate::render::Rendered,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in env.ignore_differences.iter().chain(&app.ignore_differences) {
+            let rendered_kind = globset::Glob::new(&r.kind)
+                .map(|g| g.compile_matcher())
+                .is_ok_and(|m| rendered.manifests.iter().any(|o| m.is_match(o.kind())));
+            if !rendered_kind && !self.cluster.serves_kind_like(r.group.as_deref(), &r.kind).await {
+                out.push(format!("{}/{}", r.group.as_deref().unwrap_or("*"), r.kind));
+            }
+        }
+        out
     }
 
     /// `orphanedResources.warn`: objects in the application's namespaces that no
