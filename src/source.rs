@@ -803,14 +803,16 @@ fn is_short_sha(s: &str) -> bool {
     (7..40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Whether the OpenSSH `known_hosts` file lists `host` with exactly `key` (the raw key
-/// blob the server sent), parsed with `ssh-key`'s known_hosts parser.
+/// Whether the OpenSSH `known_hosts` file lists `host` on `port` (`None`: the URL names
+/// none, port 22) with exactly `key` (the raw key blob the server sent), parsed with
+/// `ssh-key`'s known_hosts parser.
 ///
-/// - Plain host names are compared exactly (no wildcards); a `[host]:port` entry matches
-///   `host` whatever the port (libgit2 passes the host name alone).
-/// - Hashed entries (`|1|salt|hash`, `ssh-keygen -H`) match when the HMAC-SHA1 of
-///   `host` — or of `[host]:port` when the repository URL names a port other than 22 —
-///   under the salt is the hash.
+/// The name looked up is OpenSSH's (`sshd(8)` "SSH_KNOWN_HOSTS FILE FORMAT", `put_host_port`
+/// in OpenSSH's `misc.c`): `host` on port 22, `[host]:port` on any other port.
+/// - Plain names are compared exactly, ASCII case-insensitively (no wildcards): a bare
+///   `host` entry matches port 22 only, a `[host]:port` entry that port only.
+/// - Hashed entries (`|1|salt|hash`, `ssh-keygen -H`) match when the HMAC-SHA1 of that
+///   name under the salt is the hash.
 /// - A matching `@revoked` entry rejects the key even if another line lists it;
 ///   `@cert-authority` entries are not host keys and are skipped, as are lines that do
 ///   not parse. Fields may be separated by any run of blanks.
@@ -835,24 +837,21 @@ fn known_host_matches(file: &Path, host: &str, port: Option<u16>, key: &[u8]) ->
     listed
 }
 
-/// Whether a known_hosts entry's host field names `host` (see [`known_host_matches`]).
+/// Whether a known_hosts entry's host field names `host` on `port` (see
+/// [`known_host_matches`]).
 fn host_listed(patterns: &ssh_key::known_hosts::HostPatterns, host: &str, port: Option<u16>) -> bool {
     use hmac::{Hmac, KeyInit, Mac};
     use ssh_key::known_hosts::HostPatterns;
+    let name = match port {
+        Some(p) if p != 22 => format!("[{host}]:{p}"),
+        _ => host.to_owned(),
+    };
     match patterns {
-        HostPatterns::Patterns(list) => list.iter().any(|h| {
-            let h = h.trim_start_matches('[');
-            h == host || h.split(']').next() == Some(host)
+        HostPatterns::Patterns(list) => list.iter().any(|h| h.eq_ignore_ascii_case(&name)),
+        HostPatterns::HashedName { salt, hash } => Hmac::<sha1::Sha1>::new_from_slice(salt).is_ok_and(|mut mac| {
+            mac.update(name.as_bytes());
+            mac.verify_slice(hash).is_ok()
         }),
-        HostPatterns::HashedName { salt, hash } => {
-            let bracketed = port.filter(|&p| p != 22).map(|p| format!("[{host}]:{p}"));
-            std::iter::once(host).chain(bracketed.as_deref()).any(|name| {
-                Hmac::<sha1::Sha1>::new_from_slice(salt).is_ok_and(|mut mac| {
-                    mac.update(name.as_bytes());
-                    mac.verify_slice(hash).is_ok()
-                })
-            })
-        }
     }
 }
 
@@ -1221,10 +1220,24 @@ mod tests {
         assert!(known_host_matches(&file, "alias", None, &key));
         assert!(!known_host_matches(&file, "git.example.test", None, &other_key()), "another key");
         assert!(!known_host_matches(&file, "example.test", None, &key), "another host");
-        // `[host]:port` names the host on any port, as before (libgit2 gives no port).
         assert!(known_host_matches(&file, "ssh.example.test", Some(2222), &key));
-        assert!(known_host_matches(&file, "ssh.example.test", None, &key));
         assert!(!known_host_matches(&file.with_file_name("absent"), "git.example.test", None, &key));
+    }
+
+    /// OpenSSH's rule: a bare name is port 22, `[host]:port` is that port alone.
+    #[test]
+    fn a_host_key_pinned_for_one_port_is_not_trusted_on_another() {
+        let key = key_blob(KEY_B64);
+        let (_dir, file) = known_hosts(&format!(
+            "git.example.test ssh-ed25519 {KEY_B64}\n[ssh.example.test]:2222 ssh-ed25519 {KEY_B64}\n"
+        ));
+        assert!(known_host_matches(&file, "git.example.test", None, &key));
+        assert!(known_host_matches(&file, "git.example.test", Some(22), &key));
+        assert!(known_host_matches(&file, "GIT.example.test", None, &key), "names are case-insensitive");
+        assert!(!known_host_matches(&file, "git.example.test", Some(2222), &key), "a bare entry is port 22");
+        assert!(known_host_matches(&file, "ssh.example.test", Some(2222), &key));
+        assert!(!known_host_matches(&file, "ssh.example.test", None, &key), "[host]:2222 is not port 22");
+        assert!(!known_host_matches(&file, "ssh.example.test", Some(2223), &key), "nor another port");
     }
 
     /// Lines `ssh-keygen -H` wrote on this machine for `[git.example.test]:2222` and
@@ -1243,7 +1256,7 @@ mod tests {
         let (_dir, file) = known_hosts(&plain_line);
         assert!(known_host_matches(&file, "git.example.test", None, &key));
         assert!(known_host_matches(&file, "git.example.test", Some(22), &key));
-        assert!(known_host_matches(&file, "git.example.test", Some(2222), &key), "the bare name on any port");
+        assert!(!known_host_matches(&file, "git.example.test", Some(2222), &key), "the bare name is port 22");
         assert!(!known_host_matches(&file, "gitx.example.test", None, &key));
     }
 
