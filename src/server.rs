@@ -156,7 +156,7 @@ pub fn receiver(config: &Config) -> Result<Receiver, String> {
             })?)),
             None => None,
         };
-        repositories.push(WatchedRepository { key, secret, allow_sha1: false });
+        repositories.push(WatchedRepository { key, secret, allow_sha1: false, provider: r.webhook_provider() });
     }
     let watches = config
         .applications
@@ -681,6 +681,7 @@ mod tests {
                 key: key.clone(),
                 secret: Some(Secret::from(SECRET)),
                 allow_sha1: false,
+                provider: Some(crate::webhook::Provider::GitLab),
             }],
             watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
             max_body_bytes: 1 << 20,
@@ -700,6 +701,27 @@ mod tests {
         assert_eq!(r.repositories.len(), 1);
         assert_eq!(r.repositories[0].key, RepoKey::from_url(URL).unwrap());
         assert_eq!(r.watches.iter().map(|w| w.app.as_str()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    /// A repository's forge is `webhookProvider`, else its `commitStatus` provider, else
+    /// the public forge its host names; a bad value is an error naming the line.
+    #[test]
+    fn a_repositorys_webhook_provider_is_configured_or_inferred() {
+        use crate::webhook::Provider;
+        let text = "repositories:\n  - {name: a, url: \"https://git.example/a/a\", webhookProvider: gitlab}\n  - {name: b, url: \"https://github.com/a/b\"}\n  - {name: c, url: \"https://git.example/a/c\", commitStatus: {provider: gitea, tokenFile: /t}}\n  - {name: d, url: \"https://git.example/a/d\"}\n  - {name: e, url: \"git@gitlab.com:a/e.git\", webhookProvider: forgejo}\nenvironments:\n  - name: e\napplications: []\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.yaml");
+        std::fs::write(&file, text).unwrap();
+        let config = crate::config::load_without_secrets(&file).unwrap_or_else(|e| panic!("{e}"));
+        let r = super::receiver(&config).unwrap();
+        let providers: Vec<Option<Provider>> = r.repositories.iter().map(|r| r.provider).collect();
+        assert_eq!(
+            providers,
+            [Some(Provider::GitLab), Some(Provider::GitHub), Some(Provider::Gitea), None, Some(Provider::Forgejo)]
+        );
+        let bad = "repositories:\n  - {name: a, url: \"https://git.example/a/a\", webhookProvider: gitlub}\n";
+        let e = crate::config::load_str(bad, std::path::Path::new("p.yaml"), std::path::Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("p.yaml:2") && e.to_string().contains("gitlub"), "{e}");
     }
 
     fn push(after: &str) -> Vec<u8> {
