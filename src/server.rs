@@ -617,8 +617,13 @@ async fn read_body(
     Ok(buf)
 }
 
+/// The published statuses as served: every free text capped ([`crate::status::fit::served`]).
+fn served(state: &InternalState) -> Vec<crate::status::AppStatus> {
+    state.published.statuses().iter().map(crate::status::fit::served).collect()
+}
+
 async fn applications(State(state): State<InternalState>) -> Response {
-    Json(state.published.statuses()).into_response()
+    Json(served(&state)).into_response()
 }
 
 /// An HTML page ([`crate::page`]) with headers that keep it inert: no scripts or other
@@ -640,14 +645,14 @@ fn html(code: StatusCode, body: String) -> Response {
 }
 
 async fn page_list(State(state): State<InternalState>) -> Response {
-    html(StatusCode::OK, crate::page::list(&state.published.statuses()))
+    html(StatusCode::OK, crate::page::list(&served(&state)))
 }
 
 async fn page_app(
     State(state): State<InternalState>,
     axum::extract::Path(app): axum::extract::Path<String>,
 ) -> Response {
-    let Some(st) = state.published.status(&app) else {
+    let Some(st) = state.published.status(&app).map(|st| crate::status::fit::served(&st)) else {
         return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
     };
     let timings = state.published.timings(&app);
