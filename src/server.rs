@@ -11,7 +11,9 @@
 //!
 //! Every request to the internal listener needs a Kubernetes bearer token whose user
 //! holds the route's right ([`crate::auth`]): 401 without a valid token, 403 without
-//! the right, 503 when the API server cannot be asked. The webhook needs no token: its
+//! the right, 503 when the API server cannot be asked, 429 when too many tokens it has
+//! not seen lately are reviewed at once. Every free text of a served status is capped
+//! ([`crate::status::fit::served`]). The webhook needs no token: its
 //! deliveries are authenticated by their signature.
 //!
 //! The probes, `GET /healthz` and `GET /readyz` (`ok`), are served on their own
@@ -433,6 +435,12 @@ async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> 
         Verdict::Unavailable(why) => {
             tracing::warn!("internal listener: {why}");
             (StatusCode::SERVICE_UNAVAILABLE, "the API server could not review the token; retry later".to_string())
+        }
+        Verdict::Throttled => {
+            let mut response =
+                (StatusCode::TOO_MANY_REQUESTS, "too many token reviews at once; retry in a second").into_response();
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+            return response;
         }
     };
     tracing::debug!(path = %request.uri().path(), status = code.as_u16(), "internal listener refused: {why}");
