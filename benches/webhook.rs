@@ -71,6 +71,7 @@ fn receiver() -> Receiver {
             key: key.clone(),
             secret: Some(Secret::new(SECRET)),
             allow_sha1: false,
+            provider: None,
         }],
         watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
         max_body_bytes: Limits::default().max_body_bytes,

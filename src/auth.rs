@@ -10,10 +10,17 @@
 //!
 //! Answers: no `Authorization: Bearer <token>` header or a token the API server does not
 //! authenticate → 401; authenticated without the right → 403; the API server cannot be
-//! asked → 503. Positive answers are remembered for [`CACHE_TTL`] (at most
-//! [`CACHE_ENTRIES`] of them, keyed by a SHA-256 of token and right, never the token
-//! itself); refusals are not remembered, so a granted right takes effect at once and
-//! a revoked one within [`CACHE_TTL`].
+//! asked → 503; too many reviews asked at once → 429 (`Retry-After: 1`).
+//!
+//! What an unauthenticated caller costs is bounded:
+//! - every answer of the API server — allowed, not authenticated, forbidden — is
+//!   remembered for [`CACHE_TTL`] (at most [`CACHE_ENTRIES`] of them, keyed by a SHA-256
+//!   of token and right, never the token itself), so repeating a token asks nothing; a
+//!   granted or revoked right takes effect within [`CACHE_TTL`]. "Could not ask" (503)
+//!   is not remembered.
+//! - reviews of tokens not remembered are rate-limited: at most [`REVIEW_BURST`] at
+//!   once, refilled at [`REVIEWS_PER_SECOND`]; beyond that the request is answered 429
+//!   without asking, so a flood of made-up tokens costs the API server at most that rate.
 //!
 //! plumb's ServiceAccount needs `create` on `tokenreviews.authentication.k8s.io` and
 //! `subjectaccessreviews.authorization.k8s.io` (the built-in ClusterRole
@@ -32,10 +39,15 @@ use k8s_openapi::api::{
 use kube::{Api, Client, api::PostParams};
 use sha2::{Digest, Sha256};
 
-/// How long a positive answer is reused without asking the API server again.
+/// How long an answer (allowed, not authenticated, forbidden) is reused without asking
+/// the API server again.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
-/// Most positive answers remembered at once.
+/// Most answers remembered at once.
 pub const CACHE_ENTRIES: usize = 1024;
+/// Most reviews of tokens not remembered that may be asked at once (the bucket's size).
+pub const REVIEW_BURST: u32 = 20;
+/// Reviews of tokens not remembered asked per second in the long run (the bucket's refill).
+pub const REVIEWS_PER_SECOND: u32 = 10;
 
 /// A right a request needs: the attributes of the `SubjectAccessReview` asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +103,8 @@ pub enum Verdict {
     },
     /// The API server could not be asked (503); nothing is remembered.
     Unavailable(String),
+    /// Too many tokens not remembered were reviewed lately ([`Bucket`]); not asked (429).
+    Throttled,
 }
 
 impl Verdict {
@@ -101,6 +115,7 @@ impl Verdict {
             Verdict::Unauthenticated(_) => 401,
             Verdict::Forbidden { .. } => 403,
             Verdict::Unavailable(_) => 503,
+            Verdict::Throttled => 429,
         }
     }
 }
@@ -113,11 +128,12 @@ pub fn bearer(authorization: Option<&str>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Positive answers, keyed by SHA-256 of (token, right), each valid until its expiry.
-/// Pure: `now` is passed in.
+/// The API server's answers, keyed by SHA-256 of (token, right), each valid until its
+/// expiry. Only [`Verdict::Allowed`], [`Verdict::Unauthenticated`] and
+/// [`Verdict::Forbidden`] are kept. Pure: `now` is passed in.
 #[derive(Debug)]
 pub struct Cache {
-    entries: HashMap<[u8; 32], (String, Instant)>,
+    entries: HashMap<[u8; 32], (Verdict, Instant)>,
     ttl: Duration,
     capacity: usize,
 }
@@ -136,15 +152,19 @@ impl Cache {
         h.finalize().into()
     }
 
-    /// The user a still-valid positive answer names for `token` and `right`.
-    pub fn get(&self, token: &str, right: Right, now: Instant) -> Option<&str> {
-        let (user, until) = self.entries.get(&Self::key(token, right))?;
-        (now < *until).then_some(user.as_str())
+    /// The still-valid answer remembered for `token` and `right`.
+    pub fn get(&self, token: &str, right: Right, now: Instant) -> Option<&Verdict> {
+        let (verdict, until) = self.entries.get(&Self::key(token, right))?;
+        (now < *until).then_some(verdict)
     }
 
-    /// Remembers that `token`'s `user` holds `right` until `now + ttl`. A full cache
-    /// first drops expired entries, then the one expiring soonest.
-    pub fn insert(&mut self, token: &str, right: Right, user: &str, now: Instant) {
+    /// Remembers `verdict` for `token` and `right` until `now + ttl` (not a
+    /// [`Verdict::Unavailable`] or [`Verdict::Throttled`]: those say nothing about the
+    /// token). A full cache first drops expired entries, then the one expiring soonest.
+    pub fn insert(&mut self, token: &str, right: Right, verdict: &Verdict, now: Instant) {
+        if matches!(verdict, Verdict::Unavailable(_) | Verdict::Throttled) {
+            return;
+        }
         if self.entries.len() >= self.capacity {
             self.entries.retain(|_, (_, until)| now < *until);
         }
@@ -153,7 +173,7 @@ impl Cache {
         {
             self.entries.remove(&oldest);
         }
-        self.entries.insert(Self::key(token, right), (user.to_string(), now + self.ttl));
+        self.entries.insert(Self::key(token, right), (verdict.clone(), now + self.ttl));
     }
 
     /// Number of entries held (expired ones included until evicted).
@@ -167,18 +187,55 @@ impl Cache {
     }
 }
 
+/// A token bucket for reviews: `burst` at once, refilled at `per_second`. Pure: `now`
+/// is passed in.
+#[derive(Debug)]
+pub struct Bucket {
+    /// Reviews that may be asked now (fractions accumulate between calls).
+    available: f64,
+    burst: f64,
+    per_second: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket of `burst` reviews, refilled at `per_second`.
+    pub fn new(burst: u32, per_second: u32, now: Instant) -> Self {
+        Bucket { available: f64::from(burst), burst: f64::from(burst), per_second: f64::from(per_second), at: now }
+    }
+
+    /// Takes one review if there is one at `now`.
+    pub fn take(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = self.at.max(now);
+        self.available = (self.available + elapsed * self.per_second).min(self.burst);
+        if self.available >= 1.0 {
+            self.available -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Asks the API server who a token is and whether it holds a right; remembers positive
 /// answers ([`Cache`]).
 pub struct Reviewer {
     client: Client,
     cache: Mutex<Cache>,
+    bucket: Mutex<Bucket>,
 }
 
 impl Reviewer {
     /// A reviewer asking through `client` (plumb's own identity, never an impersonated
-    /// one), with the default cache ([`CACHE_TTL`], [`CACHE_ENTRIES`]).
+    /// one), with the default cache ([`CACHE_TTL`], [`CACHE_ENTRIES`]) and rate
+    /// ([`REVIEW_BURST`], [`REVIEWS_PER_SECOND`]).
     pub fn new(client: Client) -> Self {
-        Reviewer { client, cache: Mutex::new(Cache::new(CACHE_TTL, CACHE_ENTRIES)) }
+        Reviewer {
+            client,
+            cache: Mutex::new(Cache::new(CACHE_TTL, CACHE_ENTRIES)),
+            bucket: Mutex::new(Bucket::new(REVIEW_BURST, REVIEWS_PER_SECOND, Instant::now())),
+        }
     }
 
     /// The verdict for a request carrying the `Authorization` header value
@@ -187,13 +244,15 @@ impl Reviewer {
         let Some(token) = bearer(authorization) else {
             return Verdict::Unauthenticated("an `Authorization: Bearer <token>` header is required".into());
         };
-        if let Some(user) = self.lock().get(token, right, Instant::now()) {
-            return Verdict::Allowed { user: user.to_string() };
+        if let Some(verdict) = self.lock().get(token, right, Instant::now()) {
+            return verdict.clone();
+        }
+        let granted = self.bucket.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(Instant::now());
+        if !granted {
+            return Verdict::Throttled;
         }
         let verdict = self.ask(token, right).await;
-        if let Verdict::Allowed { user } = &verdict {
-            self.lock().insert(token, right, user, Instant::now());
-        }
+        self.lock().insert(token, right, &verdict, Instant::now());
         verdict
     }
 
@@ -280,6 +339,7 @@ mod tests {
         assert_eq!(Verdict::Unauthenticated(String::new()).http_status(), 401);
         assert_eq!(Verdict::Forbidden { user: "u".into(), reason: String::new() }.http_status(), 403);
         assert_eq!(Verdict::Unavailable(String::new()).http_status(), 503);
+        assert_eq!(Verdict::Throttled.http_status(), 429);
     }
 
     /// An answer is for one token and one right, and only until it expires.
@@ -287,8 +347,9 @@ mod tests {
     fn cache_is_per_token_and_right_and_expires() {
         let t0 = Instant::now();
         let mut c = Cache::new(Duration::from_secs(10), 8);
-        c.insert("tok-a", STATUS_API, "alice", t0);
-        assert_eq!(c.get("tok-a", STATUS_API, t0 + Duration::from_secs(9)), Some("alice"));
+        let alice = Verdict::Allowed { user: "alice".into() };
+        c.insert("tok-a", STATUS_API, &alice, t0);
+        assert_eq!(c.get("tok-a", STATUS_API, t0 + Duration::from_secs(9)), Some(&alice));
         assert_eq!(c.get("tok-a", STATUS_API, t0 + Duration::from_secs(10)), None, "expired");
         assert_eq!(c.get("tok-a", METRICS, t0), None, "another right");
         assert_eq!(c.get("tok-b", STATUS_API, t0), None, "another token");
@@ -300,7 +361,12 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cache::new(Duration::from_secs(10), 3);
         for i in 0..10u64 {
-            c.insert(&format!("tok-{i}"), METRICS, "u", t0 + Duration::from_millis(i));
+            c.insert(
+                &format!("tok-{i}"),
+                METRICS,
+                &Verdict::Allowed { user: "u".into() },
+                t0 + Duration::from_millis(i),
+            );
             assert!(c.len() <= 3);
         }
         let now = t0 + Duration::from_millis(10);
@@ -312,7 +378,34 @@ mod tests {
     #[test]
     fn cache_keys_are_hashes() {
         let mut c = Cache::new(CACHE_TTL, 4);
-        c.insert("secret-token-value", METRICS, "u", Instant::now());
+        c.insert("secret-token-value", METRICS, &Verdict::Allowed { user: "u".into() }, Instant::now());
         assert!(!format!("{c:?}").contains("secret-token-value"));
+    }
+
+    /// Refusals are remembered as answers are; "could not ask" is not.
+    #[test]
+    fn refusals_are_remembered_briefly_and_outages_not_at_all() {
+        let t0 = Instant::now();
+        let mut c = Cache::new(Duration::from_secs(10), 8);
+        let refused = Verdict::Unauthenticated("the token is not valid".into());
+        c.insert("made-up", STATUS_API, &refused, t0);
+        assert_eq!(c.get("made-up", STATUS_API, t0 + Duration::from_secs(1)), Some(&refused));
+        assert_eq!(c.get("made-up", STATUS_API, t0 + Duration::from_secs(10)), None);
+        c.insert("other", STATUS_API, &Verdict::Unavailable("down".into()), t0);
+        c.insert("other", METRICS, &Verdict::Throttled, t0);
+        assert_eq!(c.len(), 1);
+    }
+
+    /// The bucket gives `burst` at once, then `per_second`, and never more than `burst`.
+    #[test]
+    fn reviews_of_unknown_tokens_are_rate_limited() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(3, 2, t0);
+        let at_once = (0..10).filter(|_| b.take(t0)).count();
+        assert_eq!(at_once, 3);
+        assert!(b.take(t0 + Duration::from_millis(500)), "one refilled after half a second at 2/s");
+        assert!(!b.take(t0 + Duration::from_millis(500)));
+        let later = t0 + Duration::from_secs(3600);
+        assert_eq!((0..10).filter(|_| b.take(later)).count(), 3, "an idle hour refills the burst only");
     }
 }

@@ -13,39 +13,103 @@ use crate::{
     status::{AppStatus, SyncRecord, SyncResult},
 };
 
-/// The messages a pass calls for, given the health the previous pass saw (`None`
-/// for the first pass of this process).
-pub fn messages(last_health: Option<HealthStatus>, st: &AppStatus, sync: Option<&SyncRecord>) -> Vec<String> {
-    let short: String = st.revision.chars().take(7).collect();
-    let mut out = Vec::new();
-    if let Some(s) = sync {
-        match s.result {
-            SyncResult::Failed => {
-                out.push(format!("plumb: sync of {} ({}) at {short} failed: {}", st.app, st.environment, s.message));
-            }
-            SyncResult::Refused => {
-                out.push(format!("plumb: sync of {} ({}) at {short} refused: {}", st.app, st.environment, s.message));
-            }
-            SyncResult::Succeeded | SyncResult::Running => {}
+/// Longest message posted, in characters (Slack's recommended limit for `text`; it
+/// truncates at 40,000). A longer one is cut and ends with `…`.
+pub const MAX_TEXT_CHARS: usize = 4000;
+
+/// What was told about one application so far: the health the previous pass saw and
+/// the failed or refused sync last told (its result and revision), so that a sync
+/// retried with the same outcome at the same revision is told once. Owned by
+/// [`Outgoing`], one per application; `Told::default()` before its first pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Told {
+    /// Health after the previous pass (`None` before the first).
+    pub health: Option<HealthStatus>,
+    /// The failed or refused sync last told, `(result, revision)`; cleared by a sync
+    /// that succeeded or went on to a later wave.
+    pub failure: Option<(SyncResult, String)>,
+}
+
+/// `s` escaped for Slack's message formatting ("Formatting text for app surfaces",
+/// "Escaping text"): `&` → `&amp;`, `<` → `&lt;`, `>` → `&gt;`, so that text from Git
+/// or the cluster cannot make a mention (`<!channel>`), a link or a user ping.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
         }
     }
-    if st.health == HealthStatus::Degraded && last_health != Some(HealthStatus::Degraded) {
+    out
+}
+
+/// The messages a pass calls for, given what was told before (`told`), and what is told
+/// after them.
+///
+/// - A failed or refused sync is told once per outcome and revision: a retry that fails
+///   the same way at the same revision says nothing, a new revision, a different outcome
+///   or a failure after a recovery is told again.
+/// - Health is told when it becomes Degraded.
+///
+/// Every interpolated value is [`escape`]d; each message is at most [`MAX_TEXT_CHARS`].
+pub fn messages(told: &Told, st: &AppStatus, sync: Option<&SyncRecord>) -> (Vec<String>, Told) {
+    let short = escape(crate::status::short(&st.revision));
+    let (app, env) = (escape(&st.app), escape(&st.environment));
+    let mut out = Vec::new();
+    let mut next = Told { health: Some(st.health), failure: told.failure.clone() };
+    if let Some(s) = sync {
+        let word = match s.result {
+            SyncResult::Failed => Some("failed"),
+            SyncResult::Refused => Some("refused"),
+            SyncResult::Succeeded | SyncResult::Running => None,
+        };
+        match word {
+            Some(word) => {
+                let failure = Some((s.result, s.revision.clone()));
+                if told.failure != failure {
+                    out.push(format!("plumb: sync of {app} ({env}) at {short} {word}: {}", escape(&s.message)));
+                }
+                next.failure = failure;
+            }
+            None => next.failure = None,
+        }
+    }
+    if st.health == HealthStatus::Degraded && told.health != Some(HealthStatus::Degraded) {
         let why: Vec<String> = st
             .resources
             .iter()
             .filter(|r| r.health == HealthStatus::Degraded)
-            .map(|r| format!("{}: {}", r.object, r.health_message))
+            .map(|r| format!("{}: {}", escape(&r.object), escape(&r.health_message)))
             .collect();
-        out.push(format!("plumb: {} ({}) at {short} is Degraded: {}", st.app, st.environment, why.join("; ")));
+        out.push(format!("plumb: {app} ({env}) at {short} is Degraded: {}", why.join("; ")));
     }
-    out
+    (out.into_iter().map(cut).collect(), next)
+}
+
+/// `text` cut to at most [`MAX_TEXT_CHARS`] characters (the last one `…`), never inside
+/// an escape (`&lt;`): a cut escape is dropped whole.
+fn cut(text: String) -> String {
+    if text.chars().count() <= MAX_TEXT_CHARS {
+        return text;
+    }
+    let mut s: String = text.chars().take(MAX_TEXT_CHARS - 1).collect();
+    if let Some(amp) = s.rfind('&')
+        && !s[amp..].contains(';')
+    {
+        s.truncate(amp);
+    }
+    s.push('…');
+    s
 }
 
 /// Posts [`messages`] to one URL.
 pub struct Outgoing {
     url: String,
     client: HttpClient,
-    last_health: Mutex<HashMap<String, HealthStatus>>,
+    told: Mutex<HashMap<String, Told>>,
 }
 
 impl Outgoing {
@@ -54,13 +118,21 @@ impl Outgoing {
     /// # Errors
     /// The HTTP client cannot be built (no TLS roots).
     pub fn new(url: &str) -> Result<Self, crate::forge::HttpError> {
-        Ok(Self { url: url.into(), client: HttpClient::new()?, last_health: Mutex::default() })
+        Ok(Self { url: url.into(), client: HttpClient::new()?, told: Mutex::default() })
     }
 
     /// Posts what the pass that produced `st` and `sync` calls for (5 s timeout each).
     pub async fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
-        let last = self.last_health.lock().ok().and_then(|mut m| m.insert(st.app.clone(), st.health));
-        for text in messages(last, st, sync) {
+        let texts = match self.told.lock() {
+            Ok(mut told) => {
+                let entry = told.entry(st.app.clone()).or_default();
+                let (texts, next) = messages(entry, st, sync);
+                *entry = next;
+                texts
+            }
+            Err(_) => return,
+        };
+        for text in texts {
             let body = serde_json::json!({ "text": text }).to_string();
             let req = http::Request::post(&self.url)
                 .header(http::header::CONTENT_TYPE, "application/json")
@@ -101,23 +173,86 @@ mod tests {
         }
     }
 
+    fn told(seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<String>> {
+        let mut told = Told::default();
+        seq.iter()
+            .map(|(st, sync)| {
+                let (texts, next) = messages(&told, st, sync.as_ref());
+                told = next;
+                texts
+            })
+            .collect()
+    }
+
     #[test]
     fn failures_refusals_and_new_degradation_are_told_once() {
         let st = status(HealthStatus::Healthy);
         assert_eq!(
-            messages(None, &st, Some(&record(SyncResult::Failed))),
+            messages(&Told::default(), &st, Some(&record(SyncResult::Failed))).0,
             ["plumb: sync of web (prod) at abcdef1 failed: why"]
         );
         assert_eq!(
-            messages(None, &st, Some(&record(SyncResult::Refused))),
+            messages(&Told::default(), &st, Some(&record(SyncResult::Refused))).0,
             ["plumb: sync of web (prod) at abcdef1 refused: why"]
         );
-        assert!(messages(None, &st, Some(&record(SyncResult::Succeeded))).is_empty());
+        assert!(messages(&Told::default(), &st, Some(&record(SyncResult::Succeeded))).0.is_empty());
         let degraded = status(HealthStatus::Degraded);
-        assert_eq!(messages(Some(HealthStatus::Healthy), &degraded, None).len(), 1);
-        assert!(
-            messages(Some(HealthStatus::Degraded), &degraded, None).is_empty(),
-            "told when it became Degraded only"
+        let was_healthy = Told { health: Some(HealthStatus::Healthy), failure: None };
+        assert_eq!(messages(&was_healthy, &degraded, None).0.len(), 1);
+        let was_degraded = Told { health: Some(HealthStatus::Degraded), failure: None };
+        assert!(messages(&was_degraded, &degraded, None).0.is_empty(), "told when it became Degraded only");
+    }
+
+    /// A sync that keeps failing the same way is told once; a new revision, another
+    /// outcome, or a failure after a recovery is told again.
+    #[test]
+    fn a_retried_failing_sync_is_told_once_until_it_changes_or_recovers() {
+        let st = || status(HealthStatus::Healthy);
+        let failed = |rev: &str| SyncRecord { revision: rev.into(), ..record(SyncResult::Failed) };
+        let counts: Vec<usize> = told(&[
+            (st(), Some(failed("abcdef123"))),
+            (st(), Some(failed("abcdef123"))),
+            (st(), None),
+            (st(), Some(failed("abcdef123"))),
+            (st(), Some(record(SyncResult::Refused))),
+            (st(), Some(failed("1234567aa"))),
+            (st(), Some(record(SyncResult::Succeeded))),
+            (st(), Some(failed("1234567aa"))),
+        ])
+        .iter()
+        .map(Vec::len)
+        .collect();
+        assert_eq!(counts, [1, 0, 0, 0, 1, 1, 0, 1]);
+    }
+
+    /// Git values and API error text cannot ping a channel or make a link in Slack.
+    #[test]
+    fn notifications_escape_slack_control_sequences_in_every_value() {
+        let mut st = status(HealthStatus::Degraded);
+        st.app = "web<!here>".into();
+        st.resources = vec![crate::status::ResourceStatus {
+            object: "ConfigMap/a/<@U123>".into(),
+            health: HealthStatus::Degraded,
+            sync: crate::compare::SyncStatus::Synced,
+            reason: String::new(),
+            health_message: "image <http://evil.example|click> & more".into(),
+        }];
+        let rec = SyncRecord { message: "denied: <!channel> a>b".into(), ..record(SyncResult::Failed) };
+        let (texts, _) = messages(&Told::default(), &st, Some(&rec));
+        assert_eq!(
+            texts,
+            [
+                "plumb: sync of web&lt;!here&gt; (prod) at abcdef1 failed: denied: &lt;!channel&gt; a&gt;b",
+                "plumb: web&lt;!here&gt; (prod) at abcdef1 is Degraded: ConfigMap/a/&lt;@U123&gt;: \
+                 image &lt;http://evil.example|click&gt; &amp; more",
+            ]
         );
+        for t in &texts {
+            assert!(!t.contains('<') && !t.contains('>'), "{t}");
+        }
+        let long = SyncRecord { message: "<".repeat(10_000), ..record(SyncResult::Failed) };
+        let (texts, _) = messages(&Told::default(), &status(HealthStatus::Healthy), Some(&long));
+        assert!(texts[0].chars().count() <= MAX_TEXT_CHARS);
+        assert!(texts[0].ends_with("&lt;…"), "an escape is never cut in half");
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! Every request to the internal listener needs a Kubernetes bearer token whose user
 //! holds the route's right ([`crate::auth`]): 401 without a valid token, 403 without
-//! the right, 503 when the API server cannot be asked. The webhook needs no token: its
+//! the right, 503 when the API server cannot be asked, 429 when too many tokens it has
+//! not seen lately are reviewed at once. Every free text of a served status is capped
+//! ([`crate::status::fit::served`]). The webhook needs no token: its
 //! deliveries are authenticated by their signature.
 //!
 //! The probes, `GET /healthz` and `GET /readyz` (`ok`), are served on their own
@@ -156,7 +158,7 @@ pub fn receiver(config: &Config) -> Result<Receiver, String> {
             })?)),
             None => None,
         };
-        repositories.push(WatchedRepository { key, secret, allow_sha1: false });
+        repositories.push(WatchedRepository { key, secret, allow_sha1: false, provider: r.webhook_provider() });
     }
     let watches = config
         .applications
@@ -434,6 +436,12 @@ async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> 
             tracing::warn!("internal listener: {why}");
             (StatusCode::SERVICE_UNAVAILABLE, "the API server could not review the token; retry later".to_string())
         }
+        Verdict::Throttled => {
+            let mut response =
+                (StatusCode::TOO_MANY_REQUESTS, "too many token reviews at once; retry in a second").into_response();
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+            return response;
+        }
     };
     tracing::debug!(path = %request.uri().path(), status = code.as_u16(), "internal listener refused: {why}");
     let mut response = (code, why).into_response();
@@ -617,8 +625,13 @@ async fn read_body(
     Ok(buf)
 }
 
+/// The published statuses as served: every free text capped ([`crate::status::fit::served`]).
+fn served(state: &InternalState) -> Vec<crate::status::AppStatus> {
+    state.published.statuses().iter().map(crate::status::fit::served).collect()
+}
+
 async fn applications(State(state): State<InternalState>) -> Response {
-    Json(state.published.statuses()).into_response()
+    Json(served(&state)).into_response()
 }
 
 /// An HTML page ([`crate::page`]) with headers that keep it inert: no scripts or other
@@ -640,14 +653,14 @@ fn html(code: StatusCode, body: String) -> Response {
 }
 
 async fn page_list(State(state): State<InternalState>) -> Response {
-    html(StatusCode::OK, crate::page::list(&state.published.statuses()))
+    html(StatusCode::OK, crate::page::list(&served(&state)))
 }
 
 async fn page_app(
     State(state): State<InternalState>,
     axum::extract::Path(app): axum::extract::Path<String>,
 ) -> Response {
-    let Some(st) = state.published.status(&app) else {
+    let Some(st) = state.published.status(&app).map(|st| crate::status::fit::served(&st)) else {
         return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
     };
     let timings = state.published.timings(&app);
@@ -681,6 +694,7 @@ mod tests {
                 key: key.clone(),
                 secret: Some(Secret::from(SECRET)),
                 allow_sha1: false,
+                provider: Some(crate::webhook::Provider::GitLab),
             }],
             watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
             max_body_bytes: 1 << 20,
@@ -700,6 +714,27 @@ mod tests {
         assert_eq!(r.repositories.len(), 1);
         assert_eq!(r.repositories[0].key, RepoKey::from_url(URL).unwrap());
         assert_eq!(r.watches.iter().map(|w| w.app.as_str()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    /// A repository's forge is `webhookProvider`, else its `commitStatus` provider, else
+    /// the public forge its host names; a bad value is an error naming the line.
+    #[test]
+    fn a_repositorys_webhook_provider_is_configured_or_inferred() {
+        use crate::webhook::Provider;
+        let text = "repositories:\n  - {name: a, url: \"https://git.example/a/a\", webhookProvider: gitlab}\n  - {name: b, url: \"https://github.com/a/b\"}\n  - {name: c, url: \"https://git.example/a/c\", commitStatus: {provider: gitea, tokenFile: /t}}\n  - {name: d, url: \"https://git.example/a/d\"}\n  - {name: e, url: \"git@gitlab.com:a/e.git\", webhookProvider: forgejo}\nenvironments:\n  - name: e\napplications: []\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.yaml");
+        std::fs::write(&file, text).unwrap();
+        let config = crate::config::load_without_secrets(&file).unwrap_or_else(|e| panic!("{e}"));
+        let r = super::receiver(&config).unwrap();
+        let providers: Vec<Option<Provider>> = r.repositories.iter().map(|r| r.provider).collect();
+        assert_eq!(
+            providers,
+            [Some(Provider::GitLab), Some(Provider::GitHub), Some(Provider::Gitea), None, Some(Provider::Forgejo)]
+        );
+        let bad = "repositories:\n  - {name: a, url: \"https://git.example/a/a\", webhookProvider: gitlub}\n";
+        let e = crate::config::load_str(bad, std::path::Path::new("p.yaml"), std::path::Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("p.yaml:2") && e.to_string().contains("gitlub"), "{e}");
     }
 
     fn push(after: &str) -> Vec<u8> {

@@ -8,6 +8,10 @@
 //! commit's tree, never from a working tree, so there is nothing to race with; a
 //! symlink is followed only when its target stays inside the repository. git2 is
 //! blocking: call these functions from `tokio::task::spawn_blocking`.
+//!
+//! A mirror's disk use is bounded: after a download that leaves more than
+//! [`MAINTAIN_PACKS`] packs or [`MAINTAIN_LOOSE`] loose objects, it is repacked to the
+//! objects its refs reach ([`Mirror::maintain`]), so what a force-push left behind goes.
 
 mod pool;
 pub mod refs;
@@ -460,6 +464,96 @@ impl Mirror {
         Some(new == old || self.repo.graph_descendant_of(new, old).unwrap_or(false))
     }
 
+    /// Repacks the mirror when it holds more than [`MAINTAIN_PACKS`] packs or
+    /// [`MAINTAIN_LOOSE`] loose objects ([`Mirror::repack`]), then opens it again, so
+    /// that the removed files' space is freed (an open repository keeps its packs
+    /// open). Call it after a download (`Resolved::downloaded`) under the mirror's lock,
+    /// as the [`Pool`] does. Returns the objects kept when it repacked. A failure is
+    /// logged: the mirror stays usable and the next download tries again.
+    pub fn maintain(&mut self) -> Option<usize> {
+        let objects = self.repo.path().join("objects");
+        let (packs, loose) = object_files(&objects);
+        if packs <= MAINTAIN_PACKS && loose <= MAINTAIN_LOOSE {
+            return None;
+        }
+        let url = crate::config::repo_url::redact(&self.url);
+        let kept = self.repack();
+        let reopened = Repository::open_bare(self.repo.path()).map(|repo| self.repo = repo);
+        match (kept, reopened) {
+            (Ok(kept), Ok(())) => {
+                tracing::info!(url = %url, packs, loose, kept, "mirror repacked");
+                Some(kept)
+            }
+            (Err(e), _) => {
+                tracing::warn!(url = %url, "mirror not repacked: {e}");
+                None
+            }
+            (Ok(_), Err(e)) => {
+                tracing::warn!(url = %url, "mirror repacked but not opened again: {e}");
+                None
+            }
+        }
+    }
+
+    /// Writes one pack of the objects the mirror's refs reach (their commits, history,
+    /// trees, blobs and annotated tags: git2's `PackBuilder`), then removes every other
+    /// pack and every loose object, so that what no ref reaches any more (a force-pushed
+    /// branch's old commits and files) leaves the disk; libgit2 has no `git gc`. Returns
+    /// the number of objects kept. A mirror without refs is left alone. This handle still
+    /// reads the removed packs until the mirror is opened again ([`Mirror::maintain`]).
+    ///
+    /// The new pack is complete before anything is removed; an interruption leaves
+    /// extra copies, never a missing object.
+    ///
+    /// # Errors
+    /// [`Error::Local`] when the refs cannot be walked or the pack cannot be written or
+    /// the old files removed.
+    fn repack(&self) -> Result<usize, Error> {
+        let dir = self.repo.path().to_path_buf();
+        let local = |source: git2::Error| Error::Local { dir: dir.clone(), source };
+        let io = |e: std::io::Error| local(git2::Error::from_str(&e.to_string()));
+        let mut pb = self.repo.packbuilder().map_err(local)?;
+        pb.set_threads(1);
+        let mut walk = self.repo.revwalk().map_err(local)?;
+        let mut tips = 0;
+        for r in self.repo.references().map_err(local)? {
+            let Some(target) = r.map_err(local)?.target() else { continue };
+            if self.repo.find_tag(target).is_ok() {
+                pb.insert_object(target, None).map_err(local)?;
+            }
+            if let Ok(commit) = self.repo.find_object(target, None).and_then(|o| o.peel_to_commit()) {
+                walk.push(commit.id()).map_err(local)?;
+                tips += 1;
+            }
+        }
+        if tips == 0 {
+            return Ok(0);
+        }
+        pb.insert_walk(&mut walk).map_err(local)?;
+        let pack_dir = dir.join("objects").join("pack");
+        pb.write(&pack_dir, 0).map_err(local)?;
+        let kept = pb.object_count();
+        let name = pb.name().map_err(local)?.map(|n| format!("pack-{n}."));
+        let Some(name) = name else {
+            return Err(local(git2::Error::from_str("the new pack has no name")));
+        };
+        for entry in std::fs::read_dir(&pack_dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            let file = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if file.starts_with("pack-") && !file.starts_with(&name) {
+                std::fs::remove_file(&path).map_err(io)?;
+            }
+        }
+        for entry in std::fs::read_dir(dir.join("objects")).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            if path.file_name().and_then(|n| n.to_str()).is_some_and(is_loose_dir) {
+                std::fs::remove_dir_all(&path).map_err(io)?;
+            }
+        }
+        self.repo.odb().and_then(|odb| odb.refresh()).map_err(local)?;
+        Ok(kept)
+    }
+
     /// Downloads `refspecs` into the mirror.
     ///
     /// Over HTTP each request of the fetch goes on a connection of its own
@@ -793,6 +887,35 @@ fn submodule_url(gitmodules: &str, path: &str) -> Option<String> {
     })
 }
 
+/// Packs a mirror may hold before a download repacks it: each download adds one.
+pub const MAINTAIN_PACKS: usize = 16;
+/// Loose objects a mirror may hold before a download repacks it.
+pub const MAINTAIN_LOOSE: usize = 1024;
+
+/// `objects/` subdirectory of loose objects: two hex digits.
+fn is_loose_dir(name: &str) -> bool {
+    name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Packs (`objects/pack/*.pack`) and loose objects (files in `objects/XX/`) under
+/// `objects`; what cannot be read counts as nothing.
+fn object_files(objects: &Path) -> (usize, usize) {
+    let count = |dir: &Path, keep: &dyn Fn(&str) -> bool| {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries.filter_map(Result::ok).filter(|e| e.file_name().to_str().is_some_and(keep)).count()
+        })
+    };
+    let packs = count(&objects.join("pack"), &|n| n.ends_with(".pack"));
+    let loose = std::fs::read_dir(objects).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_str().is_some_and(is_loose_dir))
+            .map(|e| count(&e.path(), &|_| true))
+            .sum()
+    });
+    (packs, loose)
+}
+
 fn is_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -803,14 +926,16 @@ fn is_short_sha(s: &str) -> bool {
     (7..40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Whether the OpenSSH `known_hosts` file lists `host` with exactly `key` (the raw key
-/// blob the server sent), parsed with `ssh-key`'s known_hosts parser.
+/// Whether the OpenSSH `known_hosts` file lists `host` on `port` (`None`: the URL names
+/// none, port 22) with exactly `key` (the raw key blob the server sent), parsed with
+/// `ssh-key`'s known_hosts parser.
 ///
-/// - Plain host names are compared exactly (no wildcards); a `[host]:port` entry matches
-///   `host` whatever the port (libgit2 passes the host name alone).
-/// - Hashed entries (`|1|salt|hash`, `ssh-keygen -H`) match when the HMAC-SHA1 of
-///   `host` — or of `[host]:port` when the repository URL names a port other than 22 —
-///   under the salt is the hash.
+/// The name looked up is OpenSSH's (`sshd(8)` "SSH_KNOWN_HOSTS FILE FORMAT", `put_host_port`
+/// in OpenSSH's `misc.c`): `host` on port 22, `[host]:port` on any other port.
+/// - Plain names are compared exactly, ASCII case-insensitively (no wildcards): a bare
+///   `host` entry matches port 22 only, a `[host]:port` entry that port only.
+/// - Hashed entries (`|1|salt|hash`, `ssh-keygen -H`) match when the HMAC-SHA1 of that
+///   name under the salt is the hash.
 /// - A matching `@revoked` entry rejects the key even if another line lists it;
 ///   `@cert-authority` entries are not host keys and are skipped, as are lines that do
 ///   not parse. Fields may be separated by any run of blanks.
@@ -835,24 +960,21 @@ fn known_host_matches(file: &Path, host: &str, port: Option<u16>, key: &[u8]) ->
     listed
 }
 
-/// Whether a known_hosts entry's host field names `host` (see [`known_host_matches`]).
+/// Whether a known_hosts entry's host field names `host` on `port` (see
+/// [`known_host_matches`]).
 fn host_listed(patterns: &ssh_key::known_hosts::HostPatterns, host: &str, port: Option<u16>) -> bool {
     use hmac::{Hmac, KeyInit, Mac};
     use ssh_key::known_hosts::HostPatterns;
+    let name = match port {
+        Some(p) if p != 22 => format!("[{host}]:{p}"),
+        _ => host.to_owned(),
+    };
     match patterns {
-        HostPatterns::Patterns(list) => list.iter().any(|h| {
-            let h = h.trim_start_matches('[');
-            h == host || h.split(']').next() == Some(host)
+        HostPatterns::Patterns(list) => list.iter().any(|h| h.eq_ignore_ascii_case(&name)),
+        HostPatterns::HashedName { salt, hash } => Hmac::<sha1::Sha1>::new_from_slice(salt).is_ok_and(|mut mac| {
+            mac.update(name.as_bytes());
+            mac.verify_slice(hash).is_ok()
         }),
-        HostPatterns::HashedName { salt, hash } => {
-            let bracketed = port.filter(|&p| p != 22).map(|p| format!("[{host}]:{p}"));
-            std::iter::once(host).chain(bracketed.as_deref()).any(|name| {
-                Hmac::<sha1::Sha1>::new_from_slice(salt).is_ok_and(|mut mac| {
-                    mac.update(name.as_bytes());
-                    mac.verify_slice(hash).is_ok()
-                })
-            })
-        }
     }
 }
 
@@ -948,6 +1070,54 @@ mod tests {
         assert_eq!(names, ["apps/web/cm.yaml", "apps/web/link.yaml"]);
         assert_eq!(snap.files[1].1, b"outside");
         assert!(matches!(mirror.snapshot(&second.revision, "apps/none"), Err(Error::PathNotFound { .. })));
+    }
+
+    /// Test helper: blob id of `path` in the tree of commit `rev` of `work`.
+    fn blob_in(work: &Path, rev: &str, path: &str) -> Oid {
+        let repo = Repository::open(work).expect("open work");
+        let tree = repo.revparse_single(rev).and_then(|o| o.peel_to_tree()).expect("tree");
+        tree.get_path(Path::new(path)).expect("entry").id()
+    }
+
+    /// A file that a force-push removed from every ref is gone from the mirror once
+    /// downloads have piled up [`MAINTAIN_PACKS`] packs (the pool maintains the mirror after
+    /// each download); what the refs reach stays readable.
+    #[test]
+    fn a_force_pushed_away_file_leaves_the_mirror_after_maintenance() {
+        let (tmp, work, mut mirror) = one_commit();
+        write(&work, "app/secret.yaml", "kind: ConfigMap # pushed by mistake\n");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "oops"]);
+        let mistake = blob_in(&work, "HEAD", "app/secret.yaml");
+        assert!(mirror.resolve("main").expect("resolve").downloaded);
+        assert!(mirror.repo.find_blob(mistake).is_ok(), "fetched");
+        // force-push: the commit is replaced by one without the file
+        git(&work, &["reset", "-q", "--hard", "HEAD~1"]);
+        git(&work, &["reflog", "expire", "--expire=now", "--all"]);
+        git(&work, &["gc", "-q", "--prune=now"]);
+        let mut last = String::new();
+        for i in 0..=MAINTAIN_PACKS {
+            write(&work, "app/cm.yaml", &format!("kind: ConfigMap # {i}\n"));
+            git(&work, &["add", "-A"]);
+            git(&work, &["commit", "-qm", &format!("c{i}")]);
+            let resolved = mirror.resolve("main").expect("resolve");
+            assert!(resolved.downloaded);
+            mirror.maintain();
+            last = resolved.revision;
+        }
+        assert!(mirror.repo.find_blob(mistake).is_err(), "the force-pushed-away file is still in the mirror");
+        let (packs, loose) = object_files(&mirror.repo.path().join("objects"));
+        assert!(packs <= MAINTAIN_PACKS && loose <= MAINTAIN_LOOSE, "{packs} packs, {loose} loose");
+        let snap = mirror.snapshot(&last, "app").expect("snapshot after maintenance");
+        assert_eq!(
+            snap.files,
+            [("app/cm.yaml".to_string(), format!("kind: ConfigMap # {MAINTAIN_PACKS}\n").into_bytes())]
+        );
+        // a mirror opened again reads the same
+        let again = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open");
+        assert!(again.resolve("main").is_ok_and(|r| r.revision == last && !r.downloaded));
+        assert!(again.descends(&last, &mirror.resolve("main").expect("resolve").revision).unwrap_or(false));
     }
 
     /// A resolve reads the last advertisement when its freshness accepts it (a poll
@@ -1221,10 +1391,24 @@ mod tests {
         assert!(known_host_matches(&file, "alias", None, &key));
         assert!(!known_host_matches(&file, "git.example.test", None, &other_key()), "another key");
         assert!(!known_host_matches(&file, "example.test", None, &key), "another host");
-        // `[host]:port` names the host on any port, as before (libgit2 gives no port).
         assert!(known_host_matches(&file, "ssh.example.test", Some(2222), &key));
-        assert!(known_host_matches(&file, "ssh.example.test", None, &key));
         assert!(!known_host_matches(&file.with_file_name("absent"), "git.example.test", None, &key));
+    }
+
+    /// OpenSSH's rule: a bare name is port 22, `[host]:port` is that port alone.
+    #[test]
+    fn a_host_key_pinned_for_one_port_is_not_trusted_on_another() {
+        let key = key_blob(KEY_B64);
+        let (_dir, file) = known_hosts(&format!(
+            "git.example.test ssh-ed25519 {KEY_B64}\n[ssh.example.test]:2222 ssh-ed25519 {KEY_B64}\n"
+        ));
+        assert!(known_host_matches(&file, "git.example.test", None, &key));
+        assert!(known_host_matches(&file, "git.example.test", Some(22), &key));
+        assert!(known_host_matches(&file, "GIT.example.test", None, &key), "names are case-insensitive");
+        assert!(!known_host_matches(&file, "git.example.test", Some(2222), &key), "a bare entry is port 22");
+        assert!(known_host_matches(&file, "ssh.example.test", Some(2222), &key));
+        assert!(!known_host_matches(&file, "ssh.example.test", None, &key), "[host]:2222 is not port 22");
+        assert!(!known_host_matches(&file, "ssh.example.test", Some(2223), &key), "nor another port");
     }
 
     /// Lines `ssh-keygen -H` wrote on this machine for `[git.example.test]:2222` and
@@ -1243,7 +1427,7 @@ mod tests {
         let (_dir, file) = known_hosts(&plain_line);
         assert!(known_host_matches(&file, "git.example.test", None, &key));
         assert!(known_host_matches(&file, "git.example.test", Some(22), &key));
-        assert!(known_host_matches(&file, "git.example.test", Some(2222), &key), "the bare name on any port");
+        assert!(!known_host_matches(&file, "git.example.test", Some(2222), &key), "the bare name is port 22");
         assert!(!known_host_matches(&file, "gitx.example.test", None, &key));
     }
 

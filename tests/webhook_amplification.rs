@@ -65,6 +65,7 @@ fn a_signed_amplifying_delivery_costs_its_size() {
             key: key.clone(),
             secret: Some(Secret::new(SECRET)),
             allow_sha1: false,
+            provider: None,
         }],
         watches: vec![Watch { app: "web".into(), repo: key, revision: "b000001".into(), path_filter: None }],
         max_body_bytes: plumb::webhook::DEFAULT_MAX_BODY_BYTES,

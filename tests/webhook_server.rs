@@ -47,6 +47,7 @@ impl Server {
                 key: key.clone(),
                 secret: Some(Secret::new(SECRET)),
                 allow_sha1: false,
+                provider: None,
             }],
             watches: vec![Watch { app: "web".into(), repo: key, revision: "main".into(), path_filter: None }],
             max_body_bytes: limits.max_body_bytes,

@@ -49,6 +49,7 @@ fn receiver() -> &'static Receiver {
                 key: key.clone(),
                 secret: Some(Secret::new(SECRET.to_vec())),
                 allow_sha1: false,
+                provider: None,
             });
             for r in *refs {
                 watches.push(Watch {

@@ -88,6 +88,13 @@ pub struct Repository {
     /// trailing newline (`\n` or `\r\n`) is stripped; every other byte is part of the key.
     #[serde(default)]
     pub webhook_secret_file: Option<Spanned<PathBuf>>,
+    /// The forge that sends this repository's webhook deliveries: `gitea`, `forgejo`,
+    /// `gogs`, `github`, `gitlab`, `bitbucket-cloud` or `bitbucket-server`. Its secret
+    /// then authenticates only that forge's scheme (see
+    /// [`crate::webhook::WatchedRepository::provider`]); when absent, it is inferred
+    /// ([`Repository::webhook_provider`]).
+    #[serde(default)]
+    pub webhook_provider: Option<Spanned<crate::webhook::Provider>>,
     /// File holding an HTTPS token (sent as the basic-auth password).
     #[serde(default)]
     pub token_file: Option<Spanned<PathBuf>>,
@@ -118,6 +125,33 @@ pub struct Repository {
     /// The SSH private key from a Secret instead of `sshKeyFile`.
     #[serde(default)]
     pub ssh_key_secret_ref: Option<SecretRef>,
+}
+
+impl Repository {
+    /// The forge that sends this repository's webhook deliveries: `webhookProvider`;
+    /// else the `commitStatus` provider (`gitea`: the Gitea family, `github`); else the
+    /// public forge the URL's host names (`github.com`, `gitlab.com`, `bitbucket.org`);
+    /// else `None`, which accepts every forge's HMAC signature and no plain token
+    /// ([`crate::webhook::WatchedRepository::provider`]).
+    pub fn webhook_provider(&self) -> Option<crate::webhook::Provider> {
+        use crate::webhook::Provider;
+        if let Some(p) = &self.webhook_provider {
+            return Some(p.value);
+        }
+        if let Some(cs) = &self.commit_status {
+            return Some(match cs.provider.value {
+                ForgeProvider::Gitea => Provider::Gitea,
+                ForgeProvider::GitHub => Provider::GitHub,
+            });
+        }
+        let host = crate::webhook::RepoKey::from_url(&self.url.value)?;
+        match host.as_str().split('/').next()? {
+            "github.com" => Some(Provider::GitHub),
+            "gitlab.com" => Some(Provider::GitLab),
+            "bitbucket.org" => Some(Provider::BitbucketCloud),
+            _ => None,
+        }
+    }
 }
 
 /// A key of a Kubernetes Secret in plumb's namespace (`settings.statusNamespace`),

@@ -14,8 +14,10 @@
 //! | sync Refused by a guard (nothing written)        | `error`   |
 //! | sync Running (a later wave waits for health)     | `pending` |
 //!
-//! The description carries the application's sync and health (`Synced, Healthy: …`,
-//! at most 140 characters: GitHub rejects longer ones with 422). The four states are the
+//! The description carries the application's sync and health and a fixed, plumb-worded
+//! detail (`OutOfSync, Healthy: sync failed after applying 2; see plumb history`, at most
+//! 140 characters: GitHub rejects longer ones with 422; see [`sync_detail`]): never the
+//! text of an API error, which may quote Git values or cluster internals. The four states are the
 //! ones both APIs accept (Gitea also has `warning`, unused).
 //!
 //! Both forges take the same JSON body `{state, target_url, description, context}`;
@@ -266,6 +268,23 @@ pub fn describe(sync: SyncStatus, health: HealthStatus, detail: &str) -> String 
     s
 }
 
+/// The detail of a sync's description, in plumb's own words: counts and the outcome,
+/// never the record's message (API error text that may quote Git values, object names or
+/// cluster internals; the forge is read by more people than plumb's status). The message
+/// stays in plumb's history (`plumb history APP`), which the description points to.
+///
+/// `applied` / `pruned` count the objects the record names plus those it omits.
+pub fn sync_detail(rec: &SyncRecord) -> String {
+    let applied = rec.applied.len() + rec.applied_omitted;
+    let pruned = rec.pruned.len() + rec.pruned_omitted;
+    match rec.result {
+        SyncResult::Succeeded => format!("applied {applied}, pruned {pruned}"),
+        SyncResult::Failed => format!("sync failed after applying {applied}; see plumb history"),
+        SyncResult::Refused => "sync refused by a guard, nothing written; see plumb history".to_owned(),
+        SyncResult::Running => format!("sync running: applied {applied}, a later wave waits for health"),
+    }
+}
+
 /// The status to post after a pass of `app` that left status `st` and made sync
 /// `sync` (if any), given the status posted last (if any).
 ///
@@ -282,17 +301,11 @@ pub fn next_status(
 ) -> Option<CommitStatus> {
     let context = format!("plumb/{app}");
     let next = if let Some(rec) = sync {
-        let detail = match rec.result {
-            SyncResult::Succeeded => format!("applied {}, pruned {}", rec.applied.len(), rec.pruned.len()),
-            SyncResult::Failed => format!("sync failed: {}", rec.message),
-            SyncResult::Refused => format!("sync refused: {}", rec.message),
-            SyncResult::Running => format!("sync running: {}", rec.message),
-        };
         CommitStatus {
             sha: rec.revision.clone(),
             state: state_for(rec.result, st.health),
             context,
-            description: describe(st.sync, st.health, &detail),
+            description: describe(st.sync, st.health, &sync_detail(rec)),
         }
     } else {
         let last = last?;

@@ -175,13 +175,24 @@ fn a_sync_posts_then_the_rollout_settles_once() {
     assert_eq!(next("web", &report(None, HealthStatus::Healthy), None), None);
 }
 
+/// The description is plumb's own words: the record's message (API error text quoting
+/// Git values and cluster internals) never reaches the forge.
 #[test]
-fn failed_and_refused_syncs_say_why() {
-    let s = next("web", &report(Some(SyncResult::Failed), HealthStatus::Healthy), None).unwrap();
-    assert_eq!(s.state, State::Failure);
-    assert!(s.description.contains("sync failed: apply web: forbidden"), "{}", s.description);
-    let s = next("web", &report(Some(SyncResult::Refused), HealthStatus::Healthy), None).unwrap();
-    assert_eq!(s.state, State::Error);
+fn commit_status_descriptions_never_quote_the_sync_error() {
+    let leak = "admission webhook \"x.internal.svc:443\" denied: <!channel> secret=hunter2";
+    for (result, state, words) in [
+        (SyncResult::Failed, State::Failure, "sync failed after applying 2; see plumb history"),
+        (SyncResult::Refused, State::Error, "sync refused by a guard, nothing written; see plumb history"),
+        (SyncResult::Running, State::Pending, "sync running: applied 2, a later wave waits for health"),
+    ] {
+        let mut r = report(Some(result), HealthStatus::Healthy);
+        if let Some(rec) = r.1.as_mut() {
+            rec.message = leak.into();
+        }
+        let s = next("web", &r, None).unwrap();
+        assert_eq!(s.state, state);
+        assert_eq!(s.description, format!("Synced, Healthy: {words}"));
+    }
 }
 
 /// `{app}` in `targetUrl` becomes the application's name, one path segment, so the

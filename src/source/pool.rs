@@ -1,8 +1,9 @@
 //! The mirrors of one process and the renders made from them.
 //!
 //! One [`Mirror`] per repository (opened on first use with the repository's
-//! credentials: token file, SSH key, pinned host keys), locked while a fetch runs, and
-//! always used off the async threads (git2 is blocking). Renders are remembered by
+//! credentials: token file, SSH key, pinned host keys), locked while a fetch runs (and
+//! while it is repacked after a download: [`Mirror::maintain`]), and always used off the
+//! async threads (git2 is blocking). Renders are remembered by
 //! (renderer, the commit's root tree or the path's files, path, application, namespace,
 //! source options), so a pass at a known commit (or a commit that did not change its
 //! inputs) renders nothing again and starts no child process. At most
@@ -208,8 +209,12 @@ impl Pool {
         let m = self.mirror(repo)?;
         let wanted = wanted.to_string();
         tokio::task::spawn_blocking(move || -> Result<String, FetchError> {
-            let m = m.lock().map_err(|_| FetchError::Poisoned)?;
-            Ok(m.resolve(&wanted)?.revision)
+            let mut m = m.lock().map_err(|_| FetchError::Poisoned)?;
+            let resolved = m.resolve(&wanted)?;
+            if resolved.downloaded {
+                m.maintain();
+            }
+            Ok(resolved.revision)
         })
         .await
         .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
@@ -271,8 +276,11 @@ impl Pool {
         let fetched = match self.mirror(repo) {
             Err(e) => Err(e),
             Ok(m) => tokio::task::spawn_blocking(move || -> Result<(Snapshot, Option<String>), FetchError> {
-                let m = m.lock().map_err(|_| FetchError::Poisoned)?;
+                let mut m = m.lock().map_err(|_| FetchError::Poisoned)?;
                 let resolved = m.resolve_since(&wanted, asked)?;
+                if resolved.downloaded {
+                    m.maintain();
+                }
                 // a commit's tree never changes: a path read before is not read again
                 let id = format!("{}\n{place}", resolved.revision);
                 if let Some(head) = heads.lock().ok().and_then(|h| h.get(&id).cloned()) {

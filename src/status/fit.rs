@@ -12,6 +12,9 @@
 //!   and as many pruned objects, with `applied_omitted` / `pruned_omitted` counting the
 //!   rest; a message longer than [`MESSAGE_BYTES`] is cut.
 //! - `history.json` holds at most [`HISTORY_BYTES`]: the oldest records go first.
+//!
+//! What is served (status API, status page) is [`served`]: every free text capped at
+//! [`MESSAGE_BYTES`], as a stored sync message is.
 
 use super::{AppStatus, ResourceStatus, SyncRecord, SyncStatus};
 use crate::health::HealthStatus;
@@ -57,17 +60,53 @@ pub fn capped_record(record: &SyncRecord) -> SyncRecord {
         r.pruned_omitted += r.pruned.len() - RECORD_OBJECTS;
         r.pruned.truncate(RECORD_OBJECTS);
     }
-    if r.message.len() > MESSAGE_BYTES {
-        // room for the note, so that a cut message is not cut again
+    cap_text(&mut r.message);
+    r
+}
+
+/// Cuts `text` longer than [`MESSAGE_BYTES`] on a character boundary and says how many
+/// bytes were left out (` … (N more bytes left out)`); the result is at most
+/// [`MESSAGE_BYTES`] and is not cut again.
+pub fn cap_text(text: &mut String) {
+    if text.len() > MESSAGE_BYTES {
+        // room for the note, so that a cut text is not cut again
         let mut end = MESSAGE_BYTES - 64;
-        while !r.message.is_char_boundary(end) {
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        let cut = r.message.len() - end;
-        r.message.truncate(end);
-        r.message.push_str(&format!(" … ({cut} more bytes left out)"));
+        let cut = text.len() - end;
+        text.truncate(end);
+        text.push_str(&format!(" … ({cut} more bytes left out)"));
     }
-    r
+}
+
+/// The status as the status API and the status page serve it: every free text —
+/// the subjects, the last sync's message, each object's reason and health message,
+/// each condition's message, each finished Job's message, a pause's reason — cut by
+/// [`cap_text`] to the bound a stored sync message has ([`MESSAGE_BYTES`]), and the
+/// last sync's objects capped as stored ([`capped_record`]). The objects themselves are
+/// all served.
+pub fn served(status: &AppStatus) -> AppStatus {
+    let mut st = status.clone();
+    cap_text(&mut st.subject);
+    if let Some(r) = st.last_sync.as_mut() {
+        *r = capped_record(r);
+        cap_text(&mut r.subject);
+    }
+    for r in &mut st.resources {
+        cap_text(&mut r.reason);
+        cap_text(&mut r.health_message);
+    }
+    for c in &mut st.conditions {
+        cap_text(&mut c.message);
+    }
+    for f in &mut st.finished {
+        cap_text(&mut f.message);
+    }
+    if let Some(s) = st.suspended.as_mut() {
+        cap_text(&mut s.reason);
+    }
+    st
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {

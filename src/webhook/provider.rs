@@ -1,6 +1,6 @@
 //! Which forge sent a delivery, recognised from headers alone.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Case-insensitive view of request headers as received, `(name, value)` in send order.
 ///
@@ -26,9 +26,10 @@ impl<'a> Headers<'a> {
     }
 }
 
-/// The forge that sent a delivery. Serializes as `gitea`, `forgejo`, `gogs`, `github`,
-/// `gitlab`, `bitbucket-cloud`, `bitbucket-server`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// The forge that sent a delivery, or the one a repository's deliveries come from
+/// (`webhookProvider` of a repository in the policy). Serializes (and reads) as `gitea`,
+/// `forgejo`, `gogs`, `github`, `gitlab`, `bitbucket-cloud`, `bitbucket-server`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Provider {
     /// Gitea (`X-Gitea-Event`); also sends every Gogs and GitHub-style header.
     #[serde(rename = "gitea")]
@@ -107,6 +108,23 @@ impl Provider {
     /// Gitea, Forgejo and Gogs share payloads and signing rules (form mode signs the JSON).
     pub(crate) fn is_gitea_family(self) -> bool {
         matches!(self, Provider::Gitea | Provider::Forgejo | Provider::Gogs)
+    }
+
+    /// Whether a delivery recognised as coming from `sender` may authenticate with the
+    /// secret of a repository whose deliveries come from `self`: the same forge or one of
+    /// its family, which signs the same way (Gitea, Forgejo and Gogs: Forgejo and Gogs
+    /// servers answer to a repository configured `gitea`; Bitbucket Cloud and Server).
+    /// So a GitHub repository's HMAC key never passes as a GitLab plain token, nor a
+    /// GitLab token as an HMAC key.
+    pub fn signs_like(self, sender: Provider) -> bool {
+        match self {
+            Provider::Gitea | Provider::Forgejo | Provider::Gogs => sender.is_gitea_family(),
+            Provider::GitHub => sender == Provider::GitHub,
+            Provider::GitLab => sender == Provider::GitLab,
+            Provider::BitbucketCloud | Provider::BitbucketServer => {
+                matches!(sender, Provider::BitbucketCloud | Provider::BitbucketServer)
+            }
+        }
     }
 
     /// Header naming the event: `push`, `Push Hook`, `repo:push`, ….

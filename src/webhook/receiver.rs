@@ -215,16 +215,23 @@ mod tests {
     fn receiver() -> Receiver {
         Receiver {
             repositories: vec![
-                WatchedRepository { key: key(URL), secret: Some(Secret::from(SECRET)), allow_sha1: false },
+                WatchedRepository {
+                    key: key(URL),
+                    secret: Some(Secret::from(SECRET)),
+                    allow_sha1: false,
+                    provider: Some(Provider::GitHub),
+                },
                 WatchedRepository {
                     key: key("https://github.example.invalid/acme/other"),
                     secret: Some(Secret::from("other-secret")),
                     allow_sha1: false,
+                    provider: Some(Provider::GitHub),
                 },
                 WatchedRepository {
                     key: key("https://github.example.invalid/acme/nosecret"),
                     secret: None,
                     allow_sha1: false,
+                    provider: Some(Provider::GitHub),
                 },
             ],
             watches: vec![
@@ -376,6 +383,91 @@ mod tests {
             r.decide(&headers, b"Hello, World!")
         };
         assert_eq!((d.verification.valid, d.http_status), (true, 400));
+    }
+
+    fn gitlab_push(token: &str, repo: &str) -> Decision {
+        let body = json!({
+            "object_kind": "push", "ref": "refs/heads/main",
+            "before": "1111111111111111111111111111111111111111",
+            "after": "2222222222222222222222222222222222222222",
+            "checkout_sha": "2222222222222222222222222222222222222222",
+            "total_commits_count": 0, "commits": [],
+            "project": {"git_http_url": repo, "web_url": repo}
+        })
+        .to_string()
+        .into_bytes();
+        let headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("X-Gitlab-Event".to_owned(), "Push Hook".to_owned()),
+            ("X-Gitlab-Token".to_owned(), token.to_owned()),
+        ];
+        receiver().decide(&headers, &body)
+    }
+
+    /// The HMAC key of a GitHub repository sent as a GitLab-style plain token (which
+    /// anyone who once saw the secret can replay with any body) does not authenticate:
+    /// the scheme is the repository's forge's. The same token for a GitLab repository
+    /// does; a repository whose forge is not known takes no plain token at all.
+    #[test]
+    fn a_github_repositorys_secret_is_refused_as_a_gitlab_token() {
+        let d = gitlab_push(SECRET, URL);
+        assert_eq!((d.action, d.http_status), (Action::Reject, 401));
+        assert_eq!(d.verification.failure, Some(Failure::Mismatch));
+        assert_eq!(d.reason, github("push", b"{}", "wrong", "application/json").reason, "reads as any bad token");
+
+        let gitlab = "https://gitlab.example.invalid/acme/fleet";
+        let mut r = receiver();
+        r.repositories.push(WatchedRepository {
+            key: key(gitlab),
+            secret: Some(Secret::from("gl-token")),
+            allow_sha1: false,
+            provider: Some(Provider::GitLab),
+        });
+        r.watches.push(Watch { app: "gl".into(), repo: key(gitlab), revision: "main".into(), path_filter: None });
+        let decide = |r: &Receiver, token: &str| {
+            let body = json!({"object_kind": "push", "ref": "refs/heads/main",
+                "before": "1111111111111111111111111111111111111111",
+                "after": "2222222222222222222222222222222222222222",
+                "total_commits_count": 0, "commits": [], "project": {"git_http_url": gitlab}})
+            .to_string();
+            let headers = vec![
+                ("Content-Type".to_owned(), "application/json".to_owned()),
+                ("X-Gitlab-Event".to_owned(), "Push Hook".to_owned()),
+                ("X-Gitlab-Token".to_owned(), token.to_owned()),
+            ];
+            r.decide(&headers, body.as_bytes())
+        };
+        let ok = decide(&r, "gl-token");
+        assert_eq!((ok.http_status, ok.apps.clone()), (202, vec!["gl".to_owned()]));
+        // the GitLab token is no HMAC key for a GitHub-style delivery either
+        let mut as_github = r.clone();
+        as_github.repositories.retain(|repo| repo.provider == Some(Provider::GitLab));
+        let body = push_body(gitlab, "refs/heads/main");
+        let headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("X-GitHub-Event".to_owned(), "push".to_owned()),
+            ("X-Hub-Signature-256".to_owned(), sign("gl-token", &body)),
+        ];
+        assert_eq!(as_github.decide(&headers, &body).http_status, 401);
+        // forge not known: HMAC yes, plain token no
+        r.repositories.last_mut().unwrap().provider = None;
+        assert_eq!(decide(&r, "gl-token").http_status, 401);
+        assert_eq!(as_github.decide(&headers, &body).http_status, 401, "still bound in the copy");
+        let mut unknown = as_github;
+        unknown.repositories[0].provider = None;
+        assert_eq!(unknown.decide(&headers, &body).http_status, 202);
+    }
+
+    /// Forgejo and Gogs deliveries authenticate for a repository configured `gitea`
+    /// (one family, one signing rule).
+    #[test]
+    fn the_gitea_family_signs_alike() {
+        for sender in [Provider::Gitea, Provider::Forgejo, Provider::Gogs] {
+            assert!(Provider::Gitea.signs_like(sender));
+            assert!(!Provider::GitHub.signs_like(sender) && !Provider::GitLab.signs_like(sender));
+        }
+        assert!(Provider::BitbucketServer.signs_like(Provider::BitbucketCloud));
+        assert!(!Provider::GitHub.signs_like(Provider::BitbucketCloud));
     }
 
     #[test]

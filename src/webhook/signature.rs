@@ -179,7 +179,8 @@ struct Selection<'h> {
 /// stand in for hashing `body` again.
 ///
 /// Returns the verdict and, per entry of `repos`, whether that repository's secret
-/// verified it (false for repositories without a usable secret).
+/// verified it (false for repositories without a usable secret, and for those whose
+/// forge is not `provider`'s: [`WatchedRepository::accepts`]).
 pub(crate) fn verify(
     provider: Provider,
     h: &Headers<'_>,
@@ -233,6 +234,8 @@ pub(crate) fn verify(
             }
         },
     };
+    // A secret authenticates only deliveries of its repository's forge (or family).
+    let verified: Vec<bool> = verified.into_iter().zip(repos).map(|(ok, repo)| ok && repo.accepts(provider)).collect();
     verification.valid = verified.contains(&true);
     if !verification.valid && verification.failure.is_none() {
         verification.failure = Some(match selection.value {
@@ -385,6 +388,7 @@ mod tests {
             key: RepoKey::from_url("https://h.example/a/b").unwrap(),
             secret: Some(Secret::from(secret)),
             allow_sha1,
+            provider: None,
         }
     }
 
@@ -573,7 +577,7 @@ mod tests {
 
     #[test]
     fn gitlab_token() {
-        let repos = [repo("s3cr3t-for-tests", false)];
+        let repos = [WatchedRepository { provider: Some(Provider::GitLab), ..repo("s3cr3t-for-tests", false) }];
         type Headers<'a> = &'a [(&'a str, &'a str)];
         let cases: &[(Headers, Option<Failure>)] = &[
             (&[("X-Gitlab-Token", "s3cr3t-for-tests")], None),

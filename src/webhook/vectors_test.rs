@@ -35,6 +35,7 @@ fn receiver(dir: &Path, overrides: Option<&Value>) -> Receiver {
             key: key.clone(),
             secret: Some(Secret::new(secret.clone())),
             allow_sha1,
+            provider: Some(forge_of(key.as_str())),
         });
         for r in entry["refs"].as_array().unwrap() {
             let r = r.as_str().unwrap();
@@ -50,6 +51,21 @@ fn receiver(dir: &Path, overrides: Option<&Value>) -> Receiver {
         repositories,
         watches,
         max_body_bytes: usize::try_from(config["max_body_bytes"].as_u64().unwrap()).unwrap(),
+    }
+}
+
+/// The forge of a vector repository, from its host's first label (`gitea.example.invalid`
+/// → Gitea, …): each repository of `receiver_config.json` is served by the forge it is
+/// named after, and its secret is bound to that forge's scheme.
+fn forge_of(key: &str) -> Provider {
+    match key.split(['.', '/']).next().unwrap() {
+        "gitea" => Provider::Gitea,
+        "forgejo" => Provider::Forgejo,
+        "gogs" => Provider::Gogs,
+        "github" => Provider::GitHub,
+        "gitlab" => Provider::GitLab,
+        "bitbucket" => Provider::BitbucketCloud,
+        other => panic!("no forge is named {other}"),
     }
 }
 

@@ -2,6 +2,7 @@
 //! (with their secrets) and the applications watching refs of them. Plain data, shared
 //! by the signature check, the matching and the receiver.
 
+use super::provider::Provider;
 use super::repo_key::RepoKey;
 use super::secret::Secret;
 
@@ -16,6 +17,24 @@ pub struct WatchedRepository {
     /// Accept GitHub's legacy `X-Hub-Signature: sha1=…` when `X-Hub-Signature-256` is
     /// absent. Default `false`: SHA-1 fallback is a downgrade path (tektoncd/triggers #1892).
     pub allow_sha1: bool,
+    /// The forge this repository's deliveries come from. `Some(p)`: only a delivery
+    /// recognised as `p` or its family ([`Provider::signs_like`]) can authenticate with
+    /// this repository's secret, by that forge's scheme. `None` (not configured and not
+    /// inferred): every provider's HMAC signature is accepted, never a plain token
+    /// (GitLab's `X-Gitlab-Token`, which carries the secret itself and proves nothing
+    /// about the body).
+    pub provider: Option<Provider>,
+}
+
+impl WatchedRepository {
+    /// Whether a delivery recognised as coming from `sender` may authenticate with this
+    /// repository's secret (see [`WatchedRepository::provider`]).
+    pub fn accepts(&self, sender: Provider) -> bool {
+        match self.provider {
+            Some(p) => p.signs_like(sender),
+            None => sender != Provider::GitLab,
+        }
+    }
 }
 
 /// One application watching a ref of a repository.
