@@ -31,8 +31,14 @@ fn policy(root: &Path, overrides: Option<&Value>, out: &Path) -> PathBuf {
     let mut apps = String::from("applications:\n");
     for (i, watch) in config["watch"].as_array().unwrap().iter().enumerate() {
         let url = watch["repo_url"].as_str().unwrap();
+        // each vector host is named after its forge (gitea.example.invalid, …)
+        let host = url.split("://").last().unwrap().trim_start_matches("git@");
+        let provider = match host.split('.').next().unwrap() {
+            "bitbucket" => "bitbucket-cloud",
+            forge => forge,
+        };
         text.push_str(&format!(
-            "  - name: repo{i}\n    url: \"{url}\"\n    webhookSecretFile: \"{}\"\n",
+            "  - name: repo{i}\n    url: \"{url}\"\n    webhookSecretFile: \"{}\"\n    webhookProvider: {provider}\n",
             secret.display()
         ));
         for (j, r) in watch["refs"].as_array().unwrap().iter().enumerate() {
