@@ -55,10 +55,7 @@ pub async fn suspend(
         reason: reason.to_string(),
     };
     store.annotate(app, SUSPEND_ANNOTATION, Some(&serde_json::to_string(&pause)?)).await?;
-    println!(
-        "{app}: automated sync and selfHeal paused until {} ({reason}); `plumb resume {app}` ends it",
-        pause.until
-    );
+    outln!("{app}: automated sync and selfHeal paused until {} ({reason}); `plumb resume {app}` ends it", pause.until);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -69,7 +66,7 @@ pub async fn suspend(
 pub async fn resume(app: &str, target: &KubeArgs) -> anyhow::Result<ExitCode> {
     let (_, store) = store(target).await?;
     store.annotate(app, SUSPEND_ANNOTATION, None).await?;
-    println!("{app}: automated sync resumed");
+    outln!("{app}: automated sync resumed");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -119,7 +116,7 @@ pub async fn rollback(
     let (client, store) = store(target).await?;
     if release {
         store.annotate(app, ROLLBACK_ANNOTATION, None).await?;
-        println!("{app}: pin released; automated sync follows the tracked ref again");
+        outln!("{app}: pin released; automated sync follows the tracked ref again");
         return Ok(ExitCode::SUCCESS);
     }
     let (_, history) = store.load(app).await?;
@@ -136,7 +133,7 @@ pub async fn rollback(
     let short: String = revision.chars().take(7).collect();
     let until =
         if until_next_commit { "the next commit".to_string() } else { format!("`plumb rollback {app} --release`") };
-    println!("{app}: rollback to {short} requested; pinned there until {until}");
+    outln!("{app}: rollback to {short} requested; pinned there until {until}");
     Ok(ExitCode::SUCCESS)
 }
 
