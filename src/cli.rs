@@ -308,13 +308,18 @@ runs after --timeout; 2 error.")]
         read: ReadArgs,
     },
     /// Pause automated sync and selfHeal of an application until a time (a manual
-    /// `plumb sync` still runs); it resumes by itself. Exit code 0 when recorded.
+    /// `plumb sync` still runs); it resumes by itself. The server ends a pause at the
+    /// environment's `maxPause` (default 7 days) after it first saw it, whatever it
+    /// asks. Exit code 0 when recorded.
     Suspend {
         /// Application.
         app: String,
-        /// How long (e.g. 30m, 2h).
+        /// How long (e.g. 30m, 2h); with `-c`, cut to the environment's `maxPause`.
         #[arg(long = "for", value_parser = config::parse_duration)]
         duration: std::time::Duration,
+        /// Policy file (optional: its `statusNamespace` and the environment's `maxPause`).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: Option<PathBuf>,
         /// Why (shown in the status, the Event and the status page).
         #[arg(long)]
         reason: String,
@@ -326,8 +331,11 @@ runs after --timeout; 2 error.")]
     },
     /// Sync a recorded revision and pin the application there: new commits of the
     /// tracked ref are not synced until `--release` (or the next commit with
-    /// `--until-next-commit`). The server refuses a revision that is not an ancestor of
-    /// the tracked ref unless `--force`. Exit code 0 when recorded.
+    /// `--until-next-commit`). The server resolves the revision once and pins that
+    /// commit (a branch name does not follow its pushes); it refuses a commit that is
+    /// neither in the tracked ref's history nor synced before, unless `--force` and the
+    /// user holds the right `override` on applications.plumb.dev/APP. Exit code 0 when
+    /// recorded.
     Rollback {
         /// Application.
         app: String,
@@ -340,7 +348,10 @@ runs after --timeout; 2 error.")]
         /// Release the pin by itself when the tracked ref moves.
         #[arg(long)]
         until_next_commit: bool,
-        /// Allow a revision that is not an ancestor of the tracked ref.
+        /// Allow a commit outside the tracked ref's history: needs the verb `override`
+        /// on applications.plumb.dev/APP, which the API server checks through the
+        /// admission policy of `deploy/admission/rollback-override.yaml` (without it
+        /// installed, the server refuses such a pin).
         #[arg(long)]
         force: bool,
     },
@@ -501,7 +512,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Prune { app, policy, approve, dry_run, timeout } => {
             sync_here(&policy, &kube, &app, (Some(true), approve, dry_run), None, timeout).await
         }
-        Command::Suspend { app, duration, reason } => day2::suspend(&app, duration, &reason, &kube).await,
+        Command::Suspend { app, duration, config, reason } => {
+            let policy = read::policy(config.as_deref())?;
+            day2::suspend(&app, duration, &reason, (&kube, policy.as_ref())).await
+        }
         Command::Resume { app } => day2::resume(&app, &kube).await,
         Command::Rollback { app, revision, release, until_next_commit, force } => {
             day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
