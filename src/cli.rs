@@ -4,6 +4,23 @@
 //! `prune`, `diff` and `render` work from the policy file on this machine. Output is
 //! `-o table|json|yaml`; Git-controlled text is shown escaped ([`output::sanitize`]).
 
+/// `print!` that returns [`output::StdoutClosed`] (with `?`) instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::write_out(format_args!($($arg)*))? };
+}
+/// `println!` that returns [`output::StdoutClosed`] (with `?`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cli::output::write_out(format_args!("{}\n", format_args!($($arg)*)))? };
+}
+/// `eprint!` that never panics (see [`output::write_err`]).
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::cli::output::write_err(format_args!($($arg)*)) };
+}
+/// `eprintln!` that never panics (see [`output::write_err`]).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::output::write_err(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod day2;
 mod local;
 pub mod output;
@@ -291,13 +308,18 @@ runs after --timeout; 2 error.")]
         read: ReadArgs,
     },
     /// Pause automated sync and selfHeal of an application until a time (a manual
-    /// `plumb sync` still runs); it resumes by itself. Exit code 0 when recorded.
+    /// `plumb sync` still runs); it resumes by itself. The server ends a pause at the
+    /// environment's `maxPause` (default 7 days) after it first saw it, whatever it
+    /// asks. Exit code 0 when recorded.
     Suspend {
         /// Application.
         app: String,
-        /// How long (e.g. 30m, 2h).
+        /// How long (e.g. 30m, 2h); with `-c`, cut to the environment's `maxPause`.
         #[arg(long = "for", value_parser = config::parse_duration)]
         duration: std::time::Duration,
+        /// Policy file (optional: its `statusNamespace` and the environment's `maxPause`).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: Option<PathBuf>,
         /// Why (shown in the status, the Event and the status page).
         #[arg(long)]
         reason: String,
@@ -309,8 +331,11 @@ runs after --timeout; 2 error.")]
     },
     /// Sync a recorded revision and pin the application there: new commits of the
     /// tracked ref are not synced until `--release` (or the next commit with
-    /// `--until-next-commit`). The server refuses a revision that is not an ancestor of
-    /// the tracked ref unless `--force`. Exit code 0 when recorded.
+    /// `--until-next-commit`). The server resolves the revision once and pins that
+    /// commit (a branch name does not follow its pushes); it refuses a commit that is
+    /// neither in the tracked ref's history nor synced before, unless `--force` and the
+    /// user holds the right `override` on applications.plumb.dev/APP. Exit code 0 when
+    /// recorded.
     Rollback {
         /// Application.
         app: String,
@@ -323,7 +348,10 @@ runs after --timeout; 2 error.")]
         /// Release the pin by itself when the tracked ref moves.
         #[arg(long)]
         until_next_commit: bool,
-        /// Allow a revision that is not an ancestor of the tracked ref.
+        /// Allow a commit outside the tracked ref's history: needs the verb `override`
+        /// on applications.plumb.dev/APP, which the API server checks through the
+        /// admission policy of `deploy/admission/rollback-override.yaml` (without it
+        /// installed, the server refuses such a pin).
         #[arg(long)]
         force: bool,
     },
@@ -386,14 +414,16 @@ pub fn main() -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: tokio runtime: {e}");
+            errln!("error: tokio runtime: {e}");
             return ExitCode::from(2);
         }
     };
     match rt.block_on(run(cli.kube, cli.command)) {
         Ok(code) => code,
+        // the reader needs no more (`plumb diff | head`): a normal end
+        Err(e) if output::closed_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", output::sanitize(&format!("{e:#}")));
+            errln!("error: {}", output::sanitize(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -482,7 +512,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Prune { app, policy, approve, dry_run, timeout } => {
             sync_here(&policy, &kube, &app, (Some(true), approve, dry_run), None, timeout).await
         }
-        Command::Suspend { app, duration, reason } => day2::suspend(&app, duration, &reason, &kube).await,
+        Command::Suspend { app, duration, config, reason } => {
+            let policy = read::policy(config.as_deref())?;
+            day2::suspend(&app, duration, &reason, (&kube, policy.as_ref())).await
+        }
         Command::Resume { app } => day2::resume(&app, &kube).await,
         Command::Rollback { app, revision, release, until_next_commit, force } => {
             day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
@@ -510,12 +543,14 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Completion { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "plumb", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "plumb", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::SUCCESS)
         }
         Command::Webhook { command: WebhookCommand::Replay { config, headers, body } } => {
             let report = replay(&config, &headers, &body)?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            outln!("{}", serde_json::to_string_pretty(&report)?);
             let status = report.get("http_status").and_then(serde_json::Value::as_u64).unwrap_or(0);
             Ok(if (200..300).contains(&status) { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
@@ -530,29 +565,29 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
     let diffs = report.diffs();
     let differs = diffs.iter().any(|d| !d.reason.is_empty());
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
-        eprintln!("warning: {}", output::sanitize(&c.message));
+        errln!("warning: {}", output::sanitize(&c.message));
     }
     if report.status.sync == crate::compare::SyncStatus::Unknown {
         for c in &report.status.conditions {
-            eprintln!("{}: {}", c.type_, output::sanitize(&c.message));
+            errln!("{}: {}", c.type_, output::sanitize(&c.message));
         }
         return Ok(ExitCode::from(2));
     }
     if output == "json" {
-        println!("{}", serde_json::to_string_pretty(&diffs)?);
+        outln!("{}", serde_json::to_string_pretty(&diffs)?);
         return Ok(ExitCode::from(u8::from(differs)));
     }
     let color = std::io::stdout().is_terminal();
     for d in diffs.iter().filter(|d| !d.reason.is_empty()) {
-        println!("# {} ({})", d.object, output::sanitize(&d.reason));
+        outln!("# {} ({})", d.object, output::sanitize(&d.reason));
         // both sides come masked (compare::sensitive)
         let text = if d.verdict.is_none() { String::new() } else { unified(&d.object, &d.desired, d.live.as_ref()) };
         for line in text.lines() {
             let line = output::sanitize(line);
             match (color, line.chars().next()) {
-                (true, Some('+')) if !line.starts_with("+++") => println!("\x1b[32m{line}\x1b[0m"),
-                (true, Some('-')) if !line.starts_with("---") => println!("\x1b[31m{line}\x1b[0m"),
-                _ => println!("{line}"),
+                (true, Some('+')) if !line.starts_with("+++") => outln!("\x1b[32m{line}\x1b[0m"),
+                (true, Some('-')) if !line.starts_with("---") => outln!("\x1b[31m{line}\x1b[0m"),
+                _ => outln!("{line}"),
             }
         }
     }
@@ -575,12 +610,12 @@ async fn sync_here(
         let ns = &ctx.config.settings.status_namespace;
         match crate::leader::holder(ctx.cluster.client(), ns, "plumb").await? {
             Some(server) => {
-                eprintln!(
+                errln!(
                     "local: syncing {app} from this machine; plumb server {server} serves namespace {ns}: no status written here (the server records its own)"
                 );
                 ctx = ctx.without_records();
             }
-            None => eprintln!(
+            None => errln!(
                 "local: syncing {app} from this machine with your identity (no plumb server holds a Lease in {ns})"
             ),
         }
@@ -630,7 +665,7 @@ fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
         .collect();
     for r in results.iter().filter(|r| !r.valid && output == Output::Table) {
         for p in &r.problems {
-            eprintln!("{p}");
+            errln!("{p}");
         }
     }
     output::emit(output, &results, || {

@@ -674,6 +674,20 @@ impl Cluster {
         Ok(list.items.into_iter().filter_map(|o| o.metadata.name).collect())
     }
 
+    /// Every object of namespaced `kind` in `namespace`, labelled or not, as the watch
+    /// cache keeps them: what a workload's health reads of its children (Pods,
+    /// ReplicaSets) in a process without watches (the command line). One LIST.
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn list_children(&self, kind: &Kind, namespace: &str) -> Result<Vec<crate::compare::Cached>, Error> {
+        self.count(false);
+        let what = format!("{} in {namespace}", kind.resource.kind);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &*kind.resource);
+        let list = api.list(&ListParams::default()).await.map_err(|e| Error::request("list", what, e))?;
+        Ok(list.items.into_iter().map(crate::compare::Cached::from).collect())
+    }
+
     /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
     ///
     /// # Errors

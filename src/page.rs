@@ -216,8 +216,12 @@ fn holds(st: &AppStatus) -> String {
     let mut out = Vec::new();
     if let Some(s) = &st.suspended {
         let mut t = format!("<span class=hold>paused</span> until {}", time(&s.until));
+        if !s.asked_until.is_empty() {
+            let _ = write!(t, " (capped by maxPause; asked until {})", time(&s.asked_until));
+        }
+        // a name the writing client chose: a claim, never shown as who paused
         if !s.by.is_empty() {
-            let _ = write!(t, " by {}", escape(&s.by));
+            let _ = write!(t, " (claimed by {}, not verified)", escape(&s.by));
         }
         if !s.reason.is_empty() {
             let _ = write!(t, ": {}", escape(&s.reason));
@@ -231,7 +235,7 @@ fn holds(st: &AppStatus) -> String {
             escape(short(&p.revision))
         );
         if !p.by.is_empty() {
-            let _ = write!(t, " by {}", escape(&p.by));
+            let _ = write!(t, " (claimed by {}, not verified)", escape(&p.by));
         }
         if !p.at.is_empty() {
             let _ = write!(t, " at {}", time(&p.at));

@@ -21,6 +21,8 @@ mod published;
 mod record;
 pub mod store;
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
 pub use assess::{Exclusions, roll_up};
@@ -431,17 +433,29 @@ pub struct AppStatus {
 /// A pause of automated sync and selfHeal (`plumb suspend APP --for 2h --reason …`),
 /// recorded as the annotation [`SUSPEND_ANNOTATION`] on the application's resource.
 /// It ends by itself at `until`; manual syncs still run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Everything in the annotation is what the writing client says: `by` is a claim
+/// (the CLI writes the user its `SelfSubjectReview` named, any client with `patch`
+/// may write any name), shown as "claimed by", never as who paused. plumb caps `until`
+/// at its environment's `maxPause` after it first saw the pause ([`Suspension::capped`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Suspension {
-    /// End of the pause, RFC 3339 UTC.
+    /// End of the pause, RFC 3339 UTC (in the status: the end in force, capped).
     pub until: String,
-    /// Who paused (the Kubernetes user the API server named to the CLI).
+    /// Who the writing client says paused: a claim, not verified.
     #[serde(default)]
     pub by: String,
     /// Why (free text, shown as given).
     #[serde(default)]
     pub reason: String,
+    /// The end the request asked, when `maxPause` cut it short (set by plumb).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub asked_until: String,
+    /// When plumb first saw the pause, RFC 3339 UTC: `maxPause` counts from here (set
+    /// by plumb, kept in the status while the same pause stays).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seen: String,
 }
 
 impl Suspension {
@@ -449,18 +463,68 @@ impl Suspension {
     pub fn in_force(&self, now: jiff::Timestamp) -> bool {
         self.until.parse::<jiff::Timestamp>().is_ok_and(|until| until > now)
     }
+
+    /// The pause in force for request `self` (as read from the annotation): seen at
+    /// `now` unless `previous` (the status's pause) is the same request, whose `seen`
+    /// is kept; `until` cut to `seen + max` (the environment's `maxPause`), the asked
+    /// end then kept in `asked_until`. An unreadable `until` is left as is (never in
+    /// force). Pure.
+    pub fn capped(mut self, previous: Option<&Suspension>, max: std::time::Duration, now: jiff::Timestamp) -> Self {
+        let same = previous.filter(|p| {
+            let asked = if p.asked_until.is_empty() { &p.until } else { &p.asked_until };
+            p.by == self.by && p.reason == self.reason && *asked == self.until && !p.seen.is_empty()
+        });
+        let seen = same.and_then(|p| p.seen.parse::<jiff::Timestamp>().ok()).unwrap_or(now);
+        self.seen = seen.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        self.asked_until.clear();
+        let limit = jiff::SignedDuration::try_from(max).ok().and_then(|m| seen.checked_add(m).ok());
+        if let (Ok(until), Some(limit)) = (self.until.parse::<jiff::Timestamp>(), limit)
+            && until > limit
+        {
+            self.asked_until = std::mem::replace(&mut self.until, limit.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        }
+        self
+    }
+
+    /// The pause as status, Events and the CLI say it: `until T (capped by maxPause
+    /// 604800s; asked until T2): REASON (claimed by NAME)`.
+    pub fn describe(&self, max: std::time::Duration) -> String {
+        let mut out = format!("until {}", self.until);
+        if !self.asked_until.is_empty() {
+            let _ = write!(
+                out,
+                " (capped by the environment's maxPause {}; asked until {})",
+                crate::config::shown_duration(max),
+                self.asked_until
+            );
+        }
+        let _ = write!(out, ": {}", self.reason);
+        if !self.by.is_empty() {
+            let _ = write!(out, " (claimed by {}, not verified)", self.by);
+        }
+        out
+    }
 }
 
 /// A pin to a recorded revision (`plumb rollback APP REVISION`), recorded as the
 /// annotation [`ROLLBACK_ANNOTATION`]: passes compare and sync that revision instead of
 /// the tracked ref's head until `plumb rollback APP --release`, or the next commit on
 /// the tracked ref when `until_next_commit`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// A pin names a commit: what the request names (a SHA, a prefix, or a branch or tag)
+/// is resolved once, when plumb first sees the pin, and the full commit id recorded in
+/// the status's `pinned.revision`; later passes run that commit and never resolve the
+/// name again (a pin to a branch does not follow its pushes). A commit that is neither
+/// in the tracked ref's history nor a revision synced before runs only with `force` and
+/// [`ROLLBACK_OVERRIDE_ANNOTATION`], a right apart from `patch` (see
+/// [`ROLLBACK_OVERRIDE_POLICY_YAML`]; Argo CD separates `override` from `sync` so).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pin {
-    /// The revision (commit SHA, or a prefix of one) to run.
+    /// The revision to run: in the request, as asked; in the status, the full commit id
+    /// it was resolved to.
     pub revision: String,
-    /// Who asked.
+    /// Who the writing client says asked: a claim, not verified.
     #[serde(default)]
     pub by: String,
     /// When, RFC 3339 UTC.
@@ -475,7 +539,28 @@ pub struct Pin {
     /// The tracked ref's head when the pin was first seen (set by plumb).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tracked: String,
+    /// The revision the request named, as written (set by plumb in the status: the
+    /// same request is not resolved again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub requested: String,
 }
+
+/// Annotation that lets a pin ([`ROLLBACK_ANNOTATION`]) with `force` run a commit
+/// outside the tracked history; its value must equal the pin's `revision` as written.
+/// Setting or changing it needs the verb `override` on the application's resource,
+/// which the API server checks for the requesting user by
+/// [`ROLLBACK_OVERRIDE_POLICY_YAML`]; plumb honours it only while that policy is
+/// installed.
+pub const ROLLBACK_OVERRIDE_ANNOTATION: &str = "plumb.dev/rollback-override";
+
+/// Name of the ValidatingAdmissionPolicy and of its binding that check the `override`
+/// right ([`ROLLBACK_OVERRIDE_POLICY_YAML`]).
+pub const ROLLBACK_OVERRIDE_POLICY: &str = "plumb-rollback-override";
+
+/// The ValidatingAdmissionPolicy and binding (Kubernetes >= 1.30) that deny setting or
+/// changing [`ROLLBACK_OVERRIDE_ANNOTATION`] to a user without the verb `override` on
+/// `applications.plumb.dev/APP`, as shipped in `deploy/admission/`.
+pub const ROLLBACK_OVERRIDE_POLICY_YAML: &str = include_str!("../deploy/admission/rollback-override.yaml");
 
 /// Annotation of a pass request on an application's resource (value: a time): the
 /// serving leader runs a pass of the application ([`crate::leader::forward`]).
@@ -551,6 +636,48 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    fn at(t: &str) -> jiff::Timestamp {
+        t.parse().unwrap()
+    }
+
+    #[test]
+    fn a_pause_to_the_year_9000_ends_at_max_pause_after_plumb_first_saw_it() {
+        let week = std::time::Duration::from_secs(7 * 24 * 3600);
+        let asked = Suspension {
+            until: "9000-01-01T00:00:00Z".into(),
+            by: "the-ceo".into(),
+            reason: "forever".into(),
+            ..Suspension::default()
+        };
+        let first = asked.clone().capped(None, week, at("2026-12-01T10:00:00Z"));
+        assert_eq!(first.until, "2026-12-08T10:00:00Z");
+        assert_eq!((first.asked_until.as_str(), first.seen.as_str()), ("9000-01-01T00:00:00Z", "2026-12-01T10:00:00Z"));
+        // the same request seen again keeps its start: the cap does not slide
+        let later = asked.clone().capped(Some(&first), week, at("2026-12-05T00:00:00Z"));
+        assert_eq!(later, first);
+        assert!(
+            !later.clone().capped(Some(&later), week, at("2026-12-08T10:00:01Z")).in_force(at("2026-12-08T10:00:01Z"))
+        );
+        // another request (another end, reason or claimed name) starts again
+        let other = Suspension { reason: "again".into(), ..asked.clone() };
+        assert_eq!(other.capped(Some(&first), week, at("2026-12-05T00:00:00Z")).until, "2026-12-12T00:00:00Z");
+        // within the cap: as asked, nothing noted
+        let short = Suspension { until: "2026-12-01T12:00:00Z".into(), ..asked.clone() };
+        let kept = short.capped(None, week, at("2026-12-01T10:00:00Z"));
+        assert_eq!((kept.until.as_str(), kept.asked_until.as_str()), ("2026-12-01T12:00:00Z", ""));
+        // an unreadable end is never in force
+        let bad = Suspension { until: "soon".into(), ..asked.clone() }.capped(None, week, at("2026-12-01T10:00:00Z"));
+        assert!(!bad.in_force(at("2026-12-01T10:00:00Z")));
+        // the claimed name is shown as a claim, the cap with the asked end
+        let text = first.describe(week);
+        assert!(text.contains("(claimed by the-ceo, not verified)"), "{text}");
+        assert!(
+            text.contains("capped by the environment's maxPause 604800s; asked until 9000-01-01T00:00:00Z"),
+            "{text}"
+        );
+        assert!(!text.contains("paused by the-ceo"), "{text}");
+    }
 
     #[test]
     fn a_stored_status_loads_whatever_its_condition_types() {

@@ -408,17 +408,25 @@ impl LiveCache {
             return None;
         }
         let store = self.store_of(kind, Held::Namespace(namespace.to_string()))?;
-        let mut out = ByOwner::new();
-        for o in store.state() {
-            for (i, uid) in o.owner_uids().enumerate() {
-                // once per owner, however many references name it
-                if !o.owner_uids().take(i).any(|earlier| earlier == uid) {
-                    out.entry(uid.to_string()).or_default().push(o.clone());
-                }
+        Some(by_owner(store.state()))
+    }
+}
+
+/// `objects` by the uid of each owner their owner references name (an object is listed
+/// once under each owner, however many references name it). Pure; what
+/// [`LiveCache::by_owner`] returns, and what a process without watches makes of a
+/// LIST ([`crate::cluster::Cluster::list_children`]), so that both judge a workload
+/// from the same children.
+pub fn by_owner(objects: impl IntoIterator<Item = Arc<Cached>>) -> ByOwner {
+    let mut out = ByOwner::new();
+    for o in objects {
+        for (i, uid) in o.owner_uids().enumerate() {
+            if !o.owner_uids().take(i).any(|earlier| earlier == uid) {
+                out.entry(uid.to_string()).or_default().push(o.clone());
             }
         }
-        Some(out)
     }
+    out
 }
 
 /// What the cache keeps of an object: all of it but the field set of plumb's own

@@ -321,3 +321,33 @@ async fn a_local_sync_announces_itself_only_when_it_records() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(synced(&app.ctx.store.events("cli-events").await.unwrap()), 1, "the second sync announced itself");
 }
+
+/// `plumb diff | head`: a reader that stops early (here, standard output a pipe whose
+/// reading end is closed before plumb writes) ends `diff`, `sync --dry-run` and
+/// `status` quietly with exit code 0, not a panic's 101.
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_into_a_reader_that_stops_early_ends_quietly() {
+    let ns = "cli-pipe";
+    let env = "syncPolicy: {syncOptions: [CreateNamespace=true]}";
+    let app = App::new("plumb-cli-pipe", "cli-pipe", ns, env, &[("cm.yaml", &cm(ns, "settings", "1"))]).await;
+    let policy = app.policy.to_str().unwrap();
+    let commands: [&[&str]; 3] = [
+        &["diff", "cli-pipe", "-c", policy],
+        &["sync", "cli-pipe", "-c", policy, "--dry-run"],
+        &["status", "-c", policy],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args(args)
+            .env("KUBECONFIG", &control_plane().kubeconfig)
+            .env("PLUMB_LOG", "warn")
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "plumb {args:?}: {err}");
+        assert!(!err.contains("panicked"), "plumb {args:?}: {err}");
+    }
+}

@@ -218,3 +218,53 @@ async fn a_namespace_s_children_watch_lasts_as_long_as_its_managed_workloads() {
     assert_eq!(cache.watches(), ["Deployment (apps/v1), labelled"]);
     token.cancel();
 }
+
+/// `plumb sync --local --wait` judges health as the server does: a StatefulSet whose
+/// pod crash-loops (its status written as the kubelet would) is **Degraded** for the
+/// server (watches) and for the command line (no watches: its pods read by a LIST),
+/// naming the pod — never "still Progressing" until the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_wait_calls_a_crash_looping_stateful_set_degraded_as_the_server_does() {
+    let ns = "health-sts";
+    let lab = Lab::new("sts");
+    // the pod is pinned to a node kwok does not manage, so only this test writes its status
+    lab.repo.write("app/db.yaml", &format!("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db, namespace: {ns}}}\nspec:\n  replicas: 1\n  serviceName: db\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    metadata: {{labels: {{app: db}}}}\n    spec: {{nodeName: unmanaged-node, containers: [{{name: db, image: \"registry.example.test/db:broken\"}}]}}\n")).unwrap();
+    lab.repo.commit("a database that cannot start").unwrap();
+    let policy = lab.policy(
+        "p.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-health-sts}}\nrepositories:\n  - {{name: r, url: {}, webhookSecretFile: webhook-secret}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\napplications:\n  - {{name: sts-app, repository: r, revision: main, path: app, namespace: {ns}, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let server = context_for(&policy, &lab.tmp.path().join("cache"), true).await;
+    assert!(server.run_pass("sts-app", Mode::Policy, None).await.unwrap().sync.is_some());
+    wait_for("the StatefulSet's pod", Duration::from_secs(30), || async {
+        let names = kubectl(&["-n", ns, "get", "pods", "-l", "app=db", "-o", "jsonpath={.items[*].metadata.name}"]);
+        names.split_whitespace().any(|n| n == "db-0").then_some(())
+    })
+    .await;
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "pod",
+        "db-0",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","containerStatuses":[{"name":"db","image":"registry.example.test/db:broken","imageID":"","ready":false,"restartCount":4,"started":false,"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container"}},"lastState":{}}]}}"#,
+    ]);
+    let r = wait_for("Degraded for the server (once its pod watch has the pod)", Duration::from_secs(30), || async {
+        let r = server.run_pass("sts-app", Mode::Policy, None).await.unwrap();
+        (r.status.health == HealthStatus::Degraded).then_some(r)
+    })
+    .await;
+    assert!(r.status.resources[0].health_message.contains("pod db-0 CrashLoopBackOff"), "{:?}", r.status.resources);
+
+    let (code, out, err) =
+        plumb_cli(&["sync", "sts-app", "--local", "--config", policy.to_str().unwrap(), "--wait", "--timeout", "20s"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("sts-app: Degraded"), "{out}\n{err}");
+    assert!(out.contains("StatefulSet") && out.contains("pod db-0 CrashLoopBackOff"), "{out}");
+}

@@ -248,7 +248,7 @@ async fn status_page_in_a_browser() {
         dom.split("<tr>").find(|row| row.contains(">docs</a>")).unwrap_or_else(|| panic!("no row for docs: {dom}"));
     assert!(docs.contains(">Synced</span>") && docs.contains(">Healthy</span>"), "{docs}");
     assert!(docs.contains("<span class=\"hold\">paused</span> until"), "{docs}");
-    assert!(docs.contains(&format!("by {}: incident 42", paused.by)), "who and why: {docs}");
+    assert!(docs.contains(&format!("(claimed by {}, not verified): incident 42", paused.by)), "who and why: {docs}");
     assert!(dom.contains(">OutOfSync</span>") && dom.contains(">Healthy</span>"), "{dom}");
     assert!(dom.contains(&format!("{short}</code> {ESCAPED}")), "revision and escaped subject: {dom}");
     assert!(dom.contains(">Succeeded</span>"), "last sync: {dom}");

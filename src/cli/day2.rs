@@ -9,7 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use super::read::KubeArgs;
-use crate::status::{Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, Suspension, SyncRecord, SyncResult, store::Store};
+use crate::status::{
+    Pin, ROLLBACK_ANNOTATION, ROLLBACK_OVERRIDE_ANNOTATION, SUSPEND_ANNOTATION, Suspension, SyncRecord, SyncResult,
+    store::Store,
+};
 
 /// A client and the status store in plumb's namespace (`--kubeconfig`, `--context`,
 /// `-n`; see [`KubeArgs`]).
@@ -35,28 +38,50 @@ async fn whoami(client: &kube::Client) -> String {
     }
 }
 
-/// `plumb suspend APP --for D --reason R`.
+/// The longest pause `app`'s environment allows in `policy` (`maxPause`), if the
+/// policy names the application.
+fn max_pause(policy: Option<&crate::config::Config>, app: &str) -> Option<std::time::Duration> {
+    let c = policy?;
+    let a = c.applications.iter().find(|a| a.name.value == app)?;
+    c.environments.iter().find(|e| e.name.value == a.environment.value).map(crate::config::Environment::max_pause)
+}
+
+/// `plumb suspend APP --for D --reason R [-c POLICY]`: `D` cut to the environment's
+/// `maxPause` when the policy is given (the server cuts it anyway, from when it first
+/// sees the pause).
 ///
 /// # Errors
 /// The duration is invalid; the resource cannot be written (e.g. 403: no `patch` on
 /// `applications.plumb.dev`).
 pub async fn suspend(
     app: &str,
-    duration: std::time::Duration,
+    asked: std::time::Duration,
     reason: &str,
-    target: &KubeArgs,
+    (target, policy): (&KubeArgs, Option<&crate::config::Config>),
 ) -> anyhow::Result<ExitCode> {
-    let (client, store) = store(target).await?;
+    let client = target.client().await?;
+    let store = Store::new(client.clone(), &target.namespace(policy));
+    let max = max_pause(policy, app);
+    let duration = max.map_or(asked, |m| asked.min(m));
     let span = jiff::SignedDuration::try_from(duration).context("--for")?;
     let until = jiff::Timestamp::now().checked_add(span).context("--for")?;
     let pause = Suspension {
         until: until.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         by: whoami(&client).await,
         reason: reason.to_string(),
+        ..Suspension::default()
     };
     store.annotate(app, SUSPEND_ANNOTATION, Some(&serde_json::to_string(&pause)?)).await?;
-    println!(
-        "{app}: automated sync and selfHeal paused until {} ({reason}); `plumb resume {app}` ends it",
+    if duration < asked {
+        let shown = crate::config::shown_duration;
+        errln!("{app}: --for {} cut to the environment's maxPause ({})", shown(asked), shown(duration));
+    }
+    let cap = match max {
+        Some(_) => String::new(),
+        None => " (or at the environment's maxPause, default 7 days, if that comes first)".to_string(),
+    };
+    outln!(
+        "{app}: automated sync and selfHeal paused until {}{cap} ({reason}); `plumb resume {app}` ends it",
         pause.until
     );
     Ok(ExitCode::SUCCESS)
@@ -69,7 +94,7 @@ pub async fn suspend(
 pub async fn resume(app: &str, target: &KubeArgs) -> anyhow::Result<ExitCode> {
     let (_, store) = store(target).await?;
     store.annotate(app, SUSPEND_ANNOTATION, None).await?;
-    println!("{app}: automated sync resumed");
+    outln!("{app}: automated sync resumed");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -118,8 +143,8 @@ pub async fn rollback(
 ) -> anyhow::Result<ExitCode> {
     let (client, store) = store(target).await?;
     if release {
-        store.annotate(app, ROLLBACK_ANNOTATION, None).await?;
-        println!("{app}: pin released; automated sync follows the tracked ref again");
+        store.annotate_all(app, &[(ROLLBACK_ANNOTATION, None), (ROLLBACK_OVERRIDE_ANNOTATION, None)]).await?;
+        outln!("{app}: pin released; automated sync follows the tracked ref again");
         return Ok(ExitCode::SUCCESS);
     }
     let (_, history) = store.load(app).await?;
@@ -130,13 +155,20 @@ pub async fn rollback(
         at: crate::status::now(),
         until_next_commit,
         force,
-        tracked: String::new(),
+        ..Pin::default()
     };
-    store.annotate(app, ROLLBACK_ANNOTATION, Some(&serde_json::to_string(&pin)?)).await?;
+    let value = serde_json::to_string(&pin)?;
+    // with --force, the override in the same write: the API server checks the right
+    // `override` for it (deploy/admission/rollback-override.yaml)
+    let over = force.then_some(revision.as_str());
+    store
+        .annotate_all(app, &[(ROLLBACK_ANNOTATION, Some(&value)), (ROLLBACK_OVERRIDE_ANNOTATION, over)])
+        .await
+        .with_context(|| format!("rollback of {app} to {revision} not recorded"))?;
     let short: String = revision.chars().take(7).collect();
     let until =
         if until_next_commit { "the next commit".to_string() } else { format!("`plumb rollback {app} --release`") };
-    println!("{app}: rollback to {short} requested; pinned there until {until}");
+    outln!("{app}: rollback to {short} requested; pinned there until {until}");
     Ok(ExitCode::SUCCESS)
 }
 

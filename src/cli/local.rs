@@ -37,7 +37,7 @@ pub async fn sync_command(
     let now = crate::source::Freshness::Now;
     if dry_run {
         let report = ctx.pass(&mut state, app, Mode::Preview { prune, approve }, None, now).await?;
-        print!("{}", preview(&report));
+        out!("{}", preview(&report));
         let held = report.status.conditions.iter().any(|c| c.type_ == ConditionType::SyncError);
         let bad = report.status.sync == crate::compare::SyncStatus::Unknown || report.plan.refused.is_some() || held;
         return Ok(ExitCode::from(u8::from(bad)));
@@ -48,11 +48,11 @@ pub async fn sync_command(
     while let Some(r) = report.sync.as_ref().filter(|r| r.result == SyncResult::Running) {
         if r.message != said {
             let (a, p) = (r.applied.len(), r.pruned.len());
-            println!("{app} {}: {} (so far applied {a}, pruned {p})", short(&r.revision), r.message);
+            outln!("{app} {}: {} (so far applied {a}, pruned {p})", short(&r.revision), r.message);
             said.clone_from(&r.message);
         }
         if tokio::time::Instant::now() >= deadline {
-            println!("{app}: sync still running after {}", crate::config::shown_duration(timeout));
+            outln!("{app}: sync still running after {}", crate::config::shown_duration(timeout));
             return Ok(ExitCode::from(1));
         }
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
@@ -63,25 +63,25 @@ pub async fn sync_command(
     }
     match &report.sync {
         Some(r) => {
-            println!("{} {} \"{}\": {}", app, short(&r.revision), sanitize(&r.subject), r.result);
+            outln!("{} {} \"{}\": {}", app, short(&r.revision), sanitize(&r.subject), r.result);
             for a in &r.applied {
-                println!("  applied {a}");
+                outln!("  applied {a}");
             }
             for p in &r.pruned {
-                println!("  pruned  {p}");
+                outln!("  pruned  {p}");
             }
             for (object, why) in &report.plan.skipped {
-                println!("  skipped {object}: {why}");
+                outln!("  skipped {object}: {why}");
             }
             if !r.message.is_empty() {
-                println!("  {}", sanitize(&r.message));
+                outln!("  {}", sanitize(&r.message));
             }
             Ok(if r.result == SyncResult::Succeeded { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         None => {
-            println!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
+            outln!("{app}: {} {}, nothing to sync", report.status.sync, short(&report.status.revision));
             for c in &report.status.conditions {
-                println!("  {}: {}", c.type_, sanitize(&c.message));
+                outln!("  {}: {}", c.type_, sanitize(&c.message));
             }
             // a sync held back (FailOnSharedResource, a guard) is not a success
             let held = report.status.conditions.iter().any(|c| c.type_ == ConditionType::SyncError);
@@ -177,7 +177,7 @@ async fn wait_for_health(
 ) -> anyhow::Result<ExitCode> {
     use crate::{compare::SyncStatus, health::HealthStatus};
     if let Some(r) = &first.sync {
-        println!(
+        outln!(
             "{app} {} \"{}\": {} (applied {}, pruned {})",
             short(&r.revision),
             r.subject,
@@ -186,7 +186,7 @@ async fn wait_for_health(
             r.pruned.len()
         );
         if r.result != crate::status::SyncResult::Succeeded {
-            println!("  {}", r.message);
+            outln!("  {}", r.message);
             if first.status.sync != SyncStatus::Unknown {
                 return Ok(ExitCode::from(1));
             }
@@ -199,25 +199,25 @@ async fn wait_for_health(
         match (st.sync, st.health) {
             // waiting does not mend a fetch, render or comparison error
             (SyncStatus::Unknown, _) => {
-                println!("{app}: {} at {}", st.sync, short(&st.revision));
+                outln!("{app}: {} at {}", st.sync, short(&st.revision));
                 for c in &st.conditions {
-                    println!("  {}: {}", c.type_, c.message);
+                    outln!("  {}: {}", c.type_, c.message);
                 }
                 return Ok(ExitCode::from(2));
             }
             (SyncStatus::Synced, HealthStatus::Healthy) => {
-                println!("{app}: Synced and Healthy at {}", short(&st.revision));
+                outln!("{app}: Synced and Healthy at {}", short(&st.revision));
                 return Ok(ExitCode::SUCCESS);
             }
             (_, HealthStatus::Degraded) => {
-                println!("{app}: Degraded");
+                outln!("{app}: Degraded");
                 for x in st.resources.iter().filter(|x| x.health == HealthStatus::Degraded) {
-                    println!("  {}: {}", x.object, x.health_message);
+                    outln!("  {}: {}", x.object, x.health_message);
                 }
                 return Ok(ExitCode::from(1));
             }
             _ if tokio::time::Instant::now() >= deadline => {
-                println!("{app}: still {} / {} after {}", st.sync, st.health, crate::config::shown_duration(timeout));
+                outln!("{app}: still {} / {} after {}", st.sync, st.health, crate::config::shown_duration(timeout));
                 for x in
                     st.resources.iter().filter(|x| x.health != HealthStatus::Healthy || x.sync != SyncStatus::Synced)
                 {
@@ -226,7 +226,7 @@ async fn wait_for_health(
                         .filter(|t| !t.is_empty())
                         .collect::<Vec<_>>()
                         .join("; ");
-                    println!("  {}: {} {} {why}", x.object, x.sync, x.health);
+                    outln!("  {}: {} {} {why}", x.object, x.sync, x.health);
                 }
                 return Ok(ExitCode::from(1));
             }

@@ -2,7 +2,42 @@
 //! scripts: the same value, serialized), and [`sanitize`] for text that comes from Git
 //! or from the cluster before it reaches a terminal.
 
+use std::io::Write as _;
+
 use serde::Serialize;
+
+/// Standard output was closed by its reader (`plumb diff | head`: `head` exits after
+/// ten lines; the next write fails with `EPIPE`). [`super::main`] ends such a command
+/// quietly with exit code 0, as a command whose reader needs no more; it never comes
+/// from anything but writing standard output.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output closed by its reader")]
+pub struct StdoutClosed;
+
+/// Writes `text` to standard output (what `out!`/`outln!` call).
+///
+/// # Errors
+/// [`StdoutClosed`] on a closed pipe; any other write error as it is.
+pub fn write_out(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("writing standard output")),
+    }
+}
+
+/// Writes `text` to standard error (what `err!`/`errln!` call); a failed write is
+/// dropped: diagnostics have nowhere else to go, and a closed standard error never
+/// ends a command.
+pub fn write_err(text: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(text);
+}
+
+/// Whether `e` is (or was caused by) [`StdoutClosed`].
+pub fn closed_stdout(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<StdoutClosed>())
+}
 
 /// `-o table|json|yaml`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -19,10 +54,9 @@ pub enum Output {
 /// Prints `value` as JSON or YAML, or the text `table` makes, to standard output.
 ///
 /// # Errors
-/// `value` cannot be serialized.
+/// `value` cannot be serialized; [`StdoutClosed`].
 pub fn emit<T: Serialize>(output: Output, value: &T, table: impl FnOnce() -> String) -> anyhow::Result<()> {
-    print!("{}", render(output, value, table)?);
-    Ok(())
+    write_out(format_args!("{}", render(output, value, table)?))
 }
 
 /// What [`emit`] prints.

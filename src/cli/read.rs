@@ -263,7 +263,7 @@ pub fn events_table(lines: &[EventLine]) -> String {
 }
 
 fn not_found(app: &str, namespace: &str) -> ExitCode {
-    eprintln!(
+    errln!(
         "error: no status of application `{app}` in namespace {namespace} (has plumb served it? is plumb's namespace another one: -n?)"
     );
     ExitCode::from(1)

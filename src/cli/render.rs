@@ -36,16 +36,16 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
     let pool = Pool::new(cache.to_path_buf(), config.clone());
     match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
         Desired::Rendered(snapshot, rendered, _) => {
-            print!("{}", stream(&rendered.manifests));
-            eprint!("{}", summary(app, &snapshot.revision, &rendered));
+            out!("{}", stream(&rendered.manifests));
+            err!("{}", summary(app, &snapshot.revision, &rendered));
             Ok(ExitCode::SUCCESS)
         }
         Desired::FetchFailed(e) => {
-            eprintln!("error: fetch {}: {e}", repo.url.value);
+            errln!("error: fetch {}: {e}", repo.url.value);
             Ok(ExitCode::from(2))
         }
         Desired::RenderFailed(snapshot, e) => {
-            eprintln!("error: render {}: {e}", crate::status::short(&snapshot.revision));
+            errln!("error: render {}: {e}", crate::status::short(&snapshot.revision));
             Ok(ExitCode::from(2))
         }
     }

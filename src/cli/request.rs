@@ -73,7 +73,7 @@ pub async fn run(
         Asked::Refresh => crate::status::REFRESH_ANNOTATION,
     };
     let request = crate::leader::request(&client, &namespace, app, key).await?;
-    eprintln!("{app}: {key} on applications.plumb.dev/{app} in namespace {namespace} ({request})");
+    errln!("{app}: {key} on applications.plumb.dev/{app} in namespace {namespace} ({request})");
     let mut progress =
         Progress::new(std::io::stdout().is_terminal() && output == Output::Table, output == Output::Table);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -94,7 +94,7 @@ pub async fn run(
                 r.applied.len() + r.applied_omitted,
                 r.pruned.len() + r.pruned_omitted,
                 if r.message.is_empty() { String::new() } else { format!(": {}", sanitize(&r.message)) }
-            ));
+            ))?;
         }
         let running = new_sync.is_some_and(|r| r.result == SyncResult::Running);
         if answered && !running {
@@ -103,7 +103,7 @@ pub async fn run(
         if tokio::time::Instant::now() >= deadline {
             progress.done();
             let what = if answered { "the sync is still running" } else { "no plumb server answered" };
-            eprintln!(
+            errln!(
                 "{app}: {what} after {} (namespace {namespace}; is `plumb serve` running?)",
                 crate::config::shown_duration(timeout)
             );
@@ -185,17 +185,18 @@ impl Progress {
         Self { terminal, stdout, said: String::new(), frame: 0, spinning: false }
     }
 
-    fn line(&mut self, text: &str) {
+    fn line(&mut self, text: &str) -> anyhow::Result<()> {
         if text == self.said {
-            return;
+            return Ok(());
         }
         self.done();
         if self.stdout {
-            println!("{text}");
+            outln!("{text}");
         } else {
-            eprintln!("{text}");
+            errln!("{text}");
         }
         self.said = text.to_string();
+        Ok(())
     }
 
     fn tick(&mut self, what: &str) {
@@ -203,14 +204,14 @@ impl Progress {
             return;
         }
         const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
-        eprint!("\r{} {what}…", FRAMES[self.frame % FRAMES.len()]);
+        err!("\r{} {what}…", FRAMES[self.frame % FRAMES.len()]);
         self.frame += 1;
         self.spinning = true;
     }
 
     fn done(&mut self) {
         if self.spinning {
-            eprint!("\r\x1b[2K");
+            err!("\r\x1b[2K");
             self.spinning = false;
         }
     }

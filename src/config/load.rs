@@ -158,6 +158,18 @@ mod tests {
     }
 
     #[test]
+    fn max_pause_is_a_duration_defaulting_to_seven_days() {
+        let text =
+            "repositories: []\napplications: []\nenvironments:\n  - name: prod\n    maxPause: 12h\n  - name: dev\n";
+        let config = load_str(text, Path::new("p.yaml"), Path::new(".")).expect("valid");
+        let pauses: Vec<u64> = config.environments.iter().map(|e| e.max_pause().as_secs()).collect();
+        assert_eq!(pauses, [12 * 3600, 7 * 24 * 3600]);
+        let bad = "repositories: []\napplications: []\nenvironments:\n  - name: prod\n    maxPause: forever\n";
+        let msg = load_str(bad, Path::new("p.yaml"), Path::new(".")).expect_err("must fail").to_string();
+        assert!(msg.contains("p.yaml:5") && msg.contains("`forever` is not a duration"), "{msg}");
+    }
+
+    #[test]
     fn take_over_managers_name_other_tools() {
         let text = "repositories: []\napplications: []\nenvironments:\n  - name: dev\n    syncPolicy: {takeOverManagers: [k9s, plumb]}\n";
         let err = load_str(text, Path::new("p.yaml"), Path::new(".")).expect_err("must fail");

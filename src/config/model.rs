@@ -12,6 +12,10 @@ use serde_saphyr::Spanned;
 /// Default reconcile interval: 180 seconds, as Argo CD's `timeout.reconciliation`.
 pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(180);
 
+/// The longest pause of automated sync (`plumb suspend`) an environment allows when its
+/// policy does not say ([`Environment::max_pause`]): 7 days.
+pub const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// A whole policy file after parsing.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -223,6 +227,14 @@ pub struct Environment {
     /// Each wait gets up to 10 % random jitter.
     #[serde(default, deserialize_with = "de_interval")]
     pub reconcile_interval: Option<Duration>,
+    /// The longest pause of automated sync and selfHeal (`plumb suspend`) in this
+    /// environment, counted from when plumb first saw it: a pause asking for longer
+    /// ends then, and its status says so. Integer seconds or a string with a unit
+    /// (`12h`, `168h`); default [`DEFAULT_MAX_PAUSE`] (7 days). A pause is a request any
+    /// holder of `patch applications.plumb.dev` can write; this keeps a forgotten (or
+    /// hostile) one from splitting Git and the cluster for good.
+    #[serde(default, deserialize_with = "de_interval")]
+    pub max_pause: Option<Duration>,
     /// Fields that differ on purpose (owned by another controller) and are not drift.
     #[serde(default)]
     pub ignore_differences: Vec<IgnoreDifference>,
@@ -331,6 +343,11 @@ impl Environment {
     /// The reconcile interval, defaulted to [`DEFAULT_RECONCILE_INTERVAL`].
     pub fn interval(&self) -> Duration {
         self.reconcile_interval.unwrap_or(DEFAULT_RECONCILE_INTERVAL)
+    }
+
+    /// `maxPause`, defaulted to [`DEFAULT_MAX_PAUSE`].
+    pub fn max_pause(&self) -> Duration {
+        self.max_pause.unwrap_or(DEFAULT_MAX_PAUSE)
     }
 }
 

@@ -180,19 +180,23 @@ fn attacker_controlled_text_renders_as_text() {
 #[test]
 fn paused_and_pinned_are_shown_with_who_why_and_when() {
     let mut st = status();
-    st.suspended =
-        Some(Suspension { by: "alice".into(), reason: "incident 42".into(), until: "2026-11-30T16:00:00Z".into() });
+    st.suspended = Some(Suspension {
+        by: "alice".into(),
+        reason: "incident 42".into(),
+        until: "2026-11-30T16:00:00Z".into(),
+        ..Suspension::default()
+    });
     st.pinned = Some(Pin {
         revision: SHA.into(),
         by: "bob".into(),
         at: "2026-11-30T13:00:00Z".into(),
         until_next_commit: true,
         force: false,
-        tracked: String::new(),
+        ..Pin::default()
     });
     let html = list(std::slice::from_ref(&st));
-    assert!(html.contains("<span class=hold>paused</span> until <time datetime=\"2026-11-30T16:00:00Z\">2026-11-30 16:00:00 UTC</time> by alice: incident 42"), "{html}");
-    assert!(html.contains("<span class=hold>pinned</span> to <code title=\"3f2c9a1b7d5e4f60718293a4b5c6d7e8f9012345\">3f2c9a1</code> by bob at <time datetime=\"2026-11-30T13:00:00Z\">2026-11-30 13:00:00 UTC</time> (until the next commit)"), "{html}");
+    assert!(html.contains("<span class=hold>paused</span> until <time datetime=\"2026-11-30T16:00:00Z\">2026-11-30 16:00:00 UTC</time> (claimed by alice, not verified): incident 42"), "{html}");
+    assert!(html.contains("<span class=hold>pinned</span> to <code title=\"3f2c9a1b7d5e4f60718293a4b5c6d7e8f9012345\">3f2c9a1</code> (claimed by bob, not verified) at <time datetime=\"2026-11-30T13:00:00Z\">2026-11-30 13:00:00 UTC</time> (until the next commit)"), "{html}");
     assert!(application(&st, &[], None, None).contains("paused</span> until"));
     // and a stored status with only the required fields loads them
     let stored = r#"{"app":"web","environment":"prod","suspended":{"until":"2026-11-30T16:00:00Z"},"pinned":{"revision":"abc"}}"#;

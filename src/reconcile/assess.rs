@@ -778,6 +778,7 @@ mod tests {
             until_next_commit: false,
             force: false,
             tracked: "c2".into(),
+            ..Pin::default()
         });
         requested.sync_request = "t1".into();
         requested.conditions.push(Condition::new(ConditionType::Pinned, "pinned to c0"));

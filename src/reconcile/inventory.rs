@@ -18,7 +18,6 @@ use crate::{
     plan::{self, Claims, PruneCandidate, SyncOptions},
     source::Desired,
     tracking::{self, ObjectKey, group_of},
-    watch::LiveCache,
 };
 
 /// Owned objects Git no longer declares.
@@ -38,23 +37,15 @@ pub(super) struct Candidates {
     pub gone: Vec<(String, String)>,
 }
 
-/// The children of one pass's workloads: each kind's objects of a namespace read from
-/// the watch cache once, by owner (see [`LiveCache::by_owner`]).
+/// The children of one pass's workloads: each kind's objects of a namespace read once,
+/// by owner — from the watch cache when the process has one ([`crate::watch::LiveCache::by_owner`]),
+/// else by one LIST ([`crate::cluster::Cluster::list_children`]): `plumb sync --local
+/// --wait` judges a crash-looping Pod as the server does.
 #[derive(Default)]
 pub(super) struct Children {
-    /// By (kind, namespace): owner uid → objects; `None` while that watch is not ready.
+    /// By (kind, namespace): owner uid → objects; `None` while that watch is not ready
+    /// (or the LIST failed).
     read: HashMap<(String, String), Option<crate::watch::ByOwner>>,
-}
-
-impl Children {
-    /// The objects of `kind` in `namespace` with an owner reference to `owner_uid`.
-    fn owned_by(&mut self, cache: &LiveCache, kind: &Kind, namespace: &str, owner_uid: &str) -> Vec<Arc<Cached>> {
-        let by_owner = self
-            .read
-            .entry((kind.resource.kind.clone(), namespace.to_string()))
-            .or_insert_with(|| cache.by_owner(kind, namespace));
-        by_owner.as_ref().and_then(|b| b.get(owner_uid)).cloned().unwrap_or_default()
-    }
 }
 
 /// The children of one workload, as the watch cache holds them.
@@ -272,7 +263,7 @@ impl Io<'_> {
     /// (read through `children`, which one pass keeps); none without watches or before
     /// they are ready (health then uses status only).
     pub(super) async fn children(self, c: &Compared, children: &mut Children) -> Owned {
-        let (Some(cache), Some(live)) = (&self.live, &c.live) else { return Owned::default() };
+        let Some(live) = &c.live else { return Owned::default() };
         let workload = crate::watch::has_children(&c.key.group, &c.key.kind);
         let Some(uid) = live.uid().filter(|_| workload) else {
             return Owned::default();
@@ -284,18 +275,45 @@ impl Io<'_> {
         };
         let ns = &c.key.namespace;
         let (pods, replica_sets) = if c.key.kind == "Deployment" {
-            let rss = children.owned_by(cache, &rs_kind, ns, uid);
+            let rss = self.owned_by(children, &rs_kind, ns, uid).await;
             let mut pods = Vec::new();
             for rs in &rss {
                 if let Some(rs_uid) = rs.uid() {
-                    pods.extend(children.owned_by(cache, &pod_kind, ns, rs_uid));
+                    pods.extend(self.owned_by(children, &pod_kind, ns, rs_uid).await);
                 }
             }
             (pods, rss)
         } else {
-            (children.owned_by(cache, &pod_kind, ns, uid), vec![])
+            (self.owned_by(children, &pod_kind, ns, uid).await, vec![])
         };
         Owned { pods, replica_sets, kinds: Some((pod_kind, rs_kind)) }
+    }
+
+    /// The objects of `kind` in `namespace` with an owner reference to `owner_uid`, read
+    /// once per pass and namespace (see [`Children`]).
+    async fn owned_by(
+        self,
+        children: &mut Children,
+        kind: &Kind,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Vec<Arc<Cached>> {
+        let key = (kind.resource.kind.clone(), namespace.to_string());
+        if !children.read.contains_key(&key) {
+            let read = match &self.live {
+                Some(cache) => cache.by_owner(kind, namespace),
+                None if namespace.is_empty() || !kind.namespaced => None,
+                None => match self.cluster.list_children(kind, namespace).await {
+                    Ok(objects) => Some(crate::watch::by_owner(objects.into_iter().map(Arc::new))),
+                    Err(e) => {
+                        tracing::debug!("children of workloads in {namespace} not read: {e}");
+                        None
+                    }
+                },
+            };
+            children.read.insert(key.clone(), read);
+        }
+        children.read.get(&key).and_then(Option::as_ref).and_then(|b| b.get(owner_uid)).cloned().unwrap_or_default()
     }
 
     /// Marks objects that would be created in a namespace neither in the cluster nor

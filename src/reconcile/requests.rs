@@ -7,7 +7,9 @@
 use super::{Error, Io, Mode};
 use crate::{
     config::{Application, Environment, Repository},
-    status::{self, AppStatus, Condition, ConditionType, EventReason, Pin, ROLLBACK_ANNOTATION, short},
+    status::{
+        self, AppStatus, Condition, ConditionType, EventReason, Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, short,
+    },
 };
 
 /// What the requests change for one pass, and what its status shows of them.
@@ -84,23 +86,20 @@ impl Io<'_> {
             out.sync_request.clone_from(v);
             tracing::info!(app = name, "sync requested on applications.plumb.dev/{name} at {v}");
         }
-        out.suspended = controls.suspend.clone().filter(|s| s.in_force(now));
-        if let Some(s) = &out.suspended {
-            out.paused = true;
-            let message =
-                format!("automated sync and selfHeal paused by {} until {}: {}", or_unknown(&s.by), s.until, s.reason);
-            out.conditions.push(Condition::new(ConditionType::SyncPaused, message));
-        }
+        self.pause(&mut out, previous, &controls, (name, env), mode, now).await?;
         if mode.writes() && previous.suspended != out.suspended && !previous.app.is_empty() {
             let note = match &out.suspended {
-                Some(s) => format!("paused by {} until {}: {}", or_unknown(&s.by), s.until, s.reason),
+                Some(s) => format!("paused {}", s.describe(env.max_pause())),
                 None => "automated sync resumed".to_string(),
             };
             let reason = if out.suspended.is_some() { EventReason::Paused } else { EventReason::Resumed };
             self.event(name, false, reason, note).await;
         }
         match controls.pin.clone() {
-            Some(pin) => self.pin(&mut out, previous, pin, (app, repo), mode).await?,
+            Some(pin) => {
+                let overridden = controls.pin_override.as_deref();
+                self.pin(&mut out, (previous, overridden), pin, (app, repo), mode).await?;
+            }
             None if mode.writes() && previous.pinned.is_some() => {
                 let note = "pin released: the tracked ref is synced again".into();
                 self.event(name, false, EventReason::PinReleased, note).await;
@@ -111,73 +110,200 @@ impl Io<'_> {
         Ok(out)
     }
 
-    /// Resolves a pin into `out`: the revision to compare and the pin in force, or
-    /// neither when it is released (the tracked ref moved with `until_next_commit`) or
-    /// refused (not an ancestor of the tracked ref without `force`; unresolvable).
-    async fn pin(
+    /// The pause in force into `out`: the request capped at the environment's
+    /// `maxPause` from when plumb first saw it ([`status::Suspension::capped`]). A pause
+    /// that ran out at its cap is removed from the resource when `mode` writes (else
+    /// the same request would count as new, and pause again).
+    async fn pause(
         self,
         out: &mut Requested,
         previous: &AppStatus,
+        controls: &status::store::Controls,
+        (name, env): (&str, &Environment),
+        mode: Mode,
+        now: jiff::Timestamp,
+    ) -> Result<(), Error> {
+        let Some(asked) = controls.suspend.clone() else { return Ok(()) };
+        let pause = asked.capped(previous.suspended.as_ref(), env.max_pause(), now);
+        if pause.in_force(now) {
+            out.paused = true;
+            let message = format!("automated sync and selfHeal paused {}", pause.describe(env.max_pause()));
+            out.conditions.push(Condition::new(ConditionType::SyncPaused, message));
+            out.suspended = Some(pause);
+        } else if !pause.asked_until.is_empty() && mode.writes() {
+            self.store.annotate(name, SUSPEND_ANNOTATION, None).await?;
+            tracing::info!(app = name, "pause ended at the environment's maxPause; {SUSPEND_ANNOTATION} removed");
+        }
+        Ok(())
+    }
+
+    /// Resolves a pin into `out`: the revision to compare and the pin in force, or
+    /// neither when it is released (the tracked ref moved with `until_next_commit`) or
+    /// refused (unresolvable; outside the tracked history without the override right,
+    /// see [`Io::pin_allowed`]). The name the request gives is resolved once, when the
+    /// pin is first seen, and the commit recorded (`pinned.revision`, `pinned.requested`):
+    /// a pin never follows a branch.
+    async fn pin(
+        self,
+        out: &mut Requested,
+        (previous, overridden): (&AppStatus, Option<&str>),
         mut pin: Pin,
         (app, repo): (&Application, &Repository),
         mode: Mode,
     ) -> Result<(), Error> {
         let name = app.name.value.as_str();
         let tracked = &app.revision.value;
+        let requested = std::mem::take(&mut pin.revision);
+        // the same request as the pin in force: its commit as recorded, never resolved again
+        let same = previous
+            .pinned
+            .as_ref()
+            .filter(|p| p.at == pin.at && p.requested == requested && !p.tracked.is_empty() && !p.revision.is_empty());
         let resolved = match self.sources.resolve(repo, tracked).await {
-            Ok(head) => self.sources.resolve(repo, &pin.revision).await.map(|target| (head, target)),
+            Ok(head) => match same {
+                Some(p) => Ok((head, p.revision.clone())),
+                None => self.sources.resolve(repo, &requested).await.map(|target| (head, target)),
+            },
             Err(e) => Err(e),
         };
         let (head, target) = match resolved {
             Ok(found) => found,
             Err(e) => {
-                let message = format!("rollback to {} not applied: {e}", pin.revision);
+                let message = format!("rollback to {requested} not applied: {e}");
                 out.conditions.push(Condition::new(ConditionType::SyncError, message));
                 return Ok(());
             }
         };
-        // the head when the pin was first seen, kept while the same pin stays
-        let same = previous.pinned.as_ref().filter(|p| p.at == pin.at && !p.tracked.is_empty());
         pin.tracked = same.map_or_else(|| head.clone(), |p| p.tracked.clone());
         if pin.until_next_commit && head != pin.tracked {
             if mode.writes() {
-                self.store.annotate(name, ROLLBACK_ANNOTATION, None).await?;
+                self.release_pin(name).await?;
                 let note = format!("pin to {} released: {tracked} moved to {}", short(&target), short(&head));
                 self.event(name, false, EventReason::PinReleased, note).await;
             }
             return Ok(());
         }
-        if !pin.force && self.sources.descends(repo, &head, &target).await != Some(true) {
-            let message = format!(
-                "rollback to {} refused: it is not an ancestor of {tracked} ({}); `plumb rollback {} {} --force` to run it anyway",
-                short(&target),
-                short(&head),
-                name,
-                short(&target)
-            );
-            out.conditions.push(Condition::new(ConditionType::SyncError, message));
+        let override_asked = pin.force && overridden == Some(requested.as_str());
+        if let Err(why) = self.pin_allowed((name, repo, tracked), (&head, &target), previous, override_asked).await? {
+            out.conditions.push(Condition::new(ConditionType::SyncError, why));
             return Ok(());
         }
         pin.revision.clone_from(&target);
+        pin.requested = requested;
         let until = if pin.until_next_commit { "the next commit of" } else { "`plumb rollback --release`; commits of" };
         let message = format!(
-            "pinned to {} by {} at {} (rollback): {until} {tracked} are not synced{}",
+            "pinned to {} at {} (rollback{}): {until} {tracked} are not synced{}",
             short(&target),
-            or_unknown(&pin.by),
             pin.at,
+            claimed(&pin.by),
             if pin.until_next_commit { " until then" } else { "" }
         );
         out.conditions.push(Condition::new(ConditionType::Pinned, message));
         if mode.writes() && previous.pinned.as_ref().is_none_or(|p| p.at != pin.at) {
-            let note = format!("pinned to {} by {} (rollback)", short(&target), or_unknown(&pin.by));
+            let note = format!("pinned to {} (rollback{})", short(&target), claimed(&pin.by));
             self.event(name, false, EventReason::Pinned, note).await;
         }
         out.pinned = Some(pin);
         out.revision = Some(target);
         Ok(())
     }
+
+    /// Whether commit `target` may run on application `app` tracking `tracked` (at
+    /// `head`): when it is in the tracked ref's history (an ancestor of `head`, or
+    /// `head`) or a revision synced before (the history's successful syncs); else only
+    /// with an override (`override_asked`: `force` and
+    /// [`status::ROLLBACK_OVERRIDE_ANNOTATION`] naming the request's revision) while the
+    /// API server enforces the right to write it ([`Io::override_enforced`]). `Err`
+    /// holds the refusal, naming the commit, the tracked ref and the missing right.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when the history cannot be read.
+    async fn pin_allowed(
+        self,
+        (app, repo, tracked): (&str, &Repository, &str),
+        (head, target): (&str, &str),
+        previous: &AppStatus,
+        override_asked: bool,
+    ) -> Result<Result<(), String>, Error> {
+        let ancestor = self.sources.descends(repo, head, target).await == Some(true);
+        if ancestor || previous.synced_revision == target {
+            return Ok(Ok(()));
+        }
+        let (_, history) = self.store.load(app).await?;
+        if history.iter().any(|r| r.revision == target && r.result == status::SyncResult::Succeeded) {
+            return Ok(Ok(()));
+        }
+        let enforced = if override_asked { self.override_enforced().await } else { Err(String::new()) };
+        if enforced.is_ok() {
+            return Ok(Ok(()));
+        }
+        let why = match enforced {
+            Err(e) if override_asked => format!("; {e}"),
+            _ => "; the request carries no override (`plumb rollback --force`)".to_string(),
+        };
+        Ok(Err(format!(
+            "rollback to {} refused: it is not in the history of {tracked} ({}) and was never synced; running it needs \
+             the right `override` on applications.plumb.dev/{app} (a right apart from `patch`){why}",
+            short(target),
+            short(head),
+        )))
+    }
+
+    /// Whether the API server checks the `override` right for whoever writes
+    /// [`status::ROLLBACK_OVERRIDE_ANNOTATION`]: the ValidatingAdmissionPolicy
+    /// [`status::ROLLBACK_OVERRIDE_POLICY`] and its binding (same name, action `Deny`,
+    /// for every resource it matches) are installed. `Err` says what is missing.
+    async fn override_enforced(self) -> Result<(), String> {
+        let name = status::ROLLBACK_OVERRIDE_POLICY;
+        let missing = |what: &str, e: String| {
+            format!(
+                "plumb cannot tell who holds it: {what} {name} is not readable ({e}; install deploy/admission/rollback-override.yaml)"
+            )
+        };
+        let api = "admissionregistration.k8s.io/v1";
+        let key = crate::tracking::ObjectKey {
+            group: "admissionregistration.k8s.io".into(),
+            kind: "ValidatingAdmissionPolicyBinding".into(),
+            namespace: String::new(),
+            name: name.into(),
+        };
+        let read = |kind: &'static str| {
+            let key = crate::tracking::ObjectKey { kind: kind.into(), ..key.clone() };
+            async move {
+                let k = self.cluster.kind(api, kind).await.map_err(|e| e.to_string())?;
+                self.cluster.get(&k, &key).await.map_err(|e| e.to_string())?.ok_or_else(|| "not found".to_string())
+            }
+        };
+        let binding = read("ValidatingAdmissionPolicyBinding").await.map_err(|e| missing("the binding", e))?;
+        read("ValidatingAdmissionPolicy").await.map_err(|e| missing("the ValidatingAdmissionPolicy", e))?;
+        let spec = &binding["spec"];
+        let denies = spec["validationActions"].as_array().is_some_and(|a| a.iter().any(|v| v == "Deny"));
+        // the API server defaults `matchResources` to empty selectors: every object
+        let empty = |v: &serde_json::Value| v.is_null() || v.as_object().is_some_and(|o| o.is_empty());
+        let none = |v: &serde_json::Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+        let m = &spec["matchResources"];
+        let everything = empty(&m["namespaceSelector"])
+            && empty(&m["objectSelector"])
+            && none(&m["resourceRules"])
+            && none(&m["excludeResourceRules"]);
+        if spec["policyName"] != name || !denies || !everything || !spec["paramRef"].is_null() {
+            return Err(format!(
+                "plumb cannot tell who holds it: the binding {name} does not deny every write of the policy {name}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes a pin and its override from `app`'s resource.
+    async fn release_pin(self, app: &str) -> Result<(), Error> {
+        let keys = [(ROLLBACK_ANNOTATION, None), (status::ROLLBACK_OVERRIDE_ANNOTATION, None)];
+        self.store.annotate_all(app, &keys).await?;
+        Ok(())
+    }
 }
 
-fn or_unknown(who: &str) -> &str {
-    if who.is_empty() { "(unknown)" } else { who }
+/// ` ; claimed by NAME, not verified`, or nothing: who a request says asked (the
+/// writing client's word, see [`status::Suspension`]).
+fn claimed(who: &str) -> String {
+    if who.is_empty() { String::new() } else { format!("; claimed by {who}, not verified") }
 }

@@ -131,6 +131,8 @@ pub struct Controls {
     pub suspend: Option<Suspension>,
     /// [`ROLLBACK_ANNOTATION`], parsed.
     pub pin: Option<Pin>,
+    /// [`super::ROLLBACK_OVERRIDE_ANNOTATION`]'s value.
+    pub pin_override: Option<String>,
 }
 
 impl Controls {
@@ -169,6 +171,7 @@ impl Controls {
             sync: annotations.get(SYNC_ANNOTATION).cloned(),
             suspend: parsed(app, SUSPEND_ANNOTATION, annotations.get(SUSPEND_ANNOTATION)),
             pin: parsed(app, ROLLBACK_ANNOTATION, annotations.get(ROLLBACK_ANNOTATION)),
+            pin_override: annotations.get(super::ROLLBACK_OVERRIDE_ANNOTATION).cloned(),
         }
     }
 }
@@ -445,10 +448,22 @@ impl Store {
     /// # Errors
     /// [`Error::Kube`].
     pub async fn annotate(&self, app: &str, key: &str, value: Option<&str>) -> Result<(), Error> {
+        self.annotate_all(app, &[(key, value)]).await
+    }
+
+    /// Sets (or with `None` removes) each annotation of `pairs` on `app`'s resource in
+    /// one write (an admission policy sees them together), creating the resource when
+    /// missing.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] (a denial by an admission policy carries its message).
+    pub async fn annotate_all(&self, app: &str, pairs: &[(&str, Option<&str>)]) -> Result<(), Error> {
         if self.get(app).await?.is_none() {
             self.mirror(app, &json!({})).await?;
         }
-        let patch = json!({"metadata": {"annotations": {key: value}}});
+        let annotations: serde_json::Map<String, Value> =
+            pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+        let patch = json!({"metadata": {"annotations": annotations}});
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
