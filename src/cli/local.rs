@@ -65,7 +65,7 @@ pub async fn sync_command(
         Some(r) => {
             println!("{} {} \"{}\": {}", app, short(&r.revision), sanitize(&r.subject), r.result);
             for a in &r.applied {
-                println!("  applied {a}");
+                println!("  {} {a}", if r.recreated.contains(a) { "recreated" } else { "applied" });
             }
             for p in &r.pruned {
                 println!("  pruned  {p}");
