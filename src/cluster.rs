@@ -504,6 +504,28 @@ impl Cluster {
         Ok(to_value(out))
     }
 
+    /// A dry-run replace (PUT, `dryRun=All`) of `obj` as field manager `plumb`: what the
+    /// object would be if it were written whole as `obj` (defaulted, admitted,
+    /// validated); nothing is persisted. `obj` carries the live `resourceVersion`, so an
+    /// object changed since fails (409). Used to see what plumb's apply leaves once it
+    /// took the fields of hand tools over ([`crate::compare::managers::released`]).
+    ///
+    /// # Errors
+    /// [`Error::Request`] (action `dry-run replace`).
+    pub async fn replace_dry_run(&self, kind: &Kind, key: &ObjectKey, obj: &Value) -> Result<Value, Error> {
+        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
+            .map_err(|e| Error::request("dry-run replace", key, kube::Error::SerdeError(e)))?;
+        let pp = kube::api::PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+        self.count(false);
+        self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = self
+            .api(kind, &key.namespace)
+            .replace(&key.name, &pp, &dynamic)
+            .await
+            .map_err(|e| Error::request("dry-run replace", key, e))?;
+        Ok(to_value(out))
+    }
+
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
     /// with the given propagation (default foreground: dependents go first). A 404
     /// naming the object counts as done. A 404 for the resource (`kind`'s version is no

@@ -153,19 +153,35 @@ async fn k8s_04_secret_values_never_leave() {
     ]);
     kubectl(&["-n", NS, "patch", "configmap", "web-settings", "-p", r#"{"data":{"apiKey":"cm-key-handmade-9b2e"}}"#]);
 
-    // 1. plumb diff: the object and the path are shown, no value
+    // 1. plumb diff: the object and the path are shown, no value; before any plumb
+    // serve made the installation's mask key, no mark either
     let (code, out, err) = cli(&["diff", "web"]);
     assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
-    assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, sha256:"), "{out}");
     assert!(
-        out.contains("# ConfigMap/case-k04/web-settings (differs at /data/apiKey (sensitive, sha256:"),
+        out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive)→(sensitive) (set by"),
+        "{out}"
+    );
+    outputs.push(("plumb diff web, no mask key".into(), format!("{out}\n{err}")));
+    // the key a plumb serve creates at start (here, made first): the CLI marks with it
+    kubectl(&[
+        "-n",
+        STATUS_NS,
+        "create",
+        "secret",
+        "generic",
+        "plumb-mask-key",
+        "--from-literal=key=k8s-04-installation-key-32-bytes",
+    ]);
+    let (code, out, err) = cli(&["diff", "web"]);
+    assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
+    assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, hmac:"), "{out}");
+    let cli_marks = out.lines().find(|l| l.starts_with("# Secret/case-k04/web-db")).unwrap().to_string();
+    assert!(
+        out.contains("# ConfigMap/case-k04/web-settings (differs at /data/apiKey (sensitive, hmac:"),
         "a field the environment marks sensitive: {out}"
     );
     assert!(out.contains("  mode: plain"), "other fields of it stay readable: {out}");
-    assert!(
-        out.contains("-  password: (sensitive, sha256:") && out.contains("+  password: (sensitive, sha256:"),
-        "{out}"
-    );
+    assert!(out.contains("-  password: (sensitive, hmac:") && out.contains("+  password: (sensitive, hmac:"), "{out}");
     outputs.push(("plumb diff web".into(), format!("{out}\n{err}")));
     // 2. plumb diff -o json: objects and differences
     let (code, out, err) = cli(&["diff", "web", "-o", "json"]);
@@ -181,7 +197,7 @@ async fn k8s_04_secret_values_never_leave() {
     let r = ctx.run_pass("web", plumb::reconcile::Mode::Policy, None).await.unwrap();
     assert_eq!(r.status.sync, plumb::compare::SyncStatus::OutOfSync);
     let reason = &r.status.resources.iter().find(|x| x.object == "Secret/case-k04/web-db").unwrap().reason;
-    assert!(reason.starts_with("differs at /data/password (sensitive, sha256:"), "{reason}");
+    assert!(reason.starts_with("differs at /data/password (sensitive"), "{reason}");
     let statuses = kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "-o", "json"]);
     assert!(statuses.contains("differs at /data/password"), "{statuses}");
     outputs.push(("Application resources, OutOfSync".into(), statuses));
@@ -204,7 +220,9 @@ async fn k8s_04_secret_values_never_leave() {
         ev.contains("SelfHealed").then_some(ev)
     })
     .await;
-    assert!(events.contains("reverted /data/password (sensitive, sha256:"), "{events}");
+    assert!(events.contains("reverted /data/password (sensitive, hmac:"), "{events}");
+    let marks = cli_marks.split("/data/password ").nth(1).unwrap().split(" (set by").next().unwrap();
+    assert!(events.contains(marks), "the server marks with the key the CLI read: {marks}\n{events}");
     let settings = || kubectl(&["-n", NS, "get", "configmap", "web-settings", "-o", "jsonpath={.data.apiKey}"]);
     wait_for("selfHeal reverts the marked field", Duration::from_secs(60), || async {
         (settings() == "cm-key-original-7f3a").then_some(())
