@@ -257,3 +257,32 @@ async fn k8s_04_secret_values_never_leave() {
         assert_clean(what, text);
     }
 }
+
+/// The installation's mask key: `plumb serve` creates it once in its namespace (32
+/// random bytes) and reads the same one afterwards; the CLI only reads it (no Secret:
+/// no key, marks are `(sensitive)`); a key too short is refused naming the Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plumb_makes_its_mask_key_once_and_the_cli_only_reads_it() {
+    use plumb::{compare::sensitive::mask, serve::mask_key};
+    let ns = "plumb-mask-key";
+    kubectl(&["create", "namespace", ns]);
+    let client = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
+    let value = serde_json::json!("hunter2");
+    let cli = mask_key(&client, ns, false).await.unwrap();
+    assert_eq!(mask(&value, false, &cli), "(sensitive)", "no key, no mark");
+    assert!(kubectl(&["-n", ns, "get", "secrets", "-o", "name"]).is_empty(), "the CLI creates nothing");
+
+    let made = mask_key(&client, ns, true).await.unwrap();
+    let stored = kubectl(&["-n", ns, "get", "secret", "plumb-mask-key", "-o", "jsonpath={.data.key}"]);
+    assert_eq!(stored.len(), 44, "32 bytes, base64: {stored}");
+    let mark = mask(&value, false, &made);
+    assert!(mark.starts_with("(sensitive, hmac:"), "{mark}");
+    for again in [mask_key(&client, ns, true).await.unwrap(), mask_key(&client, ns, false).await.unwrap()] {
+        assert_eq!(mask(&value, false, &again), mark, "the same key, read back");
+    }
+
+    kubectl(&["-n", ns, "delete", "secret", "plumb-mask-key"]);
+    kubectl(&["-n", ns, "create", "secret", "generic", "plumb-mask-key", "--from-literal=key=short"]);
+    let err = format!("{:#}", mask_key(&client, ns, true).await.unwrap_err());
+    assert!(err.contains("Secret plumb-mask-key/plumb-mask-key: data.key holds 5 bytes"), "{err}");
+}
