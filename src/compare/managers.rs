@@ -308,10 +308,12 @@ fn walk_undeclared(
                 path.pop();
             }
         } else if let Some(a) = obj.as_array() {
+            // the key is read once: a list of n elements costs n·n comparisons, no parse each
+            let parsed = ElementKey::parse(k);
             for (i, elem) in a.iter().enumerate() {
-                if element_matches(k, elem, &i.to_string()) {
+                if parsed.matches(elem, i, false) {
                     let declared = apply.as_array().and_then(|items| {
-                        items.iter().enumerate().find(|(j, x)| declares_element(k, x, &j.to_string())).map(|(_, x)| x)
+                        items.iter().enumerate().find(|(j, x)| parsed.matches(x, *j, true)).map(|(_, x)| x)
                     });
                     path.push(i.to_string());
                     walk_undeclared(child, elem, declared, path, out);
@@ -361,18 +363,54 @@ pub fn without(obj: &Value, pointers: &[String]) -> Value {
     out
 }
 
-/// Whether `elem`, an element of a list as Git writes it, is the element of key `key`:
-/// as [`element_matches`], except that a key field Git leaves to the server's default
-/// (a port's `protocol`) is not required; at least one key field must be there.
-fn declares_element(key: &str, elem: &Value, index: &str) -> bool {
-    if let Some(json) = key.strip_prefix("k:") {
-        let Ok(Value::Object(want)) = serde_json::from_str::<Value>(json) else { return false };
-        let Some(have) = elem.as_object() else { return false };
-        let present: Map<String, Value> =
-            want.into_iter().filter(|(k, _)| have.get(k).is_some_and(|v| !v.is_null())).collect();
-        return !present.is_empty() && subset(&present, have);
+/// The key of a list element in a field set (`k:{json}`, `v:{json}`, `i:<index>`), read.
+enum ElementKey {
+    /// `k:`: the element's key fields.
+    Keyed(Map<String, Value>),
+    /// `v:`: the element itself (a set).
+    Value(Value),
+    /// `i:`: its position.
+    Index(usize),
+    /// Anything else: matches nothing.
+    Unknown,
+}
+
+impl ElementKey {
+    fn parse(key: &str) -> Self {
+        if let Some(json) = key.strip_prefix("k:") {
+            return match serde_json::from_str::<Value>(json) {
+                Ok(Value::Object(m)) => Self::Keyed(m),
+                _ => Self::Unknown,
+            };
+        }
+        if let Some(json) = key.strip_prefix("v:") {
+            return serde_json::from_str::<Value>(json).map_or(Self::Unknown, Self::Value);
+        }
+        key.strip_prefix("i:").and_then(|i| i.parse().ok()).map_or(Self::Unknown, Self::Index)
     }
-    element_matches(key, elem, index)
+
+    /// Whether `elem` (at `index`) is this element. `as_git_writes`: `elem` is Git's, which
+    /// may leave a key field to the server's default (a port's `protocol`): only the key
+    /// fields it has must match, and at least one must be there.
+    fn matches(&self, elem: &Value, index: usize, as_git_writes: bool) -> bool {
+        match self {
+            Self::Keyed(want) => {
+                let Some(have) = elem.as_object() else { return false };
+                if !as_git_writes {
+                    return subset(want, have);
+                }
+                let present: Map<String, Value> = want
+                    .iter()
+                    .filter(|(k, _)| have.get(*k).is_some_and(|v| !v.is_null()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                !present.is_empty() && subset(&present, have)
+            }
+            Self::Value(v) => v == elem,
+            Self::Index(i) => *i == index,
+            Self::Unknown => false,
+        }
+    }
 }
 
 fn element_matches(key: &str, elem: &Value, index: &str) -> bool {
