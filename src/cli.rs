@@ -457,7 +457,14 @@ pub async fn context(policy: &PolicyArgs, kube: &KubeArgs, writes: bool) -> anyh
     if crate::secret_refs::any(&config) {
         crate::secret_refs::materialize(cluster.client(), &mut config, &cache.join(".secrets")).await?;
     }
-    let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default()));
+    let key = match crate::serve::mask_key(cluster.client(), &config.settings.status_namespace, false).await {
+        Ok(key) => key,
+        Err(e) => {
+            tracing::warn!("sensitive values show no mark: {e:#}");
+            crate::compare::sensitive::MaskKey::none()
+        }
+    };
+    let ctx = Context::new(cluster, Arc::new(config), cache, Arc::new(Metrics::default())).with_mask_key(key);
     if writes {
         ctx.store.ensure_namespace().await?;
     }

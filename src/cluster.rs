@@ -504,6 +504,28 @@ impl Cluster {
         Ok(to_value(out))
     }
 
+    /// A dry-run replace (PUT, `dryRun=All`) of `obj` as field manager `plumb`: what the
+    /// object would be if it were written whole as `obj` (defaulted, admitted,
+    /// validated); nothing is persisted. `obj` carries the live `resourceVersion`, so an
+    /// object changed since fails (409). Used to see what plumb's apply leaves once it
+    /// took the fields of hand tools over ([`crate::compare::managers::released`]).
+    ///
+    /// # Errors
+    /// [`Error::Request`] (action `dry-run replace`).
+    pub async fn replace_dry_run(&self, kind: &Kind, key: &ObjectKey, obj: &Value) -> Result<Value, Error> {
+        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
+            .map_err(|e| Error::request("dry-run replace", key, kube::Error::SerdeError(e)))?;
+        let pp = kube::api::PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+        self.count(false);
+        self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = self
+            .api(kind, &key.namespace)
+            .replace(&key.name, &pp, &dynamic)
+            .await
+            .map_err(|e| Error::request("dry-run replace", key, e))?;
+        Ok(to_value(out))
+    }
+
     /// Deletes an object only if its UID is still `uid` (never a re-created namesake),
     /// with the given propagation (default foreground: dependents go first). A 404
     /// naming the object counts as done. A 404 for the resource (`kind`'s version is no
@@ -754,8 +776,55 @@ fn says_immutable(message: &str) -> bool {
     message.lines().next().is_some_and(tail) || message.lines().last().is_some_and(tail)
 }
 
+/// The denial of an admission policy or webhook, when `message` is one, as the API
+/// server words it: `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<p>'
+/// [with binding '<b>'] denied request: <text>` (whatever the status code the policy
+/// chose), or `admission webhook "<w>" denied the request: <text>`. Returns who denied
+/// it (`ValidatingAdmissionPolicy 'p'`, `admission webhook "w"`) and the text. Only the
+/// start of the message is read: a value Git wrote is quoted after it, never before.
+fn admission_denial(message: &str) -> Option<(&str, &str)> {
+    let rest = message.split_once(" is forbidden: ").map_or(message, |(_, r)| r);
+    if rest.starts_with("ValidatingAdmissionPolicy '") {
+        let (by, text) = rest.split_once(" denied request: ")?;
+        let by = by.split_once(" with binding ").map_or(by, |(p, _)| p);
+        return Some((by, text));
+    }
+    if message.starts_with("admission webhook \"") {
+        let (by, text) = message.split_once(" denied the request: ")?;
+        return Some((by, text));
+    }
+    None
+}
+
+/// The fields an admission denial says are immutable: the path before "is immutable"
+/// (`spec.template is immutable`, `spec.template: field is immutable`) named with who
+/// denied the change; `named by <who>` when the text names no path. Empty when the
+/// denial does not say "immutable".
+fn denied_as_immutable(by: &str, text: &str) -> Vec<String> {
+    if !text.contains("immutable") {
+        return vec![];
+    }
+    // a field path as the API server writes them (`spec.template`, `spec.ports[0]`)
+    let path_like = |w: &str| {
+        w.contains(['.', '['])
+            && w.contains(|c: char| c.is_ascii_alphabetic())
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]/=\"'".contains(c))
+    };
+    let before = text.split(" is immutable").next().unwrap_or("");
+    let field = before.trim_end_matches(": field").trim_end_matches(':').rsplit([' ', ',']).next().unwrap_or("");
+    let field = field.trim_end_matches(':');
+    if text.contains(" is immutable") && path_like(field) {
+        vec![format!("{field} (denied by {by})")]
+    } else {
+        vec![format!("named by {by}")]
+    }
+}
+
 /// See [`Error::immutable_fields`].
 fn immutable_fields(s: &kube::core::Status) -> Vec<String> {
+    if let Some((by, text)) = admission_denial(&s.message) {
+        return denied_as_immutable(by, text);
+    }
     let mut fields: Vec<String> = s
         .details
         .iter()
@@ -990,6 +1059,39 @@ mod tests {
             )],
         );
         assert_eq!(immutable_fields(&pvc), ["spec"]);
+    }
+
+    /// flux2#3627 class: an admission policy or webhook that denies a change saying a
+    /// field "is immutable" makes the field immutable (Force=true re-creates); its other
+    /// denials do not, nor does the same wording inside a value Git wrote.
+    #[test]
+    fn an_admission_denial_saying_is_immutable_names_an_immutable_field() {
+        let vap = status(
+            "jobs.batch \"migrate\" is forbidden: ValidatingAdmissionPolicy 'frozen-jobs' with binding 'frozen-jobs' denied request: spec.template is immutable once the Job ran",
+            &[(
+                "",
+                "ValidatingAdmissionPolicy 'frozen-jobs' with binding 'frozen-jobs' denied request: spec.template is immutable once the Job ran",
+            )],
+        );
+        assert_eq!(immutable_fields(&vap), ["spec.template (denied by ValidatingAdmissionPolicy 'frozen-jobs')"]);
+        let webhook = status(
+            "admission webhook \"guard.example.com\" denied the request: spec.selector: field is immutable",
+            &[],
+        );
+        assert_eq!(immutable_fields(&webhook), ["spec.selector (denied by admission webhook \"guard.example.com\")"]);
+        let unnamed =
+            status("admission webhook \"guard.example.com\" denied the request: this object is immutable!", &[]);
+        assert_eq!(immutable_fields(&unnamed), ["named by admission webhook \"guard.example.com\""]);
+        let other = status(
+            "jobs.batch \"migrate\" is forbidden: ValidatingAdmissionPolicy 'p' denied request: images must come from registry.example",
+            &[("", "images must come from registry.example: is immutable")],
+        );
+        assert!(immutable_fields(&other).is_empty(), "a denial for another reason");
+        let quoted = status(
+            "ConfigMap \"x\" is invalid: data[k]: Invalid value: \"admission webhook \\\"w\\\" denied the request: k is immutable\": bad",
+            &[],
+        );
+        assert!(immutable_fields(&quoted).is_empty(), "the wording inside a quoted value does not count");
     }
 
     #[test]

@@ -124,6 +124,8 @@ pub struct Context {
     pass_objects: tokio::sync::Semaphore,
     /// Passes that took the comparisons of the pass before ([`Context::comparisons_reused`]).
     reused: std::sync::atomic::AtomicU64,
+    /// The installation's key sensitive values are marked with ([`Context::with_mask_key`]).
+    mask_key: crate::compare::sensitive::MaskKey,
 }
 
 impl Drop for Context {
@@ -361,6 +363,7 @@ impl Prepared {
             namespace: &p.app.namespace.value,
             rules: &self.rules,
             sensitive: &self.sensitive,
+            mask_key: &ctx.mask_key,
             crds: &self.crds,
             defaults: &self.options,
             take_over: &p.env.sync_policy.take_over_managers,
@@ -428,7 +431,17 @@ impl Context {
             policy_rejected: crate::reload::Rejected::default(),
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
             reused: std::sync::atomic::AtomicU64::new(0),
+            mask_key: crate::compare::sensitive::MaskKey::none(),
         }
+    }
+
+    /// Marks sensitive values under `key` (the installation's, read from the Secret
+    /// [`crate::compare::sensitive::MASK_KEY_SECRET`]); without it they print as
+    /// `(sensitive)`.
+    #[must_use]
+    pub fn with_mask_key(mut self, key: crate::compare::sensitive::MaskKey) -> Self {
+        self.mask_key = key;
+        self
     }
 
     /// Keeps the timings of a pass that started at `started` (writing modes only).

@@ -449,6 +449,7 @@ pub async fn run(
             .with_watches()
             .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
+        let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
         let token = CancellationToken::new();
         let handle =
             serve_elected(Arc::new(ctx), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
@@ -623,4 +624,58 @@ async fn forward_drift(mut rx: mpsc::UnboundedReceiver<String>, scheduler: Sched
             },
         }
     }
+}
+
+/// The installation's key sensitive values are marked with
+/// ([`crate::compare::sensitive::MaskKey`]): `data.key` of the Secret
+/// [`MASK_KEY_SECRET`](crate::compare::sensitive::MASK_KEY_SECRET) in plumb's namespace
+/// `namespace`. With `create` (`plumb serve`) a missing Secret is created with 32 random
+/// bytes (another replica creating it first is read back); without (the CLI's local
+/// commands) a Secret that is missing or that the caller may not read gives no key,
+/// and marks print as `(sensitive)`.
+///
+/// # Errors
+/// The read or create failed (`plumb serve` lacks `get`/`create` on that Secret, see
+/// deploy/base/role.yaml), or the Secret holds fewer than 32 bytes under `key`.
+pub async fn mask_key(
+    client: &kube::Client,
+    namespace: &str,
+    create: bool,
+) -> anyhow::Result<crate::compare::sensitive::MaskKey> {
+    use crate::compare::sensitive::{MASK_KEY_FIELD, MASK_KEY_SECRET, MaskKey};
+    use k8s_openapi::{ByteString, api::core::v1::Secret};
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let what = format!("Secret {namespace}/{MASK_KEY_SECRET}");
+    let found = match api.get_opt(MASK_KEY_SECRET).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(s)) if !create && s.code == 403 => return Ok(MaskKey::none()),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("read {what}"))),
+    };
+    let secret = match found {
+        Some(s) => s,
+        None if !create => return Ok(MaskKey::none()),
+        None => {
+            let bytes: [u8; 32] = rand::random();
+            let fresh = Secret {
+                metadata: kube::core::ObjectMeta { name: Some(MASK_KEY_SECRET.into()), ..Default::default() },
+                data: Some([(MASK_KEY_FIELD.to_string(), ByteString(bytes.to_vec()))].into()),
+                type_: Some("Opaque".into()),
+                ..Default::default()
+            };
+            match api.create(&kube::api::PostParams::default(), &fresh).await {
+                Ok(s) => s,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    api.get(MASK_KEY_SECRET).await.with_context(|| format!("read {what}"))?
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("create {what}"))),
+            }
+        }
+    };
+    let key = secret.data.as_ref().and_then(|d| d.get(MASK_KEY_FIELD)).map(|b| b.0.as_slice()).unwrap_or_default();
+    anyhow::ensure!(
+        key.len() >= 32,
+        "{what}: data.{MASK_KEY_FIELD} holds {} bytes; the mask key needs at least 32",
+        key.len()
+    );
+    Ok(MaskKey::new(key))
 }

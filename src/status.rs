@@ -310,6 +310,10 @@ pub struct SyncRecord {
     /// Objects applied.
     #[serde(default)]
     pub applied: Vec<String>,
+    /// Those of `applied` that were deleted and created again (`Force=true`: Git changed
+    /// a field that cannot change), shown as `recreated` rather than `applied`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recreated: Vec<String>,
     /// Objects pruned.
     #[serde(default)]
     pub pruned: Vec<String>,
@@ -341,6 +345,7 @@ impl SyncRecord {
             result: SyncResult::Succeeded,
             message: String::new(),
             applied: vec![],
+            recreated: vec![],
             pruned: vec![],
             applied_omitted: 0,
             pruned_omitted: 0,

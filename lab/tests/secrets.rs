@@ -153,19 +153,35 @@ async fn k8s_04_secret_values_never_leave() {
     ]);
     kubectl(&["-n", NS, "patch", "configmap", "web-settings", "-p", r#"{"data":{"apiKey":"cm-key-handmade-9b2e"}}"#]);
 
-    // 1. plumb diff: the object and the path are shown, no value
+    // 1. plumb diff: the object and the path are shown, no value; before any plumb
+    // serve made the installation's mask key, no mark either
     let (code, out, err) = cli(&["diff", "web"]);
     assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
-    assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, sha256:"), "{out}");
     assert!(
-        out.contains("# ConfigMap/case-k04/web-settings (differs at /data/apiKey (sensitive, sha256:"),
+        out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive)→(sensitive) (set by"),
+        "{out}"
+    );
+    outputs.push(("plumb diff web, no mask key".into(), format!("{out}\n{err}")));
+    // the key a plumb serve creates at start (here, made first): the CLI marks with it
+    kubectl(&[
+        "-n",
+        STATUS_NS,
+        "create",
+        "secret",
+        "generic",
+        "plumb-mask-key",
+        "--from-literal=key=k8s-04-installation-key-32-bytes",
+    ]);
+    let (code, out, err) = cli(&["diff", "web"]);
+    assert_eq!(code, 1, "differences: exit 1\n{out}\n{err}");
+    assert!(out.contains("# Secret/case-k04/web-db (differs at /data/password (sensitive, hmac:"), "{out}");
+    let cli_marks = out.lines().find(|l| l.starts_with("# Secret/case-k04/web-db")).unwrap().to_string();
+    assert!(
+        out.contains("# ConfigMap/case-k04/web-settings (differs at /data/apiKey (sensitive, hmac:"),
         "a field the environment marks sensitive: {out}"
     );
     assert!(out.contains("  mode: plain"), "other fields of it stay readable: {out}");
-    assert!(
-        out.contains("-  password: (sensitive, sha256:") && out.contains("+  password: (sensitive, sha256:"),
-        "{out}"
-    );
+    assert!(out.contains("-  password: (sensitive, hmac:") && out.contains("+  password: (sensitive, hmac:"), "{out}");
     outputs.push(("plumb diff web".into(), format!("{out}\n{err}")));
     // 2. plumb diff -o json: objects and differences
     let (code, out, err) = cli(&["diff", "web", "-o", "json"]);
@@ -181,7 +197,7 @@ async fn k8s_04_secret_values_never_leave() {
     let r = ctx.run_pass("web", plumb::reconcile::Mode::Policy, None).await.unwrap();
     assert_eq!(r.status.sync, plumb::compare::SyncStatus::OutOfSync);
     let reason = &r.status.resources.iter().find(|x| x.object == "Secret/case-k04/web-db").unwrap().reason;
-    assert!(reason.starts_with("differs at /data/password (sensitive, sha256:"), "{reason}");
+    assert!(reason.starts_with("differs at /data/password (sensitive"), "{reason}");
     let statuses = kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "-o", "json"]);
     assert!(statuses.contains("differs at /data/password"), "{statuses}");
     outputs.push(("Application resources, OutOfSync".into(), statuses));
@@ -204,7 +220,9 @@ async fn k8s_04_secret_values_never_leave() {
         ev.contains("SelfHealed").then_some(ev)
     })
     .await;
-    assert!(events.contains("reverted /data/password (sensitive, sha256:"), "{events}");
+    assert!(events.contains("reverted /data/password (sensitive, hmac:"), "{events}");
+    let marks = cli_marks.split("/data/password ").nth(1).unwrap().split(" (set by").next().unwrap();
+    assert!(events.contains(marks), "the server marks with the key the CLI read: {marks}\n{events}");
     let settings = || kubectl(&["-n", NS, "get", "configmap", "web-settings", "-o", "jsonpath={.data.apiKey}"]);
     wait_for("selfHeal reverts the marked field", Duration::from_secs(60), || async {
         (settings() == "cm-key-original-7f3a").then_some(())
@@ -238,4 +256,33 @@ async fn k8s_04_secret_values_never_leave() {
     for (what, text) in &outputs {
         assert_clean(what, text);
     }
+}
+
+/// The installation's mask key: `plumb serve` creates it once in its namespace (32
+/// random bytes) and reads the same one afterwards; the CLI only reads it (no Secret:
+/// no key, marks are `(sensitive)`); a key too short is refused naming the Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plumb_makes_its_mask_key_once_and_the_cli_only_reads_it() {
+    use plumb::{compare::sensitive::mask, serve::mask_key};
+    let ns = "plumb-mask-key";
+    kubectl(&["create", "namespace", ns]);
+    let client = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
+    let value = serde_json::json!("hunter2");
+    let cli = mask_key(&client, ns, false).await.unwrap();
+    assert_eq!(mask(&value, false, &cli), "(sensitive)", "no key, no mark");
+    assert!(kubectl(&["-n", ns, "get", "secrets", "-o", "name"]).is_empty(), "the CLI creates nothing");
+
+    let made = mask_key(&client, ns, true).await.unwrap();
+    let stored = kubectl(&["-n", ns, "get", "secret", "plumb-mask-key", "-o", "jsonpath={.data.key}"]);
+    assert_eq!(stored.len(), 44, "32 bytes, base64: {stored}");
+    let mark = mask(&value, false, &made);
+    assert!(mark.starts_with("(sensitive, hmac:"), "{mark}");
+    for again in [mask_key(&client, ns, true).await.unwrap(), mask_key(&client, ns, false).await.unwrap()] {
+        assert_eq!(mask(&value, false, &again), mark, "the same key, read back");
+    }
+
+    kubectl(&["-n", ns, "delete", "secret", "plumb-mask-key"]);
+    kubectl(&["-n", ns, "create", "secret", "generic", "plumb-mask-key", "--from-literal=key=short"]);
+    let err = format!("{:#}", mask_key(&client, ns, true).await.unwrap_err());
+    assert!(err.contains("Secret plumb-mask-key/plumb-mask-key: data.key holds 5 bytes"), "{err}");
 }

@@ -262,6 +262,56 @@ async fn flux_14_fields_applied_server_side_by_hand_are_hand_changes() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// An object first made with `kubectl create -f` from the very manifest Git holds is
+/// Synced: the fields the API server defaulted on create (and attributed to
+/// `kubectl-create`) are what it would hold after plumb's apply too, so no drift line
+/// names them and the pass writes nothing (resourceVersion unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_made_with_kubectl_create_from_git_is_synced_and_not_rewritten() {
+    let ns = "st-create";
+    let manifest = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\n  labels: {{plumb.dev/app: web-create}}\n  annotations: {{plumb.dev/tracking-id: \"web-create:apps/Deployment:{ns}/web\"}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      tolerations: [{{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}}]\n      containers:\n        - name: web\n          image: registry.example/web:1.4.2\n          ports: [{{containerPort: 8080}}]\n          resources: {{limits: {{cpu: 500m, memory: 256Mi}}}}\n"
+    );
+    kubectl(&["create", "namespace", ns]);
+    let app = App::new("plumb-st-create", "web-create", ns, AUTO, &[("deploy.yaml", &manifest)]).await;
+    let file = app.lab.tmp.path().join("deploy.yaml");
+    std::fs::write(&file, &manifest).unwrap();
+    kubectl(&["create", "-f", file.to_str().unwrap()]);
+    let rv = || kubectl(&["-n", ns, "get", "deploy", "web", "-o", "jsonpath={.metadata.resourceVersion}"]);
+    let managers = kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "deploy",
+        "web",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    assert!(managers.contains("kubectl-create"), "{managers}");
+    let defaulted = kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.progressDeadlineSeconds} {.spec.template.spec.containers[0].imagePullPolicy} {.spec.template.spec.dnsPolicy}",
+    ]);
+    assert_eq!(defaulted, "600 IfNotPresent ClusterFirst", "the server defaulted them on create");
+    let (before, writes) = (rv(), app.ctx.cluster.requests().1);
+
+    let r = app.pass(Mode::Policy).await;
+    let row = r.status.resources.iter().find(|x| x.object == format!("Deployment.apps/{ns}/web")).unwrap();
+    assert_eq!((r.status.sync, row.sync, row.reason.as_str()), (SyncStatus::Synced, SyncStatus::Synced, ""), "{row:?}");
+    assert!(r.sync.is_none(), "nothing to sync: {:?}", r.sync);
+    assert_eq!(app.ctx.cluster.requests().1, writes, "the pass sends no mutating request");
+    assert_eq!(rv(), before, "the object is not rewritten");
+    let (code, out, err) = plumb_cli(&["diff", "web-create", "-c", app.policy.to_str().unwrap()]);
+    assert_eq!(code, 0, "no differences\n{out}\n{err}");
+    assert!(!out.contains("kubectl-create"), "{out}");
+}
+
 /// argocd-18: a claim of a `WaitForFirstConsumer` class in wave -1 does not hold back
 /// wave 0, which holds the pod that consumes it: one sync creates both, the claim is
 /// Healthy "waiting for first consumer" meanwhile, and `sync --wait` succeeds.

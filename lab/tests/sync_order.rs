@@ -189,6 +189,74 @@ async fn immutable_fields_are_named_and_force_recreates() {
     );
 }
 
+fn limited_job(backoff: u32, annotations: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: order-admission\n  annotations: {{{annotations}}}\nspec:\n  backoffLimit: {backoff}\n  template:\n    spec:\n      restartPolicy: Never\n      tolerations: [{{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}}]\n      containers: [{{name: m, image: registry.example/migrate:1}}]\n"
+    )
+}
+
+/// flux2#3627 class: a ValidatingAdmissionPolicy that denies changing a Job's
+/// `spec.backoffLimit` with "is immutable" makes that field immutable for plumb: the
+/// sync fails naming it and suggesting `Force=true`; with `Force=true` the Job is
+/// deleted and created again, and the sync record and the Job's Event say `recreated`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_an_admission_policy_calls_immutable_is_recreated_with_force() {
+    let ns = "order-admission";
+    let a = app("force-adm", ns, AUTO_NS, &[("job.yaml", &limited_job(2, ""))]).await;
+    assert_eq!(a.pass(Mode::Policy).await.sync.unwrap().result, SyncResult::Succeeded);
+    let before = uid(&["-n", ns, "get", "job", "migrate"]);
+    kubectl_apply(&format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: order-frozen-backoff}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules: [{{apiGroups: [batch], apiVersions: [v1], operations: [UPDATE], resources: [jobs]}}]\n  validations:\n    - expression: \"object.spec.backoffLimit == oldObject.spec.backoffLimit\"\n      message: \"spec.backoffLimit is immutable\"\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: order-frozen-backoff}}\nspec:\n  policyName: order-frozen-backoff\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}\n"
+    ));
+    let patch = [
+        "-n",
+        ns,
+        "patch",
+        "job",
+        "migrate",
+        "--dry-run=server",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"backoffLimit":9}}"#,
+    ];
+    let denial = wait_for("the policy to deny", Duration::from_secs(30), || async {
+        control_plane().kubectl(&patch).err().map(|e| format!("{e:#}"))
+    })
+    .await;
+    assert!(denial.contains("denied request: spec.backoffLimit is immutable"), "{denial}");
+
+    a.commit(&[("job.yaml", &limited_job(3, ""))], &[]);
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Failed, "{rec:?}");
+    assert!(
+        rec.message.contains(
+            "immutable field(s) spec.backoffLimit (denied by ValidatingAdmissionPolicy 'order-frozen-backoff')"
+        ) && rec.message.contains("Force=true"),
+        "{}",
+        rec.message
+    );
+    assert_eq!(uid(&["-n", ns, "get", "job", "migrate"]), before, "nothing re-created without Force=true");
+
+    a.commit(&[("job.yaml", &limited_job(3, "plumb.dev/sync-options: Force=true"))], &[]);
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Succeeded, "{}", rec.message);
+    let job = format!("Job.batch/{ns}/migrate");
+    assert_eq!((rec.applied.as_slice(), rec.recreated.as_slice()), (&[job.clone()][..], &[job][..]), "{rec:?}");
+    assert_ne!(uid(&["-n", ns, "get", "job", "migrate"]), before, "re-created");
+    assert_eq!(kubectl(&["-n", ns, "get", "job", "migrate", "-o", "jsonpath={.spec.backoffLimit}"]), "3");
+    let events = wait_for("the Recreated Event on the Job", Duration::from_secs(30), || async {
+        let ev = kubectl(&["-n", ns, "get", "events", "--field-selector", "involvedObject.name=migrate", "-o", "yaml"]);
+        ev.contains("reason: Recreated").then_some(ev)
+    })
+    .await;
+    assert!(
+        events.contains("recreated (deleted and created again, Force=true: immutable field(s) spec.backoffLimit"),
+        "{events}"
+    );
+    kubectl(&["delete", "validatingadmissionpolicybinding", "order-frozen-backoff"]);
+    kubectl(&["delete", "validatingadmissionpolicy", "order-frozen-backoff"]);
+}
+
 /// `Validate=false` lets the server drop an unknown field (strict validation rejects
 /// it otherwise); `Replace=true` removes a field another manager added;
 /// `PrunePropagationPolicy=orphan` leaves a pruned Deployment's ReplicaSet in place.

@@ -95,8 +95,9 @@ pub struct Job<'a> {
     pub health: Vec<HealthStatus>,
 }
 
-/// One object's write: its health as the server returned it, or why it failed.
-type Applied = Result<health::Health, WriteError>;
+/// One object's write: its health as the server returned it and whether it was
+/// re-created, or why it failed.
+type Applied = Result<(health::Health, bool), WriteError>;
 
 /// Compares an object created after its CRD again, once the CRD is served.
 pub type Recompare<'a> = &'a (dyn Fn(Arc<Compared>) -> BoxFuture<'a, Result<Arc<Compared>, WriteError>> + Sync);
@@ -142,6 +143,9 @@ pub struct Outcome {
     /// server returned them (the returned objects are not kept: a first sync writes
     /// every object of the application).
     pub applied: Vec<(usize, health::Health)>,
+    /// Those of `applied` that were deleted and created again (`Force=true`, immutable
+    /// fields changed), by index into the job's `compared`.
+    pub recreated: Vec<usize>,
     /// Objects deleted.
     pub pruned: Vec<ObjectKey>,
     /// Objects whose DELETE was accepted but that stay, held by finalizers: not pruned
@@ -198,12 +202,12 @@ pub async fn run(
                 async move {
                     let res = apply_one(cluster, c, &options, may_recreate).await;
                     let res = match res {
-                        Ok(obj) => {
+                        Ok(Written { obj, recreated }) => {
                             let h = health_after_apply(cluster, &obj).await;
                             if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
                                 written(&c.key, rv, (!options.replace).then_some(&c.apply));
                             }
-                            Ok(h)
+                            Ok((h, recreated))
                         }
                         Err(e) => Err(e),
                     };
@@ -217,16 +221,24 @@ pub async fn run(
             // the Events of the batch's writes, once every write of it is done: no write
             // waits for another object's Event
             let written_now: HashSet<usize> = results.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i).collect();
+            let recreated_now: HashSet<usize> =
+                results.iter().filter(|(_, r)| r.as_ref().is_ok_and(|(_, re)| *re)).map(|(i, _)| *i).collect();
             let announced: Vec<usize> = (0..targets.len()).filter(|&t| written_now.contains(&targets[t].0)).collect();
-            let events = announced.into_iter().map(|t| announce(cluster, job, &targets[t].1).boxed());
+            let events = announced.into_iter().map(|t| {
+                let (idx, c) = &targets[t];
+                announce(cluster, job, c, recreated_now.contains(idx)).boxed()
+            });
             let _: Vec<()> = stream::iter(events).buffer_unordered(CONCURRENCY).collect().await;
             for (idx, res) in results {
                 let c = &job.compared[idx];
                 match res {
-                    Ok(h) => {
+                    Ok((h, recreated)) => {
                         health[idx] =
                             if job.no_health_check.contains(&names[idx]) { HealthStatus::Healthy } else { h.status };
                         out.applied.push((idx, h));
+                        if recreated {
+                            out.recreated.push(idx);
+                        }
                     }
                     Err(e) => {
                         let message = c.scrub(&e.to_string());
@@ -285,12 +297,22 @@ fn is_crd(k: &ObjectKey) -> bool {
 }
 
 /// Logs one successful apply and, for an update, publishes an Event on the object
-/// (a selfHeal revert as a Warning naming the reverted fields).
-async fn announce(cluster: &Cluster, job: &Job<'_>, c: &Compared) {
+/// (a selfHeal revert as a Warning naming the reverted fields; a re-creation as
+/// `Recreated` naming the immutable fields that made it necessary).
+async fn announce(cluster: &Cluster, job: &Job<'_>, c: &Compared, recreated: bool) {
     let git = format!("Git {} \"{}\"", crate::status::short(job.revision), job.subject);
     let fields = || c.differences.iter().map(compare::Difference::describe).collect::<Vec<_>>().join("; ");
     match (&c.live, job.reason) {
         (None, _) => tracing::info!(app = %job.app, object = %c.key, "created ({git})"),
+        (Some(live), _) if recreated => {
+            let why = match &c.reason {
+                compare::ObjectReason::Immutable(f) => format!(": immutable field(s) {} changed", f.join(", ")),
+                _ => String::new(),
+            };
+            let line = format!("recreated (deleted and created again, Force=true{why}) ({git})");
+            tracing::warn!(app = %job.app, object = %c.key, "{line}");
+            cluster.event(live, false, EventReason::Recreated, line).await;
+        }
         (Some(live), SyncReason::SelfHeal) => {
             let line = format!("reverted {} ({git})", fields());
             tracing::info!(app = %job.app, object = %c.key, "{line}");
@@ -329,16 +351,25 @@ async fn prune(cluster: &Cluster, job: &Job<'_>, candidates: &[PruneCandidate], 
     }
 }
 
+/// What one write left: the object as the server returned it, and whether it was
+/// deleted and created again.
+struct Written {
+    obj: Value,
+    recreated: bool,
+}
+
 /// Writes one object: server-side apply (or a replace with `Replace=true`), after
-/// taking over client-side tools' fields. A change to an immutable field is refused
-/// with the field named and `Force=true` suggested; with `Force=true` (and
-/// `may_recreate`) the object is deleted (UID precondition) and created again.
+/// taking over client-side tools' fields. A change to an immutable field (in the API
+/// server's words, or an admission policy's or webhook's: see
+/// [`crate::cluster::Error::immutable_fields`]) is refused with the field named and
+/// `Force=true` suggested; with `Force=true` (and `may_recreate`) the object is deleted
+/// (UID precondition) and created again.
 async fn apply_one(
     cluster: &Cluster,
     c: &Compared,
     options: &SyncOptions,
     may_recreate: bool,
-) -> Result<Value, WriteError> {
+) -> Result<Written, WriteError> {
     let Some(kind) = &c.kind else { return Err(WriteError::NotCompared(c.reason.clone())) };
     if let Some(fields) = &c.takeover {
         cluster.replace_managed_fields(kind, &c.key, fields).await?;
@@ -351,7 +382,7 @@ async fn apply_one(
         }
     };
     let err = match write().await {
-        Ok(v) => return Ok(v),
+        Ok(obj) => return Ok(Written { obj, recreated: false }),
         Err(e) => e,
     };
     let fields = err.immutable_fields();
@@ -366,7 +397,8 @@ async fn apply_one(
                 .map_err(|e| WriteError::Recreate(e.to_string()))?;
             // a finalizer holding it is reported by the wait below
             cluster.wait_gone(kind, &c.key, uid, CRD_TIMEOUT).await.map_err(WriteError::Recreate)?;
-            write().await.map_err(WriteError::Recreated)
+            let obj = write().await.map_err(WriteError::Recreated)?;
+            Ok(Written { obj, recreated: true })
         }
         (false, true, ..) => Err(WriteError::ImmutableProtected(fields)),
         (false, false, ..) => Err(WriteError::Immutable(fields)),

@@ -65,7 +65,7 @@ pub async fn sync_command(
         Some(r) => {
             outln!("{} {} \"{}\": {}", app, short(&r.revision), sanitize(&r.subject), r.result);
             for a in &r.applied {
-                outln!("  applied {a}");
+                outln!("  {} {a}", if r.recreated.contains(a) { "recreated" } else { "applied" });
             }
             for p in &r.pruned {
                 outln!("  pruned  {p}");

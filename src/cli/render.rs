@@ -51,11 +51,13 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
     }
 }
 
-/// The objects as one YAML stream, Secret values masked, each after `# Source: …`.
+/// The objects as one YAML stream, Secret values masked (`(sensitive)`: a render
+/// reads no cluster, so no installation's key marks them), each after `# Source: …`.
 pub fn stream(manifests: &[Manifest]) -> String {
     let mut out = String::new();
+    let no_key = crate::compare::sensitive::MaskKey::none();
     for m in manifests {
-        let masked = crate::compare::sensitive::mask_object(&m.object());
+        let masked = crate::compare::sensitive::mask_object(&m.object(), &no_key);
         let yaml = serde_saphyr::to_string(&masked).unwrap_or_else(|e| format!("# (cannot print: {e})\n"));
         let _ = write!(out, "---\n# Source: {}\n{yaml}", m.source);
         if !out.ends_with('\n') {

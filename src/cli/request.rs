@@ -146,7 +146,7 @@ pub fn summary(asked: Asked, o: &Outcome) -> String {
         format!("{}: {} / {} at {} \"{}\"\n", st.app, st.sync, st.health, short(&st.revision), sanitize(&st.subject));
     if let Some(r) = &o.sync {
         for a in &r.applied {
-            out.push_str(&format!("  applied {a}\n"));
+            out.push_str(&format!("  {} {a}\n", if r.recreated.contains(a) { "recreated" } else { "applied" }));
         }
         for p in &r.pruned {
             out.push_str(&format!("  pruned  {p}\n"));

@@ -241,6 +241,178 @@ pub fn legacy_paths(live: &Value, t: Takeover<'_>) -> Vec<(Vec<String>, Owner)> 
     out
 }
 
+/// The fields plumb's apply of `apply` would remove from the object once plumb took the
+/// hand tools' fields over ([`takeover`]): read from `answer`, the API server's dry-run
+/// answer for that apply *without* the takeover (its `managedFields` still list the hand
+/// tools' entries, and its list indexes are the ones the apply produces). A field is
+/// released when a taken-over manager holds it, Git (`apply`) does not declare it, and
+/// no manager that stays (a controller, a subresource entry, `before-first-apply`)
+/// holds it or anything at or below it. Each is given as the highest RFC 6901 pointer
+/// Git does not declare (a whole list element a person added is one pointer); the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation is never listed (it
+/// goes with the takeover of a write made anyway, and is nobody's drift). Sorted, each
+/// once.
+///
+/// Removing these from `answer` and asking the server again ([`without`]) gives what it
+/// would hold after plumb's apply: the fields it defaults come back with their values
+/// (an object made with `kubectl create` is not drift for them), the others stay gone.
+pub fn released(answer: &Value, apply: &Value, t: Takeover<'_>) -> Vec<String> {
+    let Some(entries) = answer.pointer("/metadata/managedFields").and_then(Value::as_array) else { return vec![] };
+    let stays: Vec<&Value> = entries
+        .iter()
+        .filter(|e| !t.takes(e) && e.get("manager").and_then(Value::as_str) != Some(t.ours))
+        .filter_map(|e| e.get("fieldsV1"))
+        .collect();
+    let mut undeclared = Vec::new();
+    for set in entries.iter().filter(|e| t.takes(e)).filter_map(|e| e.get("fieldsV1")) {
+        walk_undeclared(set, answer, Some(apply), &mut Vec::new(), &mut undeclared);
+    }
+    let last_applied = ["metadata".to_string(), "annotations".to_string(), super::sensitive::LAST_APPLIED.to_string()];
+    let mut out: Vec<String> = undeclared
+        .into_iter()
+        .filter(|(tokens, leaves)| !tokens.is_empty() && leaves.iter().any(|l| l[..] != last_applied[..]))
+        .filter(|(tokens, _)| !stays.iter().any(|set| owns(set, answer, tokens)))
+        .map(|(tokens, _)| tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The highest fields of `obj` that field set `set` holds and `apply` does not declare
+/// (matched by the set's own keys: a list element by its `k:`/`v:` key, so the order of
+/// `apply`'s lists does not matter), as paths of `obj` (list indexes its own), each with
+/// the leaves of the set below it (full paths).
+fn walk_undeclared(
+    set: &Value,
+    obj: &Value,
+    apply: Option<&Value>,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, Vec<Vec<String>>)>,
+) {
+    let Some(apply) = apply else {
+        let mut leaves = Vec::new();
+        collect(set, obj, path, &mut leaves);
+        out.push((path.clone(), leaves));
+        return;
+    };
+    let Some(map) = set.as_object() else { return };
+    for (k, child) in map {
+        if k == "." {
+            continue;
+        }
+        if let Some(field) = k.strip_prefix("f:") {
+            if let Some(v) = obj.get(field) {
+                path.push(field.to_string());
+                walk_undeclared(child, v, apply.get(field), path, out);
+                path.pop();
+            }
+        } else if let Some(a) = obj.as_array() {
+            // the key is read once: a list of n elements costs n·n comparisons, no parse each
+            let parsed = ElementKey::parse(k);
+            for (i, elem) in a.iter().enumerate() {
+                if parsed.matches(elem, i, false) {
+                    let declared = apply.as_array().and_then(|items| {
+                        items.iter().enumerate().find(|(j, x)| parsed.matches(x, *j, true)).map(|(_, x)| x)
+                    });
+                    path.push(i.to_string());
+                    walk_undeclared(child, elem, declared, path, out);
+                    path.pop();
+                }
+            }
+        }
+    }
+}
+
+/// `obj` without the fields at `pointers` (RFC 6901, as [`released`] gives them) and
+/// without its `managedFields`: the body of the dry-run that asks the server what it
+/// would hold once they are released. Elements of one list are removed from the last
+/// one first, so every index keeps meaning what it meant in `obj`.
+pub fn without(obj: &Value, pointers: &[String]) -> Value {
+    let mut out = obj.clone();
+    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let mut paths: Vec<Vec<String>> = pointers.iter().map(|p| parse_pointer(p)).collect();
+    let index = |t: &String| t.parse::<usize>().ok();
+    paths.sort_by(|a, b| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| match (index(x), index(y)) {
+                (Some(i), Some(j)) => i.cmp(&j),
+                _ => x.cmp(y),
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| a.len().cmp(&b.len()))
+    });
+    for tokens in paths.iter().rev() {
+        let Some((last, parents)) = tokens.split_last() else { continue };
+        let parent: String = parents.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+        match out.pointer_mut(&parent) {
+            Some(Value::Object(m)) => {
+                m.remove(last);
+            }
+            Some(Value::Array(a)) => {
+                if let Some(i) = index(last).filter(|&i| i < a.len()) {
+                    a.remove(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The key of a list element in a field set (`k:{json}`, `v:{json}`, `i:<index>`), read.
+enum ElementKey {
+    /// `k:`: the element's key fields.
+    Keyed(Map<String, Value>),
+    /// `v:`: the element itself (a set).
+    Value(Value),
+    /// `i:`: its position.
+    Index(usize),
+    /// Anything else: matches nothing.
+    Unknown,
+}
+
+impl ElementKey {
+    fn parse(key: &str) -> Self {
+        if let Some(json) = key.strip_prefix("k:") {
+            return match serde_json::from_str::<Value>(json) {
+                Ok(Value::Object(m)) => Self::Keyed(m),
+                _ => Self::Unknown,
+            };
+        }
+        if let Some(json) = key.strip_prefix("v:") {
+            return serde_json::from_str::<Value>(json).map_or(Self::Unknown, Self::Value);
+        }
+        key.strip_prefix("i:").and_then(|i| i.parse().ok()).map_or(Self::Unknown, Self::Index)
+    }
+
+    /// Whether `elem` (at `index`) is this element. `as_git_writes`: `elem` is Git's, which
+    /// may leave a key field to the server's default (a port's `protocol`): only the key
+    /// fields it has must match, and at least one must be there.
+    fn matches(&self, elem: &Value, index: usize, as_git_writes: bool) -> bool {
+        match self {
+            Self::Keyed(want) => {
+                let Some(have) = elem.as_object() else { return false };
+                if !as_git_writes {
+                    return subset(want, have);
+                }
+                let present: Map<String, Value> = want
+                    .iter()
+                    .filter(|(k, _)| have.get(*k).is_some_and(|v| !v.is_null()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                !present.is_empty() && subset(&present, have)
+            }
+            Self::Value(v) => v == elem,
+            Self::Index(i) => *i == index,
+            Self::Unknown => false,
+        }
+    }
+}
+
 fn element_matches(key: &str, elem: &Value, index: &str) -> bool {
     if let Some(json) = key.strip_prefix("k:") {
         let Ok(Value::Object(want)) = serde_json::from_str::<Value>(json) else { return false };
@@ -357,6 +529,58 @@ mod tests {
         assert!(paths.contains(&"kubectl Apply:spec/template/spec/containers/0/env/1/value".to_string()), "{paths:?}");
         let fields = takeover(&live, PLUMB).expect("taken over");
         assert_eq!(fields.as_array().map(Vec::len), Some(1), "kubectl's Apply entry joins plumb's: {fields}");
+    }
+
+    /// What the takeover releases of an object made with `kubectl create`: the fields
+    /// the server defaulted (Git does not declare them) and a label added by hand, at
+    /// the indexes the answer has; not what Git declares, not what a controller also
+    /// holds, not the last-applied annotation; a list element Git declares without its
+    /// defaulted key field (a port's `protocol`) is still Git's. Without them the body
+    /// asks the server again (defaults come back there).
+    #[test]
+    fn the_takeover_releases_what_git_does_not_declare_and_nobody_else_holds() {
+        let answer = json!({"metadata": {"name": "web", "resourceVersion": "7",
+            "labels": {"app": "web", "hotfix": "1"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "managedFields": [
+            {"manager": "plumb", "operation": "Apply", "apiVersion": "apps/v1", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}},
+            {"manager": "kubectl-create", "operation": "Update", "apiVersion": "apps/v1", "fieldsV1": {
+                "f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {"f:progressDeadlineSeconds": {}, "f:revisionHistoryLimit": {}, "f:template": {"f:spec": {
+                    "f:dnsPolicy": {},
+                    "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                        "f:ports": {"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:protocol": {}}}}}}}}}},
+            {"manager": "kubectl-label", "operation": "Update", "apiVersion": "apps/v1", "fieldsV1": {"f:metadata": {"f:labels": {"f:hotfix": {}}}}},
+            {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/last-applied-configuration": {}}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1", "fieldsV1": {"f:spec": {"f:revisionHistoryLimit": {}}}}
+        ]}, "spec": {"progressDeadlineSeconds": 600, "revisionHistoryLimit": 10, "template": {"spec": {"dnsPolicy": "ClusterFirst",
+            "containers": [{"name": "side", "image": "s:1"}, {"name": "web", "image": "web:1", "imagePullPolicy": "IfNotPresent", "ports": [{"containerPort": 8080, "protocol": "TCP"}]}]}}}});
+        let apply = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}}});
+        let released = released(&answer, &apply, PLUMB);
+        assert_eq!(
+            released,
+            [
+                "/metadata/labels/hotfix",
+                "/spec/progressDeadlineSeconds",
+                "/spec/template/spec/containers/1/imagePullPolicy",
+                "/spec/template/spec/containers/1/ports/0/protocol",
+                "/spec/template/spec/dnsPolicy",
+            ]
+        );
+        let body = without(&answer, &released);
+        assert_eq!(body["metadata"]["labels"], json!({"app": "web"}));
+        assert!(body["metadata"].get("managedFields").is_none(), "the server keeps its own record");
+        assert_eq!(body["metadata"]["resourceVersion"], "7", "the precondition stays");
+        assert_eq!(
+            body["spec"],
+            json!({"revisionHistoryLimit": 10, "template": {"spec": {"containers": [{"name": "side", "image": "s:1"}, {"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}})
+        );
+        // two elements of one list: the later goes first, so both indexes hold
+        let list = json!({"l": [{"a": 1}, {"b": 2}, {"c": 3}]});
+        assert_eq!(without(&list, &["/l/0".into(), "/l/2".into()]), json!({"l": [{"b": 2}]}));
+        assert_eq!(without(&list, &["/l/9".into(), "/m/x".into()]), list, "absent: nothing removed");
+        assert!(super::released(&json!({"spec": {}}), &apply, PLUMB).is_empty(), "no managedFields");
     }
 
     #[test]

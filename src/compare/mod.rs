@@ -5,7 +5,11 @@
 //! mutations and list-merge semantics, and keeps fields other managers own. The live
 //! side is the object as read. Both are [normalized](fn@normalize) (server-populated
 //! fields removed), the environment's ignore rules are applied to both ([`ignore`]), and
-//! what remains is [diffed](fn@diff). When there is no live object no dry-run is made:
+//! what remains is [diffed](fn@diff). When hand tools hold fields of the live object
+//! ([`managers::HAND_MANAGERS`], e.g. `kubectl-create`), Git's side is what the server
+//! would hold once plumb took them over: the answer is asked again without the fields
+//! the takeover releases ([`managers::released`]), so the server's defaults come back
+//! and are no drift. When there is no live object no dry-run is made:
 //! the object is `missing`, and the sync's apply is what validates it (its namespace is
 //! checked first: it must exist or be declared in Git).
 

@@ -149,15 +149,19 @@ pub struct Compared {
     pub finished_digest: Option<String>,
     /// Fields its environment marks sensitive ([`Self::with_marked`]).
     pub marked: super::sensitive::Marked,
+    /// The installation's key its sensitive values are marked with in every later
+    /// output ([`super::sensitive::MaskKey`]; none: `(sensitive)`).
+    pub mask_key: super::sensitive::MaskKey,
 }
 
 impl Compared {
     /// An object whose comparison ended early with `reason` (an error, missing, or
     /// awaiting its CRD): Git's side is `obj` as it is. An error text is scrubbed of
-    /// `obj`'s sensitive values ([`super::sensitive::scrub`]).
+    /// `obj`'s sensitive values ([`super::sensitive::scrub`]; unmarked: no key yet).
     pub fn early(key: ObjectKey, obj: Value, kind: Option<Kind>, reason: ObjectReason, source: &str) -> Self {
+        let no_key = super::sensitive::MaskKey::none();
         let reason = match reason {
-            ObjectReason::Error(e) => ObjectReason::Error(super::sensitive::scrub(&e, &[&obj])),
+            ObjectReason::Error(e) => ObjectReason::Error(super::sensitive::scrub(&e, &[&obj], &no_key)),
             r => r,
         };
         Compared {
@@ -175,6 +179,7 @@ impl Compared {
             options: SyncOptions::default(),
             finished_digest: None,
             marked: super::sensitive::Marked::default(),
+            mask_key: no_key,
         }
     }
 
@@ -195,7 +200,7 @@ impl Compared {
         if marked.is_empty() {
             return self;
         }
-        super::sensitive::mask_differences_with(false, &marked, &mut self.differences);
+        super::sensitive::mask_differences_with(false, &marked, &self.mask_key, &mut self.differences);
         self.reason = match self.reason {
             ObjectReason::Differs { client_side, .. } => ObjectReason::Differs {
                 fields: self.differences.iter().map(Difference::describe).collect(),
@@ -204,7 +209,7 @@ impl Compared {
             ObjectReason::Error(e) => {
                 let mut sides = vec![&self.apply];
                 sides.extend(self.live.as_deref());
-                ObjectReason::Error(super::sensitive::scrub_with(&e, &sides, &marked))
+                ObjectReason::Error(super::sensitive::scrub_with(&e, &sides, &marked, &self.mask_key))
             }
             r => r,
         };
@@ -232,8 +237,11 @@ impl Compared {
     pub fn diff(&self) -> ObjectDiff {
         ObjectDiff {
             object: self.key.to_string(),
-            desired: super::sensitive::mask_object_with(&self.desired, &self.marked),
-            live: self.live_compared.as_ref().map(|l| super::sensitive::mask_object_with(l, &self.marked)),
+            desired: super::sensitive::mask_object_with(&self.desired, &self.marked, &self.mask_key),
+            live: self
+                .live_compared
+                .as_ref()
+                .map(|l| super::sensitive::mask_object_with(l, &self.marked, &self.mask_key)),
             differences: self.differences.clone(),
             reason: self.reason.to_string(),
             verdict: Some(self.reason.clone()),
@@ -254,7 +262,7 @@ impl Compared {
     pub fn scrub(&self, message: &str) -> String {
         let mut sides = vec![&self.apply];
         sides.extend(self.live.as_deref());
-        super::sensitive::scrub_with(message, &sides, &self.marked)
+        super::sensitive::scrub_with(message, &sides, &self.marked, &self.mask_key)
     }
 }
 
@@ -458,20 +466,43 @@ pub struct Judgement {
     pub takeover: Option<Value>,
 }
 
+/// What Git's side of a comparison ([`judge`]'s `desired`) says of the fields hand
+/// tools hold ([`managers::HAND_MANAGERS`]), which plumb takes over before it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// `Replace=true`: the object is written whole; nothing is taken over.
+    Replaced,
+    /// `desired` is what the server would hold after plumb's apply *with* the takeover
+    /// (the dry-run answer, asked again without the fields the takeover releases:
+    /// [`managers::released`]), or nothing is released: the differences are the whole
+    /// truth, and the takeover is made only by a write that happens anyway.
+    Released,
+    /// `desired` still holds the hand tools' fields (the server could not be asked
+    /// without them): each field they hold that Git does not declare is a difference,
+    /// and the takeover alone makes the object OutOfSync.
+    Kept,
+}
+
+/// How [`judge`] reads its sides.
+#[derive(Debug, Clone)]
+pub struct Judging<'a> {
+    /// `desired` is `apply` itself: the server refused the dry-run, and the comparison
+    /// is made on plumb's side.
+    pub client_side: bool,
+    /// What `desired` says of the fields hand tools hold.
+    pub held: Held,
+    /// Whose fields plumb takes over.
+    pub takeover: managers::Takeover<'a>,
+    /// The installation's key sensitive values are marked with.
+    pub key: super::sensitive::MaskKey,
+}
+
 /// Judges one existing object: `desired` (the dry-run result, or `apply` itself when
-/// `client_side`) against `live` (both normalized, ignored fields stripped), with
-/// `live_obj` the live object as read (its managedFields name who set what), `apply`
-/// what plumb sends, `replace` whether it is written whole (`Replace=true`: nothing to
-/// take over), and `ours` plumb's field manager.
-pub fn judge(
-    desired: &Value,
-    live: &Value,
-    live_obj: &Value,
-    apply: &Value,
-    client_side: bool,
-    replace: bool,
-    takeover: managers::Takeover<'_>,
-) -> Judgement {
+/// `how.client_side`) against `live` (both normalized, ignored fields stripped), with
+/// `live_obj` the live object as read (its managedFields name who set what) and `apply`
+/// what plumb sends. A Secret's values are masked in the differences under `how.key`.
+pub fn judge(desired: &Value, live: &Value, live_obj: &Value, apply: &Value, how: &Judging<'_>) -> Judgement {
+    let Judging { client_side, held, takeover, ref key } = *how;
     let ours = takeover.ours;
     let mut differences =
         if client_side { super::client_side::diff_subset(desired, live) } else { super::diff(desired, live) };
@@ -480,39 +511,22 @@ pub fn judge(
     }
     // Fields held by client-side tools: Git no longer declaring them would not remove
     // them (SSA keeps another manager's fields), so plumb takes them over first.
-    let (hand, takeover) = (takeover, if replace { None } else { managers::takeover(live_obj, takeover) });
-    let mut legacy_owner = None;
-    if takeover.is_some() {
-        for (tokens, owner) in managers::legacy_paths(live_obj, hand) {
-            // the highest field Git does not declare: a whole list element a person
-            // added is one difference, not one per field of it
-            let mut pointer = String::new();
-            for t in &tokens {
-                pointer.push('/');
-                pointer.push_str(&t.replace('~', "~0").replace('/', "~1"));
-                if apply.pointer(&pointer).is_none() {
-                    break;
-                }
-            }
-            legacy_owner.get_or_insert_with(|| owner.manager.clone());
-            if apply.pointer(&pointer).is_some()
-                || pointer.ends_with("last-applied-configuration")
-                || differences.iter().any(|d| d.path == pointer)
-            {
-                continue;
-            }
-            differences.push(Difference {
-                desired: None,
-                live: live_obj.pointer(&pointer).cloned(),
-                path: pointer,
-                manager: Some(owner),
-            });
-        }
-    }
+    let hand = takeover;
+    let mut takeover = if held == Held::Replaced { None } else { managers::takeover(live_obj, hand) };
+    let legacy_owner = if held == Held::Kept && takeover.is_some() {
+        legacy_differences(live_obj, apply, hand, &mut differences)
+    } else {
+        None
+    };
     super::sensitive::mask_differences(
         super::sensitive::is_secret(apply) || super::sensitive::is_secret(live_obj),
+        key,
         &mut differences,
     );
+    if held == Held::Released && differences.is_empty() {
+        // nothing would change: no write, and so no takeover
+        takeover = None;
+    }
     let reason = if !differences.is_empty() {
         ObjectReason::Differs { fields: differences.iter().map(Difference::describe).collect(), client_side }
     } else if let Some(m) = legacy_owner {
@@ -521,6 +535,42 @@ pub fn judge(
         ObjectReason::Synced
     };
     Judgement { differences, reason, takeover }
+}
+
+/// [`Held::Kept`]: the fields of `live_obj` that hand tools hold and Git (`apply`) does
+/// not declare, added to `differences` (the highest undeclared field of each: a whole
+/// list element a person added is one difference); returns the first such manager.
+fn legacy_differences(
+    live_obj: &Value,
+    apply: &Value,
+    hand: managers::Takeover<'_>,
+    differences: &mut Vec<Difference>,
+) -> Option<String> {
+    let mut legacy_owner = None;
+    for (tokens, owner) in managers::legacy_paths(live_obj, hand) {
+        let mut pointer = String::new();
+        for t in &tokens {
+            pointer.push('/');
+            pointer.push_str(&t.replace('~', "~0").replace('/', "~1"));
+            if apply.pointer(&pointer).is_none() {
+                break;
+            }
+        }
+        legacy_owner.get_or_insert_with(|| owner.manager.clone());
+        if apply.pointer(&pointer).is_some()
+            || pointer.ends_with("last-applied-configuration")
+            || differences.iter().any(|d| d.path == pointer)
+        {
+            continue;
+        }
+        differences.push(Difference {
+            desired: None,
+            live: live_obj.pointer(&pointer).cloned(),
+            path: pointer,
+            manager: Some(owner),
+        });
+    }
+    legacy_owner
 }
 
 /// Marks objects declared more than once (after namespaces were defaulted: one
@@ -616,6 +666,15 @@ mod tests {
 
     const PLUMB: managers::Takeover<'static> = managers::Takeover { ours: "plumb", extra: &[] };
 
+    /// A server-side comparison with `held`, marks under one installation's key.
+    fn how(held: Held) -> Judging<'static> {
+        Judging { client_side: false, held, takeover: PLUMB, key: key() }
+    }
+
+    fn key() -> super::super::sensitive::MaskKey {
+        super::super::sensitive::MaskKey::new(b"one installation")
+    }
+
     fn cm(annotations: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "annotations": annotations}, "data": {"a": "1"}})
     }
@@ -696,23 +755,23 @@ mod tests {
             {"manager": "kubectl", "operation": "Update", "subresource": "scale", "time": "2026-11-29T14:02:11Z",
              "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}, "spec": {"replicas": 5}});
         let desired = json!({"spec": {"replicas": 3}});
-        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, false, false, PLUMB);
+        let j = judge(&desired, &json!({"spec": {"replicas": 5}}), &live, &desired, &how(Held::Kept));
         assert_eq!(
             j.reason.to_string(),
             "differs at /spec/replicas 5→3 (set by kubectl via scale at 2026-11-29T14:02:11Z)"
         );
         assert_eq!(j.reason.sync(), SyncStatus::OutOfSync);
-        let same = judge(&desired, &desired, &live, &desired, false, false, PLUMB);
+        let same = judge(&desired, &desired, &live, &desired, &how(Held::Kept));
         assert_eq!((same.reason, same.differences.len()), (ObjectReason::Synced, 0));
         // a field only a client-side tool holds, that Git no longer declares: taken over, then removed
         let legacy = json!({"metadata": {"name": "web", "managedFields": [
             {"manager": "kubectl-client-side-apply", "operation": "Update",
              "fieldsV1": {"f:data": {"f:a": {}, "f:old": {}}}}]}, "data": {"a": "1", "old": "x"}});
         let apply = json!({"data": {"a": "1"}});
-        let j = judge(&apply, &apply, &legacy, &apply, false, false, PLUMB);
+        let j = judge(&apply, &apply, &legacy, &apply, &how(Held::Kept));
         assert!(j.takeover.is_some(), "{j:?}");
         assert_eq!(j.reason.to_string(), "differs at /data/old x→(absent) (set by kubectl-client-side-apply)");
-        let replaced = judge(&apply, &apply, &legacy, &apply, false, true, PLUMB);
+        let replaced = judge(&apply, &apply, &legacy, &apply, &how(Held::Replaced));
         assert!(
             replaced.takeover.is_none() && replaced.reason == ObjectReason::Synced,
             "Replace=true owns what it writes"
@@ -725,10 +784,41 @@ mod tests {
                 "k:{\"name\":\"DEBUG_SQL\"}": {".": {}, "f:name": {}, "f:value": {}}}}}}]},
             "spec": {"env": [{"name": "A", "value": "1"}, {"name": "DEBUG_SQL", "value": "true"}]}});
         let apply = json!({"spec": {"env": [{"name": "A", "value": "1"}]}});
-        let j = judge(&apply, &apply, &live, &apply, false, false, PLUMB);
+        let j = judge(&apply, &apply, &live, &apply, &how(Held::Kept));
         let paths: Vec<(&str, Option<&str>)> =
             j.differences.iter().map(|d| (d.path.as_str(), d.manager.as_ref().map(|m| m.manager.as_str()))).collect();
         assert_eq!(paths, [("/spec/env/1", Some("kubectl"))]);
+        assert!(j.takeover.is_some());
+    }
+
+    /// An object made with `kubectl create` from Git's own manifest: the server's answer
+    /// after the takeover holds the defaults it filled in, so nothing differs, nothing
+    /// is taken over and nothing is written; judged by the field list (`Kept`, the
+    /// answer could not be asked again) every default was drift "(set by kubectl-create)".
+    #[test]
+    fn an_object_made_with_kubectl_create_is_synced_not_drift_in_its_defaults() {
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "managedFields": [
+            {"manager": "kubectl-create", "operation": "Update", "time": "2026-12-01T10:00:00Z", "fieldsV1": {"f:spec": {
+                "f:replicas": {}, "f:progressDeadlineSeconds": {}, "f:template": {"f:spec": {"f:dnsPolicy": {}}}}}}]},
+            "spec": {"replicas": 2, "progressDeadlineSeconds": 600, "template": {"spec": {"dnsPolicy": "ClusterFirst"}}}});
+        let apply = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 2}});
+        let answer = json!({"spec": {"replicas": 2, "progressDeadlineSeconds": 600, "template": {"spec": {"dnsPolicy": "ClusterFirst"}}}});
+        let j = judge(&answer, &answer, &live, &apply, &how(Held::Released));
+        assert_eq!((&j.reason, j.differences.len(), j.takeover.is_none()), (&ObjectReason::Synced, 0, true), "{j:?}");
+        let old = judge(&answer, &answer, &live, &apply, &how(Held::Kept));
+        assert!(
+            old.reason.to_string().contains("/spec/progressDeadlineSeconds 600→(absent) (set by kubectl-create"),
+            "{}",
+            old.reason
+        );
+        // a field the takeover would really remove is still drift, and the write takes over
+        let gone = json!({"spec": {"replicas": 2}});
+        let j = judge(&gone, &answer, &live, &apply, &how(Held::Released));
+        assert!(
+            j.reason.to_string().contains("/spec/progressDeadlineSeconds 600→(absent) (set by kubectl-create"),
+            "{}",
+            j.reason
+        );
         assert!(j.takeover.is_some());
     }
 
@@ -814,7 +904,7 @@ mod tests {
             "data": {"password": "Y2hhbmdlbWUtMQ==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
         let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web-db"},
             "data": {"password": "aHVudGVyLXR3bw==", "host": "ZGIuZ2l0b3BzLWxhYi5zdmM="}});
-        let j = judge(&git, &live, &live, &git, false, false, PLUMB);
+        let j = judge(&git, &live, &live, &git, &how(Held::Kept));
         let key = ObjectKey::of(&git).unwrap();
         let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
         (c.desired, c.live_compared, c.differences, c.live) =
@@ -825,7 +915,7 @@ mod tests {
         for v in ["Y2hhbmdlbWUtMQ==", "aHVudGVyLXR3bw==", "ZGIuZ2l0b3BzLWxhYi5zdmM="] {
             assert!(!out.contains(v), "{v} in {out}");
         }
-        assert!(c.reason.to_string().starts_with("differs at /data/password (sensitive, sha256:"), "{}", c.reason);
+        assert!(c.reason.to_string().starts_with("differs at /data/password (sensitive, hmac:"), "{}", c.reason);
         assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
         assert!(failed.reason.to_string().contains("data[password]"), "{}", failed.reason);
     }
@@ -838,12 +928,13 @@ mod tests {
             "data": {"apiKey": "cm-key-original-7f3a", "mode": "plain"}});
         let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"},
             "data": {"apiKey": "cm-key-handmade-9b2e", "mode": "plain"}});
-        let j = judge(&git, &live, &live, &git, false, false, PLUMB);
+        let j = judge(&git, &live, &live, &git, &how(Held::Kept));
         let key = ObjectKey::of(&git).unwrap();
         let mut c = Compared::early(key, git.clone(), None, j.reason, "s.yaml#0");
         (c.desired, c.live_compared, c.differences, c.live) =
             (git.clone(), Some(live.clone()), j.differences, Some(live.into()));
         assert!(c.reason.to_string().contains("cm-key-original-7f3a"), "without the rule the value shows");
+        c.mask_key = self::key();
         let c = c.with_marked(super::super::sensitive::Marked(vec!["/data/apiKey".into()]));
         let failed = c.failed("ConfigMap \"web\" is invalid: data[apiKey]: \"cm-key-original-7f3a\"".into());
         let d = c.diff();
@@ -851,7 +942,7 @@ mod tests {
         for v in ["cm-key-original-7f3a", "cm-key-handmade-9b2e"] {
             assert!(!out.contains(v), "{v} in {out}");
         }
-        assert!(c.reason.to_string().starts_with("differs at /data/apiKey (sensitive, sha256:"), "{}", c.reason);
+        assert!(c.reason.to_string().starts_with("differs at /data/apiKey (sensitive, hmac:"), "{}", c.reason);
         assert_eq!(c.sync(), SyncStatus::OutOfSync, "the drift is still seen");
         assert_eq!(d.desired["data"]["mode"], "plain", "other fields stay");
     }

@@ -5,17 +5,22 @@
 //! A field is **sensitive** when it sits, in a core `v1` `Secret`, under `data` or
 //! `stringData` (whatever the key), or is the Secret's
 //! `kubectl.kubernetes.io/last-applied-configuration` annotation (it repeats the whole
-//! body). A sensitive value prints as `(sensitive, sha256:<first 8 hex>)`: the key and
+//! body). A sensitive value prints as `(sensitive, hmac:<first 8 hex>)`: the key and
 //! the field path stay visible, two different values get different marks (so drift is
 //! still seen and a before/after is still readable), and nothing of the value is shown.
-//! The hash is over the value's bytes: a `data` value is base64-decoded first, so
-//! `data.x` and `stringData.x` of the same content get the same mark, equal to the first
-//! 8 hex digits of `kubectl get secret … -o jsonpath='{.data.x}' | base64 -d | sha256sum`.
+//! The mark is an HMAC-SHA256 of the value's bytes under the installation's
+//! [`MaskKey`] (32 random bytes in the Secret [`MASK_KEY_SECRET`] of plumb's namespace,
+//! which plumb creates when it is missing): whoever reads Events, statuses or the API
+//! without the right to read that Secret cannot test guesses against a mark (an unkeyed
+//! hash of a short password or PIN falls to a word list in well under a second). Without
+//! a key (a CLI that may not read the Secret) a value prints as `(sensitive)`. A `data`
+//! value is base64-decoded first, so `data.x` and `stringData.x` of the same content get
+//! the same mark.
 //!
 //! An environment may mark more fields sensitive (`sensitiveFields`: group, kind and
 //! JSON pointers, [`crate::config::SensitiveFields`]); [`SensitiveRules::marked`] gives
 //! an object's [`Marked`] pointers, and the `*_with` functions mask those by the same
-//! rule (the hash is over the string's bytes, or the JSON text of any other value).
+//! rule (the mark is over the string's bytes, or the JSON text of any other value).
 //!
 //! Error texts are scrubbed with [`scrub`]: every value of the Secret involved
 //! (plain, base64, JSON-escaped) is replaced by its mark, and the byte snippets the API
@@ -26,8 +31,8 @@
 
 use base64::Engine as _;
 use globset::{Glob, GlobMatcher};
+use hmac::{KeyInit as _, Mac as _};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 use super::Difference;
 use crate::config::SensitiveFields;
@@ -94,8 +99,60 @@ impl SensitiveRules {
 /// The annotation `kubectl apply` (client-side) writes: a copy of the whole object.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// What a mark starts with; [`mask`] leaves a value that already is a mark alone.
-const PREFIX: &str = "(sensitive, sha256:";
+/// The Secret in plumb's namespace (`settings.statusNamespace`) that holds the
+/// installation's [`MaskKey`] under [`MASK_KEY_FIELD`].
+pub const MASK_KEY_SECRET: &str = "plumb-mask-key";
+
+/// The key of [`MASK_KEY_SECRET`]'s `data` holding the mask key (32 bytes).
+pub const MASK_KEY_FIELD: &str = "key";
+
+/// What a keyed mark starts with.
+const PREFIX: &str = "(sensitive, hmac:";
+
+/// The mark of a value when there is no key.
+pub const UNMARKED: &str = "(sensitive)";
+
+/// The key sensitive values are marked with: an installation's secret bytes (see the
+/// module docs), or none (marks are then [`UNMARKED`]). Cheap to clone; its bytes are
+/// never printed.
+#[derive(Clone, Default)]
+pub struct MaskKey(Option<std::sync::Arc<[u8]>>);
+
+impl std::fmt::Debug for MaskKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "MaskKey(set)" } else { "MaskKey(none)" })
+    }
+}
+
+impl MaskKey {
+    /// A key of these bytes (an empty slice is no key).
+    pub fn new(bytes: &[u8]) -> Self {
+        Self((!bytes.is_empty()).then(|| bytes.into()))
+    }
+
+    /// No key: every sensitive value prints as [`UNMARKED`].
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Whether there is a key.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// `(sensitive, hmac:<first 8 hex of HMAC-SHA256(key, bytes)>)`, or [`UNMARKED`].
+    fn mark(&self, bytes: &[u8]) -> String {
+        let Some(key) = &self.0 else { return UNMARKED.to_string() };
+        let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else { return UNMARKED.to_string() };
+        mac.update(bytes);
+        format!("{PREFIX}{})", &hex::encode(mac.finalize().into_bytes())[..8])
+    }
+}
+
+/// Whether `s` is a mark (keyed or not): [`mask`] leaves it alone.
+fn is_mark(s: &str) -> bool {
+    s == UNMARKED || (s.starts_with(PREFIX) && s.len() == PREFIX.len() + 9 && s.ends_with(')'))
+}
 
 /// Whether `obj` is a core `v1` `Secret` (the only kind whose values are sensitive
 /// today).
@@ -104,20 +161,20 @@ pub fn is_secret(obj: &Value) -> bool {
         && obj.get("apiVersion").and_then(Value::as_str).is_none_or(|v| v == "v1")
 }
 
-/// The mark of one sensitive value: `(sensitive, sha256:<first 8 hex>)`. `base64`: the
-/// value is a `data` entry (hashed after decoding when it decodes). A value that
-/// already is a mark is returned as it is.
-pub fn mask(value: &Value, base64: bool) -> String {
+/// The mark of one sensitive value under `key` ([`MaskKey`]: `(sensitive, hmac:<first
+/// 8 hex>)`, or `(sensitive)` without a key). `base64`: the value is a `data` entry
+/// (marked after decoding when it decodes). A value that already is a mark is
+/// returned as it is.
+pub fn mask(value: &Value, base64: bool, key: &MaskKey) -> String {
     let bytes: Vec<u8> = match value {
-        Value::String(s) if s.starts_with(PREFIX) => return s.clone(),
+        Value::String(s) if is_mark(s) => return s.clone(),
         Value::String(s) if base64 => {
             base64::engine::general_purpose::STANDARD.decode(s).unwrap_or_else(|_| s.as_bytes().to_vec())
         }
         Value::String(s) => s.as_bytes().to_vec(),
         v => v.to_string().into_bytes(),
     };
-    let digest = Sha256::digest(&bytes);
-    format!("{PREFIX}{})", &hex::encode(digest)[..8])
+    key.mark(&bytes)
 }
 
 /// How the value at RFC 6901 `pointer` of a Secret is sensitive: `Some(true)` for a
@@ -141,13 +198,13 @@ fn sensitive_at(pointer: &str, scalar: bool) -> Option<bool> {
 
 /// Masks, in place, every sensitive value inside `v`, which sits at `pointer` of an
 /// object (`""` for the whole object): a Secret's values when `secret`, and the
-/// `marked` fields.
-fn mask_at(pointer: &str, v: &mut Value, secret: bool, marked: &Marked) {
+/// `marked` fields, under `key`.
+fn mask_at(pointer: &str, v: &mut Value, secret: bool, marked: &Marked, key: &MaskKey) {
     let base64 =
         if secret { sensitive_at(pointer, !v.is_object()) } else { None }.or(marked.covers(pointer).then_some(false));
     if let Some(base64) = base64 {
         if !v.is_null() {
-            *v = Value::String(mask(v, base64));
+            *v = Value::String(mask(v, base64, key));
         }
         return;
     }
@@ -155,59 +212,59 @@ fn mask_at(pointer: &str, v: &mut Value, secret: bool, marked: &Marked) {
         Value::Object(m) => {
             for (k, child) in m.iter_mut() {
                 let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                mask_at(&p, child, secret, marked);
+                mask_at(&p, child, secret, marked, key);
             }
         }
         Value::Array(items) if !marked.is_empty() => {
             for (i, child) in items.iter_mut().enumerate() {
-                mask_at(&format!("{pointer}/{i}"), child, secret, marked);
+                mask_at(&format!("{pointer}/{i}"), child, secret, marked, key);
             }
         }
         _ => {}
     }
 }
 
-/// A copy of `obj` with its sensitive values masked (keys stay visible); any other
-/// object is returned as it is.
-pub fn mask_object(obj: &Value) -> Value {
-    mask_object_with(obj, &Marked::default())
+/// A copy of `obj` with its sensitive values masked under `key` (keys stay visible);
+/// any other object is returned as it is.
+pub fn mask_object(obj: &Value, key: &MaskKey) -> Value {
+    mask_object_with(obj, &Marked::default(), key)
 }
 
 /// [`mask_object`], with the `marked` fields of `obj` masked too.
-pub fn mask_object_with(obj: &Value, marked: &Marked) -> Value {
+pub fn mask_object_with(obj: &Value, marked: &Marked, key: &MaskKey) -> Value {
     let mut v = obj.clone();
     let secret = is_secret(obj);
     if secret || !marked.is_empty() {
-        mask_at("", &mut v, secret, marked);
+        mask_at("", &mut v, secret, marked, key);
     }
     v
 }
 
-/// Masks, in place, both values of each difference of a Secret (`secret`); nothing
-/// changes for other kinds. The paths stay as they are.
-pub fn mask_differences(secret: bool, differences: &mut [Difference]) {
-    mask_differences_with(secret, &Marked::default(), differences);
+/// Masks under `key`, in place, both values of each difference of a Secret (`secret`);
+/// nothing changes for other kinds. The paths stay as they are.
+pub fn mask_differences(secret: bool, key: &MaskKey, differences: &mut [Difference]) {
+    mask_differences_with(secret, &Marked::default(), key, differences);
 }
 
 /// [`mask_differences`], with the `marked` fields masked too (of any kind).
-pub fn mask_differences_with(secret: bool, marked: &Marked, differences: &mut [Difference]) {
+pub fn mask_differences_with(secret: bool, marked: &Marked, key: &MaskKey, differences: &mut [Difference]) {
     if !secret && marked.is_empty() {
         return;
     }
     for d in differences {
         for side in [&mut d.desired, &mut d.live].into_iter().flatten() {
-            mask_at(&d.path, side, secret, marked);
+            mask_at(&d.path, side, secret, marked, key);
         }
     }
 }
 
 /// The values at the `marked` fields of `obj` as they may appear in a message (each
 /// string, and the JSON text of anything else; JSON-escaped too), with their marks.
-fn marked_values(obj: &Value, marked: &Marked) -> Vec<(String, String)> {
+fn marked_values(obj: &Value, marked: &Marked, key: &MaskKey) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for p in &marked.0 {
         let Some(v) = obj.pointer(p) else { continue };
-        let mark = mask(v, false);
+        let mark = mask(v, false, key);
         let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
         let escaped = serde_json::to_string(&text).unwrap_or_default().trim_matches('"').to_string();
         found.push((text, mark.clone()));
@@ -220,14 +277,14 @@ fn marked_values(obj: &Value, marked: &Marked) -> Vec<(String, String)> {
 /// (as sent, and decoded), each `stringData` value (as sent, and base64-encoded), each in
 /// its JSON-escaped form too. Values shorter than 4 bytes are left out: replacing them
 /// would garble the message more than it protects.
-fn secrets_of(obj: &Value) -> Vec<(String, String)> {
+fn secrets_of(obj: &Value, key: &MaskKey) -> Vec<(String, String)> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut found = Vec::new();
     for (field, base64) in [("data", true), ("stringData", false)] {
         let Some(m) = obj.get(field).and_then(Value::as_object) else { continue };
         for v in m.values() {
             let Some(s) = v.as_str() else { continue };
-            let mark = mask(v, base64);
+            let mark = mask(v, base64, key);
             let other =
                 if base64 { b64.decode(s).ok().and_then(|b| String::from_utf8(b).ok()) } else { Some(b64.encode(s)) };
             for form in std::iter::once(s.to_string()).chain(other) {
@@ -239,9 +296,9 @@ fn secrets_of(obj: &Value) -> Vec<(String, String)> {
         }
     }
     if let Some(s) = obj.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) {
-        let mark = mask(&Value::String(s.into()), false);
+        let mark = mask(&Value::String(s.into()), false, key);
         if let Ok(inner) = serde_json::from_str::<Value>(s) {
-            found.extend(secrets_of(&inner));
+            found.extend(secrets_of(&inner, key));
         }
         found.push((s.to_string(), mark));
     }
@@ -250,22 +307,22 @@ fn secrets_of(obj: &Value) -> Vec<(String, String)> {
 }
 
 /// `message` (an error about one object) with every sensitive value of the Secrets
-/// among `objects` replaced by its mark, and the request-body snippets the API server
-/// quotes (`…|<bytes>|…`, as in `error found in #10 byte of …|"x": "y"|…`) cut to
-/// `…|(sensitive)|…`. Returned as it is when no object is a Secret.
-pub fn scrub(message: &str, objects: &[&Value]) -> String {
-    scrub_with(message, objects, &Marked::default())
+/// among `objects` replaced by its mark under `key`, and the request-body snippets the
+/// API server quotes (`…|<bytes>|…`, as in `error found in #10 byte of …|"x": "y"|…`)
+/// cut to `…|(sensitive)|…`. Returned as it is when no object is a Secret.
+pub fn scrub(message: &str, objects: &[&Value], key: &MaskKey) -> String {
+    scrub_with(message, objects, &Marked::default(), key)
 }
 
 /// [`scrub`], with the values at the `marked` fields of `objects` replaced too (the
 /// request-body snippets are cut as soon as any field is marked).
-pub fn scrub_with(message: &str, objects: &[&Value], marked: &Marked) -> String {
+pub fn scrub_with(message: &str, objects: &[&Value], marked: &Marked, key: &MaskKey) -> String {
     let secrets: Vec<&Value> = objects.iter().copied().filter(|o| is_secret(o)).collect();
     if secrets.is_empty() && marked.is_empty() {
         return message.to_string();
     }
-    let mut values: Vec<(String, String)> = secrets.iter().flat_map(|o| secrets_of(o)).collect();
-    values.extend(objects.iter().flat_map(|o| marked_values(o, marked)));
+    let mut values: Vec<(String, String)> = secrets.iter().flat_map(|o| secrets_of(o, key)).collect();
+    values.extend(objects.iter().flat_map(|o| marked_values(o, marked, key)));
     values.retain(|(s, _)| s.len() >= 4);
     values.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     let mut out = cut_snippets(message);
@@ -329,20 +386,37 @@ mod tests {
         }
     }
 
+    /// One installation's key (tests).
+    fn key() -> MaskKey {
+        MaskKey::new(b"the mask key of one installation")
+    }
+
+    /// A mark is keyed: the same value under another installation's key gets another
+    /// mark, no mark is the unkeyed SHA-256 a word list can be run against, equal
+    /// values under one key get equal marks (drift stays visible), and without a key
+    /// nothing but `(sensitive)` is shown.
     #[test]
-    fn a_mark_is_the_hash_of_the_decoded_value() {
-        // printf changeme-1 | sha256sum
-        let want = format!("(sensitive, sha256:{})", &hex::encode(Sha256::digest(b"changeme-1"))[..8]);
-        assert_eq!(mask(&json!("Y2hhbmdlbWUtMQ=="), true), want);
-        assert_eq!(mask(&json!("changeme-1"), false), want, "stringData and data of one content match");
-        assert_ne!(mask(&json!("aHVudGVyLXR3bw=="), true), want, "another value, another mark");
-        assert_eq!(mask(&json!(want.clone()), true), want, "masking twice changes nothing");
-        assert_eq!(mask(&json!("not base64!"), true), mask(&json!("not base64!"), false));
+    fn a_mark_cannot_be_reversed_without_the_installation_s_key() {
+        use sha2::Digest as _;
+        let (ours, theirs) = (key(), MaskKey::new(b"another installation's key"));
+        let mark = mask(&json!("hunter2"), false, &ours);
+        assert!(mark.starts_with(PREFIX) && mark.len() == PREFIX.len() + 9, "{mark}");
+        assert_ne!(mask(&json!("hunter2"), false, &theirs), mark, "another key, another mark");
+        let unkeyed = &hex::encode(sha2::Sha256::digest(b"hunter2"))[..8];
+        assert!(!mark.contains(unkeyed), "{mark} is the unkeyed sha256 ({unkeyed})");
+        assert_eq!(mask(&json!("hunter2"), false, &ours), mark, "equal values, equal marks");
+        assert_ne!(mask(&json!("hunter3"), false, &ours), mark, "another value, another mark");
+        assert_eq!(mask(&json!("aHVudGVyMg=="), true, &ours), mark, "data is marked decoded, as stringData");
+        assert_eq!(mask(&json!(mark.clone()), true, &ours), mark, "masking twice changes nothing");
+        assert_eq!(mask(&json!("not base64!"), true, &ours), mask(&json!("not base64!"), false, &ours));
+        assert_eq!(mask(&json!("hunter2"), false, &MaskKey::none()), UNMARKED, "no key: no mark");
+        assert!(!MaskKey::new(b"").is_set(), "an empty key is no key");
+        assert_eq!(format!("{ours:?}"), "MaskKey(set)", "the key's bytes are never printed");
     }
 
     #[test]
     fn secret_objects_keep_keys_and_lose_values() {
-        let m = mask_object(&live());
+        let m = mask_object(&live(), &key());
         assert_clean(&m.to_string());
         assert_eq!(
             m["data"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
@@ -350,21 +424,21 @@ mod tests {
         );
         assert_eq!(m["metadata"]["name"], "web-db");
         assert!(m["metadata"]["annotations"][LAST_APPLIED].as_str().is_some_and(|s| s.starts_with(PREFIX)));
-        let d = mask_object(&desired());
-        assert_eq!(d["stringData"]["username"], json!(mask(&json!("web"), false)));
+        let d = mask_object(&desired(), &key());
+        assert_eq!(d["stringData"]["username"], json!(mask(&json!("web"), false, &key())));
         // not a core Secret: untouched
         for other in [
             json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "hunter-two"}}),
             json!({"apiVersion": "example.com/v1", "kind": "Secret", "data": {"k": "hunter-two"}}),
         ] {
-            assert_eq!(mask_object(&other), other);
+            assert_eq!(mask_object(&other, &key()), other);
         }
     }
 
     #[test]
     fn differences_keep_their_paths_and_show_distinct_marks() {
         let mut ds = super::super::diff(&desired(), &live());
-        mask_differences(true, &mut ds);
+        mask_differences(true, &key(), &mut ds);
         let text: Vec<String> = ds.iter().map(Difference::describe).collect();
         assert_clean(&text.join("\n"));
         let pw = ds.iter().find(|d| d.path == "/data/password").map(Difference::describe).unwrap_or_default();
@@ -372,8 +446,8 @@ mod tests {
             pw,
             format!(
                 "/data/password {}→{}",
-                mask(&json!("aHVudGVyLXR3bw=="), true),
-                mask(&json!("Y2hhbmdlbWUtMQ=="), true)
+                mask(&json!("aHVudGVyLXR3bw=="), true, &key()),
+                mask(&json!("Y2hhbmdlbWUtMQ=="), true, &key())
             )
         );
         // a whole `data` or the whole object at once (the shallowest path differs)
@@ -381,14 +455,14 @@ mod tests {
             Difference { path: "/data".into(), desired: Some(desired()["data"].clone()), live: None, manager: None },
             Difference { path: String::new(), desired: None, live: Some(live()), manager: None },
         ];
-        mask_differences(true, &mut whole);
+        mask_differences(true, &key(), &mut whole);
         assert_clean(&serde_json::to_string(&whole).unwrap_or_default());
         assert!(
             whole[0].desired.as_ref().is_some_and(|d| d["password"].as_str().is_some_and(|s| s.starts_with(PREFIX)))
         );
         // a ConfigMap's differences are shown as they are
         let mut cm = vec![Difference { path: "/data/k".into(), desired: Some(json!("v")), live: None, manager: None }];
-        mask_differences(false, &mut cm);
+        mask_differences(false, &key(), &mut cm);
         assert_eq!(cm[0].desired, Some(json!("v")));
     }
 
@@ -416,17 +490,17 @@ mod tests {
         assert!(r.marked(&json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_empty(), "kind");
         assert!(rules("[{kind: 'Data*', jsonPointers: [/spec]}]").marked(&obj).0 == ["/spec"], "globs, any group");
 
-        let m = mask_object_with(&obj, &marked);
-        assert_eq!(m["spec"]["password"], json!(mask(&json!("hunter-two"), false)));
-        assert_eq!(m["spec"]["users"][0]["token"], json!(mask(&json!("tok-3f9a1c"), false)));
+        let m = mask_object_with(&obj, &marked, &key());
+        assert_eq!(m["spec"]["password"], json!(mask(&json!("hunter-two"), false, &key())));
+        assert_eq!(m["spec"]["users"][0]["token"], json!(mask(&json!("tok-3f9a1c"), false, &key())));
         assert_eq!((m["spec"]["size"].clone(), m["spec"]["users"][0]["name"].clone()), (json!(3), json!("app")));
-        assert_eq!(mask_object(&obj), obj, "without the environment's rule nothing is masked");
+        assert_eq!(mask_object(&obj, &key()), obj, "without the environment's rule nothing is masked");
 
         // differences at, under and above a marked field
         let live = database("changeme-1", "tok-3f9a1c");
         let mut ds = super::super::diff(&obj, &live);
         ds.push(Difference { path: "/spec".into(), desired: Some(obj["spec"].clone()), live: None, manager: None });
-        mask_differences_with(false, &marked, &mut ds);
+        mask_differences_with(false, &marked, &key(), &mut ds);
         let text = serde_json::to_string(&ds).unwrap_or_default()
             + &ds.iter().map(Difference::describe).collect::<Vec<_>>().join("\n");
         for v in ["hunter-two", "changeme-1", "tok-3f9a1c"] {
@@ -435,14 +509,18 @@ mod tests {
         let pw = ds.iter().find(|d| d.path == "/spec/password").map(Difference::describe).unwrap_or_default();
         assert_eq!(
             pw,
-            format!("/spec/password {}→{}", mask(&json!("changeme-1"), false), mask(&json!("hunter-two"), false))
+            format!(
+                "/spec/password {}→{}",
+                mask(&json!("changeme-1"), false, &key()),
+                mask(&json!("hunter-two"), false, &key())
+            )
         );
 
         // an error quoting the values
         let msg = "Database.db.example.com \"orders\" is invalid: spec.password: Invalid value: \"hunter-two\"";
-        let s = scrub_with(msg, &[&obj], &marked);
+        let s = scrub_with(msg, &[&obj], &marked, &key());
         assert!(!s.contains("hunter-two") && s.contains("spec.password") && s.contains(PREFIX), "{s}");
-        assert_eq!(scrub(msg, &[&obj]), msg, "without the rule, a Database is not a Secret");
+        assert_eq!(scrub(msg, &[&obj], &key()), msg, "without the rule, a Database is not a Secret");
     }
 
     #[test]
@@ -457,12 +535,12 @@ mod tests {
             "was db.gitops-lab.svc, is aHVudGVyLXR3bw==",
         ];
         for m in cases {
-            let s = scrub(m, &[&body, &live()]);
+            let s = scrub(m, &[&body, &live()], &key());
             assert_clean(&s);
             assert!(s.contains("web-db") || s.contains(PREFIX) || s.contains("(sensitive)"), "{s}");
         }
-        assert!(scrub(cases[0], &[&body]).contains("stringData[password]"), "keys stay");
+        assert!(scrub(cases[0], &[&body], &key()).contains("stringData[password]"), "keys stay");
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"password": "changeme-1"}});
-        assert_eq!(scrub(cases[0], &[&cm]), cases[0], "only Secrets are scrubbed");
+        assert_eq!(scrub(cases[0], &[&cm], &key()), cases[0], "only Secrets are scrubbed");
     }
 }

@@ -448,8 +448,9 @@ pub struct OrphanIgnore {
 }
 
 /// One `sensitiveFields` rule: fields of the objects of a group and kind whose values
-/// never leave plumb (printed `(sensitive, sha256:<first 8 hex>)`, as a Secret's
-/// `data`), e.g. a token in a custom resource's spec:
+/// never leave plumb (printed `(sensitive, hmac:<first 8 hex>)` under the
+/// installation's mask key, as a Secret's `data`), e.g. a token in a custom resource's
+/// spec:
 ///
 /// ```yaml
 /// sensitiveFields:

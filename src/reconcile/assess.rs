@@ -404,6 +404,8 @@ pub(super) fn synced(st: &mut AppStatus, rec: &mut SyncRecord, s: &Synced<'_>) {
         rec.applied.push(key);
     }
     rec.applied.sort();
+    rec.recreated = outcome.recreated.iter().map(|&idx| compared[idx].key.to_string()).collect();
+    rec.recreated.sort();
     for key in outcome.pruned.iter().map(ToString::to_string) {
         st.resources.retain(|r| r.object != key);
         rec.pruned.push(key);

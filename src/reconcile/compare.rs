@@ -38,6 +38,8 @@ pub(super) struct Scope<'a> {
     pub rules: &'a IgnoreRules,
     /// The environment's `sensitiveFields`.
     pub sensitive: &'a crate::compare::sensitive::SensitiveRules,
+    /// The installation's key sensitive values are marked with.
+    pub mask_key: &'a crate::compare::sensitive::MaskKey,
     /// Kinds defined by CRDs of the same render.
     pub crds: &'a CrdKinds,
     /// The application's sync options.
@@ -208,7 +210,7 @@ impl Io<'_> {
         let installation = self.config.settings.installation_id.as_deref();
         let prepared = object::prepare(object, kind.namespaced, scope.app, scope.namespace, installation, source);
         let s = match prepared {
-            Ok(p) => Subject::new(p, kind, scope.defaults, source),
+            Ok(p) => Subject::new(p, kind, scope.defaults, source).with_key(scope.mask_key),
             Err(r) => {
                 return Arc::new(Compared::early(r.key, r.obj, Some(kind), ObjectReason::Error(r.message), source));
             }
@@ -354,46 +356,49 @@ impl Io<'_> {
         let normalized_live = normalize(&live_obj);
         let live_hash = live_hash(&normalized_live, &live_obj);
         let mut client_side = false;
-        let desired = match self.recalled_dry_run(&s.key, (apply_hash, live_hash), &live_obj, &normalized_live, rules) {
-            // judged in sync against this very content: still in sync
-            Some(DryRunAnswer::Synced) => {
-                let c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), ObjectReason::Synced, s.source);
-                let desired = if scope.keep_sides { c.desired } else { Value::Null };
-                return Ok(s.with(Compared { desired, live: Some(s.kept(recalled, live_obj)), ..c }));
-            }
-            Some(DryRunAnswer::Desired(d)) => d,
-            None => {
-                let dry = match scope.writer.apply_validated(&s.kind, &s.key, &apply, true, s.strict()).await {
-                    Ok(d) => d,
-                    // The server cannot answer a dry-run for this object: compare on our side.
-                    Err(e) if e.refuses_dry_run() => {
-                        client_side = true;
-                        apply.clone()
-                    }
-                    // Git changes a field that cannot change: known to differ, needs re-creation.
-                    Err(e) if !e.immutable_fields().is_empty() => {
-                        let reason = ObjectReason::Immutable(e.immutable_fields());
-                        let mut c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), reason, s.source);
-                        (c.desired, c.live_compared, c.live) =
-                            (normalize(&c.apply), Some(normalized_live), Some(live_obj.into()));
-                        return Err(s.with(c));
-                    }
-                    Err(e) => return Err(s.early(apply, ObjectReason::Error(e.to_string()))),
-                };
-                let mut desired = normalize(&dry);
-                if let Err(e) = rules.strip(&s.key, &mut desired, Some(&live_obj)) {
-                    return Err(s.early(apply, ObjectReason::Error(e)));
+        let (desired, held) =
+            match self.recalled_dry_run(&s.key, (apply_hash, live_hash), &live_obj, &normalized_live, rules) {
+                // judged in sync against this very content: still in sync
+                Some(DryRunAnswer::Synced) => {
+                    let c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), ObjectReason::Synced, s.source);
+                    let desired = if scope.keep_sides { c.desired } else { Value::Null };
+                    return Ok(s.with(Compared { desired, live: Some(s.kept(recalled, live_obj)), ..c }));
                 }
-                desired
-            }
-        };
+                Some(DryRunAnswer::Desired(d, held)) => (d, held),
+                None => {
+                    let dry = match scope.writer.apply_validated(&s.kind, &s.key, &apply, true, s.strict()).await {
+                        Ok(d) => d,
+                        // The server cannot answer a dry-run for this object: compare on our side.
+                        Err(e) if e.refuses_dry_run() => {
+                            client_side = true;
+                            apply.clone()
+                        }
+                        // Git changes a field that cannot change: known to differ, needs re-creation.
+                        Err(e) if !e.immutable_fields().is_empty() => {
+                            let reason = ObjectReason::Immutable(e.immutable_fields());
+                            let mut c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), reason, s.source);
+                            (c.desired, c.live_compared, c.live) =
+                                (normalize(&c.apply), Some(normalized_live), Some(live_obj.into()));
+                            return Err(s.with(c));
+                        }
+                        Err(e) => return Err(s.early(apply, ObjectReason::Error(e.to_string()))),
+                    };
+                    let (dry, held) = self.after_takeover(scope, s, dry, &apply, client_side).await;
+                    let mut desired = normalize(&dry);
+                    if let Err(e) = rules.strip(&s.key, &mut desired, Some(&live_obj)) {
+                        return Err(s.early(apply, ObjectReason::Error(e)));
+                    }
+                    (desired, held)
+                }
+            };
         let mut live_n = normalized_live;
         if let Err(e) = rules.strip(&s.key, &mut live_n, Some(&live_obj)) {
             return Err(s.early(std::mem::take(&mut apply), ObjectReason::Error(e)));
         }
-        let j = object::judge(&desired, &live_n, &live_obj, &apply, client_side, s.effective.replace, s.hand(scope));
+        let how = object::Judging { client_side, held, takeover: s.hand(scope), key: scope.mask_key.clone() };
+        let j = object::judge(&desired, &live_n, &live_obj, &apply, &how);
         if !client_side {
-            self.memo.remember_dry_run(&s.key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired));
+            self.memo.remember_dry_run(&s.key, apply_hash, live_hash, DryRunAnswer::of(&j, &desired, held));
         }
         let in_sync = j.reason == ObjectReason::Synced && j.differences.is_empty() && j.takeover.is_none();
         let (desired, live_n) =
@@ -401,6 +406,43 @@ impl Io<'_> {
         let c = Compared::early(s.key.clone(), apply, Some(s.kind.clone()), j.reason, s.source);
         let (live_compared, live, takeover) = (live_n, Some(s.kept(recalled, live_obj)), j.takeover);
         Ok(s.with(Compared { desired, live_compared, differences: j.differences, live, takeover, ..c }))
+    }
+
+    /// What the server would hold after plumb's apply of `apply` once the hand tools'
+    /// fields are taken over, from `dry`, its dry-run answer without the takeover: `dry`
+    /// itself when the takeover releases nothing ([`crate::compare::managers::released`]),
+    /// else the answer to a dry-run replace of `dry` without the released fields (the
+    /// server defaults, admits and validates it as it would the real write). When that
+    /// second dry-run fails, `dry` is judged by the hand tools' field lists
+    /// ([`object::Held::Kept`]). `Replace=true` takes nothing over; a comparison made on
+    /// plumb's side has no answer to ask again.
+    async fn after_takeover(
+        self,
+        scope: &Scope<'_>,
+        s: &Subject<'_>,
+        dry: Value,
+        apply: &Value,
+        client_side: bool,
+    ) -> (Value, object::Held) {
+        use crate::compare::managers;
+        if s.effective.replace {
+            return (dry, object::Held::Replaced);
+        }
+        if client_side {
+            return (dry, object::Held::Kept);
+        }
+        let released = managers::released(&dry, apply, s.hand(scope));
+        if released.is_empty() {
+            return (dry, object::Held::Released);
+        }
+        let body = managers::without(&dry, &released);
+        match scope.writer.replace_dry_run(&s.kind, &s.key, &body).await {
+            Ok(answer) => (answer, object::Held::Released),
+            Err(e) => {
+                tracing::debug!(object = %s.key, "dry-run without the fields hand tools hold: {e}");
+                (dry, object::Held::Kept)
+            }
+        }
     }
 
     /// The answer a dry-run of the body hashing `hashes.0` on the live object (`live_obj`,
@@ -423,7 +465,7 @@ impl Io<'_> {
             }
             let mut desired = normalized_live.clone();
             rules.strip(key, &mut desired, Some(live_obj)).ok()?;
-            Some(DryRunAnswer::Desired(desired))
+            Some(DryRunAnswer::Desired(desired, object::Held::Released))
         })
     }
 }
@@ -442,18 +484,28 @@ struct Subject<'a> {
     /// ([`SyncOptions::with_object`]).
     effective: SyncOptions,
     digest: Option<String>,
+    /// The installation's key, kept in its comparison.
+    mask_key: crate::compare::sensitive::MaskKey,
 }
 
 impl<'a> Subject<'a> {
     fn new(p: object::Prepared, kind: Kind, defaults: &SyncOptions, source: &'a str) -> Self {
         let object::Prepared { key, obj, wave, options } = p;
         let digest = object::finished_digest(&obj);
-        Self { key, obj, kind, source, wave, effective: defaults.with_object(&options), options, digest }
+        let (effective, mask_key) = (defaults.with_object(&options), crate::compare::sensitive::MaskKey::none());
+        Self { key, obj, kind, source, wave, effective, options, digest, mask_key }
     }
 
-    /// `c` with the object's wave, options and finished digest.
+    /// This subject, its comparison's sensitive values marked under `key`.
+    fn with_key(mut self, key: &crate::compare::sensitive::MaskKey) -> Self {
+        self.mask_key = key.clone();
+        self
+    }
+
+    /// `c` with the object's wave, options, finished digest and mask key.
     fn with(&self, mut c: Compared) -> Arc<Compared> {
         (c.wave, c.options, c.finished_digest) = (self.wave, self.options.clone(), self.digest.clone());
+        c.mask_key = self.mask_key.clone();
         Arc::new(c)
     }
 

@@ -28,8 +28,9 @@ pub enum DryRunAnswer {
     /// The object was judged in sync against this very live content (with its
     /// `managedFields`): it still is, without comparing again.
     Synced,
-    /// Git's side as the server answered it (normalized, ignored fields stripped).
-    Desired(Value),
+    /// Git's side as the server answered it (normalized, ignored fields stripped), and
+    /// what it says of the fields hand tools hold.
+    Desired(Value, crate::compare::object::Held),
 }
 
 /// A whole comparison: valid while the manifest (its hash) and the live object (its
@@ -97,13 +98,13 @@ impl Remembered {
 }
 
 impl DryRunAnswer {
-    /// What to remember of a judgement `j` made against `desired`: in sync (nothing to
-    /// take over), only that; otherwise the answer itself.
-    pub fn of(j: &crate::compare::object::Judgement, desired: &Value) -> Self {
+    /// What to remember of a judgement `j` made against `desired` (`held`): in sync
+    /// (nothing to take over), only that; otherwise the answer itself.
+    pub fn of(j: &crate::compare::object::Judgement, desired: &Value, held: crate::compare::object::Held) -> Self {
         if j.reason == crate::compare::ObjectReason::Synced && j.differences.is_empty() && j.takeover.is_none() {
             Self::Synced
         } else {
-            Self::Desired(desired.clone())
+            Self::Desired(desired.clone(), held)
         }
     }
 }

@@ -62,6 +62,7 @@ struct Kept {
     options: crate::plan::SyncOptions,
     finished_digest: Option<Box<str>>,
     marked: crate::compare::sensitive::Marked,
+    mask_key: crate::compare::sensitive::MaskKey,
 }
 
 /// What a pass read, to decide whether its comparisons may serve the next pass.
@@ -110,6 +111,7 @@ impl Compares {
                 options: c.options.clone(),
                 finished_digest: c.finished_digest.as_deref().map(Into::into),
                 marked: c.marked.clone(),
+                mask_key: c.mask_key.clone(),
             });
         }
         for (api_version, kind) in kinds_after {
@@ -160,6 +162,7 @@ impl Compares {
                 options: k.options.clone(),
                 finished_digest: k.finished_digest.as_deref().map(str::to_string),
                 marked: k.marked.clone(),
+                mask_key: k.mask_key.clone(),
             }))
         });
         revived.collect()

@@ -17,6 +17,9 @@ pub enum EventReason {
     Synced,
     /// On an object: selfHeal reverted a change made outside Git.
     SelfHealed,
+    /// On an object: plumb deleted it and created it again (`Force=true`: Git changed
+    /// a field that cannot change).
+    Recreated,
     /// On the application's resource: a sync pruned an object.
     Pruned,
     /// On the application's resource: automated sync and selfHeal were paused.
@@ -45,6 +48,7 @@ impl EventReason {
             EventReason::Sync(SyncResult::Running) => "SyncRunning",
             EventReason::Synced => "Synced",
             EventReason::SelfHealed => "SelfHealed",
+            EventReason::Recreated => "Recreated",
             EventReason::Pruned => "Pruned",
             EventReason::Paused => "Paused",
             EventReason::Resumed => "Resumed",
@@ -55,12 +59,13 @@ impl EventReason {
         }
     }
 
-    /// The Event's `action`: what plumb did (`Apply`, `Revert`, `Prune`, `Sync`,
+    /// The Event's `action`: what plumb did (`Apply`, `Revert`, `Recreate`, `Prune`, `Sync`,
     /// `Assess`, or `Reconcile` for what a pass noticed on the resource).
     pub fn action(self) -> &'static str {
         match self {
             EventReason::Synced => "Apply",
             EventReason::SelfHealed => "Revert",
+            EventReason::Recreated => "Recreate",
             EventReason::Pruned => "Prune",
             EventReason::Sync(_) => "Sync",
             EventReason::HealthChanged => "Assess",

@@ -56,6 +56,7 @@ pub fn capped_record(record: &SyncRecord) -> SyncRecord {
         r.applied_omitted += r.applied.len() - RECORD_OBJECTS;
         r.applied.truncate(RECORD_OBJECTS);
     }
+    r.recreated.truncate(RECORD_OBJECTS);
     if r.pruned.len() > RECORD_OBJECTS {
         r.pruned_omitted += r.pruned.len() - RECORD_OBJECTS;
         r.pruned.truncate(RECORD_OBJECTS);

@@ -76,6 +76,9 @@ pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> Syn
         applied.extend(next.applied.drain(..).filter(|a| !p.applied.contains(a)));
         applied.sort();
         next.applied = applied;
+        let mut recreated = p.recreated.clone();
+        recreated.extend(next.recreated.drain(..).filter(|a| !p.recreated.contains(a)));
+        next.recreated = recreated;
         let mut pruned = p.pruned.clone();
         pruned.append(&mut next.pruned);
         next.pruned = pruned;
