@@ -46,11 +46,16 @@ pub(super) struct Children {
 impl Children {
     /// The objects of `kind` in `namespace` with an owner reference to `owner_uid`.
     fn owned_by(&mut self, cache: &LiveCache, kind: &Kind, namespace: &str, owner_uid: &str) -> Vec<Arc<Cached>> {
-        let by_owner = self
-            .read
-            .entry((kind.resource.kind.clone(), namespace.to_string()))
-            .or_insert_with(|| cache.by_owner(kind, namespace));
+        let by_owner = self.read(cache, kind, namespace);
         by_owner.as_ref().and_then(|b| b.get(owner_uid)).cloned().unwrap_or_default()
+    }
+
+    /// The objects of `kind` in `namespace` by owner, read once (the first read starts
+    /// the namespace's watch of `kind`).
+    fn read(&mut self, cache: &LiveCache, kind: &Kind, namespace: &str) -> &Option<crate::watch::ByOwner> {
+        self.read
+            .entry((kind.resource.kind.clone(), namespace.to_string()))
+            .or_insert_with(|| cache.by_owner(kind, namespace))
     }
 }
 
@@ -258,6 +263,9 @@ impl Io<'_> {
         let ns = &c.key.namespace;
         let (pods, replica_sets) = if c.key.kind == "Deployment" {
             let rss = children.owned_by(cache, &rs_kind, ns, uid);
+            // the Pods' watch starts with the ReplicaSets' (before any is known): a Pod's
+            // change then asks for a health look (`watch::Changed::Child`)
+            children.read(cache, &pod_kind, ns);
             let mut pods = Vec::new();
             for rs in &rss {
                 if let Some(rs_uid) = rs.uid() {
