@@ -112,7 +112,7 @@ pub struct Context {
     policy_rejected: crate::reload::Rejected,
     /// Watch cache (`plumb serve`); one-shot commands read from the API server.
     live: Option<LiveCache>,
-    drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::watch::Changed>>>,
     watch_token: tokio_util::sync::CancellationToken,
     memo: Memo,
     /// Clusters impersonating an application's ServiceAccount, by user name.
@@ -486,15 +486,19 @@ impl Context {
         self.io().controls_of(name).await
     }
 
-    /// Reads live objects from watches (see [`crate::watch`]) instead of per-pass GETs
-    /// and LISTs, and reports the applications whose objects drift (see
+    /// Reads live objects from watches (see [`crate::watch`]; only inside each
+    /// application's destinations) instead of per-pass GETs and LISTs, and reports the
+    /// applications whose objects drift (see
     /// [`Context::take_drift_receiver`]). Used by `plumb serve`; one-shot commands
     /// don't need it.
     #[must_use]
     pub fn with_watches(mut self) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let apps: Vec<&str> = self.config.applications.iter().map(|a| a.name.value.as_str()).collect();
-        self.live = Some(LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone(), &apps));
+        let destinations = crate::watch::Destinations::of(&self.config);
+        self.live = Some(
+            LiveCache::new(self.cluster.client().clone(), tx, self.watch_token.clone(), &apps).within(destinations),
+        );
         self.drift_rx = Mutex::new(Some(rx));
         self
     }
@@ -507,9 +511,10 @@ impl Context {
         self
     }
 
-    /// The names of applications whose objects drifted, from the watches of
-    /// [`Context::with_watches`] (taken once, by whoever triggers passes).
-    pub fn take_drift_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+    /// What changed for which application (its objects drifted, a workload's child
+    /// changed), from the watches of [`Context::with_watches`] (taken once, by whoever
+    /// triggers passes).
+    pub fn take_drift_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::watch::Changed>> {
         self.drift_rx.lock().ok()?.take()
     }
 

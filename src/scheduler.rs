@@ -10,7 +10,8 @@
 //! the same ref, is one pass at its end, which fetches the newest head. Triggers merge
 //! into the waiting pass ([`Trigger::merge`]): whatever came, it asks for what the most
 //! demanding of them asked for (fresh refs for a push, not only the last advertisement
-//! a live change is compared against).
+//! a live change is compared against). A pass only changes in the cluster asked for
+//! (a drifted object, a workload's child) starts at most once per [`LIVE_GAP`].
 //!
 //! The scheduler knows no other part of plumb: it is given the pass to run (a closure
 //! taking the application's name, what started the pass, a [`Cause`], and the state
@@ -42,6 +43,9 @@ pub enum Trigger {
     Manual,
     /// The watch saw an application object change.
     Drift,
+    /// The watch saw a child of one of the application's workloads change (a Pod, a
+    /// ReplicaSet): a pass that reads health again and never syncs.
+    Health,
     /// The repository's poller saw the application's revision name another commit.
     Moved,
 }
@@ -49,31 +53,40 @@ pub enum Trigger {
 impl Trigger {
     /// Whether its pass reads the remote's refs as they are now (a push, a request, a
     /// ref the poller saw move), not the repository poller's last advertisement: every
-    /// trigger but [`Trigger::Drift`], a change of a live object, which Git did not
-    /// make.
+    /// trigger but [`Trigger::Drift`] and [`Trigger::Health`], changes in the cluster,
+    /// which Git did not make.
     pub fn wants_fresh_refs(self) -> bool {
-        !matches!(self, Trigger::Drift)
+        !self.live()
+    }
+
+    /// Whether a change in the cluster asked for it ([`Trigger::Drift`],
+    /// [`Trigger::Health`]): such passes start at most once per [`LIVE_GAP`].
+    pub fn live(self) -> bool {
+        matches!(self, Trigger::Drift | Trigger::Health)
     }
 
     /// One pass asked for by `self` and then `later`: the one that wants fresh refs
-    /// ([`Trigger::wants_fresh_refs`]), and of two pushes the first (its receipt is
-    /// what `plumb_webhook_to_pass_seconds` measures from).
+    /// ([`Trigger::wants_fresh_refs`]), of two pushes the first (its receipt is what
+    /// `plumb_webhook_to_pass_seconds` measures from), and any other over
+    /// [`Trigger::Health`] (every pass reads health).
     #[must_use]
     pub fn merge(self, later: Trigger) -> Trigger {
         match (self, later) {
             (Trigger::Webhook { .. }, _) => self,
             (_, Trigger::Webhook { .. }) => later,
             _ if !self.wants_fresh_refs() && later.wants_fresh_refs() => later,
+            (Trigger::Health, _) => later,
             _ => self,
         }
     }
 
-    /// `webhook`, `manual`, `drift` or `moved`, for logs.
+    /// `webhook`, `manual`, `drift`, `health` or `moved`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
             Trigger::Manual => "manual",
             Trigger::Drift => "drift",
+            Trigger::Health => "health",
             Trigger::Moved => "moved",
         }
     }
@@ -116,6 +129,12 @@ pub const QUIET: Duration = Duration::from_millis(50);
 /// 10 s (a storm longer than that gets one pass every 10 s).
 pub const MAX_HOLD: Duration = Duration::from_secs(10);
 
+/// The shortest time from the start of a pass to the start of a pass that a change in
+/// the cluster asked for ([`Trigger::live`]): 2 s. Changes that come meanwhile fold into
+/// that one pass, so a label flipped 30 times, or a rollout's Pods, cost one pass per
+/// application every 2 s at most; a push or a request is not held back.
+pub const LIVE_GAP: Duration = Duration::from_secs(2);
+
 /// Handles to the per-application actors.
 #[derive(Clone, Default)]
 pub struct Scheduler {
@@ -141,6 +160,11 @@ impl Waiting {
     /// The pass waiting, taken.
     fn take(&self) -> Option<Trigger> {
         self.next.lock().ok()?.take()
+    }
+
+    /// The pass waiting, left waiting.
+    fn peek(&self) -> Option<Trigger> {
+        *self.next.lock().ok()?
     }
 
     fn is_waiting(&self) -> bool {
@@ -218,6 +242,7 @@ async fn run_loop<F, Fut, St>(
     let mut why = Cause::Start;
     let mut state = St::default();
     loop {
+        let live_after = tokio::time::Instant::now() + LIVE_GAP;
         // boxed: a task keeps its future's largest state for as long as it lives, and a
         // pass's is ~18 KB; unboxed, 1,000 idle applications held 18 MB between passes
         let settling;
@@ -227,10 +252,14 @@ async fn run_loop<F, Fut, St>(
             if !quiet(&waiting, &token).await {
                 return;
             }
-            if let Some(t) = waiting.take() {
-                started(t);
-                why = Cause::Triggered(t);
-                continue;
+            match due(&waiting, live_after, &token).await {
+                None => return,
+                Some(Some(t)) => {
+                    started(t);
+                    why = Cause::Triggered(t);
+                    continue;
+                }
+                Some(None) => {}
             }
         }
         let (wait, timer) =
@@ -240,14 +269,42 @@ async fn run_loop<F, Fut, St>(
         why = loop {
             tokio::select! {
                 () = token.cancelled() => return,
-                // (a wake-up whose trigger a pass already took finds nothing waiting)
-                () = waiting.notify.notified() => if let Some(t) = waiting.take() {
-                    started(t);
-                    break Cause::Triggered(t);
-                },
+                () = waiting.notify.notified() => {}
                 () = &mut timeout => break timer,
             }
+            // (a wake-up whose trigger a pass already took finds nothing waiting)
+            match due(&waiting, live_after, &token).await {
+                None => return,
+                Some(Some(t)) => {
+                    started(t);
+                    break Cause::Triggered(t);
+                }
+                Some(None) => {}
+            }
         };
+    }
+}
+
+/// The waiting pass, taken once it is due: at once, unless only changes in the cluster
+/// asked for it ([`Trigger::live`]) and `live_after` (the last pass's start plus
+/// [`LIVE_GAP`]) has not come; then at `live_after`, or as soon as a push or a request
+/// merges in. `Some(None)` when nothing is waiting, `None` when cancelled.
+async fn due(
+    waiting: &Waiting,
+    live_after: tokio::time::Instant,
+    token: &CancellationToken,
+) -> Option<Option<Trigger>> {
+    loop {
+        match waiting.peek() {
+            None => return Some(None),
+            Some(t) if !t.live() || tokio::time::Instant::now() >= live_after => return Some(waiting.take()),
+            Some(_) => {}
+        }
+        tokio::select! {
+            () = token.cancelled() => return None,
+            () = tokio::time::sleep_until(live_after) => {}
+            () = waiting.notify.notified() => {}
+        }
     }
 }
 
@@ -427,6 +484,64 @@ mod tests {
         assert_eq!(Trigger::Drift.merge(Trigger::Drift), Trigger::Drift);
         token.cancel();
         task.await.expect("actor ends on cancel");
+    }
+
+    /// Changes in the cluster keep coming (a label flipped every 100 ms for 10 s, a
+    /// rollout's Pods): one pass per application every 2 s at most, each answering
+    /// every change before it; a push meanwhile starts its pass at once.
+    #[tokio::test(start_paused = true)]
+    async fn live_changes_start_one_pass_every_two_seconds_at_most() {
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let waiting = Arc::new(Waiting::default());
+        let token = CancellationToken::new();
+        let (s, t0) = (starts.clone(), tokio::time::Instant::now());
+        let pass = move |why: Cause, (): ()| {
+            s.lock().unwrap().push((t0.elapsed(), why));
+            async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                (false, ())
+            }
+        };
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(3600), waiting.clone(), token.clone(), |_| {}));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        for i in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            sched.trigger("web", if i % 2 == 0 { Trigger::Drift } else { Trigger::Health });
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let seen = starts.lock().unwrap().clone();
+        for pair in seen.windows(2) {
+            assert!(pair[1].0 - pair[0].0 >= Duration::from_secs(2), "passes 2 s apart at least: {seen:?}");
+        }
+        assert!(seen.len() >= 5, "the changes were answered: {seen:?}");
+        assert!(seen.last().unwrap().0 >= Duration::from_secs(10), "the last change has its pass: {seen:?}");
+        // long after the last pass a change starts one at once; a push is not held back
+        let before = seen.len();
+        sched.trigger("web", Trigger::Health);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        sched.trigger("web", Trigger::Drift);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        sched.trigger("web", Trigger::Webhook { received: std::time::Instant::now() });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let seen = starts.lock().unwrap().clone();
+        assert_eq!(seen.len(), before + 2, "{seen:?}");
+        assert_eq!(seen[before].1, Cause::Triggered(Trigger::Health), "{seen:?}");
+        assert!(matches!(seen[before + 1].1, Cause::Triggered(Trigger::Webhook { .. })), "{seen:?}");
+        assert!(seen[before + 1].0 - seen[before].0 < Duration::from_secs(1), "{seen:?}");
+        token.cancel();
+        task.await.expect("actor ends on cancel");
+    }
+
+    /// A child's change asks for a health look; anything else asking meanwhile is what
+    /// the pass answers (every pass reads health).
+    #[test]
+    fn a_health_look_gives_way_to_any_other_trigger() {
+        assert_eq!(Trigger::Health.merge(Trigger::Drift), Trigger::Drift);
+        assert_eq!(Trigger::Drift.merge(Trigger::Health), Trigger::Drift);
+        assert_eq!(Trigger::Health.merge(Trigger::Manual), Trigger::Manual);
+        assert_eq!(Trigger::Moved.merge(Trigger::Health), Trigger::Moved);
+        assert_eq!(Trigger::Health.merge(Trigger::Health), Trigger::Health);
+        assert!(!Trigger::Health.wants_fresh_refs());
     }
 
     #[test]

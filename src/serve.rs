@@ -25,6 +25,7 @@ use crate::{
     reconcile::{AppState, Context, Mode},
     scheduler::{Cause, Scheduler, Trigger, jittered},
     server,
+    watch::Changed,
     webhook::Dedupe,
 };
 
@@ -518,7 +519,7 @@ fn start_actors(
             let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if leadership.is_leader() {
-                policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), &app, fresh).await
+                policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode_of(cause)), fresh).await
             } else {
                 false
             };
@@ -558,14 +559,22 @@ impl FirstPasses {
     }
 }
 
-/// One [`Mode::Policy`] pass of `app` from its actor's `state`, reading refs as recent
-/// as `fresh` asks, and the commit status it calls for; true while things are settling.
+/// The mode of a pass started by `cause`: [`Mode::Observe`] (compare, read health,
+/// record; never sync) when only a child of a workload changed ([`Trigger::Health`]),
+/// else [`Mode::Policy`].
+fn mode_of(cause: Cause) -> Mode {
+    if cause == Cause::Triggered(Trigger::Health) { Mode::Observe } else { Mode::Policy }
+}
+
+/// One pass of `app` in `mode` ([`mode_of`]) from its actor's `state`, reading refs as
+/// recent as `fresh` asks, and the commit status it calls for; true while things are
+/// settling.
 async fn policy_pass(
     ctx: &Context,
     state: &mut AppState,
     notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
     outgoing: Option<&crate::notify::Outgoing>,
-    app: &str,
+    (app, mode): (&str, Mode),
     fresh: crate::source::Freshness,
 ) -> bool {
     // A refresh request seen before the pass starts is answered once the pass has saved
@@ -578,7 +587,7 @@ async fn policy_pass(
             None
         }
     };
-    let passed = ctx.pass(state, app, Mode::Policy, None, fresh).await;
+    let passed = ctx.pass(state, app, mode, None, fresh).await;
     if let Some(value) = asked
         && let Err(e) = ctx.store.acknowledge(app, &value).await
     {
@@ -612,14 +621,18 @@ pub fn trigger_metrics(metrics: Arc<Metrics>) -> impl Fn(Trigger) + Clone + Send
     }
 }
 
-/// Turns the watches' drift notifications (application names) into triggers, until
-/// `token` is cancelled.
-async fn forward_drift(mut rx: mpsc::UnboundedReceiver<String>, scheduler: Scheduler, token: CancellationToken) {
+/// Turns what the watches saw change into triggers, until `token` is cancelled: an
+/// application's object, [`Trigger::Drift`]; a child of its workloads,
+/// [`Trigger::Health`].
+async fn forward_drift(mut rx: mpsc::UnboundedReceiver<Changed>, scheduler: Scheduler, token: CancellationToken) {
     loop {
         tokio::select! {
             () = token.cancelled() => return,
             m = rx.recv() => match m {
-                Some(app) => { scheduler.trigger(&app, Trigger::Drift); }
+                Some(changed) => {
+                    let why = match changed { Changed::Object(_) => Trigger::Drift, Changed::Child(_) => Trigger::Health };
+                    scheduler.trigger(changed.app(), why);
+                }
                 None => return,
             },
         }

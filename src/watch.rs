@@ -1,13 +1,21 @@
 //! Watches: a cache of the live objects plumb manages, and drift triggers.
 //!
-//! One kube-runtime watcher per kind an application uses, cluster-wide, filtered by the
-//! label `plumb.dev/app` (present on everything plumb applies) with the values of the
-//! policy's applications ([`app_selector`]), feeding a reflector store. The children
+//! One kube-runtime watcher per kind an application uses, filtered by the label
+//! `plumb.dev/app` (present on everything plumb applies) with the values of the policy's
+//! applications ([`app_selector`]), feeding a reflector store. A namespaced kind is
+//! watched in each namespace the applications deploy to, one watch per namespace
+//! ([`Destinations`]); a cluster-scoped kind, or any kind when a destination is a glob,
+//! cluster-wide. Either way an object is kept, and triggers a pass, only when its
+//! namespace is among the destinations of the application its label names: a labelled
+//! object elsewhere costs nothing and starts nothing. The children
 //! that workloads' health reads (Pods, ReplicaSets, ControllerRevisions…) carry no such
 //! label: they are watched whole, but only in the namespaces whose workloads asked
 //! for them ([`LiveCache::by_owner`]), so a large cluster's other Pods cost nothing;
 //! such a watch stops once its namespace holds no managed workload
-//! ([`LiveCache::tidy`]).
+//! ([`LiveCache::tidy`]). A change of such a child (a Pod crash-looping, a ReplicaSet
+//! scaled) asks for a health look at the application owning its workload
+//! ([`Changed::Child`]), found through the owner references (Pod → ReplicaSet →
+//! Deployment).
 //! Passes read live objects from the store instead of GETting each one, and list an
 //! application's owned objects from it instead of LISTing. When an object's spec-like
 //! content changes (anything but `status`, `resourceVersion`, `managedFields` and the
@@ -20,7 +28,7 @@
 //! object as compact JSON text).
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
     hash::{DefaultHasher, Hash, Hasher},
     sync::{
         Arc, Mutex,
@@ -29,7 +37,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt, future};
 use kube::{
     Api, Client,
     api::DynamicObject,
@@ -54,12 +62,151 @@ use crate::{
 enum Held {
     /// Those with plumb's app label, cluster-wide (the objects plumb manages).
     Labelled,
+    /// Those with plumb's app label in one destination namespace.
+    LabelledIn(String),
     /// Every object of one namespace (the children of managed workloads: Pods,
     /// ReplicaSets…), watched only in namespaces whose workloads' health asked for them.
     Namespace(String),
 }
 
+impl Held {
+    /// Whether this watch holds managed objects (not a namespace's children).
+    fn labelled(&self) -> bool {
+        !matches!(self, Held::Namespace(_))
+    }
+}
+
 type KindId = (String, String, Held);
+
+/// What a watch saw change, for the application it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// One of the application's own objects changed (not only its `status`), was
+    /// deleted, or left its label or destinations: its comparison may differ.
+    Object(String),
+    /// A child of one of the application's workloads (a Pod, a ReplicaSet) changed: its
+    /// health may differ, its comparison does not.
+    Child(String),
+}
+
+impl Changed {
+    /// The application.
+    pub fn app(&self) -> &str {
+        match self {
+            Changed::Object(a) | Changed::Child(a) => a,
+        }
+    }
+}
+
+/// The most destination namespaces watched one by one: past this many, namespaced kinds
+/// are watched cluster-wide (still keeping only objects inside each application's
+/// destinations). Each namespaced kind costs one watch per namespace.
+pub const MAX_NAMESPACE_WATCHES: usize = 32;
+
+/// Where each application of a policy may have objects: the namespaces of its
+/// destinations (`destinations.namespaces`, globs; default: its own namespace, as
+/// [`crate::plan::Boundary`] rules). The watches keep an object only when its namespace
+/// is among the destinations of the application its `plumb.dev/app` label names, and
+/// watch namespaced kinds only in those namespaces when every destination is a plain
+/// name (at most [`MAX_NAMESPACE_WATCHES`] of them).
+#[derive(Debug, Clone, Default)]
+pub struct Destinations {
+    /// Application → its destination globs; empty: any application anywhere.
+    apps: HashMap<String, Vec<globset::GlobMatcher>>,
+    /// The namespaces watched one by one; `None`: cluster-wide.
+    namespaces: Option<BTreeSet<String>>,
+}
+
+impl Destinations {
+    /// Any application's objects anywhere (the watches are cluster-wide).
+    pub fn anywhere() -> Self {
+        Self::default()
+    }
+
+    /// Each application with its destination namespace globs. A glob that does not
+    /// compile matches nothing (the policy's validation reports it, naming the file and
+    /// line).
+    pub fn new<A: AsRef<str>, G: AsRef<str>>(apps: impl IntoIterator<Item = (A, Vec<G>)>) -> Self {
+        let mut out = Self { apps: HashMap::new(), namespaces: Some(BTreeSet::new()) };
+        for (app, globs) in apps {
+            let matchers = out.apps.entry(app.as_ref().to_string()).or_default();
+            for g in &globs {
+                let g = g.as_ref();
+                let literal = !g.is_empty() && g.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+                match &mut out.namespaces {
+                    Some(set) if literal => {
+                        set.insert(g.to_string());
+                    }
+                    _ => out.namespaces = None,
+                }
+                matchers.extend(globset::Glob::new(g).ok().map(|g| g.compile_matcher()));
+            }
+        }
+        if out.namespaces.as_ref().is_some_and(|n| n.len() > MAX_NAMESPACE_WATCHES) {
+            out.namespaces = None;
+        }
+        out
+    }
+
+    /// The destinations of every application of `config` (its own, else its
+    /// environment's, else its namespace).
+    pub fn of(config: &crate::config::Config) -> Self {
+        Self::new(config.applications.iter().map(|app| {
+            let env = config.environments.iter().find(|e| e.name.value == app.environment.value);
+            let destinations = match env {
+                Some(e) => app.boundaries(e).destinations,
+                None => app.destinations.clone(),
+            };
+            let globs = destinations.map_or_else(|| vec![app.namespace.value.clone()], |d| d.namespaces);
+            (app.name.value.as_str(), globs)
+        }))
+    }
+
+    /// Whether an object of application `app` in `namespace` (`None`: cluster-scoped)
+    /// is inside its destinations. Cluster-scoped objects always are; with no
+    /// application given ([`Destinations::anywhere`]) everything is.
+    pub fn allows(&self, app: &str, namespace: Option<&str>) -> bool {
+        let Some(ns) = namespace.filter(|n| !n.is_empty()) else { return true };
+        if self.apps.is_empty() {
+            return true;
+        }
+        self.apps.get(app).is_some_and(|globs| globs.iter().any(|g| g.is_match(ns)))
+    }
+
+    /// The namespaces the labelled watches of namespaced kinds run in, one watch each;
+    /// `None`: one watch cluster-wide.
+    pub fn watched(&self) -> Option<&BTreeSet<String>> {
+        self.namespaces.as_ref()
+    }
+}
+
+/// Whom a workload or a child belongs to, for [`Changed::Child`]: uid → the
+/// application of a managed workload, or the owners of a child that has children
+/// itself (a ReplicaSet).
+#[derive(Debug, Clone)]
+enum Owner {
+    App(String),
+    Owners(Vec<String>),
+}
+
+type Owners = Arc<Mutex<HashMap<String, Owner>>>;
+
+/// The application owning an object whose owner references name `uids`: one of them
+/// is a managed workload, or is owned by one (two steps: Pod → ReplicaSet → Deployment).
+fn owning_app<'a>(owners: &HashMap<String, Owner>, uids: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut up = Vec::new();
+    for uid in uids {
+        match owners.get(uid) {
+            Some(Owner::App(app)) => return Some(app.clone()),
+            Some(Owner::Owners(o)) => up.extend(o.iter().cloned()),
+            None => {}
+        }
+    }
+    up.iter().find_map(|uid| match owners.get(uid) {
+        Some(Owner::App(app)) => Some(app.clone()),
+        _ => None,
+    })
+}
 
 /// One running watch.
 struct Running {
@@ -91,22 +238,28 @@ pub struct LiveCache {
     stores: Mutex<HashMap<KindId, Running>>,
     /// When [`LiveCache::tidy`] last looked.
     tidied: Mutex<Instant>,
-    /// The last error of each kind's watch (by kind name, e.g. `ConfigMap`), until it
-    /// delivers again: a 403 means plumb's identity may not list or watch that kind.
-    errors: std::sync::Arc<Mutex<HashMap<String, String>>>,
-    drift: mpsc::UnboundedSender<String>,
+    /// The last error of each watch (by kind name, e.g. `ConfigMap`, and namespace, empty
+    /// when cluster-wide), until it delivers again: a 403 means plumb's identity may not
+    /// list or watch that kind there.
+    errors: std::sync::Arc<Mutex<HashMap<(String, String), String>>>,
+    drift: mpsc::UnboundedSender<Changed>,
     token: CancellationToken,
     /// The label selector of the labelled watches ([`app_selector`]).
     selector: String,
+    /// Where each application's objects may be ([`LiveCache::within`]).
+    destinations: Arc<Destinations>,
+    /// The managed workloads and the children that own children, by uid.
+    owners: Owners,
     /// How many events the labelled watches of each (group, kind) have delivered.
     epochs: Mutex<HashMap<(String, String), Arc<AtomicU64>>>,
 }
 
 impl LiveCache {
-    /// A cache whose watchers stop when `token` is cancelled; applications whose objects
-    /// drift are sent on `drift`. `apps`: the applications of the policy, whose objects
-    /// alone the labelled watches hold ([`app_selector`]).
-    pub fn new(client: Client, drift: mpsc::UnboundedSender<String>, token: CancellationToken, apps: &[&str]) -> Self {
+    /// A cache whose watchers stop when `token` is cancelled; what changes for an
+    /// application is sent on `drift` ([`Changed`]). `apps`: the applications of the
+    /// policy, whose objects alone the labelled watches hold ([`app_selector`]), anywhere
+    /// in the cluster until [`LiveCache::within`] says where.
+    pub fn new(client: Client, drift: mpsc::UnboundedSender<Changed>, token: CancellationToken, apps: &[&str]) -> Self {
         Self {
             client,
             stores: Mutex::default(),
@@ -115,20 +268,45 @@ impl LiveCache {
             drift,
             token,
             selector: app_selector(apps),
+            destinations: Arc::new(Destinations::anywhere()),
+            owners: Owners::default(),
             epochs: Mutex::default(),
         }
+    }
+
+    /// Keeps (and watches) each application's objects only inside its `destinations`.
+    /// Before any watch starts.
+    #[must_use]
+    pub fn within(mut self, destinations: Destinations) -> Self {
+        self.destinations = Arc::new(destinations);
+        self
     }
 
     /// How many objects the labelled watches hold (all kinds).
     pub fn cached(&self) -> usize {
         let Ok(stores) = self.stores.lock() else { return 0 };
-        stores.iter().filter(|((_, _, held), _)| *held == Held::Labelled).map(|(_, w)| w.store.state().len()).sum()
+        stores.iter().filter(|((_, _, held), _)| held.labelled()).map(|(_, w)| w.store.state().len()).sum()
     }
 
-    /// The store of `kind` once its initial list has arrived; starts the watcher on first
-    /// use (and returns `None` until it is ready).
-    fn store(&self, kind: &Kind) -> Option<Store<Cached>> {
-        self.store_of(kind, Held::Labelled)
+    /// What holds the labelled objects of `kind`: one watch cluster-wide, or one per
+    /// destination namespace ([`Destinations::watched`]).
+    fn labelled_holds(&self, kind: &Kind) -> Vec<Held> {
+        match self.destinations.watched() {
+            Some(namespaces) if kind.namespaced => namespaces.iter().cloned().map(Held::LabelledIn).collect(),
+            _ => vec![Held::Labelled],
+        }
+    }
+
+    /// The store holding object `key` of `kind` once ready (`None`: not ready, or its
+    /// namespace is not watched: the caller reads the API server).
+    fn store_for(&self, kind: &Kind, key: &ObjectKey) -> Option<Store<Cached>> {
+        match self.destinations.watched() {
+            Some(namespaces) if kind.namespaced => {
+                namespaces.contains(&key.namespace).then_some(())?;
+                self.store_of(kind, Held::LabelledIn(key.namespace.clone()))
+            }
+            _ => self.store_of(kind, Held::Labelled),
+        }
     }
 
     /// Starts the watch of `kind` when it is not running and waits, at most `timeout`,
@@ -136,7 +314,9 @@ impl LiveCache {
     /// for). One LIST answers for every object of the kind: a pass that waits here
     /// instead of GETting each object costs one request per kind.
     pub async fn ready(&self, kind: &Kind, timeout: Duration) {
-        let Some(store) = self.watch(kind, Held::Labelled) else { return };
+        let holds = self.labelled_holds(kind);
+        let stores: Option<Vec<Store<Cached>>> = holds.into_iter().map(|h| self.watch(kind, h)).collect();
+        let Some(stores) = stores else { return };
         let failed = async {
             loop {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -147,7 +327,7 @@ impl LiveCache {
         };
         let _ = tokio::time::timeout(timeout, async {
             tokio::select! {
-                _ = store.wait_until_ready() => {}
+                _ = future::join_all(stores.iter().map(Store::wait_until_ready)) => {}
                 () = failed => {}
             }
         })
@@ -185,7 +365,7 @@ impl LiveCache {
         let Ok(mut stores) = self.stores.lock() else { return vec![] };
         let mut busy: std::collections::HashSet<String> = std::collections::HashSet::new();
         for ((api_version, kind, held), w) in stores.iter() {
-            if *held != Held::Labelled || !has_children(group_of(api_version), kind) {
+            if !held.labelled() || !has_children(group_of(api_version), kind) {
                 continue;
             }
             if futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_none() {
@@ -225,24 +405,37 @@ impl LiveCache {
     fn start(&self, kind: &Kind, held: &Held, token: CancellationToken) -> Store<Cached> {
         let writer = reflector::store::Writer::new(());
         let store = writer.as_reader();
-        let (api, config): (Api<DynamicObject>, _) = match held {
-            Held::Labelled => {
-                (Api::all_with(self.client.clone(), &*kind.resource), watcher::Config::default().labels(&self.selector))
-            }
-            Held::Namespace(ns) => {
-                (Api::namespaced_with(self.client.clone(), ns, &*kind.resource), watcher::Config::default())
+        let api: Api<DynamicObject> = match held {
+            Held::Labelled => Api::all_with(self.client.clone(), &*kind.resource),
+            Held::LabelledIn(ns) | Held::Namespace(ns) => {
+                Api::namespaced_with(self.client.clone(), ns, &*kind.resource)
             }
         };
-        let labelled = *held == Held::Labelled;
-        let events = watcher(api, config).default_backoff().modify(compact).map_ok(slim);
+        let labelled = held.labelled();
+        let config =
+            if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
+        let destinations = self.destinations.clone();
+        let events = watcher(api, config)
+            .default_backoff()
+            .modify(compact)
+            .map_ok(slim)
+            .filter_map(move |e| future::ready(if labelled { inside(&destinations, e) } else { Some(e) }));
         let stream = reflector::reflector(writer, events);
-        let drift = self.drift.clone();
         let name = kind.resource.kind.clone();
+        let at = match held {
+            Held::Labelled => (name.clone(), String::new()),
+            Held::LabelledIn(ns) | Held::Namespace(ns) => (name.clone(), ns.clone()),
+        };
         let errors = self.errors.clone();
         let epoch = labelled.then(|| self.epoch_counter(kind));
+        let mut deliveries = Deliveries {
+            labelled,
+            parent: has_children(&kind.resource.group, &kind.resource.kind),
+            drift: self.drift.clone(),
+            owners: self.owners.clone(),
+            seen: HashMap::new(),
+        };
         tokio::spawn(async move {
-            // uid → (content hash, application) of the labelled objects seen
-            let mut seen: HashMap<String, (u64, String)> = HashMap::new();
             let mut events = stream.boxed();
             loop {
                 let next = tokio::select! {
@@ -254,48 +447,24 @@ impl LiveCache {
                 if let Some(e) = &epoch {
                     e.fetch_add(1, Ordering::AcqRel);
                 }
-                let (next, gone) = match next {
-                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj))) => (Some(Ok(obj)), false),
-                    Some(Ok(watcher::Event::Delete(obj))) => (Some(Ok(obj)), true),
+                let (obj, gone, initial) = match next {
+                    Some(Ok(watcher::Event::Apply(obj))) => (obj, false, false),
+                    Some(Ok(watcher::Event::InitApply(obj))) => (obj, false, true),
+                    Some(Ok(watcher::Event::Delete(obj))) => (obj, true, false),
                     Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
-                    Some(Err(e)) => (Some(Err(e)), false),
-                    None => (None, false),
-                };
-                match next {
-                    Some(Ok(obj)) => {
-                        if let Ok(mut e) = errors.lock() {
-                            e.remove(&name);
-                        }
-                        // drift triggers: labelled watches only (children trigger nothing, so
-                        // their content is neither hashed nor remembered). A labelled object
-                        // that is deleted, or leaves the selector (its label removed by hand),
-                        // triggers the application that it was seen with.
-                        if labelled {
-                            let uid = obj.uid().unwrap_or_default();
-                            let trigger = match (gone, obj.label(APP_LABEL)) {
-                                (true, _) => seen.remove(uid).map(|(_, app)| app),
-                                (false, Some(app)) => {
-                                    let json = obj.value();
-                                    let deleting = json.pointer("/metadata/deletionTimestamp").is_some();
-                                    let h = value_hash(&normalize(&json));
-                                    let before = seen.insert(uid.to_string(), (h, app.to_string()));
-                                    (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.to_string())
-                                }
-                                (false, None) => None,
-                            };
-                            if let Some(app) = trigger {
-                                let _ = drift.send(app);
-                            }
-                        }
-                    }
                     Some(Err(e)) => {
                         tracing::debug!(kind = %name, "watch: {e}");
                         if let Ok(mut errs) = errors.lock() {
-                            errs.insert(name.clone(), e.to_string());
+                            errs.insert(at.clone(), e.to_string());
                         }
+                        continue;
                     }
                     None => return,
+                };
+                if let Ok(mut e) = errors.lock() {
+                    e.remove(&at);
                 }
+                deliveries.deliver(&obj, gone, initial);
             }
         });
         store
@@ -316,9 +485,9 @@ impl LiveCache {
     /// cache holds every object of the kind as that pass could read it.
     pub fn epoch(&self, group: &str, kind: &str) -> Option<u64> {
         let stores = self.stores.lock().ok()?;
-        let mut watched = stores.iter().filter(|((api_version, k, held), _)| {
-            *held == Held::Labelled && k == kind && group_of(api_version) == group
-        });
+        let mut watched = stores
+            .iter()
+            .filter(|((api_version, k, held), _)| held.labelled() && k == kind && group_of(api_version) == group);
         let mut any = false;
         let all_listed = watched.all(|(_, w)| {
             any = true;
@@ -339,21 +508,40 @@ impl LiveCache {
         epochs.iter().map(|(id, e)| (id.clone(), e.load(Ordering::Acquire))).collect()
     }
 
-    /// The last error of the watch of kind `kind` (e.g. `ConfigMap`), while it has not
-    /// delivered since.
+    /// The last error of each watch of kind `kind` (e.g. `ConfigMap`), while it has not
+    /// delivered since: `in <namespace>: <error>` for a watch of one namespace.
     pub fn error(&self, kind: &str) -> Option<String> {
-        self.errors.lock().ok()?.get(kind).cloned()
+        self.error_where(kind, |_| true)
+    }
+
+    /// [`LiveCache::error`], of the cluster-wide watches and those of `namespaces` only
+    /// (an application's: another destination's failing watch is not its own).
+    pub fn error_in(&self, kind: &str, namespaces: &BTreeSet<String>) -> Option<String> {
+        self.error_where(kind, |ns| namespaces.contains(ns))
+    }
+
+    fn error_where(&self, kind: &str, namespace: impl Fn(&str) -> bool) -> Option<String> {
+        let errors = self.errors.lock().ok()?;
+        let mut found: Vec<String> = errors
+            .iter()
+            .filter(|((k, ns), _)| k == kind && (ns.is_empty() || namespace(ns)))
+            .map(|((_, ns), e)| if ns.is_empty() { e.clone() } else { format!("in {ns}: {e}") })
+            .collect();
+        found.sort();
+        (!found.is_empty()).then(|| found.join("; "))
     }
 
     /// Every running watch, sorted: `Kind (apiVersion), labelled` for one of the objects
-    /// plumb manages (cluster-wide, by label), `Kind (apiVersion) in namespace` for one
-    /// of a namespace's children.
+    /// plumb manages (cluster-wide, by label), `Kind (apiVersion), labelled, in namespace`
+    /// for one of them in one destination namespace, `Kind (apiVersion) in namespace` for
+    /// one of a namespace's children.
     pub fn watches(&self) -> Vec<String> {
         let Ok(stores) = self.stores.lock() else { return vec![] };
         let mut out: Vec<String> = stores
             .keys()
             .map(|(api_version, kind, held)| match held {
                 Held::Labelled => format!("{kind} ({api_version}), labelled"),
+                Held::LabelledIn(ns) => format!("{kind} ({api_version}), labelled, in {ns}"),
                 Held::Namespace(ns) => format!("{kind} ({api_version}) in {ns}"),
             })
             .collect();
@@ -370,7 +558,7 @@ impl LiveCache {
         let mut out: Vec<String> = stores
             .iter()
             .filter(|((_, _, held), w)| {
-                *held == Held::Labelled && futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_none()
+                held.labelled() && futures::FutureExt::now_or_never(w.store.wait_until_ready()).is_none()
             })
             .map(|((api_version, kind, _), _)| format!("{kind} ({api_version})"))
             .collect();
@@ -380,10 +568,11 @@ impl LiveCache {
     }
 
     /// The cached object `key` of `kind`: `Some(Some(obj))` found, `Some(None)` absent
-    /// from a ready cache (it may still exist without plumb's label: the caller decides),
-    /// `None` when the cache of that kind is not ready yet.
+    /// from a ready cache (it may still exist without plumb's label, or outside its
+    /// application's destinations: the caller decides), `None` when the cache of that
+    /// kind is not ready yet or does not watch the object's namespace.
     pub fn get_arc(&self, kind: &Kind, key: &ObjectKey) -> Option<Option<Arc<Cached>>> {
-        let store = self.store(kind)?;
+        let store = self.store_for(kind, key)?;
         let mut r = ObjectRef::<Cached>::new(&key.name);
         if kind.namespaced {
             r = r.within(&key.namespace);
@@ -391,10 +580,17 @@ impl LiveCache {
         Some(store.get(&r))
     }
 
-    /// Every cached object of `kind` labelled for `app`; `None` when not ready.
+    /// Every cached object of `kind` labelled for `app` (in its destinations); `None`
+    /// until the watches of its destinations are ready.
     pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<Arc<Cached>>> {
-        let store = self.store(kind)?;
-        Some(store.state().into_iter().filter(|o| o.label(APP_LABEL) == Some(app)).collect())
+        // the watches of the application's destinations only: another destination's
+        // watch failing (plumb may not list there) does not stop this one's list
+        let holds = self.labelled_holds(kind).into_iter().filter(|h| match h {
+            Held::LabelledIn(ns) => self.destinations.allows(app, Some(ns)),
+            _ => true,
+        });
+        let stores: Vec<Store<Cached>> = holds.map(|held| self.store_of(kind, held)).collect::<Option<_>>()?;
+        Some(stores.iter().flat_map(Store::state).filter(|o| o.label(APP_LABEL) == Some(app)).collect())
     }
 
     /// The objects of namespaced `kind` in `namespace` (any object, labelled or not:
@@ -427,6 +623,95 @@ pub fn by_owner(objects: impl IntoIterator<Item = Arc<Cached>>) -> ByOwner {
         }
     }
     out
+}
+
+/// A labelled watch's event as the cache takes it: an object outside the destinations
+/// of the application its label names is not kept (one already kept, now outside, is
+/// removed as if deleted: its application looks again).
+fn inside(
+    destinations: &Destinations,
+    event: Result<watcher::Event<Cached>, watcher::Error>,
+) -> Option<Result<watcher::Event<Cached>, watcher::Error>> {
+    let allowed = |o: &Cached| o.label(APP_LABEL).is_none_or(|app| destinations.allows(app, o.namespace()));
+    match event {
+        Ok(watcher::Event::Apply(o)) if !allowed(&o) => Some(Ok(watcher::Event::Delete(o))),
+        Ok(watcher::Event::InitApply(o)) if !allowed(&o) => None,
+        e => Some(e),
+    }
+}
+
+/// What one watch makes of the objects it delivers: drift triggers for the labelled
+/// objects, health looks for the children, and the owners they are traced through.
+struct Deliveries {
+    /// A labelled watch (else a namespace's children).
+    labelled: bool,
+    /// Objects of this kind have children ([`has_children`]).
+    parent: bool,
+    drift: mpsc::UnboundedSender<Changed>,
+    owners: Owners,
+    /// uid → (content hash, application) of the labelled objects seen.
+    seen: HashMap<String, (u64, String)>,
+}
+
+impl Deliveries {
+    /// `obj` arrived (`gone`: deleted; `initial`: part of a watch's (re)list).
+    fn deliver(&mut self, obj: &Cached, gone: bool, initial: bool) {
+        if self.labelled {
+            self.managed(obj, gone);
+        } else {
+            self.child(obj, gone, initial);
+        }
+    }
+
+    /// A labelled object: its application gets a pass when its content changed (not
+    /// only its status: see the module doc), when it is being deleted or deleted, or
+    /// when it left the selector or its destinations (the application it was seen with).
+    fn managed(&mut self, obj: &Cached, gone: bool) {
+        let uid = obj.uid().unwrap_or_default();
+        if self.parent
+            && let Ok(mut owners) = self.owners.lock()
+        {
+            match obj.label(APP_LABEL).filter(|_| !gone) {
+                Some(app) => owners.insert(uid.to_string(), Owner::App(app.to_string())),
+                None => owners.remove(uid),
+            };
+        }
+        let trigger = match (gone, obj.label(APP_LABEL)) {
+            (true, _) => self.seen.remove(uid).map(|(_, app)| app),
+            (false, Some(app)) => {
+                let json = obj.value();
+                let deleting = json.pointer("/metadata/deletionTimestamp").is_some();
+                let h = value_hash(&normalize(&json));
+                let before = self.seen.insert(uid.to_string(), (h, app.to_string()));
+                (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.to_string())
+            }
+            (false, None) => None,
+        };
+        if let Some(app) = trigger {
+            let _ = self.drift.send(Changed::Object(app));
+        }
+    }
+
+    /// A child (a Pod, a ReplicaSet): once listed, each change asks for a health look at
+    /// the application owning it ([`owning_app`]); a child that has children itself is
+    /// remembered as their way up.
+    fn child(&mut self, obj: &Cached, gone: bool, initial: bool) {
+        let Ok(mut owners) = self.owners.lock() else { return };
+        if self.parent {
+            let uid = obj.uid().unwrap_or_default().to_string();
+            if gone {
+                owners.remove(&uid);
+            } else {
+                owners.insert(uid, Owner::Owners(obj.owner_uids().map(str::to_string).collect()));
+            }
+        }
+        if initial {
+            return;
+        }
+        if let Some(app) = owning_app(&owners, obj.owner_uids()) {
+            let _ = self.drift.send(Changed::Child(app));
+        }
+    }
 }
 
 /// What the cache keeps of an object: all of it but the field set of plumb's own
@@ -504,7 +789,74 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{APP_LABEL, MAX_SELECTOR_BYTES, app_selector, value_hash};
+    use super::{
+        APP_LABEL, Cached, Destinations, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner, app_selector, inside,
+        owning_app, value_hash,
+    };
+
+    fn labelled(name: &str, namespace: &str, app: &str) -> Cached {
+        let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "uid": name, "labels": {APP_LABEL: app}},
+        }))
+        .unwrap();
+        obj.into()
+    }
+
+    /// An application's labelled objects count only inside its destinations (its own
+    /// namespace by default, as the boundaries rule): a ConfigMap labelled `web` in
+    /// another team's namespace is neither kept nor a reason for a pass.
+    #[test]
+    fn labelled_objects_outside_an_application_s_destinations_are_not_kept() {
+        let d = Destinations::new([("web", vec!["web"]), ("shop", vec!["shop", "shop-eu"])]);
+        assert!(d.allows("web", Some("web")));
+        assert!(!d.allows("web", Some("shop")), "another application's destination");
+        assert!(!d.allows("web", Some("kube-system")));
+        assert!(d.allows("shop", Some("shop-eu")));
+        assert!(d.allows("web", None), "cluster-scoped: the boundaries decide");
+        assert!(!d.allows("gone", Some("web")), "an application not in the policy");
+        let watched: Vec<&String> = d.watched().unwrap().iter().collect();
+        assert_eq!(watched, ["shop", "shop-eu", "web"], "one watch per destination namespace");
+
+        use kube::runtime::watcher::Event;
+        let outside = labelled("cm", "shop", "web");
+        assert!(inside(&d, Ok(Event::InitApply(outside.clone()))).is_none(), "not listed into the cache");
+        let Some(Ok(Event::Delete(o))) = inside(&d, Ok(Event::Apply(outside))) else { panic!("removed") };
+        assert_eq!(o.namespace(), Some("shop"));
+        let home = labelled("cm", "web", "web");
+        assert!(matches!(inside(&d, Ok(Event::Apply(home))), Some(Ok(Event::Apply(_)))));
+    }
+
+    /// A glob destination, or more namespaces than are watched one by one: one watch
+    /// cluster-wide, still keeping only what is inside each application's destinations.
+    #[test]
+    fn glob_destinations_are_watched_cluster_wide_and_still_filtered() {
+        let d = Destinations::new([("web", vec!["web-*"])]);
+        assert!(d.watched().is_none());
+        assert!(d.allows("web", Some("web-eu")) && !d.allows("web", Some("shop")));
+        let many: Vec<String> = (0..=MAX_NAMESPACE_WATCHES).map(|i| format!("ns-{i}")).collect();
+        let d = Destinations::new([("web", many)]);
+        assert!(d.watched().is_none(), "too many namespaces to watch one by one");
+        assert!(d.allows("web", Some("ns-0")) && !d.allows("web", Some("other")));
+        let any = Destinations::anywhere();
+        assert!(any.watched().is_none() && any.allows("web", Some("anything")));
+    }
+
+    /// A Pod's change is traced to the application of the Deployment owning its
+    /// ReplicaSet, a StatefulSet's Pod to the StatefulSet's; an unowned Pod to none.
+    #[test]
+    fn a_child_is_traced_to_the_application_of_its_workload() {
+        let owners = std::collections::HashMap::from([
+            ("deploy-1".to_string(), Owner::App("web".into())),
+            ("rs-1".to_string(), Owner::Owners(vec!["deploy-1".into()])),
+            ("sts-1".to_string(), Owner::App("db".into())),
+            ("rs-orphan".to_string(), Owner::Owners(vec![])),
+        ]);
+        assert_eq!(owning_app(&owners, ["rs-1"].into_iter()).as_deref(), Some("web"));
+        assert_eq!(owning_app(&owners, ["sts-1"].into_iter()).as_deref(), Some("db"));
+        assert_eq!(owning_app(&owners, ["rs-orphan"].into_iter()), None);
+        assert_eq!(owning_app(&owners, std::iter::empty()), None);
+    }
 
     #[test]
     fn the_watches_select_the_policy_s_applications() {

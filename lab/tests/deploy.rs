@@ -2,7 +2,8 @@
 //! pass server-side validation, the Pod they make is admitted under the restricted Pod
 //! Security Standard, and `plumb serve` running with exactly the ServiceAccount token of
 //! each RBAC profile syncs, self-heals and prunes; under least-privilege a destination
-//! the profile does not bind shows the missing right as a SyncError condition.
+//! the profile does not bind shows the missing right as a SyncError condition; and each
+//! profile grants plumb's ServiceAccount exactly its rights (`kubectl auth can-i --list`).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -168,9 +169,13 @@ async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) 
     app
 }
 
+/// The tests that apply an RBAC profile to plumb's ServiceAccount, one at a time.
+static PROFILES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Both profiles, one after the other (they bind the same ServiceAccount).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_rbac_profile_syncs_heals_and_prunes_as_plumbs_service_account() {
+    let _profiles = PROFILES.lock().await;
     namespaces();
     if kubectl_ok(&["get", "namespace", "web-denied"]).is_err() {
         kubectl(&["create", "namespace", "web-denied"]);
@@ -202,6 +207,101 @@ async fn each_rbac_profile_syncs_heals_and_prunes_as_plumbs_service_account() {
     assert_eq!(can(&["create", "namespaces"]), "no");
     assert_eq!(can(&["create", "leases.coordination.k8s.io", "-n", "plumb-system"]), "yes");
     let _ = std::fs::remove_file(kubeconfig);
+}
+
+/// plumb's ServiceAccount as the API server sees it.
+const PLUMB: &str = "system:serviceaccount:plumb-system:plumb";
+
+/// The rules `user` holds in namespace `ns` (`kubectl auth can-i --list`), one line per
+/// rule (`resources | non-resource URLs | resource names | verbs`), without those every
+/// ServiceAccount holds (those of an account nothing binds: discovery, self reviews).
+fn rights(user: &str, ns: &str) -> std::collections::BTreeSet<String> {
+    let rows = |who: &str| -> std::collections::BTreeSet<String> {
+        let out = kubectl(&["auth", "can-i", "--list", "-n", ns, "--as", who]);
+        out.lines()
+            .skip(1)
+            .map(|l| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect::<Vec<_>>().join(" | "))
+            .collect()
+    };
+    let everyone = rows("system:serviceaccount:plumb-system:bound-to-nothing");
+    rows(user).difference(&everyone).cloned().collect()
+}
+
+fn can(user: &str, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .args(["--kubeconfig", control_plane().kubeconfig.to_str().unwrap(), "auth", "can-i", "--as", user])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Under least-privilege (with the impersonation block for `web/deployer` added, as its
+/// kustomization says to when a policy names that account), plumb holds exactly: in
+/// its destination `web`, every kind there and impersonating `deployer` alone; cluster-
+/// wide, Namespaces, StorageClasses, its own resource definition, and the token and
+/// access reviews of its internal listener; in plumb-system, what the base's Role
+/// gives. It cannot read Secrets outside its namespaces, impersonate another account,
+/// or reach a node (`nodes/proxy`). Under cluster-admin it may do everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
+    let _profiles = PROFILES.lock().await;
+    namespaces();
+    kubectl(&["apply", "-k", DEPLOY]);
+    assert_eq!(can(PLUMB, &["*", "*", "--all-namespaces"]), "yes", "cluster-admin: everything");
+    kubectl(&["delete", "clusterrolebinding", "plumb-cluster-admin", "--ignore-not-found"]);
+    kubectl(&["apply", "-k", &format!("{DEPLOY}/overlays/prod")]);
+    let impersonate = format!("{DEPLOY}/profiles/least-privilege/impersonate.yaml");
+    kubectl(&["apply", "-f", &impersonate]);
+    let lines = |rows: &[&str]| rows.iter().map(|r| (*r).to_string()).collect::<std::collections::BTreeSet<_>>();
+    let cluster_wide = [
+        "customresourcedefinitions.apiextensions.k8s.io | [] | [applications.plumb.dev] | [get]",
+        "namespaces | [] | [] | [get list watch]",
+        "storageclasses.storage.k8s.io | [] | [] | [get]",
+        "subjectaccessreviews.authorization.k8s.io | [] | [] | [create]",
+        "tokenreviews.authentication.k8s.io | [] | [] | [create]",
+    ];
+    let in_web = [
+        &cluster_wide[..],
+        &[
+            "*.* | [] | [] | [get list watch create update patch delete]",
+            "serviceaccounts | [] | [deployer] | [impersonate]",
+        ],
+    ]
+    .concat();
+    assert_eq!(rights(PLUMB, "web"), lines(&in_web), "in the destination");
+    assert_eq!(rights(PLUMB, "default"), lines(&cluster_wide), "outside the destinations");
+    let own = [
+        &cluster_wide[..],
+        &[
+            "applications.plumb.dev | [] | [] | [get list watch create update patch]",
+            "applications.plumb.dev/status | [] | [] | [get update patch]",
+            "configmaps | [] | [] | [get list watch delete]",
+            "events | [] | [] | [create patch update]",
+            "events.events.k8s.io | [] | [] | [create patch update]",
+            "leases.coordination.k8s.io | [] | [] | [get list watch create update patch]",
+            "secrets | [] | [] | [get list watch]",
+        ],
+    ]
+    .concat();
+    assert_eq!(rights(PLUMB, "plumb-system"), lines(&own), "in its own namespace");
+    for (args, answer) in [
+        (&["get", "secrets", "-n", "web"][..], "yes"),
+        (&["get", "secrets", "-n", "default"], "no"),
+        (&["list", "secrets", "--all-namespaces"], "no"),
+        (&["get", "secrets", "-n", "kube-system"], "no"),
+        (&["impersonate", "serviceaccounts/deployer", "-n", "web"], "yes"),
+        (&["impersonate", "serviceaccounts/default", "-n", "web"], "no"),
+        (&["impersonate", "serviceaccounts/namespace-controller", "-n", "kube-system"], "no"),
+        (&["get", "nodes", "--subresource=proxy"], "no"),
+        (&["create", "nodes", "--subresource=proxy"], "no"),
+        (&["create", "configmaps", "-n", "default"], "no"),
+        (&["create", "namespaces"], "no"),
+        (&["create", "clusterrolebindings"], "no"),
+    ] {
+        assert_eq!(can(PLUMB, args), answer, "can-i {args:?}");
+    }
+    kubectl(&["delete", "-f", &impersonate]);
 }
 
 /// The Pod the base makes is admitted in plumb-system, whose namespace enforces the

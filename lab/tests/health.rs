@@ -156,7 +156,7 @@ async fn synced_but_degraded_and_out_of_sync_but_healthy() {
             "{watches:?}"
         );
     }
-    assert!(watches.contains(&"Deployment (apps/v1), labelled".to_string()), "{watches:?}");
+    assert!(watches.contains(&format!("Deployment (apps/v1), labelled, in {ns}")), "{watches:?}");
 
     // (b) pods run (kwok); a hand scale to 5
     wait_for("api Healthy", Duration::from_secs(60), || async {

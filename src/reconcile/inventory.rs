@@ -276,6 +276,9 @@ impl Io<'_> {
         let ns = &c.key.namespace;
         let (pods, replica_sets) = if c.key.kind == "Deployment" {
             let rss = self.owned_by(children, &rs_kind, ns, uid).await;
+            // the Pods' watch starts with the ReplicaSets' (before any is known): a Pod's
+            // change then asks for a health look (`watch::Changed::Child`)
+            self.owned_by(children, &pod_kind, ns, "").await;
             let mut pods = Vec::new();
             for rs in &rss {
                 if let Some(rs_uid) = rs.uid() {

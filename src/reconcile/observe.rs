@@ -42,14 +42,16 @@ impl Io<'_> {
                 _ => self.health_of(c, name, &mut children, (&settings, &overrides), now).await,
             });
         }
+        let mut namespaces: BTreeSet<String> =
+            found.compared.iter().map(|c| c.key.namespace.clone()).filter(|n| !n.is_empty()).collect();
+        namespaces.insert(app.namespace.value.clone());
         let watch_errors = match &self.live {
-            Some(cache) => kinds.iter().filter_map(|(_, k)| cache.error(k).map(|e| format!("{k}: {e}"))).collect(),
+            Some(cache) => {
+                kinds.iter().filter_map(|(_, k)| cache.error_in(k, &namespaces).map(|e| format!("{k}: {e}"))).collect()
+            }
             None => vec![],
         };
         let orphaned = if env.orphaned_resources.warn {
-            let mut namespaces: BTreeSet<String> =
-                found.compared.iter().map(|c| c.key.namespace.clone()).filter(|n| !n.is_empty()).collect();
-            namespaces.insert(app.namespace.value.clone());
             Some(self.orphaned_resources(env, &namespaces, kinds).await.map_err(|e| e.to_string()))
         } else {
             None
