@@ -239,8 +239,9 @@ fn can(user: &str, args: &[&str]) -> String {
 /// Under least-privilege (with the impersonation block for `web/deployer` added, as its
 /// kustomization says to when a policy names that account), plumb holds exactly: in
 /// its destination `web`, every kind there and impersonating `deployer` alone; cluster-
-/// wide, Namespaces, StorageClasses, its own resource definition, and the token and
-/// access reviews of its internal listener; in plumb-system, what the base's Role
+/// wide, Namespaces, StorageClasses, its own resource definition, the rollback-override
+/// admission policy and its binding (by name), and the token and access reviews of its
+/// internal listener; in plumb-system, what the base's Role
 /// gives. It cannot read Secrets outside its namespaces, impersonate another account,
 /// or reach a node (`nodes/proxy`). Under cluster-admin it may do everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,6 +259,8 @@ async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
         "customresourcedefinitions.apiextensions.k8s.io | [] | [applications.plumb.dev] | [get]",
         "namespaces | [] | [] | [get list watch]",
         "storageclasses.storage.k8s.io | [] | [] | [get]",
+        "validatingadmissionpolicies.admissionregistration.k8s.io | [] | [plumb-rollback-override] | [get]",
+        "validatingadmissionpolicybindings.admissionregistration.k8s.io | [] | [plumb-rollback-override] | [get]",
         "subjectaccessreviews.authorization.k8s.io | [] | [] | [create]",
         "tokenreviews.authentication.k8s.io | [] | [] | [create]",
     ];
@@ -280,7 +283,8 @@ async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
             "events | [] | [] | [create patch update]",
             "events.events.k8s.io | [] | [] | [create patch update]",
             "leases.coordination.k8s.io | [] | [] | [get list watch create update patch]",
-            "secrets | [] | [] | [get list watch]",
+            "secrets | [] | [] | [get list watch create]",
+            "secrets | [] | [plumb-mask-key] | [get]",
         ],
     ]
     .concat();
