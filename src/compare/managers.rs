@@ -9,6 +9,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// The annotation `kubectl apply` (client-side) keeps the applied configuration in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 use super::pointer::parse_pointer;
 
 /// The manager owning a field.
@@ -267,7 +270,7 @@ pub fn released(answer: &Value, apply: &Value, t: Takeover<'_>) -> Vec<String> {
     for set in entries.iter().filter(|e| t.takes(e)).filter_map(|e| e.get("fieldsV1")) {
         walk_undeclared(set, answer, Some(apply), &mut Vec::new(), &mut undeclared);
     }
-    let last_applied = ["metadata".to_string(), "annotations".to_string(), super::sensitive::LAST_APPLIED.to_string()];
+    let last_applied = ["metadata".to_string(), "annotations".to_string(), LAST_APPLIED.to_string()];
     let mut out: Vec<String> = undeclared
         .into_iter()
         .filter(|(tokens, leaves)| !tokens.is_empty() && leaves.iter().any(|l| l[..] != last_applied[..]))

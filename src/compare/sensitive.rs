@@ -97,7 +97,7 @@ impl SensitiveRules {
 }
 
 /// The annotation `kubectl apply` (client-side) writes: a copy of the whole object.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use super::managers::LAST_APPLIED;
 
 /// The Secret in plumb's namespace (`settings.statusNamespace`) that holds the
 /// installation's [`MaskKey`] under [`MASK_KEY_FIELD`].
