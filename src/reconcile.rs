@@ -717,7 +717,6 @@ impl Context {
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
         assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
-        self.memo.declare(name, &sourced.snapshot.revision, &sourced.rendered);
         let prepared = match self.prepare(app, env, &sourced.rendered).await {
             Ok(prepared) => prepared,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
@@ -756,7 +755,8 @@ impl Context {
                 create_namespace: prepared.options.create_namespace,
             };
             let sync_started = Instant::now();
-            record = Some(self.io().sync(&mut st, &scope, &s).await);
+            let made = self.io().sync(&mut st, &scope, &s).await;
+            record = Some(status::fold_failure(previous.last_sync.as_ref(), made));
             timings.sync_millis = millis(sync_started.elapsed());
         } else if decision.settled && requested.mode.writes() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
@@ -884,7 +884,7 @@ impl Context {
         let (prune, approved) = mode.prune(policy.prune);
         let mut candidates: Vec<PruneCandidate> = found.candidates.orphans.iter().map(|(o, _)| o.clone()).collect();
         if prune {
-            found.candidates.extraneous.extend(self.io().hand_over((p.app, &base.revision), &mut candidates).await);
+            found.candidates.extraneous.extend(self.io().hand_over(p.name, &mut candidates, p.clock.refs_since).await);
         }
         let guards = plan::Guards {
             app: p.name,

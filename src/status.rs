@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use assess::{Exclusions, roll_up};
 pub use event::EventReason;
 pub use published::Published;
-pub use record::{continue_sync, finished_running, merge_history, now, push_history, rfc3339};
+pub use record::{continue_sync, finished_running, fold_failure, merge_history, now, push_history, rfc3339};
 
 use crate::health::HealthStatus;
 

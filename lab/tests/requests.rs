@@ -164,7 +164,7 @@ async fn a_rollback_outside_the_tracked_history_needs_the_override_right() {
         all.extend(["-n", status_ns, "--kubeconfig", deployer.to_str().unwrap()]);
         plumb_cli(&all)
     };
-    let denied = wait_for("the API server enforces the policy", Duration::from_secs(30), || async {
+    let denied = wait_for("the API server enforces the policy", Duration::from_secs(90), || async {
         let (code, out, err) = as_deployer(&["rollback", app, &unreviewed, "--force"]);
         (code != 0).then_some(format!("{out}{err}"))
     })

@@ -131,45 +131,55 @@ async fn prune_confirm_approved_by_annotation() {
 }
 
 /// One repository that never answers (a tarpit: it accepts connections and sends
-/// nothing) holds up no other application: deciding whether a pruned object moved to
-/// the tarpit's application reads what that application last rendered instead of
-/// fetching it, and an application not rendered yet holds only the objects its
-/// boundary would let it own (here another namespace).
+/// nothing) holds up no other application's prune: deciding whether a pruned object
+/// moved to another application reads only the applications whose boundaries could own
+/// it, each within 10 s; the tarpit's application holds back only what it could own
+/// (`c`, in a namespace it may write), not `b`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_repository_holds_no_other_applications_prune() {
-    let ns = "safety-tarpit";
+async fn an_unreachable_repository_holds_only_the_prunes_its_application_could_own() {
+    let (ns, shared) = ("safety-tarpit", "safety-tarpit-shared");
+    kubectl(&["create", "namespace", shared]);
     let tarpit = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tarpit.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::<std::net::TcpStream>::new()));
+    let holds = held.clone();
     std::thread::spawn(move || {
-        let mut held = Vec::new();
         for conn in tarpit.incoming().flatten() {
-            held.push(conn);
+            holds.lock().unwrap().push(conn);
         }
     });
     let lab = Lab::new("tarpit");
-    let cm = |name: &str| {
+    let cm = |name: &str, ns: &str| {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{a: b}}\n")
     };
-    lab.repo.write("app/a.yaml", &cm("a")).unwrap();
-    lab.repo.write("app/b.yaml", &cm("b")).unwrap();
-    lab.repo.commit("two").unwrap();
+    lab.repo.write("app/a.yaml", &cm("a", ns)).unwrap();
+    lab.repo.write("app/b.yaml", &cm("b", ns)).unwrap();
+    lab.repo.write("app/c.yaml", &cm("c", shared)).unwrap();
+    lab.repo.commit("three").unwrap();
     let policy = lab.policy(
         "policy.yaml",
         &format!(
-            "settings: {{statusNamespace: plumb-tarpit}}\nrepositories:\n  - {{name: r, url: {}}}\n  - {{name: t, url: 'http://127.0.0.1:{port}/tarpit.git'}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, syncOptions: [CreateNamespace=true]}}\napplications:\n  - {{name: web, repository: r, revision: main, path: app, namespace: {ns}, environment: e}}\n  - {{name: stuck, repository: t, revision: main, path: app, namespace: safety-tarpit-other, environment: e}}\n",
+            "settings: {{statusNamespace: plumb-tarpit}}\nrepositories:\n  - {{name: r, url: {}}}\n  - {{name: t, url: 'http://127.0.0.1:{port}/tarpit.git'}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, syncOptions: [CreateNamespace=true]}}\napplications:\n  - {{name: web, repository: r, revision: main, path: app, namespace: {ns}, environment: e, destinations: {{namespaces: [{ns}, {shared}]}}}}\n  - {{name: stuck, repository: t, revision: main, path: app, namespace: {shared}, environment: e}}\n",
             lab.url
         ),
     );
     let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
     let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
-    assert_eq!(r.sync.unwrap().applied.len(), 2);
+    assert_eq!(r.sync.unwrap().applied.len(), 3);
 
     lab.repo.remove("app/b.yaml").unwrap();
-    lab.repo.commit("drop b").unwrap();
+    lab.repo.remove("app/c.yaml").unwrap();
+    lab.repo.commit("drop b and c").unwrap();
     let pass = tokio::time::timeout(Duration::from_secs(90), ctx.run_pass("web", Mode::Policy, None)).await;
+    // the tarpit lets go: the fetch still waiting on it ends (and the test's runtime with it)
+    for conn in held.lock().unwrap().drain(..) {
+        let _ = conn.shutdown(std::net::Shutdown::Both);
+    }
     let r = pass.expect("the pass ends while the tarpit still holds its connection").unwrap();
     let sync = r.sync.expect("a sync of the new commit");
     assert_eq!(sync.pruned, [format!("ConfigMap/{ns}/b")], "{sync:?}");
-    let left = kubectl(&["-n", ns, "get", "cm", "-o", "name"]);
-    assert!(left.contains("configmap/a") && !left.contains("configmap/b"), "{left}");
+    let c = r.status.resources.iter().find(|x| x.object == format!("ConfigMap/{shared}/c")).unwrap();
+    assert!(c.reason.contains("the desired state of stuck") && c.reason.contains("(no answer within 10s)"), "{c:?}");
+    let left = kubectl(&["get", "cm", "-A", "-o", "name"]);
+    assert!(left.contains("configmap/a") && !left.contains("configmap/b") && left.contains("configmap/c"), "{left}");
 }

@@ -287,7 +287,8 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
 /// end — not at every pass. `None` when it may run now.
 fn failed_retry_wait<'a>(input: &GateInput<'a>) -> Option<(&'a SyncRecord, Duration)> {
     let last = input.last_sync.filter(|l| l.result == SyncResult::Failed && l.revision == input.revision)?;
-    let attempts = u32::try_from(last.retries).unwrap_or(u32::MAX).saturating_add(2);
+    // the first retry runs at once (a person may just have fixed the cause), then 2 s, 6 s…
+    let attempts = u32::try_from(last.retries).unwrap_or(u32::MAX).saturating_add(1);
     let ended = last.finished_at.parse::<jiff::Timestamp>().ok()?;
     let due = ended.checked_add(jiff::SignedDuration::try_from(heal_backoff(attempts)).ok()?).ok()?;
     let left = input.wall.duration_until(due);
@@ -472,17 +473,19 @@ mod tests {
             ..case("a failed sync at this revision")
         };
         let now = Instant::now();
-        // the third failure in a row (two retries folded) waits 18 s from its end
-        let d = run(&at("2026-12-01T11:59:50Z", 2), None, now);
+        // the first failure is retried at once
+        assert_eq!(run(&at("2026-12-01T11:59:59Z", 0), None, now).reason, Some(SyncReason::NewRevision));
+        // the third failure in a row (two retries folded) waits 6 s from its end
+        let d = run(&at("2026-12-01T11:59:57Z", 2), None, now);
         assert_eq!(d.reason, None, "inside the backoff");
         let messages: Vec<&str> = d.conditions.iter().map(|c| c.message.as_str()).collect();
         assert_eq!(
             messages,
             [
-                "the sync of new failed 3 time(s) in a row (delete ConfigMap/lab/x: forbidden); the next attempt may start in 8s (backoff 2 s ×3, capped at 300 s)"
+                "the sync of new failed 3 time(s) in a row (delete ConfigMap/lab/x: forbidden); the next attempt may start in 3s (backoff 2 s ×3, capped at 300 s)"
             ]
         );
-        assert_eq!(run(&at("2026-12-01T11:59:30Z", 2), None, now).reason, Some(SyncReason::NewRevision), "after it");
+        assert_eq!(run(&at("2026-12-01T11:59:50Z", 2), None, now).reason, Some(SyncReason::NewRevision), "after it");
         // a person's sync is never held back
         let manual = Case { mode: Mode::Manual { prune: true, approve: false }, ..at("2026-12-01T11:59:59Z", 5) };
         assert_eq!(run(&manual, None, now).reason, Some(SyncReason::Manual));

@@ -1,13 +1,11 @@
 //! Hand-over: before anything is pruned, objects another application declares (at its
 //! own revision) have moved there — they are held for it to adopt, never deleted
 //! (Flux's and Argo CD's answer to an object moved between applications in two commits
-//! whose order is not known). What each other application declares is its last
-//! rendered state, as its own passes left it: the check fetches and renders nothing, so
-//! one slow or unreachable repository holds no other application's prune. When what
-//! an application declares is not known (it has not rendered since plumb started, or
-//! only at an older commit of the branch this pass read), the candidates it could own
-//! (its boundary lets it write them) are held, and only those. Pure: the caller
-//! gathers the claims.
+//! whose order is not known). Only applications whose boundaries would let them own a
+//! candidate are asked (the caller reads them, each within a bound); when one cannot
+//! be read, the candidates it could own (its boundary lets it write them) are held,
+//! and only those: one slow or unreachable repository holds no other prune. Pure: the
+//! caller gathers the claims.
 
 use std::collections::HashMap;
 
@@ -21,17 +19,17 @@ use crate::tracking::ObjectKey;
 pub struct Claims {
     /// Object → the first application declaring it.
     pub objects: HashMap<ObjectKey, String>,
-    /// Applications whose declared objects are not known.
+    /// Applications whose desired state could not be read.
     pub unknown: Vec<Unknown>,
 }
 
-/// An application whose declared objects are not known: it may own whatever its
+/// An application whose desired state could not be read: it may own whatever its
 /// boundary lets it write.
 #[derive(Debug, Clone)]
 pub struct Unknown {
     /// The application.
     pub app: String,
-    /// Why it is not known (`not rendered since plumb started`, …).
+    /// Why (the fetch or render error, or the wait that ran out).
     pub why: String,
     /// What it may write ([`Boundary::check`]).
     pub boundary: Boundary,
@@ -84,7 +82,7 @@ pub fn hand_over(claims: &Claims, candidates: &mut [PruneCandidate]) -> Vec<Stri
         let could = claims.could_own(&c.key);
         if !could.is_empty() {
             c.held = Some(format!(
-                "prune held back: what {} declares is not known, so plumb cannot tell whether {} moved there",
+                "prune held back: the desired state of {} could not be read, so plumb cannot tell whether {} moved there",
                 could.join(", "),
                 c.key
             ));
@@ -131,7 +129,7 @@ mod tests {
         let mut claims = Claims::default();
         claims.unknown.push(Unknown {
             app: "c".into(),
-            why: "not rendered since plumb started".into(),
+            why: "no answer within 10s".into(),
             boundary: Boundary::new(&only("shop"), "shop", "plumb").expect("a valid glob"),
         });
         let mut cands = [
@@ -146,7 +144,7 @@ mod tests {
             [
                 None,
                 Some(
-                    "prune held back: what c (not rendered since plumb started) declares is not known, so plumb cannot tell whether ConfigMap/shop/gone moved there"
+                    "prune held back: the desired state of c (no answer within 10s) could not be read, so plumb cannot tell whether ConfigMap/shop/gone moved there"
                 ),
                 None,
             ]

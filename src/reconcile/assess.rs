@@ -213,10 +213,13 @@ pub(super) fn assessed(st: &mut AppStatus, a: &Assessment<'_>, progressing: &mut
 }
 
 /// The compared objects another application owns (its tracking-id is on the live
-/// object: it synced them first), as (`Kind/namespace/name`, owner).
+/// object: it synced them first, and still declares them), as (`Kind/namespace/name`,
+/// owner). An object that moved here (its owner no longer declares it) is not among
+/// them: this application takes it over.
 pub(super) fn others_own(app: &str, compared: &[Arc<Compared>]) -> Vec<(String, String)> {
     compared
         .iter()
+        .filter(|c| matches!(c.reason, ObjectReason::OwnedBy(_)))
         .filter_map(|c| {
             let live = c.live.as_ref()?;
             let other = tracking::tracked_app_by(live.annotation(tracking::TRACKING_ANNOTATION)?)?;
@@ -620,11 +623,14 @@ mod tests {
         let mut ours = cm("b");
         ours["metadata"]["annotations"] = json!({tracking::TRACKING_ANNOTATION: "web:/ConfigMap:web/b"});
         let f = found(vec![
-            compared("a", ObjectReason::Synced, Some(theirs)),
+            compared("a", ObjectReason::OwnedBy("application api".into()), Some(theirs.clone())),
             compared("b", ObjectReason::Synced, Some(ours)),
         ]);
         let st = assess(&f, &health(&[Healthy, Healthy]));
         assert_eq!(kinds(&st), ["SharedResourceWarning"]);
+        // moved here (its owner no longer declares it): taken over, no warning
+        let moved = found(vec![compared("a", ObjectReason::Missing, Some(theirs))]);
+        assert!(kinds(&assess(&moved, &health(&[Healthy]))).is_empty());
         assert_eq!(
             st.conditions[0].message,
             "ConfigMap/web/a is owned by application api, which synced it first; web also declares it and never writes it"

@@ -402,49 +402,52 @@ impl Io<'_> {
     }
 
     /// Before anything is pruned: lets [`plan::hand_over`] hold what moved to another
-    /// application, judged on each other application's last rendered state
-    /// ([`super::memo::Memo::declared`]; nothing is fetched or rendered here). An
-    /// application not rendered since plumb started, or rendered at another commit of
-    /// the repository and revision this pass read at `ours` (its claims may be stale),
-    /// holds the candidates its boundary lets it own. Returns the objects handed over.
+    /// application. Only the applications whose boundaries would let them own one of
+    /// the candidates are read — at their revision, from the refs `refs_since` accepts,
+    /// each within [`HAND_OVER_WAIT`]; the others cannot have taken any, and are not
+    /// fetched. One that cannot be read in time (a hung or failing repository, a render
+    /// error) holds back only the candidates it could own. Returns the objects handed
+    /// over.
     pub(super) async fn hand_over(
         self,
-        this: (&crate::config::Application, &str),
+        name: &str,
         candidates: &mut [PruneCandidate],
+        refs_since: crate::source::Since,
     ) -> Vec<String> {
-        let (ours, revision) = this;
         if candidates.is_empty() {
             return vec![];
         }
         let own_namespace = &self.config.settings.status_namespace;
         let mut claims = Claims::default();
-        for other in self.config.applications.iter().filter(|a| a.name.value != ours.name.value) {
-            let Ok((app, env, _)) = self.app(&other.name.value) else { continue };
+        for other in self.config.applications.iter().filter(|a| a.name.value != name) {
+            let Ok((app, env, repo)) = self.app(&other.name.value) else { continue };
+            // a boundary that does not compile lets its application write nothing
+            let Ok(boundary) = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) else {
+                continue;
+            };
+            let could_own =
+                |c: &PruneCandidate| boundary.check(&c.key, !c.key.namespace.is_empty(), &Value::Null).is_ok();
+            if !candidates.iter().any(could_own) {
+                continue;
+            }
             let who = &app.name.value;
-            let same_branch =
-                app.repository.value == ours.repository.value && app.revision.value == ours.revision.value;
-            let why = match self.memo.declared(who) {
-                Some(d) if same_branch && d.revision != revision => {
-                    format!(
-                        "rendered at {}, not at {}",
-                        crate::status::short(&d.revision),
-                        crate::status::short(revision)
-                    )
-                }
-                Some(d) => {
-                    claims.declare(who, declared_keys(app, &d.rendered));
+            let desired = self.sources.desired(who, repo, &app.revision.value, &app.path.value, refs_since);
+            let why = match tokio::time::timeout(HAND_OVER_WAIT, desired).await {
+                Ok(Desired::Rendered(_, rendered, _)) => {
+                    claims.declare(who, declared_keys(app, &rendered));
                     continue;
                 }
-                None => "not rendered since plumb started".to_string(),
+                Ok(Desired::FetchFailed(e)) => e.to_string(),
+                Ok(Desired::RenderFailed(_, e)) => e.to_string(),
+                Err(_) => {
+                    format!("no answer within {}", crate::config::shown_duration(HAND_OVER_WAIT))
+                }
             };
-            // a boundary that does not compile lets its application write nothing
-            if let Ok(boundary) = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) {
-                claims.unknown.push(plan::Unknown { app: who.clone(), why, boundary });
-            }
+            claims.unknown.push(plan::Unknown { app: who.clone(), why, boundary });
         }
         let handed = plan::hand_over(&claims, candidates);
         for k in &handed {
-            tracing::info!(app = %ours.name.value, object = %k, "moved to another application: not pruned");
+            tracing::info!(app = name, object = %k, "moved to another application: not pruned");
         }
         handed
     }
@@ -523,6 +526,9 @@ impl Io<'_> {
 fn namespace_key(name: &str) -> ObjectKey {
     ObjectKey { group: String::new(), kind: "Namespace".into(), namespace: String::new(), name: name.into() }
 }
+
+/// The longest the hand-over check waits for another application's desired state.
+pub const HAND_OVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What `app`'s manifests declare, namespaced objects without a namespace given the
 /// application's.

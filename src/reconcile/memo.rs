@@ -44,21 +44,9 @@ pub struct Memo {
     /// What is remembered of each object, under one key per object ([`memo_key`]: one
     /// string of about 40 bytes; an entry of the table takes 170 bytes).
     objects: Mutex<HashMap<Box<str>, Remembers>>,
-    /// What each application's last render declared: see [`Memo::declared`].
-    declared: Mutex<HashMap<String, Declared>>,
     /// Application → the objects it declares that another application owns, as
     /// (object, owner): see [`Memo::also_declared`].
     deferred: Mutex<HashMap<String, Vec<(String, String)>>>,
-}
-
-/// One application's last render: at which commit, what (shared with the render
-/// cache: keeping it costs no copy).
-#[derive(Clone)]
-pub struct Declared {
-    /// Commit SHA rendered.
-    pub revision: String,
-    /// The render.
-    pub rendered: std::sync::Arc<crate::render::Rendered>,
 }
 
 /// What is remembered of one object.
@@ -134,19 +122,6 @@ impl Memo {
             .collect();
         out.sort();
         out
-    }
-
-    /// Records what application `app` rendered at `revision`.
-    pub fn declare(&self, app: &str, revision: &str, rendered: &std::sync::Arc<crate::render::Rendered>) {
-        if let Ok(mut d) = self.declared.lock() {
-            d.insert(app.to_string(), Declared { revision: revision.to_string(), rendered: rendered.clone() });
-        }
-    }
-
-    /// What application `app` declared when it last rendered since this process
-    /// started (the hand-over check reads it instead of fetching and rendering).
-    pub fn declared(&self, app: &str) -> Option<Declared> {
-        self.declared.lock().ok()?.get(app).cloned()
     }
 
     /// Reads what is remembered of `key`.

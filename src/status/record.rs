@@ -15,15 +15,13 @@ pub fn rfc3339(t: jiff::Timestamp) -> String {
 /// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
 /// record continuing the newest one (see [`continue_sync`]: same revision and start)
 /// replaces it: one sync is one entry, however many passes its waves took.
-pub fn push_history(history: &mut Vec<SyncRecord>, mut record: SyncRecord) {
+pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
     if history.first().is_some_and(|h| h.revision == record.revision && h.started_at == record.started_at) {
         history[0] = record;
         return;
     }
-    if let Some(first) = history.first().filter(|h| same_failure(h, &record)) {
-        record.started_at.clone_from(&first.started_at);
-        record.retries = first.retries + 1;
-        history[0] = record;
+    if history.first().is_some_and(|h| same_failure(h, &record)) {
+        history[0] = fold_failure(history.first(), record);
         return;
     }
     history.insert(0, record);
@@ -42,6 +40,18 @@ pub fn same_failure(last: &SyncRecord, next: &SyncRecord) -> bool {
         && last.message == next.message
         && last.applied == next.applied
         && last.pruned == next.pruned
+}
+
+/// `next` as the entry it makes after `last`: when it fails as `last` did
+/// ([`same_failure`]), `last`'s entry with one more retry (its start kept, `next`'s
+/// end); otherwise `next` itself. The status's last sync is this entry, so the gate's
+/// backoff counts the retries.
+pub fn fold_failure(last: Option<&SyncRecord>, mut next: SyncRecord) -> SyncRecord {
+    if let Some(last) = last.filter(|l| same_failure(l, &next) && l.started_at != next.started_at) {
+        next.started_at.clone_from(&last.started_at);
+        next.retries = last.retries + 1;
+    }
+    next
 }
 
 /// The history to write when the stored one (`stored`) changed since `ours` was read
