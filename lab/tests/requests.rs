@@ -164,11 +164,27 @@ async fn a_rollback_outside_the_tracked_history_needs_the_override_right() {
         all.extend(["-n", status_ns, "--kubeconfig", deployer.to_str().unwrap()]);
         plumb_cli(&all)
     };
-    let denied = wait_for("the API server enforces the policy", Duration::from_secs(90), || async {
-        let (code, out, err) = as_deployer(&["rollback", app, &unreviewed, "--force"]);
-        (code != 0).then_some(format!("{out}{err}"))
+    // Probe with a value no pin has, taken back while the policy is not enforced yet: a
+    // real request written before it took effect would stay (an unchanged override is
+    // not checked again) and pass every later look.
+    let probes = std::sync::atomic::AtomicUsize::new(0);
+    wait_for("the API server enforces the policy", Duration::from_secs(90), || async {
+        let n = probes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = std::process::Command::new("kubectl")
+            .args(["--kubeconfig", deployer.to_str().unwrap(), "-n", status_ns, "annotate", "--overwrite"])
+            .args(["applications.plumb.dev", app, &format!("plumb.dev/rollback-override=probe-{n}")])
+            .output()
+            .unwrap();
+        if probe.status.success() {
+            kubectl(&["-n", status_ns, "annotate", "applications.plumb.dev", app, "plumb.dev/rollback-override-"]);
+            return None;
+        }
+        Some(())
     })
     .await;
+    let (code, out, err) = as_deployer(&["rollback", app, &unreviewed, "--force"]);
+    assert_ne!(code, 0, "{out}{err}");
+    let denied = format!("{out}{err}");
     assert!(denied.contains("needs the right `override`") && denied.contains("deployer"), "{denied}");
     let annotations = kubectl(&["-n", status_ns, "get", "applications.plumb.dev", app, "-o", "jsonpath={.metadata}"]);
     assert!(!annotations.contains("rollback-override"), "{annotations}");
