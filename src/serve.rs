@@ -141,18 +141,6 @@ pub async fn serve_elected(
     let listener = tokio::net::TcpListener::from_std(public)?;
     let probe_listener = tokio::net::TcpListener::from_std(probe_at)?;
     let internal_listener = tokio::net::TcpListener::from_std(internal)?;
-    // A rule that matches no served kind is most likely a typo (`app` for `apps`).
-    let rules = ctx
-        .config
-        .environments
-        .iter()
-        .flat_map(|e| &e.ignore_differences)
-        .chain(ctx.config.applications.iter().flat_map(|a| &a.ignore_differences));
-    for r in rules {
-        if !ctx.cluster.serves_kind_like(r.group.as_deref(), &r.kind).await {
-            tracing::warn!(group = ?r.group, kind = %r.kind, "ignoreDifferences rule matches no kind the cluster serves");
-        }
-    }
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
