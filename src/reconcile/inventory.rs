@@ -125,7 +125,9 @@ impl Io<'_> {
                 if desired.contains(&key) || out.orphans.iter().any(|(c, _)| c.key == key) {
                     continue;
                 }
-                if plan::ignores_extraneous(o) {
+                // Helm keeps it (helm-05): a veto on the live object, not a difference
+                let kept = plan::keeps(o);
+                if kept || plan::ignores_extraneous(o) {
                     out.extraneous.insert(key.to_string());
                 }
                 let approval = self.prune_approval(&kind, &key, o).await;
@@ -155,6 +157,8 @@ impl Io<'_> {
                     held,
                     deletion,
                     adopted: tracking::is_adopted(o),
+                    kept,
+                    replaced_by: None,
                 };
                 out.orphans.push((candidate, kind.clone()));
             }

@@ -1,0 +1,160 @@
+//! kustomize-01 on the real control plane (kwok runs the pods): the previous
+//! hash-suffixed ConfigMap of a `configMapGenerator` is pruned only once the rollout
+//! that replaces it is Healthy — by default, without `PruneLast`. The nodes are cordoned
+//! (this binary's only test), so the new pods stay Pending while the old ones run.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{path::PathBuf, time::Duration};
+
+use plumb::{
+    compare::SyncStatus,
+    health::HealthStatus,
+    reconcile::{Mode, PassReport},
+    status::SyncResult,
+};
+use support::*;
+
+fn case(file: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases/kustomize-01").join(file);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Uncordons every node when dropped (also when the test fails).
+struct Cordoned(Vec<String>);
+
+impl Cordoned {
+    fn all() -> Self {
+        let nodes: Vec<String> = kubectl(&["get", "nodes", "-o", "name"]).lines().map(String::from).collect();
+        assert!(!nodes.is_empty(), "the lab has nodes");
+        for n in &nodes {
+            kubectl(&["cordon", n]);
+        }
+        Self(nodes)
+    }
+}
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+fn reason(r: &PassReport, object: &str) -> String {
+    r.status.resources.iter().find(|x| x.object == object).map(|x| x.reason.clone()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_01_the_old_generated_config_map_stays_until_the_rollout_is_healthy() {
+    let ns = "pg-kust01";
+    let lab = Lab::new("pg-kust01");
+    // kwok's nodes are tainted: the pods tolerate them (the case's only change)
+    let deployment = case("repo/apps/web/deployment.yaml").replace(
+        "    spec:\n      containers:",
+        "    spec:\n      tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]\n      containers:",
+    );
+    assert!(deployment.contains("tolerations"), "the case changed; revisit this test");
+    let ns_of = |t: String| t.replace("namespace: gitops-lab", &format!("namespace: {ns}"));
+    lab.repo.write("apps/web/deployment.yaml", &deployment).unwrap();
+    lab.repo.write("apps/web/kustomization.yaml", &ns_of(case("repo/apps/web/kustomization.yaml"))).unwrap();
+    lab.repo.commit("web with generated config").unwrap();
+    let kustomize = plumb_lab::testbins_dir().join("kustomize/current/bin/kustomize");
+    assert!(kustomize.is_file(), "{} is missing: run tools/testbins/build.sh kustomize", kustomize.display());
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-generated, renderTools: {{kustomize: {}}}}}
+repositories:
+  - {{name: fleet, url: {}}}
+environments:
+  - name: dev
+    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}
+applications:
+  - {{name: web, repository: fleet, revision: main, path: apps/web, namespace: {ns}, environment: dev,
+     source: {{type: kustomize}}}}
+",
+            kustomize.display(),
+            lab.url
+        ),
+    );
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+    let pass = || async { ctx.run_pass("web", Mode::Policy, None).await.unwrap() };
+    wait_for("web Healthy (kwok runs 2 pods)", Duration::from_secs(90), || async {
+        let r = pass().await;
+        (r.status.health == HealthStatus::Healthy && r.status.sync == SyncStatus::Synced).then_some(())
+    })
+    .await;
+    let get = |args: &[&str]| kubectl(&[&["-n", ns][..], args].concat());
+    let old = get(&[
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].envFrom[0].configMapRef.name}",
+    ]);
+    assert!(old.starts_with("web-config-") && old.len() == "web-config-".len() + 10, "{old}");
+    let old_uid = get(&["get", "cm", &old, "-o", "jsonpath={.metadata.uid}"]);
+
+    let cordoned = Cordoned::all();
+    lab.repo.write("apps/web/kustomization.yaml", &ns_of(case("commit-2/apps/web/kustomization.yaml"))).unwrap();
+    lab.repo.commit("new config values").unwrap();
+    let r = pass().await;
+    let rec = r.sync.as_ref().expect("the new revision is synced");
+    assert!(rec.pruned.is_empty(), "nothing pruned while the rollout runs: {rec:?}");
+    assert_eq!(rec.result, SyncResult::Running, "{rec:?}");
+    let new = get(&[
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].envFrom[0].configMapRef.name}",
+    ]);
+    assert!(new != old && new.starts_with("web-config-"), "{new}");
+    assert_eq!(get(&["get", "cm", &old, "-o", "jsonpath={.metadata.uid}"]), old_uid, "the old config stays");
+    let why = reason(&r, &format!("ConfigMap/{ns}/{old}"));
+    assert!(why.contains(&format!("generated by kustomize and replaced by {new}")), "{why}");
+    assert!(rec.message.contains("pruned once everything is Healthy"), "{}", rec.message);
+
+    // an old pod is evicted: its ReplicaSet's replacement still finds the old config
+    let pods = || {
+        get(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.spec.containers[0].envFrom[0].configMapRef.name}{\"\\n\"}{end}",
+        ])
+    };
+    let running_old: Vec<String> = pods()
+        .lines()
+        .filter(|l| l.ends_with(&format!("Running {old}")))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(running_old.len(), 2, "two old pods still run: {}", pods());
+    get(&["delete", "pod", &running_old[0], "--wait=false"]);
+    wait_for("a replacement pod of the old ReplicaSet", Duration::from_secs(30), || async {
+        let listed = pods();
+        let old_pods = listed.lines().filter(|l| l.ends_with(&old) && !l.starts_with(&running_old[0])).count();
+        (old_pods >= 2).then_some(())
+    })
+    .await;
+    let r = pass().await;
+    assert!(r.sync.as_ref().is_none_or(|s| s.pruned.is_empty()), "{:?}", r.sync);
+    assert_eq!(get(&["get", "cm", &old, "-o", "jsonpath={.metadata.uid}"]), old_uid, "still there for the new pod");
+
+    // the rollout completes: the next pass prunes the old config
+    drop(cordoned);
+    let pruned = wait_for("the old config pruned after the rollout", Duration::from_secs(90), || async {
+        let r = pass().await;
+        r.sync.filter(|s| s.pruned.contains(&format!("ConfigMap/{ns}/{old}"))).map(|s| s.result)
+    })
+    .await;
+    assert_eq!(pruned, SyncResult::Succeeded);
+    assert!(get(&["get", "cm", &old, "--ignore-not-found", "-o", "name"]).is_empty());
+    let r = pass().await;
+    assert_eq!((r.status.sync, r.status.health), (SyncStatus::Synced, HealthStatus::Healthy), "{:?}", r.status);
+}
