@@ -56,15 +56,29 @@ fn encrypt(dir: &Path, recipient: &str, regex: &str, plain: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `yaml` as sops writes it (four spaces a level) with two spaces a level (a
-/// sequence item's key stays two columns after its dash).
+/// `yaml` as sops writes it (four spaces a level) with two spaces a level: a key of a
+/// sequence item stays two columns after its dash, a block scalar's lines keep their
+/// offset from its key.
 fn reindented(yaml: &str) -> String {
-    yaml.lines()
-        .map(|l| {
-            let n = l.len() - l.trim_start().len();
-            format!("{}{}\n", " ".repeat(n / 2 + n % 4 / 2), l.trim_start())
-        })
-        .collect()
+    let mut out = String::new();
+    let mut block: Option<(usize, usize)> = None; // the key's column: (old, new)
+    for l in yaml.lines() {
+        let n = l.len() - l.trim_start().len();
+        let new = match block {
+            Some((old_key, new_key)) if n > old_key && !l.trim().is_empty() => new_key + (n - old_key),
+            _ => {
+                block = None;
+                n / 2 + n % 4 / 2
+            }
+        };
+        let t = l.trim_start();
+        if block.is_none() && (t.ends_with('|') || t.ends_with("|-") || t.ends_with('>')) {
+            let dash = if t.starts_with("- ") { 2 } else { 0 };
+            block = Some((n + dash, new + dash));
+        }
+        out.push_str(&format!("{}{t}\n", " ".repeat(new)));
+    }
+    out
 }
 
 /// The policy of one environment `e` (automated, prune, selfHeal) and `apps` (YAML
@@ -74,7 +88,7 @@ fn policy_of(lab: &Lab, file: &str, status_ns: &str, apps: &[String]) -> PathBuf
     lab.policy(
         file,
         &format!(
-            "settings: {{statusNamespace: {status_ns}, renderTools: {{sops: {}}}}}
+            "settings: {{statusNamespace: {status_ns}, renderTools: {{sops: {}, kustomize: {}}}}}
 repositories:
   - {{name: r, url: {}}}
 environments:
@@ -83,6 +97,7 @@ environments:
 applications:
 {apps}",
             bin("sops").display(),
+            plumb_lab::testbins_dir().join("kustomize/current/bin/kustomize").display(),
             lab.url
         ),
     )
@@ -169,14 +184,14 @@ async fn sops_01_kustomize_inputs_are_decrypted_with_the_key_or_refused_without(
         "with-key.yaml",
         "plumb-s01",
         &[format!(
-            "name: web, path: apps/web, namespace: {ns}, source: {{type: kustomize, sops: {{ageKeyFile: keys/age.key}}}}"
+            "name: s01-web, path: apps/web, namespace: {ns}, source: {{type: kustomize, sops: {{ageKeyFile: keys/age.key}}}}"
         )],
     );
     let without = policy_of(
         &lab,
         "without.yaml",
         "plumb-s01",
-        &[format!("name: web, path: apps/web, namespace: {ns}, source: {{type: kustomize}}")],
+        &[format!("name: s01-web, path: apps/web, namespace: {ns}, source: {{type: kustomize}}")],
     );
     let cache = lab.tmp.path().join("cli-cache");
     let cli = |policy: &Path, args: &[&str]| {
@@ -186,12 +201,12 @@ async fn sops_01_kustomize_inputs_are_decrypted_with_the_key_or_refused_without(
     };
 
     // 2. (B) no key: exit 2 naming both inputs; the pass is Unknown, nothing applied
-    let (code, out, err) = cli(&without, &["render", "web"]);
+    let (code, out, err) = cli(&without, &["render", "s01-web"]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(err.contains("apps/web/db-secret.sops.yaml, apps/web/web.env: SOPS-encrypted; no key configured"), "{err}");
     assert!(!out.contains("ENC[AES256_GCM"), "{out}");
     let ctx = context_for(&without, &lab.tmp.path().join("cache-without"), false).await;
-    let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
+    let r = ctx.run_pass("s01-web", Mode::Policy, None).await.unwrap();
     assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Unknown, true), "{:?}", r.status);
     assert!(condition(&r, "ComparisonError").contains("apps/web/web.env: SOPS-encrypted"), "{:?}", r.status);
     assert_eq!(kubectl(&["get", "namespace", ns, "--ignore-not-found", "-o", "name"]), "", "nothing applied");
@@ -199,7 +214,7 @@ async fn sops_01_kustomize_inputs_are_decrypted_with_the_key_or_refused_without(
     // 1. (A) the key: valid, rendered masked, synced with the plaintext values
     let (code, out, err) = plumb_cli(&["validate", with_key.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
-    let (code, out, err) = cli(&with_key, &["render", "web"]);
+    let (code, out, err) = cli(&with_key, &["render", "s01-web"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("decrypted (SOPS): apps/web/db-secret.sops.yaml, apps/web/web.env"), "{err}");
     assert!(err.contains("kustomize v") && err.contains(", sops 3."), "{err}");
@@ -213,7 +228,7 @@ async fn sops_01_kustomize_inputs_are_decrypted_with_the_key_or_refused_without(
     assert_clean(&values, "plumb render", &out);
     assert_clean(&encoded.iter().map(String::as_str).collect::<Vec<_>>(), "plumb render", &out);
     let ctx = context_for(&with_key, &lab.tmp.path().join("cache-with"), false).await;
-    let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
+    let r = ctx.run_pass("s01-web", Mode::Policy, None).await.unwrap();
     assert_eq!(r.sync.as_ref().map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status);
     assert_eq!(secret_field(ns, "web-db", "password"), "correct-horse-battery-staple-41");
     let env = kubectl(&["-n", ns, "get", "secret", "-o", "name"]);
@@ -228,7 +243,7 @@ async fn sops_01_kustomize_inputs_are_decrypted_with_the_key_or_refused_without(
     // 3. no Secret of the namespace holds ciphertext or a sops_ key
     let all = kubectl(&["-n", ns, "get", "secrets", "-o", "json"]);
     assert!(!all.contains("sops_") && !all.contains(&b64.encode("ENC[AES256_GCM")[..16]), "{all}");
-    let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
+    let r = ctx.run_pass("s01-web", Mode::Policy, None).await.unwrap();
     assert_eq!(r.status.sync, SyncStatus::Synced, "{:?}", r.status);
     assert_clean(&values, "the pass's diffs", &format!("{:?}", r.diffs()));
 }
