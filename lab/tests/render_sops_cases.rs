@@ -88,7 +88,7 @@ fn policy_of(lab: &Lab, file: &str, status_ns: &str, apps: &[String]) -> PathBuf
     lab.policy(
         file,
         &format!(
-            "settings: {{statusNamespace: {status_ns}, renderTools: {{sops: {}, kustomize: {}}}}}
+            "settings: {{statusNamespace: {status_ns}, renderTools: {{sops: {}, kustomize: {}, helm: {}}}}}
 repositories:
   - {{name: r, url: {}}}
 environments:
@@ -98,6 +98,7 @@ applications:
 {apps}",
             bin("sops").display(),
             plumb_lab::testbins_dir().join("kustomize/current/bin/kustomize").display(),
+            plumb_lab::testbins_dir().join("helm/current/bin/helm").display(),
             lab.url
         ),
     )
@@ -476,4 +477,43 @@ async fn a_copied_sops_file_of_another_application_is_refused() {
             && err.contains("shared by applications of different namespaces: a (team-a), b (team-b)"),
         "{err}"
     );
+}
+
+/// A SOPS-encrypted Helm value file is decrypted before `helm template`: the value
+/// reaches the cluster, and `plumb render` masks the field it went into (a ConfigMap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sops_encrypted_helm_value_file_is_decrypted_and_masked() {
+    let ns = "case-shelm";
+    let lab = Lab::new("sops-helm");
+    let recipient = age_key(lab.tmp.path(), "helm.key");
+    lab.repo.write("chart/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n").unwrap();
+    lab.repo.write("chart/values.yaml", "token: none\n").unwrap();
+    lab.repo
+        .write(
+            "chart/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata:\n  token: {{ .Values.token | quote }}\n  url: \"https://u:{{ .Values.token }}@db\"\n",
+        )
+        .unwrap();
+    let values = encrypt(lab.tmp.path(), &recipient, "^token$", "token: helm-token-3b7e91\n");
+    lab.repo.write("chart/secret-values.yaml", &values).unwrap();
+    lab.repo.commit("a chart with an encrypted value file").unwrap();
+    let policy = policy_of(
+        &lab,
+        "policy.yaml",
+        "plumb-shelm",
+        &[format!(
+            "name: shelm, path: chart, namespace: {ns}, source: {{type: helm, valueFiles: [chart/secret-values.yaml], sops: {{ageKeyFile: helm.key}}}}"
+        )],
+    );
+    let cache = lab.tmp.path().join("cli-cache");
+    let (code, out, err) =
+        plumb_cli(&["render", "shelm", "--config", policy.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("decrypted (SOPS): chart/secret-values.yaml"), "{err}");
+    assert!(out.contains("token: (sensitive)") && out.contains("url: (sensitive)"), "{out}");
+    assert_clean(&["helm-token-3b7e91"], "plumb render", &out);
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+    let r = ctx.run_pass("shelm", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.sync.as_ref().map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status);
+    assert_eq!(kubectl(&["-n", ns, "get", "configmap", "web", "-o", "jsonpath={.data.token}"]), "helm-token-3b7e91");
 }
