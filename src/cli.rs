@@ -649,6 +649,8 @@ struct Validated {
     environments: usize,
     repositories: usize,
     problems: Vec<String>,
+    /// What is valid but weakens a boundary ([`config::warnings`]).
+    warnings: Vec<String>,
 }
 
 fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
@@ -662,6 +664,7 @@ fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
                 environments: c.environments.len(),
                 repositories: c.repositories.len(),
                 problems: vec![],
+                warnings: config::warnings(&c),
             },
             Err(e) => Validated {
                 file: f.clone(),
@@ -670,12 +673,16 @@ fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
                 environments: 0,
                 repositories: 0,
                 problems: e.to_string().lines().map(str::to_string).collect(),
+                warnings: vec![],
             },
         })
         .collect();
-    for r in results.iter().filter(|r| !r.valid && output == Output::Table) {
+    for r in results.iter().filter(|_| output == Output::Table) {
         for p in &r.problems {
             errln!("{p}");
+        }
+        for w in &r.warnings {
+            errln!("{}: warning: {w}", r.file.display());
         }
     }
     output::emit(output, &results, || {

@@ -4,7 +4,8 @@
 //!   lists, UTF-16, server-set fields removed with a warning);
 //! - kustomize ([`kustomize`]) and Helm charts ([`helm`]: `helm template`): the real
 //!   binaries, sandboxed ([`sandbox`]), their output read like a plain file;
-//! - SOPS-encrypted files of a plain source, decrypted first ([`sops`]).
+//! - SOPS-encrypted files (plain manifests, a kustomization's inputs, Helm value
+//!   files), decrypted first with the application's keys ([`sops`]).
 //!
 //! Which one is the application's `source.type`, else [`detect`]ed from the files
 //! directly under its path; [`tools`] holds the binaries, located once, and runs the
@@ -59,6 +60,9 @@ pub struct Manifest {
     kind: Box<str>,
     /// The object as written, server-set fields removed, as compact JSON.
     text: Box<str>,
+    /// The RFC 6901 pointers of its fields holding a value decrypted from SOPS
+    /// ([`sops::mark_decrypted`]): sensitive in every output, whatever the kind.
+    decrypted: Box<[Box<str>]>,
 }
 
 impl Manifest {
@@ -67,7 +71,36 @@ impl Manifest {
         let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default().into();
         // a JSON model (string keys) always serializes
         let text = serde_json::to_string(object).unwrap_or_default().into_boxed_str();
-        Self { source, api_version: field("apiVersion"), kind: field("kind"), text }
+        Self { source, api_version: field("apiVersion"), kind: field("kind"), text, decrypted: Box::default() }
+    }
+
+    /// The pointers of the fields holding a value decrypted from SOPS (sorted; empty for
+    /// most objects).
+    pub fn decrypted(&self) -> Vec<&str> {
+        self.decrypted.iter().map(AsRef::as_ref).collect()
+    }
+
+    /// Sets [`Manifest::decrypted`].
+    pub fn set_decrypted(&mut self, mut pointers: Vec<String>) {
+        pointers.sort();
+        pointers.dedup();
+        self.decrypted = pointers.into_iter().map(String::into_boxed_str).collect();
+    }
+
+    /// The fields of this object that `rules` (the environment's `sensitiveFields`) mark
+    /// sensitive, with those holding a decrypted value.
+    pub fn marked(
+        &self,
+        object: &Value,
+        rules: &crate::compare::sensitive::SensitiveRules,
+    ) -> crate::compare::sensitive::Marked {
+        let mut m = rules.marked(object);
+        if !self.decrypted.is_empty() {
+            m.0.extend(self.decrypted.iter().map(|p| p.to_string()));
+            m.0.sort();
+            m.0.dedup();
+        }
+        m
     }
 
     /// The object (a new JSON model, parsed from the kept text).
@@ -114,6 +147,8 @@ pub struct Rendered {
     pub tool: Option<String>,
     /// How long the render took (the tool's runs included).
     pub took: Duration,
+    /// The SOPS-encrypted files decrypted for it (repository paths).
+    pub decrypted: Vec<String>,
 }
 
 impl Rendered {

@@ -114,6 +114,9 @@ applications:
     let r = ctx.run_pass("rs-web", Mode::Policy, None).await.unwrap();
     assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Unknown, true));
     let msg = r.status.conditions.iter().find(|c| c.type_ == "ComparisonError").map(|c| c.message.clone()).unwrap();
-    assert!(msg.contains("app/db.sops.yaml: SOPS-encrypted; sops --decrypt"), "{msg}");
+    assert!(
+        msg.contains(&format!("app/db.sops.yaml: SOPS-encrypted; encrypted for {other}, none of which is a key of this application ({recipient})")),
+        "{msg}"
+    );
     assert_eq!(kubectl(&["-n", ns, "get", "secret", "db", "-o", "jsonpath={.metadata.uid}"]), uid, "nothing deleted");
 }

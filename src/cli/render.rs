@@ -1,8 +1,9 @@
 //! `plumb render APP [--revision REV]`: the rendered objects of an application, as
 //! `flux build` / `argocd app manifests` print them — no cluster needed. Objects go to
-//! standard output as a YAML stream, each after a `# Source:` comment; Secret values
-//! are masked. The tool, its version, the render time and the warnings go to standard
-//! error.
+//! standard output as a YAML stream, each after a `# Source:` comment; Secret values,
+//! the fields the environment's `sensitiveFields` name and every value decrypted from
+//! SOPS are masked (`(sensitive)`). The tool, its version, the render time, the files
+//! decrypted and the warnings go to standard error.
 
 use std::{fmt::Write as _, path::Path, process::ExitCode, sync::Arc};
 
@@ -33,10 +34,12 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
         .find(|r| r.name.value == a.repository.value)
         .with_context(|| format!("application `{app}`: no repository `{}`", a.repository.value))?;
     let wanted = revision.unwrap_or(&a.revision.value).to_string();
+    let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
+    let rules = crate::compare::sensitive::SensitiveRules::new(env.into_iter().flat_map(|e| &e.sensitive_fields));
     let pool = Pool::new(cache.to_path_buf(), config.clone());
     match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
         Desired::Rendered(snapshot, rendered, _) => {
-            out!("{}", stream(&rendered.manifests));
+            out!("{}", stream(&rendered.manifests, &rules));
             err!("{}", summary(app, &snapshot.revision, &rendered));
             Ok(ExitCode::SUCCESS)
         }
@@ -51,13 +54,16 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
     }
 }
 
-/// The objects as one YAML stream, Secret values masked (`(sensitive)`: a render
-/// reads no cluster, so no installation's key marks them), each after `# Source: …`.
-pub fn stream(manifests: &[Manifest]) -> String {
+/// The objects as one YAML stream, each after `# Source: …`, with Secret values, the
+/// fields `rules` mark and those holding a value decrypted from SOPS masked
+/// (`(sensitive)`: a render reads no cluster, so no installation's key marks them).
+pub fn stream(manifests: &[Manifest], rules: &crate::compare::sensitive::SensitiveRules) -> String {
     let mut out = String::new();
     let no_key = crate::compare::sensitive::MaskKey::none();
     for m in manifests {
-        let masked = crate::compare::sensitive::mask_object(&m.object(), &no_key);
+        let object = m.object();
+        let marked = m.marked(&object, rules);
+        let masked = crate::compare::sensitive::mask_object_with(&object, &marked, &no_key);
         let yaml = serde_saphyr::to_string(&masked).unwrap_or_else(|e| format!("# (cannot print: {e})\n"));
         let _ = write!(out, "---\n# Source: {}\n{yaml}", m.source);
         if !out.ends_with('\n') {
@@ -76,6 +82,9 @@ pub fn summary(app: &str, revision: &str, rendered: &Rendered) -> String {
         rendered.manifests.len(),
         rendered.took.as_millis()
     );
+    if !rendered.decrypted.is_empty() {
+        let _ = writeln!(out, "decrypted (SOPS): {}", rendered.decrypted.join(", "));
+    }
     for w in &rendered.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -100,7 +109,7 @@ mod tests {
                 &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
             ),
         ];
-        let text = stream(&manifests);
+        let text = stream(&manifests, &crate::compare::sensitive::SensitiveRules::default());
         assert!(!text.contains("aHVudGVyMg==") && !text.contains("hunter2"), "{text}");
         assert!(text.starts_with("---\n# Source: app/s.yaml#1\n"), "{text}");
         assert!(text.contains("# Source: app/c.yaml#2\n") && text.contains("k: v"), "{text}");
@@ -109,10 +118,32 @@ mod tests {
             warnings: vec!["app/c.yaml#2: x".into()],
             tool: Some("kustomize v5.8.1".into()),
             took: std::time::Duration::from_millis(42),
+            ..Rendered::default()
         };
         assert_eq!(
             summary("web", "0123456789abcdef0123", &rendered),
             "web at 0123456789ab: 2 objects, kustomize v5.8.1, rendered in 42 ms\nwarning: app/c.yaml#2: x\n"
+        );
+    }
+
+    /// `plumb render` masks the environment's `sensitiveFields` and the decrypted
+    /// values too, whatever the kind.
+    #[test]
+    fn sensitive_fields_and_decrypted_values_are_masked() {
+        let text = "environments:\n  - name: dev\n    sensitiveFields: [{group: db.example.com, kind: Database, jsonPointers: [/spec/password]}]\n";
+        let config = crate::config::load_str(text, Path::new("p.yaml"), Path::new(".")).expect("policy");
+        let rules = crate::compare::sensitive::SensitiveRules::new(&config.environments[0].sensitive_fields);
+        let db = json!({"apiVersion": "db.example.com/v1", "kind": "Database", "metadata": {"name": "d"}, "spec": {"password": "hunter-two", "size": 3}});
+        let mut cm = Manifest::new(
+            "app/c.yaml#1".into(),
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"token": "tok-9f3b2c", "k": "v"}}),
+        );
+        cm.set_decrypted(vec!["/data/token".into()]);
+        let text = stream(&[Manifest::new("app/d.yaml#1".into(), &db), cm], &rules);
+        assert!(!text.contains("hunter-two") && !text.contains("tok-9f3b2c"), "{text}");
+        assert!(
+            text.contains("password: (sensitive)") && text.contains("token: (sensitive)") && text.contains("k: v"),
+            "{text}"
         );
     }
 }

@@ -95,6 +95,13 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
             cs.token_file.value = base.join(&cs.token_file.value);
         }
     }
+    for app in &mut config.applications {
+        if let Some(keys) = &mut app.source.sops
+            && keys.age_key_file.is_relative()
+        {
+            keys.age_key_file = base.join(&keys.age_key_file);
+        }
+    }
     let problems = super::validate_with(&config, files);
     if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
 }

@@ -35,4 +35,4 @@ pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
 pub use source::{ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{Propagation, SYNC_OPTIONS, SyncOption, SyncOptions, check_sync_option};
-pub use validate::{Problem, validate, validate_with};
+pub use validate::{Problem, validate, validate_with, warnings};

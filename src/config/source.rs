@@ -58,7 +58,8 @@ pub struct Source {
     /// kustomize: a suffix added to every object's name (as `nameSuffix:`).
     #[serde(default)]
     pub name_suffix: Option<String>,
-    /// SOPS: decrypt encrypted files of a plain source with these keys.
+    /// SOPS: decrypt encrypted files with these keys — the manifests of a plain source,
+    /// the files a kustomization reads, Helm value files ([`crate::render::sops`]).
     #[serde(default)]
     pub sops: Option<SopsKeys>,
     /// kustomize: allow remote bases and resources (`https://…`, `github.com/…`) and
@@ -94,7 +95,6 @@ impl Source {
         set(!self.images.is_empty(), "images", SourceType::Kustomize, &mut out);
         set(self.name_prefix.is_some(), "namePrefix", SourceType::Kustomize, &mut out);
         set(self.name_suffix.is_some(), "nameSuffix", SourceType::Kustomize, &mut out);
-        set(self.sops.is_some(), "sops", SourceType::Plain, &mut out);
         out
     }
 }
@@ -120,7 +120,11 @@ pub struct ImageOverride {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SopsKeys {
-    /// An age key file (`age-keygen` output: `AGE-SECRET-KEY-1…` lines), read by sops.
+    /// An age key file (`age-keygen` output: `AGE-SECRET-KEY-1…` lines, each under its
+    /// `# public key: age1…` line), read by sops; a relative path is resolved against
+    /// the policy file's directory, like every file of the policy. A SOPS file decrypts
+    /// for this application only when one of its age recipients is a public key of
+    /// this file.
     pub age_key_file: PathBuf,
 }
 
@@ -186,7 +190,6 @@ mod tests {
             [
                 "source.valueFiles: `../secrets.yaml` must be a path inside the repository, from its root",
                 "source.valueFiles applies to Helm sources only; source.type is Kustomize",
-                "source.sops applies to Plain sources only; source.type is Kustomize",
             ]
         );
     }

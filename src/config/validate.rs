@@ -80,6 +80,32 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     out
 }
 
+/// What is valid but weakens a boundary, one line each (`plumb validate` prints them
+/// as warnings): applications of different namespaces sharing one SOPS key file
+/// (`source.sops.ageKeyFile`), so that a SOPS file written for one decrypts for the
+/// other — give each team its own key (see [`crate::render::sops`]).
+pub fn warnings(config: &Config) -> Vec<String> {
+    let mut by_key: std::collections::BTreeMap<&std::path::Path, Vec<(&str, &str)>> = Default::default();
+    for a in &config.applications {
+        if let Some(k) = &a.source.sops {
+            by_key.entry(k.age_key_file.as_path()).or_default().push((&a.name.value, &a.namespace.value));
+        }
+    }
+    let mut out = Vec::new();
+    for (key, apps) in by_key {
+        let namespaces: HashSet<&str> = apps.iter().map(|(_, ns)| *ns).collect();
+        if namespaces.len() > 1 {
+            let list: Vec<String> = apps.iter().map(|(a, ns)| format!("{a} ({ns})")).collect();
+            out.push(format!(
+                "source.sops.ageKeyFile {} is shared by applications of different namespaces: {}; a SOPS file encrypted for it decrypts for each of them (give each its own key)",
+                key.display(),
+                list.join(", ")
+            ));
+        }
+    }
+    out
+}
+
 /// The line a value was read from.
 fn line(s: &Spanned<String>) -> u32 {
     s.referenced.line() as u32
@@ -569,5 +595,31 @@ applications:
             n += 1;
         }
         assert_eq!(n, 3);
+    }
+
+    /// Keys per application: a key file shared by applications of different namespaces
+    /// is a warning naming it and them; a relative key file is resolved against the
+    /// policy file's directory, like every file of the policy.
+    #[test]
+    fn a_key_file_shared_across_namespaces_is_a_warning() {
+        let text = "\
+repositories: [{name: fleet, url: https://git.example/fleet.git}]
+environments: [{name: dev}]
+applications:
+  - {name: a, repository: fleet, path: apps/a, namespace: team-a, environment: dev, source: {sops: {ageKeyFile: keys/shared.key}}}
+  - {name: b, repository: fleet, path: apps/b, namespace: team-b, environment: dev, source: {sops: {ageKeyFile: keys/shared.key}}}
+  - {name: b2, repository: fleet, path: apps/b2, namespace: team-b, environment: dev, source: {sops: {ageKeyFile: /etc/plumb/b.key}}}
+  - {name: b3, repository: fleet, path: apps/b3, namespace: team-b, environment: dev, source: {sops: {ageKeyFile: /etc/plumb/b.key}}}
+";
+        let config = load_str(text, Path::new("/etc/plumb/policy.yaml"), Path::new("/etc/plumb")).expect("valid");
+        let key = |i: usize| config.applications[i].source.sops.as_ref().map(|k| k.age_key_file.clone());
+        assert_eq!(key(0), Some("/etc/plumb/keys/shared.key".into()), "relative to the policy file");
+        assert_eq!(key(2), Some("/etc/plumb/b.key".into()));
+        assert_eq!(
+            super::warnings(&config),
+            [
+                "source.sops.ageKeyFile /etc/plumb/keys/shared.key is shared by applications of different namespaces: a (team-a), b (team-b); a SOPS file encrypted for it decrypts for each of them (give each its own key)"
+            ]
+        );
     }
 }

@@ -153,10 +153,11 @@ impl Io<'_> {
     }
 
     /// Compares one manifest of the render with its live object; the fields the
-    /// environment marks sensitive are masked in the outcome.
+    /// environment marks sensitive, and those holding a value decrypted from SOPS, are
+    /// masked in the outcome.
     pub(super) async fn compare_one(self, scope: &Scope<'_>, m: &Manifest) -> Arc<Compared> {
         let object = m.object();
-        let marked = scope.sensitive.marked(&object);
+        let marked = m.marked(&object, scope.sensitive);
         let c = self.compare_unmasked(scope, m, object).await;
         if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
     }

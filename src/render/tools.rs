@@ -3,9 +3,12 @@
 //! [`Tools`] holds the binaries of `settings.renderTools`, each located (and its version
 //! asked) once, on first use, and counts the child processes it starts. [`Tools::render`]
 //! runs the renderer of a source type on what the source side gives it: the files under
-//! the application's path (plain YAML, SOPS-encrypted files decrypted first), or a
-//! working copy of the whole commit (kustomize, helm) — both through [`Tree`], so the
-//! mirrors, working copies and the render cache stay with the sources.
+//! the application's path (plain YAML), or a working copy of the whole commit
+//! (kustomize, helm) — both through [`Tree`], so the mirrors, working copies and the
+//! render cache stay with the sources. SOPS-encrypted files among what the renderer
+//! reads (the plain files, a kustomization's inputs, Helm value files) are decrypted
+//! first, with the application's keys ([`super::sops`]), and the rendered fields holding
+//! their values are marked sensitive.
 //!
 //! DESIGN: a new render tool (say jsonnet) is added here, in `src/render/`: one file
 //! `src/render/jsonnet.rs` (its binary, found with [`super::sandbox::locate`], and its
@@ -51,6 +54,9 @@ pub struct Target<'a> {
     pub path: &'a str,
     /// Its source options.
     pub source: &'a Source,
+    /// Its environment's `sharedPaths` (repository paths): besides `path`, where its
+    /// SOPS files may lie.
+    pub shared_paths: &'a [String],
     /// The cluster it is rendered for.
     pub cluster: &'a Capabilities,
     /// The limits of one render (YAML budgets of a file, rendered bytes).
@@ -131,12 +137,15 @@ impl Tools {
             network: t.source.allow_remote_bases,
         };
         let shown = if t.path.is_empty() { "." } else { t.path };
+        let mut decrypted = sops::Decrypted::default();
         let mut rendered = match kind {
-            SourceType::Plain => self.plain(t, tree, limits).await?,
+            SourceType::Plain => self.plain(t, tree, limits, &mut decrypted).await?,
             SourceType::Kustomize => {
                 let k =
                     self.once(&self.kustomize, Kustomize::locate(self.settings.kustomize.as_deref(), limits)).await?;
                 let dir = self.checkout(tree).await?;
+                let inputs = sops::kustomize_inputs(dir.path(), t.path, t.limits)?;
+                let used = self.decrypt_in(dir.path(), &inputs, t, limits, &mut decrypted).await?;
                 let s = t.source;
                 let overrides = Overrides {
                     images: &s.images,
@@ -144,11 +153,14 @@ impl Tools {
                     name_suffix: s.name_suffix.as_deref(),
                 };
                 let out = k.build(dir.path(), t.path, &overrides, limits).await?;
-                output(t, &format!("{shown} (kustomize build)"), &out, k.describe())?
+                output(t, &format!("{shown} (kustomize build)"), &out, with_sops(k.describe(), used))?
             }
             SourceType::Helm => {
                 let h = self.once(&self.helm, Helm::locate(self.settings.helm.as_deref(), limits)).await?;
                 let dir = self.checkout(tree).await?;
+                let files: Vec<String> =
+                    t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
+                let used = self.decrypt_in(dir.path(), &files, t, limits, &mut decrypted).await?;
                 let template = Template {
                     kube_version: t.cluster.kube_version.as_deref(),
                     api_versions: &t.cluster.api_versions,
@@ -159,34 +171,41 @@ impl Tools {
                     values: t.source.values.as_ref(),
                 };
                 let out = h.template(dir.path(), &template, limits).await?;
-                output(t, &format!("{shown} (helm template)"), &out, h.describe())?
+                output(t, &format!("{shown} (helm template)"), &out, with_sops(h.describe(), used))?
             }
         };
         t.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
+        sops::check_no_ciphertext(&rendered.manifests)?;
+        sops::mark_decrypted(&mut rendered.manifests, &decrypted);
+        rendered.decrypted = decrypted.files;
         rendered.took = started.elapsed();
         Ok(rendered)
     }
 
     /// The plain files of `tree`, SOPS-encrypted ones decrypted first (one sops run
-    /// each, with `source.sops`'s keys); `tool` names the sops used, if any.
-    async fn plain(&self, t: &Target<'_>, tree: &impl Tree, limits: Limits) -> Result<Rendered, Error> {
+    /// each, with `source.sops`'s keys; their values added to `decrypted`).
+    async fn plain(
+        &self,
+        t: &Target<'_>,
+        tree: &impl Tree,
+        limits: Limits,
+        decrypted: &mut sops::Decrypted,
+    ) -> Result<Rendered, Error> {
         let files = tree.files().await?;
         let mut out = Vec::with_capacity(files.len());
         let mut used = None;
         for (path, bytes) in files.iter() {
-            if !super::is_manifest_file(path) || !sops::is_encrypted(path, bytes) {
+            let meta = if super::is_manifest_file(path) {
+                sops::detect(path, bytes, t.limits)?
+            } else {
+                sops::Detected::Plain
+            };
+            let sops::Detected::Encrypted(meta) = meta else {
                 out.push((path.clone(), bytes.clone()));
                 continue;
-            }
-            let Some(keys) = &t.source.sops else {
-                return Err(Error::Decrypt {
-                    file: path.clone(),
-                    message: "no key configured (source.sops.ageKeyFile); plumb never applies it encrypted".into(),
-                });
             };
-            let sops = self.once(&self.sops, Sops::locate(self.settings.sops.as_deref(), limits)).await?;
-            self.runs.fetch_add(1, Ordering::Relaxed);
-            let plain = sops.decrypt(path, bytes, &keys.age_key_file, Limits { network: false, ..limits }).await?;
+            let (sops, plain) = self.decrypt_one(t, path, bytes, &meta, limits).await?;
+            decrypted.add(path, meta.format, bytes, &plain);
             out.push((path.clone(), plain));
             used = Some(sops);
         }
@@ -201,6 +220,101 @@ impl Tools {
         let mut r = super::render_files(&out)?;
         r.tool = used.map(|s| format!("plain YAML, {}", s.version));
         Ok(r)
+    }
+
+    /// Decrypts `file` (repository path) of content `bytes` and metadata `meta` for
+    /// `t`: with its key file (`source.sops.ageKeyFile`), once one of the file's
+    /// recipients is a public key of it ([`sops::check_recipients`]).
+    ///
+    /// # Errors
+    /// [`Error::Decrypt`] naming the file: no key configured, the key file unreadable,
+    /// the file written for other keys, sops failing.
+    async fn decrypt_one(
+        &self,
+        t: &Target<'_>,
+        file: &str,
+        bytes: &[u8],
+        meta: &sops::Metadata,
+        limits: Limits,
+    ) -> Result<(&Sops, Vec<u8>), Error> {
+        let fail = |message: String| Error::Decrypt { file: file.to_string(), message };
+        let Some(keys) = &t.source.sops else {
+            return Err(fail(NO_KEY.into()));
+        };
+        let key_file = &keys.age_key_file;
+        let text = std::fs::read_to_string(key_file)
+            .map_err(|e| fail(format!("source.sops.ageKeyFile {}: {e}", key_file.display())))?;
+        let ours =
+            sops::public_keys(&text).map_err(|e| fail(format!("source.sops.ageKeyFile {} {e}", key_file.display())))?;
+        sops::check_recipients(file, meta, &ours)?;
+        let sops = self.once(&self.sops, Sops::locate(self.settings.sops.as_deref(), limits)).await?;
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let plain = sops.decrypt(file, bytes, meta.format, key_file, Limits { network: false, ..limits }).await?;
+        Ok((sops, plain))
+    }
+
+    /// Decrypts, in the working copy `root`, those of `files` (repository paths a tool
+    /// will read) that are SOPS-encrypted, each replaced by its plaintext; their values
+    /// are added to `decrypted`. Returns the sops used, if any.
+    ///
+    /// # Errors
+    /// [`Error::Decrypt`]: an encrypted file outside the application's path and
+    /// `sharedPaths`, encrypted files without a key configured (all named), a file that
+    /// does not decrypt for this application.
+    async fn decrypt_in(
+        &self,
+        root: &std::path::Path,
+        files: &[String],
+        t: &Target<'_>,
+        limits: Limits,
+        decrypted: &mut sops::Decrypted,
+    ) -> Result<Option<&Sops>, Error> {
+        let tree_err = |message: String| Error::Tree { message };
+        let real_root = root.canonicalize().map_err(|e| tree_err(format!("working copy: {e}")))?;
+        let mut encrypted = Vec::new();
+        for f in files {
+            // a symlink is judged by where it points
+            let Ok(real) = root.join(f).canonicalize() else { continue };
+            let Ok(rel) = real.strip_prefix(&real_root) else {
+                return Err(tree_err(format!("{f}: leaves the working copy")));
+            };
+            let rel = rel.to_string_lossy().into_owned();
+            let bytes = std::fs::read(&real).map_err(|e| tree_err(format!("{f}: {e}")))?;
+            let sops::Detected::Encrypted(meta) = sops::detect(&rel, &bytes, t.limits)? else { continue };
+            if !sops::inside(&rel, t.path, t.shared_paths) {
+                return Err(Error::Decrypt {
+                    file: rel,
+                    message: format!(
+                        "outside the application's path `{}` and its environment's sharedPaths: plumb decrypts only the application's own files",
+                        if t.path.is_empty() { "." } else { t.path }
+                    ),
+                });
+            }
+            encrypted.push((rel, real, bytes, meta));
+        }
+        if encrypted.len() > 1 && t.source.sops.is_none() {
+            let names: Vec<&str> = encrypted.iter().map(|(rel, ..)| rel.as_str()).collect();
+            return Err(Error::Decrypt { file: names.join(", "), message: NO_KEY.into() });
+        }
+        let mut used = None;
+        for (rel, real, bytes, meta) in encrypted {
+            let (sops, plain) = self.decrypt_one(t, &rel, &bytes, &meta, limits).await?;
+            std::fs::write(&real, &plain).map_err(|e| tree_err(format!("{rel}: {e}")))?;
+            decrypted.add(&rel, meta.format, &bytes, &plain);
+            used = Some(sops);
+        }
+        Ok(used)
+    }
+}
+
+/// Why an encrypted file is not decrypted when the application names no key.
+const NO_KEY: &str = "no key configured (source.sops.ageKeyFile); plumb never applies it encrypted";
+
+/// A tool's `describe()` with the sops `used`, if any (`kustomize v5.8.1, sops 3.13.3`).
+fn with_sops(tool: String, used: Option<&Sops>) -> String {
+    match used {
+        Some(s) => format!("{tool}, {}", s.version),
+        None => tool,
     }
 }
 
@@ -241,6 +355,7 @@ mod tests {
             namespace: "shop",
             path: "apps/web",
             source: &source,
+            shared_paths: &[],
             cluster: &cluster,
             limits: &limits,
         };

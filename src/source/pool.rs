@@ -349,7 +349,16 @@ impl Pool {
             return Ok((r, false));
         }
         let cluster = self.cluster.read().map(|c| c.clone()).unwrap_or_default();
-        let t = Target { app, namespace: &namespace, path, source: &source, cluster: &cluster, limits: &self.limits };
+        let shared = self.shared_paths(app);
+        let t = Target {
+            app,
+            namespace: &namespace,
+            path,
+            source: &source,
+            shared_paths: &shared,
+            cluster: &cluster,
+            limits: &self.limits,
+        };
         let rendered = Arc::new(self.tools.render(kind, &t, &Commit { pool: self, repo, snapshot, t }).await?);
         if let Ok(mut c) = self.renders.lock() {
             c.put(app, key, rendered.clone());
@@ -422,12 +431,10 @@ impl Tree for Commit<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn rendered(n: usize) -> Arc<Rendered> {
-        Arc::new(Rendered { manifests: vec![], warnings: vec![format!("{n}")], tool: None, took: Duration::ZERO })
+        Arc::new(Rendered { manifests: vec![], warnings: vec![format!("{n}")], ..Rendered::default() })
     }
 
     /// Commits pushed to one application replace its renders: the cache keeps
