@@ -195,6 +195,11 @@ enum Command {
         /// Render this commit (or branch/tag) instead of the configured revision.
         #[arg(long)]
         revision: Option<String>,
+        /// Render for the cluster of the kubeconfig as the server does: Helm gets its
+        /// version and served kinds (`.Capabilities`), and `.Release.IsUpgrade` when the
+        /// application has synced (its recorded status). Without it no cluster is read.
+        #[arg(long)]
+        cluster: bool,
     },
     /// Ask the server to sync one application now and follow its progress, wave by wave
     /// (a spinner on a terminal). With `--local`, fetch and apply from this machine.
@@ -495,9 +500,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
             Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Render { app, policy, revision } => {
+        Command::Render { app, policy, revision, cluster } => {
             let cache = cache_dir(policy.cache_dir.as_deref())?;
-            render::run(&policy.config, &cache, &app, revision.as_deref()).await
+            let target = if cluster { Some(render::target(&kube, &policy.config, &app).await?) } else { None };
+            render::run(&policy.config, &cache, &app, revision.as_deref(), target).await
         }
         Command::Diff { app, policy, revision, output } => {
             let ctx = context(&policy, &kube, false).await?;

@@ -312,9 +312,11 @@ impl Cluster {
         Ok(())
     }
 
-    /// The API server's version (`gitVersion`, e.g. `v1.36.3`) and the `group/version`s
-    /// discovery serves (`v1` for the core group): what a chart renderer calls the
-    /// cluster's capabilities.
+    /// The API server's version (`gitVersion`, e.g. `v1.36.3`) and, from discovery as
+    /// last run, every served `group/version` and `group/version/Kind` (`v1`,
+    /// `v1/ConfigMap`, `apps/v1/Deployment`; sorted, subresources left out): what a
+    /// chart renderer calls the cluster's capabilities (Helm's
+    /// `.Capabilities.APIVersions.Has` takes either form).
     ///
     /// # Errors
     /// [`Error::Request`] when the version cannot be read.
@@ -323,12 +325,16 @@ impl Cluster {
         let version =
             self.client.apiserver_version().await.map_err(|e| Error::request("get", "/version", e))?.git_version;
         let d = self.discovery.read().await;
-        let versions = d
-            .groups()
-            .flat_map(|g| {
-                g.versions().map(|v| if g.name().is_empty() { v.to_string() } else { format!("{}/{v}", g.name()) })
-            })
-            .collect();
+        let mut versions = Vec::new();
+        for g in d.groups() {
+            for v in g.versions() {
+                let gv = if g.name().is_empty() { v.to_string() } else { format!("{}/{v}", g.name()) };
+                versions.extend(g.versioned_resources(v).into_iter().map(|(r, _)| format!("{gv}/{}", r.kind)));
+                versions.push(gv);
+            }
+        }
+        versions.sort_unstable();
+        versions.dedup();
         Ok((version, versions))
     }
 

@@ -50,7 +50,7 @@ use std::{
     collections::{BTreeSet, HashMap, HashSet},
     path::PathBuf,
     sync::{Arc, Mutex},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use futures::{FutureExt, StreamExt, future, stream};
@@ -101,6 +101,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Repository mirrors and renders.
     sources: source::Pool,
+    /// How long the capabilities given to the render tools serve ([`Context::source_stage`]).
+    capabilities_max_age: Duration,
     /// The latest status and timings of each application, as its passes recorded them.
     published: status::Published,
     /// The state of each application whose passes run through [`Context::run_pass`]
@@ -432,7 +434,17 @@ impl Context {
             pass_objects: tokio::sync::Semaphore::new(PASS_OBJECTS_AT_ONCE as usize),
             reused: std::sync::atomic::AtomicU64::new(0),
             mask_key: crate::compare::sensitive::MaskKey::none(),
+            capabilities_max_age: Duration::from_secs(source::CAPABILITIES_MAX_AGE_SECONDS),
         }
+    }
+
+    /// This context, asking the cluster's discovery for the render tools' capabilities
+    /// again once they are `age` old (default
+    /// [`source::CAPABILITIES_MAX_AGE_SECONDS`]; zero: every pass).
+    #[must_use]
+    pub fn with_capabilities_max_age(mut self, age: Duration) -> Self {
+        self.capabilities_max_age = age;
+        self
     }
 
     /// Marks sensitive values under `key` (the installation's, read from the Secret
@@ -712,6 +724,8 @@ impl Context {
         let p = PassInput { name, app, env, repo, previous: &previous, requested: &requested, clock: &clock };
         let revision = revision.or(requested.revision.as_deref());
         // 1. source and render, and what comparing needs of the application
+        let installed = !previous.synced_revision.is_empty() || previous.last_sync.is_some();
+        self.sources.set_installed(name, installed);
         let sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
             Ok(sourced) => sourced,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
@@ -741,6 +755,7 @@ impl Context {
         let Judged { mut st, plan: the_plan, excluded, decision } = judged;
         let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
+        assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
         if let Some(reason) = decision.reason {
@@ -792,6 +807,26 @@ impl Context {
         Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
+    /// Gives the render tools the cluster's capabilities, discovery run again first
+    /// when those given are older than [`Context::with_capabilities_max_age`] (a CRD
+    /// installed since is seen). A failure keeps the previous ones.
+    /// `plumb diff` and `plumb sync --local` run their passes through here too.
+    pub async fn refresh_capabilities(&self) {
+        if self.sources.knows_cluster(self.capabilities_max_age) {
+            return;
+        }
+        // the first time, discovery is the one run at start
+        if self.sources.capabilities().kube_version.is_some()
+            && let Err(e) = self.cluster.refresh().await
+        {
+            tracing::warn!("discovery for the render tools' capabilities: {e}");
+        }
+        match self.cluster.capabilities().await {
+            Ok((version, api_versions)) => self.sources.set_cluster(version, api_versions),
+            Err(e) => tracing::warn!("the render tools' capabilities: {e}"),
+        }
+    }
+
     /// Stage 1: fetches and renders application `app` at `revision` (else its
     /// configured revision) within the source time limit, reading the refs `refs_since`
     /// accepts, and observes the fetch's and render's times.
@@ -805,11 +840,7 @@ impl Context {
         revision: Option<&str>,
         refs_since: source::Since,
     ) -> Result<Sourced, PassFailure> {
-        if !self.sources.knows_cluster()
-            && let Ok((version, api_versions)) = self.cluster.capabilities().await
-        {
-            self.sources.set_cluster(version, api_versions);
-        }
+        self.refresh_capabilities().await;
         let name = app.name.value.as_str();
         let wanted = revision.unwrap_or(&app.revision.value);
         let limits = self.config.settings.limits;
@@ -859,7 +890,8 @@ impl Context {
         let mut options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         options.adopt |= env.sync_policy.adopt;
         Ok(Prepared {
-            rules: IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences)),
+            rules: IgnoreRules::new(env.ignore_differences.iter().chain(&app.ignore_differences))
+                .with_held(&rendered.held),
             sensitive: crate::compare::sensitive::SensitiveRules::new(&env.sensitive_fields),
             options,
             crds: crd_kinds(&rendered.manifests),

@@ -149,6 +149,43 @@ pub struct Rendered {
     pub took: Duration,
     /// The SOPS-encrypted files decrypted for it (repository paths).
     pub decrypted: Vec<String>,
+    /// Fields of rendered objects that keep their live value when the object exists
+    /// (never written by plumb): a Helm chart's create-only CRDs, and what differed
+    /// between two renders of the same inputs. Empty for most renders.
+    pub held: Vec<HeldFields>,
+}
+
+/// Why plumb keeps the live value of some fields of a rendered object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldWhy {
+    /// A CustomResourceDefinition of a chart's `crds/` under `source.crds: Create`: its
+    /// `spec` is written when it is created, never after (as `helm upgrade`).
+    CreateOnly,
+    /// The fields differed between two renders of the same inputs (`lookup`, `rand*`,
+    /// `gen*`, `now` in the templates): the first render's value is written when the
+    /// object is created, the live value is kept after. Reported as the application's
+    /// `NonDeterministicRender` condition.
+    Unstable,
+}
+
+/// Fields of one rendered object that plumb does not write once it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldFields {
+    /// The object, as rendered (namespace empty when the manifest names none: the
+    /// destination namespace's).
+    pub key: crate::tracking::ObjectKey,
+    /// RFC 6901 JSON pointers of the fields (`/spec`, `/data/password`), sorted.
+    pub pointers: Vec<String>,
+    /// Why.
+    pub why: HeldWhy,
+}
+
+impl HeldFields {
+    /// `Kind.group/namespace/name` ([`crate::tracking::ObjectKey`]'s display) and the
+    /// fields: `Secret/web-token /data/password`.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.key, self.pointers.join(", "))
+    }
 }
 
 impl Rendered {

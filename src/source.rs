@@ -27,7 +27,7 @@ use git2::{
 };
 use sha2::Digest;
 
-pub use pool::{Desired, FetchError, Pool};
+pub use pool::{CAPABILITIES_MAX_AGE_SECONDS, Desired, FetchError, Pool};
 
 /// How to authenticate to a repository.
 #[derive(Clone, Default)]

@@ -161,6 +161,12 @@ pub enum ConditionType {
     /// Objects labelled `plumb.dev/app` for the application carry no tracking-id and
     /// Git does not declare them: plumb neither compares nor prunes them (named).
     UntrackedResourceWarning,
+    /// Two renders of the same inputs differed (a Helm chart calling `lookup`, `rand*`,
+    /// `gen*`, `now`): one condition per object, naming its fields. A new object is
+    /// created with the first render's value; an existing one keeps its live value
+    /// (plumb does not write those fields), so the application converges instead of
+    /// rotating the value on every render.
+    NonDeterministicRender,
 }
 
 impl ConditionType {
@@ -185,6 +191,7 @@ impl ConditionType {
             Self::Pinned => "Pinned",
             Self::IgnoreDifferencesWarning => "IgnoreDifferencesWarning",
             Self::UntrackedResourceWarning => "UntrackedResourceWarning",
+            Self::NonDeterministicRender => "NonDeterministicRender",
         }
     }
 

@@ -103,12 +103,18 @@ applications:
     assert_eq!(get("rh-prod", "cm", "web-settings", "{.data.LOG_LEVEL}"), "warn");
     assert_eq!(ctx.render_tool_runs(), 3, "`helm version` once, one template per application");
 
+    // synced once: rendered again as an upgrade (`.Release.IsUpgrade`), once
+    for app in ["rh-dev", "rh-prod"] {
+        let r = ctx.run_pass(app, Mode::Policy, None).await.unwrap();
+        assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{app}: {:?}", r.status);
+    }
+    assert_eq!(ctx.render_tool_runs(), 5, "one `helm template --is-upgrade` per application");
     // no new commit: no child process
     for app in ["rh-dev", "rh-prod"] {
         let r = ctx.run_pass(app, Mode::Policy, None).await.unwrap();
         assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{app}: {:?}", r.status);
     }
-    assert_eq!(ctx.render_tool_runs(), 3);
+    assert_eq!(ctx.render_tool_runs(), 5);
 
     // a template error: the render fails naming the template, nothing goes
     let uid = get("rh-prod", "deployment", "web", "{.metadata.uid}");

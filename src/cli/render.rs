@@ -15,13 +15,46 @@ use crate::{
     source::{Desired, Pool, Since},
 };
 
+/// What `plumb render --cluster` read of the target cluster: its version and served
+/// `group/version`s and `group/version/Kind`s, and whether the application has synced.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `gitVersion` (`v1.36.3`).
+    pub version: String,
+    /// As [`crate::cluster::Cluster::capabilities`].
+    pub api_versions: Vec<String>,
+    /// The application's recorded status names a synced revision.
+    pub installed: bool,
+}
+
+/// Reads [`Target`] for `app` from the cluster of `kube` (its status from the policy
+/// `config_file`'s status namespace).
+///
+/// # Errors
+/// The policy cannot be read, the cluster cannot be reached or read.
+pub async fn target(kube: &super::read::KubeArgs, config_file: &Path, app: &str) -> anyhow::Result<Target> {
+    let config = config::load_without_secrets(config_file)?;
+    let cluster = crate::cluster::Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+    let (version, api_versions) = cluster.capabilities().await?;
+    let store = crate::status::store::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+    let installed = store.load(app).await.is_ok_and(|(s, _)| !s.synced_revision.is_empty() || s.last_sync.is_some());
+    Ok(Target { version, api_versions, installed })
+}
+
 /// Renders `app` of the policy `config_file` at `revision` (default: the configured
-/// one) with the mirrors under `cache`; prints it. Exit 0, or 2 when the source cannot
+/// one) with the mirrors under `cache`, for the cluster `target` when given (else
+/// none: `.Capabilities` are Helm's defaults, the release an install); prints it. Exit 0, or 2 when the source cannot
 /// be fetched or rendered (the error on standard error).
 ///
 /// # Errors
 /// The policy cannot be read, or names no such application.
-pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    config_file: &Path,
+    cache: &Path,
+    app: &str,
+    revision: Option<&str>,
+    target: Option<Target>,
+) -> anyhow::Result<ExitCode> {
     let config: Arc<Config> = Arc::new(config::load_without_secrets(config_file)?);
     let a = config
         .applications
@@ -37,6 +70,10 @@ pub async fn run(config_file: &Path, cache: &Path, app: &str, revision: Option<&
     let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
     let rules = crate::compare::sensitive::SensitiveRules::new(env.into_iter().flat_map(|e| &e.sensitive_fields));
     let pool = Pool::new(cache.to_path_buf(), config.clone());
+    if let Some(t) = target {
+        pool.set_cluster(t.version, t.api_versions);
+        pool.set_installed(app, t.installed);
+    }
     match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
         Desired::Rendered(snapshot, rendered, _) => {
             out!("{}", stream(&rendered.manifests, &rules));

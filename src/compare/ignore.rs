@@ -76,6 +76,24 @@ impl IgnoreRules {
         }
     }
 
+    /// These rules and one per object of `held` (exact group, kind, name; its namespace
+    /// when the manifest names one): its fields are ignored as an `ignoreDifferences`
+    /// pointer is — compared on neither side, the live value kept in the applied
+    /// configuration of an existing object, Git's (the render's) on create.
+    #[must_use]
+    pub fn with_held(mut self, held: &[crate::render::HeldFields]) -> Self {
+        self.rules.extend(held.iter().map(|h| Rule {
+            group: Some(Pattern::Exact(h.key.group.clone())),
+            kind: Pattern::Exact(h.key.kind.clone()),
+            name: Some(h.key.name.clone()),
+            namespace: (!h.key.namespace.is_empty()).then(|| h.key.namespace.clone()),
+            pointers: h.pointers.iter().map(|p| parse_pointer(p)).collect(),
+            jq: vec![],
+            managers: vec![],
+        }));
+        self
+    }
+
     fn matching<'a>(&'a self, key: &'a ObjectKey) -> impl Iterator<Item = &'a Rule> + 'a {
         self.rules.iter().filter(move |r| {
             r.group.as_ref().is_none_or(|g| g.is_match(&key.group))
@@ -383,5 +401,26 @@ mod tests {
         let mut desired = json!({"spec": {"replicas": 3, "paused": false}});
         rules.strip(&key("apps", "Deployment", "web"), &mut desired, Some(&live)).expect("strip");
         assert_eq!(desired, json!({"spec": {"paused": false}}));
+    }
+
+    /// Held fields of a render are ignored for their object only: the live value is
+    /// kept in the applied configuration of an existing object.
+    #[test]
+    fn held_fields_keep_the_live_value_of_their_object_only() {
+        let held = crate::render::HeldFields {
+            key: ObjectKey { group: "".into(), kind: "Secret".into(), namespace: String::new(), name: "token".into() },
+            pointers: vec!["/data/password".into()],
+            why: crate::render::HeldWhy::Unstable,
+        };
+        let rules = IgnoreRules::default().with_held(&[held]);
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "plumb", "operation": "Apply", "fieldsV1": {"f:data": {"f:password": {}}}}
+        ]}, "data": {"password": "b2xk", "user": "dQ=="}});
+        let mut apply = json!({"data": {"password": "bmV3", "user": "dQ=="}});
+        rules.prepare_apply(&key("", "Secret", "token"), &mut apply, &live).expect("prepare");
+        assert_eq!(apply, json!({"data": {"password": "b2xk", "user": "dQ=="}}));
+        let mut other = json!({"data": {"password": "bmV3"}});
+        rules.strip(&key("", "Secret", "other"), &mut other, None).expect("strip");
+        assert_eq!(other, json!({"data": {"password": "bmV3"}}), "another Secret keeps its field");
     }
 }

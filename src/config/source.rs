@@ -66,9 +66,48 @@ pub struct Source {
     /// give the tool network access (default `false`: a render reads only the commit).
     #[serde(default)]
     pub allow_remote_bases: bool,
+    /// Helm: what becomes of the CustomResourceDefinitions of the chart's `crds/`
+    /// directories (`Create`, `CreateReplace` or `Skip`; see [`CrdPolicy`]); default
+    /// `Create`. Checked by [`Source::problems`].
+    #[serde(default)]
+    pub crds: Option<String>,
+}
+
+/// `source.crds` of a Helm source: how the CustomResourceDefinitions under a chart's
+/// `crds/` (and its subcharts') are treated. `helm install` creates them before the
+/// templates and `helm upgrade` never touches them again; Flux's helm-controller makes
+/// the upgrade a policy (`install.crds` / `upgrade.crds`), as plumb does here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CrdPolicy {
+    /// Created when missing (applied before the chart's custom resources); an existing
+    /// one keeps its live `spec` (never rewritten from `crds/`), as `helm upgrade` does.
+    #[default]
+    Create,
+    /// Created when missing and kept equal to the chart, as any rendered object.
+    CreateReplace,
+    /// Left out of the render (`helm template` without `--include-crds`).
+    Skip,
+}
+
+impl CrdPolicy {
+    /// The policy named `s` (`Create`, `CreateReplace`, `Skip`; exact case), or `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "Create" => Some(Self::Create),
+            "CreateReplace" => Some(Self::CreateReplace),
+            "Skip" => Some(Self::Skip),
+            _ => None,
+        }
+    }
 }
 
 impl Source {
+    /// `source.crds` (default [`CrdPolicy::Create`]; a value [`Source::problems`]
+    /// rejects reads as the default).
+    pub fn crd_policy(&self) -> CrdPolicy {
+        self.crds.as_deref().and_then(CrdPolicy::parse).unwrap_or_default()
+    }
+
     /// What is wrong with these options: a value file that is no repository path, an
     /// option of one renderer set while `type` names another.
     pub fn problems(&self) -> Vec<String> {
@@ -77,6 +116,11 @@ impl Source {
             if f.starts_with('/') || f.split('/').any(|seg| seg == "..") || f.is_empty() {
                 out.push(format!("source.valueFiles: `{f}` must be a path inside the repository, from its root"));
             }
+        }
+        if let Some(c) = &self.crds
+            && CrdPolicy::parse(c).is_none()
+        {
+            out.push(format!("source.crds: `{c}` is not one of Create, CreateReplace, Skip"));
         }
         let Some(t) = self.type_ else { return out };
         let set = |on: bool, name: &str, only: SourceType, out: &mut Vec<String>| {
@@ -91,6 +135,7 @@ impl Source {
         set(self.release_name.is_some(), "releaseName", SourceType::Helm, &mut out);
         set(!self.value_files.is_empty(), "valueFiles", SourceType::Helm, &mut out);
         set(self.values.is_some(), "values", SourceType::Helm, &mut out);
+        set(self.crds.is_some(), "crds", SourceType::Helm, &mut out);
         set(self.allow_remote_bases, "allowRemoteBases", SourceType::Kustomize, &mut out);
         set(!self.images.is_empty(), "images", SourceType::Kustomize, &mut out);
         set(self.name_prefix.is_some(), "namePrefix", SourceType::Kustomize, &mut out);
@@ -183,13 +228,16 @@ mod tests {
             type_: Some(SourceType::Kustomize),
             value_files: vec!["../secrets.yaml".into()],
             sops: Some(SopsKeys { age_key_file: "/k".into() }),
+            crds: Some("create".into()),
             ..Source::default()
         };
         assert_eq!(
             bad.problems(),
             [
                 "source.valueFiles: `../secrets.yaml` must be a path inside the repository, from its root",
+                "source.crds: `create` is not one of Create, CreateReplace, Skip",
                 "source.valueFiles applies to Helm sources only; source.type is Kustomize",
+                "source.crds applies to Helm sources only; source.type is Kustomize",
             ]
         );
     }

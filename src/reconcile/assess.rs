@@ -82,6 +82,56 @@ pub(super) fn sourced(st: &mut AppStatus, snapshot: &Snapshot, rendered: &Render
     });
     let warnings = rendered.warnings.iter();
     st.conditions.extend(warnings.map(|w| Condition::new(ConditionType::RenderWarning, w.as_str())));
+    let unstable = rendered.held.iter().filter(|h| h.why == crate::render::HeldWhy::Unstable);
+    st.conditions.extend(unstable.map(|h| {
+        let message = format!(
+            "{}: differs between two renders of the same inputs; the live value is kept (written only when the object is created)",
+            h.describe()
+        );
+        Condition::new(ConditionType::NonDeterministicRender, message)
+    }));
+}
+
+/// `source.crds: Create` leaves an existing CustomResourceDefinition of a chart's
+/// `crds/` as it is (its `spec` is held, [`crate::render::HeldWhy::CreateOnly`]): a
+/// RenderWarning names each whose live `spec` lacks what the chart declares, so that a
+/// chart upgrade that needs a newer CRD is seen, not silently ignored.
+pub(super) fn create_only(
+    st: &mut AppStatus,
+    rendered: &Rendered,
+    compared: &[std::sync::Arc<crate::compare::Compared>],
+) {
+    for h in rendered.held.iter().filter(|h| h.why == crate::render::HeldWhy::CreateOnly) {
+        let same =
+            |k: &crate::tracking::ObjectKey| k.group == h.key.group && k.kind == h.key.kind && k.name == h.key.name;
+        let Some(live) = compared.iter().find(|c| same(&c.key)).and_then(|c| c.live.as_ref()) else { continue };
+        let chart = rendered
+            .manifests
+            .iter()
+            .map(|m| m.object())
+            .find(|o| crate::tracking::ObjectKey::of(o).is_some_and(|k| same(&k)));
+        let Some(spec) = chart.as_ref().and_then(|o| o.get("spec")) else { continue };
+        if !contains(live.get("spec").unwrap_or(&serde_json::Value::Null), spec) {
+            let message = format!(
+                "{}: the live spec differs from the chart's crds/; source.crds: Create leaves an existing CustomResourceDefinition as it is (CreateReplace keeps it equal to the chart)",
+                h.key
+            );
+            st.conditions.push(Condition::new(ConditionType::RenderWarning, message));
+        }
+    }
+}
+
+/// Whether `sup` holds everything `sub` declares: each field of a mapping (recursively),
+/// each element of a list of the same length, an equal scalar (the API server adds
+/// defaults: what it adds is no difference).
+pub(super) fn contains(sup: &serde_json::Value, sub: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (sup, sub) {
+        (Value::Object(a), Value::Object(b)) => b.iter().all(|(k, v)| a.get(k).is_some_and(|u| contains(u, v))),
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(u, v)| contains(u, v)),
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => sup == sub,
+    }
 }
 
 /// What the pass read besides the comparisons, for [`assessed`].
@@ -993,5 +1043,17 @@ mod tests {
         let rec = SyncRecord::new("c2", SyncReason::NewRevision);
         ended(&mut st, &std::collections::BTreeSet::new(), Some(&rec));
         assert!(st.kinds.is_empty() && st.last_sync == Some(rec), "a kind no longer applied is forgotten");
+    }
+
+    /// The live side may add defaults; what the chart declares must be there.
+    #[test]
+    fn contains_ignores_what_the_server_adds() {
+        let chart = serde_json::json!({"names": {"kind": "Gadget"}, "versions": [{"name": "v1", "served": true}]});
+        let live = serde_json::json!({"names": {"kind": "Gadget", "listKind": "GadgetList"}, "conversion": {"strategy": "None"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]});
+        assert!(contains(&live, &chart));
+        let newer = serde_json::json!({"names": {"kind": "Gadget", "shortNames": ["gd"]}});
+        assert!(!contains(&live, &newer));
+        assert!(!contains(&live, &serde_json::json!({"versions": [{"name": "v1"}, {"name": "v2"}]})));
     }
 }

@@ -32,15 +32,27 @@ use super::{
     sandbox::Limits,
     sops::{self, Sops},
 };
-use crate::config::{RenderTools, Source, SourceType};
+use crate::config::{CrdPolicy, RenderTools, Source, SourceType};
 
 /// The target cluster as a chart sees it (Helm's `.Capabilities`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Capabilities {
     /// The cluster's version (`v1.36.3`); `None` while unknown.
     pub kube_version: Option<String>,
-    /// The `group/version`s it serves.
+    /// The `group/version`s it serves and each `group/version/Kind` (`v1`,
+    /// `v1/ConfigMap`, `monitoring.coreos.com/v1/ServiceMonitor`), sorted.
     pub api_versions: Vec<String>,
+}
+
+impl Capabilities {
+    /// A digest of the version and the served kinds (16 hex digits), part of a render
+    /// cache key: a CRD installed or removed changes it.
+    pub fn digest(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.kube_version, &self.api_versions).hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
 }
 
 /// What one application renders, and what for.
@@ -59,6 +71,9 @@ pub struct Target<'a> {
     pub shared_paths: &'a [String],
     /// The cluster it is rendered for.
     pub cluster: &'a Capabilities,
+    /// Whether the application has synced before (Helm's `.Release.IsUpgrade`;
+    /// otherwise `.Release.IsInstall`).
+    pub is_upgrade: bool,
     /// The limits of one render (YAML budgets of a file, rendered bytes).
     pub limits: &'a crate::limits::Limits,
 }
@@ -155,30 +170,54 @@ impl Tools {
                 let out = k.build(dir.path(), t.path, &overrides, limits).await?;
                 output(t, &format!("{shown} (kustomize build)"), &out, with_sops(k.describe(), used))?
             }
-            SourceType::Helm => {
-                let h = self.once(&self.helm, Helm::locate(self.settings.helm.as_deref(), limits)).await?;
-                let dir = self.checkout(tree).await?;
-                let files: Vec<String> =
-                    t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
-                let used = self.decrypt_in(dir.path(), &files, t, limits, &mut decrypted).await?;
-                let template = Template {
-                    kube_version: t.cluster.kube_version.as_deref(),
-                    api_versions: &t.cluster.api_versions,
-                    chart: t.path,
-                    release: t.source.release_name.as_deref().unwrap_or(t.app),
-                    namespace: t.namespace,
-                    value_files: &t.source.value_files,
-                    values: t.source.values.as_ref(),
-                };
-                let out = h.template(dir.path(), &template, limits).await?;
-                output(t, &format!("{shown} (helm template)"), &out, with_sops(h.describe(), used))?
-            }
+            SourceType::Helm => self.helm(t, tree, limits, &mut decrypted).await?,
         };
         t.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
         sops::check_no_ciphertext(&rendered.manifests)?;
         sops::mark_decrypted(&mut rendered.manifests, &decrypted);
         rendered.decrypted = decrypted.files;
         rendered.took = started.elapsed();
+        Ok(rendered)
+    }
+
+    /// `helm template` of `t` in a working copy of `tree` (see [`helm_output`]); twice
+    /// when the chart's templates call [`super::helm::UNSTABLE_FUNCTIONS`], the fields
+    /// that differ held ([`super::HeldWhy::Unstable`]).
+    async fn helm(
+        &self,
+        t: &Target<'_>,
+        tree: &impl Tree,
+        limits: Limits,
+        decrypted: &mut sops::Decrypted,
+    ) -> Result<Rendered, Error> {
+        let h = self.once(&self.helm, Helm::locate(self.settings.helm.as_deref(), limits)).await?;
+        let dir = self.checkout(tree).await?;
+        let files: Vec<String> = t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
+        let used = self.decrypt_in(dir.path(), &files, t, limits, decrypted).await?;
+        let policy = t.source.crd_policy();
+        let template = Template {
+            kube_version: t.cluster.kube_version.as_deref(),
+            api_versions: &t.cluster.api_versions,
+            chart: t.path,
+            release: t.source.release_name.as_deref().unwrap_or(t.app),
+            namespace: t.namespace,
+            value_files: &t.source.value_files,
+            values: t.source.values.as_ref(),
+            include_crds: policy != CrdPolicy::Skip,
+            is_upgrade: t.is_upgrade,
+        };
+        let out = h.template(dir.path(), &template, limits).await?;
+        let mut rendered = helm_output(t, &out, with_sops(h.describe(), used), policy)?;
+        // the templates read at most what the tool may print, times four
+        let budget = u64::try_from(self.settings.max_output_bytes).unwrap_or(u64::MAX).saturating_mul(4);
+        let (root, chart) = (dir.path().to_path_buf(), t.path.to_string());
+        let unstable_chart = tokio::task::spawn_blocking(move || super::helm::chart_is_unstable(&root, &chart, budget));
+        if unstable_chart.await.unwrap_or(true) {
+            self.runs.fetch_add(1, Ordering::Relaxed);
+            let again = h.template(dir.path(), &template, limits).await?;
+            let second = helm_output(t, &again, h.describe(), policy)?;
+            rendered.held.extend(unstable(&rendered.manifests, &second.manifests));
+        }
         Ok(rendered)
     }
 
@@ -318,6 +357,69 @@ fn with_sops(tool: String, used: Option<&Sops>) -> String {
     }
 }
 
+/// The output `out` of `helm template` for `t`: the `crds/` documents first (left out
+/// under [`CrdPolicy::Skip`]; their `spec` held under [`CrdPolicy::Create`]), then the
+/// templates without Helm hooks (each skipped one named in a warning: plumb does not
+/// run hooks).
+fn helm_output(t: &Target<'_>, out: &[u8], tool: String, policy: CrdPolicy) -> Result<Rendered, Error> {
+    let shown = if t.path.is_empty() { "." } else { t.path };
+    let split = super::helm::split_output(out);
+    let mut rendered = output(t, &format!("{shown} (helm template)"), &split.templates, tool.clone())?;
+    let mut hooks = Vec::new();
+    rendered.manifests.retain(|m| {
+        let obj = m.object();
+        let Some(hook) = super::helm::hook(&obj) else { return true };
+        let id = crate::tracking::ObjectKey::of(&obj).map(|k| k.to_string()).unwrap_or_default();
+        hooks.push(format!(
+            "{}: {id}: Helm hook `{hook}` skipped: plumb does not run Helm hooks (not applied)",
+            m.source
+        ));
+        false
+    });
+    rendered.warnings.extend(hooks);
+    if policy == CrdPolicy::Skip || split.crds.is_empty() {
+        return Ok(rendered);
+    }
+    let crds = output(t, &format!("{shown} (helm template, crds/)"), &split.crds, tool)?;
+    if policy == CrdPolicy::Create {
+        for m in &crds.manifests {
+            if let Some(key) = crate::tracking::ObjectKey::of(&m.object()) {
+                rendered.held.push(super::HeldFields {
+                    key,
+                    pointers: vec!["/spec".into()],
+                    why: super::HeldWhy::CreateOnly,
+                });
+            }
+        }
+    }
+    let mut manifests = crds.manifests;
+    manifests.append(&mut rendered.manifests);
+    rendered.manifests = manifests;
+    rendered.warnings.extend(crds.warnings);
+    super::plain::check_duplicates(&rendered.manifests)?;
+    Ok(rendered)
+}
+
+/// The fields that differ between two renders `a` and `b` of the same inputs, per
+/// object (matched by identity; an object of one render only is not compared).
+fn unstable(a: &[super::Manifest], b: &[super::Manifest]) -> Vec<super::HeldFields> {
+    let theirs: std::collections::HashMap<_, _> = b
+        .iter()
+        .filter_map(|m| {
+            let o = m.object();
+            crate::tracking::ObjectKey::of(&o).map(|k| (k, o))
+        })
+        .collect();
+    a.iter()
+        .filter_map(|m| {
+            let o = m.object();
+            let key = crate::tracking::ObjectKey::of(&o)?;
+            let pointers = super::helm::unstable_fields(&o, theirs.get(&key)?);
+            (!pointers.is_empty()).then_some(super::HeldFields { key, pointers, why: super::HeldWhy::Unstable })
+        })
+        .collect()
+}
+
 /// A tool's output `out`, shown as `name`, read like a plain file within `t.limits`;
 /// `tool` is the tool and its version.
 fn output(t: &Target<'_>, name: &str, out: &[u8], tool: String) -> Result<Rendered, Error> {
@@ -357,6 +459,7 @@ mod tests {
             source: &source,
             shared_paths: &[],
             cluster: &cluster,
+            is_upgrade: false,
             limits: &limits,
         };
         let tree = Plain(vec![(
@@ -373,5 +476,61 @@ mod tests {
             assert!(err.contains("no-kustomize version: cannot start"), "{err}");
             assert_eq!(tools.runs(), runs);
         }
+    }
+
+    const HELM_OUT: &str = "---
+# Source: web/templates/cm.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+---
+# Source: web/templates/tests/t.yaml
+apiVersion: v1
+kind: Pod
+metadata: {name: web-test, annotations: {helm.sh/hook: test}}
+---
+# Source: web/crds/w.yaml
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.acme.example}
+spec: {group: acme.example}
+";
+
+    /// `crds/` first (their `spec` held under `Create`, left out under `Skip`), hooks
+    /// left out and named.
+    #[test]
+    fn helm_output_orders_crds_first_and_skips_hooks() {
+        let (cluster, limits) = (Capabilities::default(), crate::limits::Limits::default());
+        for (policy, kinds, held) in [
+            (CrdPolicy::Create, &["CustomResourceDefinition", "ConfigMap"][..], 1),
+            (CrdPolicy::CreateReplace, &["CustomResourceDefinition", "ConfigMap"][..], 0),
+            (CrdPolicy::Skip, &["ConfigMap"][..], 0),
+        ] {
+            let source = Source::default();
+            let t = Target {
+                app: "web",
+                namespace: "shop",
+                path: "web",
+                source: &source,
+                shared_paths: &[],
+                cluster: &cluster,
+                is_upgrade: false,
+                limits: &limits,
+            };
+            let r = helm_output(&t, HELM_OUT.as_bytes(), "helm v3".into(), policy).expect("reads");
+            assert_eq!(r.manifests.iter().map(|m| m.kind()).collect::<Vec<_>>(), kinds, "{policy:?}");
+            assert_eq!(r.held.len(), held, "{policy:?}");
+            assert_eq!(r.warnings.len(), 1, "{policy:?}");
+            assert!(
+                r.warnings[0]
+                    .ends_with("Pod/web-test: Helm hook `test` skipped: plumb does not run Helm hooks (not applied)"),
+                "{}",
+                r.warnings[0]
+            );
+        }
+        let c = Capabilities { kube_version: Some("v1.36.0".into()), api_versions: vec!["v1".into()] };
+        let more = Capabilities { api_versions: vec!["v1".into(), "v1/ConfigMap".into()], ..c.clone() };
+        assert_ne!(c.digest(), more.digest(), "a served kind changes the cache key");
+        assert_eq!(c.digest(), c.clone().digest());
     }
 }

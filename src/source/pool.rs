@@ -141,9 +141,17 @@ pub struct Pool {
     tools: Tools,
     limits: crate::limits::Limits,
     /// The target cluster's version and served `group/version`s, given to the render
-    /// tools (see [`Pool::set_cluster`]).
-    cluster: std::sync::RwLock<Capabilities>,
+    /// tools (see [`Pool::set_cluster`]), and when they were set.
+    cluster: std::sync::RwLock<(Capabilities, Option<std::time::Instant>)>,
+    /// The applications that have synced before ([`Pool::set_installed`]): Helm renders
+    /// them as an upgrade.
+    installed: Mutex<std::collections::HashSet<String>>,
 }
+
+/// How long the capabilities given to the render tools serve before the next pass asks
+/// the cluster's discovery again (seconds): a CRD installed by someone else is seen by
+/// renders within this time, without a restart.
+pub const CAPABILITIES_MAX_AGE_SECONDS: u64 = 30;
 
 impl Pool {
     /// A pool keeping its mirrors under `cache_dir`, rendering the applications of
@@ -157,6 +165,7 @@ impl Pool {
             tools: Tools::new(config.settings.render_tools.clone()),
             config,
             cluster: std::sync::RwLock::default(),
+            installed: Mutex::default(),
             limits: crate::limits::Limits::default(),
         }
     }
@@ -232,17 +241,38 @@ impl Pool {
         env.map(|e| e.shared_paths.clone()).unwrap_or_default()
     }
 
-    /// Whether [`Pool::set_cluster`] was called.
-    pub fn knows_cluster(&self) -> bool {
-        self.cluster.read().is_ok_and(|c| c.kube_version.is_some())
+    /// Whether [`Pool::set_cluster`] was called less than `max_age` ago.
+    pub fn knows_cluster(&self, max_age: std::time::Duration) -> bool {
+        self.cluster.read().is_ok_and(|c| c.0.kube_version.is_some() && c.1.is_some_and(|at| at.elapsed() < max_age))
     }
 
-    /// The target cluster's `version` (`v1.36.3`) and served `group/version`s, given to
-    /// the render tools ([`Capabilities`]) so that charts see the cluster they are
-    /// rendered for.
-    pub fn set_cluster(&self, version: String, api_versions: Vec<String>) {
+    /// The target cluster's `version` (`v1.36.3`) and served `group/version`s and
+    /// `group/version/Kind`s, given to the render tools ([`Capabilities`]) so that charts
+    /// see the cluster they are rendered for. Part of the render cache key (as
+    /// [`Capabilities::digest`]): when they change, Helm renders again.
+    pub fn set_cluster(&self, version: String, mut api_versions: Vec<String>) {
+        api_versions.sort_unstable();
+        api_versions.dedup();
         if let Ok(mut c) = self.cluster.write() {
-            *c = Capabilities { kube_version: Some(version), api_versions };
+            *c = (Capabilities { kube_version: Some(version), api_versions }, Some(std::time::Instant::now()));
+        }
+    }
+
+    /// The capabilities the render tools get now.
+    pub fn capabilities(&self) -> Capabilities {
+        self.cluster.read().map(|c| c.0.clone()).unwrap_or_default()
+    }
+
+    /// Records whether application `app` has synced before (live tracked objects or a
+    /// recorded sync): Helm then renders it with `--is-upgrade` (`.Release.IsUpgrade`),
+    /// else as an install. Part of the render cache key.
+    pub fn set_installed(&self, app: &str, installed: bool) {
+        if let Ok(mut s) = self.installed.lock() {
+            if installed {
+                s.insert(app.to_string());
+            } else {
+                s.remove(app);
+            }
         }
     }
 
@@ -340,15 +370,18 @@ impl Pool {
         // commit that changes other paths renders nothing again. A tool may read the
         // whole working copy (bases, chart dependencies): keyed by the root tree.
         // A tool is located once per pool: its version is the same under every key.
+        // Helm also reads the cluster's capabilities and whether it installs or upgrades
+        let cluster = self.capabilities();
+        let is_upgrade = kind == SourceType::Helm && self.installed.lock().is_ok_and(|s| s.contains(app));
         let inputs = match kind {
             SourceType::Plain => format!("files {}", snapshot.files_digest),
-            _ => snapshot.root_tree.clone(),
+            SourceType::Kustomize => snapshot.root_tree.clone(),
+            SourceType::Helm => format!("{} caps {} upgrade {is_upgrade}", snapshot.root_tree, cluster.digest()),
         };
         let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?}");
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok((r, false));
         }
-        let cluster = self.cluster.read().map(|c| c.clone()).unwrap_or_default();
         let shared = self.shared_paths(app);
         let t = Target {
             app,
@@ -357,6 +390,7 @@ impl Pool {
             source: &source,
             shared_paths: &shared,
             cluster: &cluster,
+            is_upgrade,
             limits: &self.limits,
         };
         let rendered = Arc::new(self.tools.render(kind, &t, &Commit { pool: self, repo, snapshot, t }).await?);
