@@ -4,7 +4,8 @@
 //! asked) once, on first use, and counts the child processes it starts. [`Tools::render`]
 //! runs the renderer of a source type on what the source side gives it: the files under
 //! the application's path (plain YAML, SOPS-encrypted files decrypted first), or a
-//! working copy of the whole commit (kustomize, helm) — both through [`Tree`], so the
+//! working copy holding only the render's inputs (kustomize, helm: the path, the
+//! kustomizations or value files it names, sharedPaths) — both through [`Tree`], so the
 //! mirrors, working copies and the render cache stay with the sources.
 //!
 //! DESIGN: a new render tool (say jsonnet) is added here, in `src/render/`: one file
@@ -64,8 +65,10 @@ pub type Files<'a> = Cow<'a, [(String, Vec<u8>)]>;
 pub trait Tree {
     /// The files under the application's path.
     fn files(&self) -> impl Future<Output = Result<Files<'_>, Error>> + Send;
-    /// A working copy of the whole commit in a new temporary directory (removed when
-    /// dropped).
+    /// A working copy of the render's inputs (the application's path, what its
+    /// kustomization or chart names in the repository, its environment's
+    /// `sharedPaths`; see [`crate::source::Mirror::export`]) in a new temporary
+    /// directory (removed when dropped).
     fn checkout(&self) -> impl Future<Output = Result<tempfile::TempDir, Error>> + Send;
 }
 
@@ -129,6 +132,8 @@ impl Tools {
             timeout: Duration::from_secs(self.settings.timeout_seconds),
             max_output: self.settings.max_output_bytes,
             network: t.source.allow_remote_bases,
+            max_memory: self.settings.max_memory_bytes,
+            cpu_seconds: self.settings.cpu_seconds,
         };
         let shown = if t.path.is_empty() { "." } else { t.path };
         let mut rendered = match kind {
@@ -163,6 +168,11 @@ impl Tools {
             }
         };
         t.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
+        if kind != SourceType::Plain
+            && let Some(gap) = super::sandbox::isolation().missing()
+        {
+            rendered.warnings.push(format!("render tool not fully contained: {gap}"));
+        }
         rendered.took = started.elapsed();
         Ok(rendered)
     }
