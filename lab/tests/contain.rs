@@ -132,7 +132,7 @@ async fn a_template_that_eats_memory_or_cpu_dies_at_its_ceiling_and_is_backed_of
     lab.repo.commit("a bomb, a loop and a chart").unwrap();
     let (config, pool) = pool(
         &lab,
-        ", maxMemoryBytes: 268435456, cpuSeconds: 3, timeoutSeconds: 60, backoffSeconds: 4, maxBackoffSeconds: 8",
+        ", maxMemoryBytes: 268435456, cpuSeconds: 3, timeoutSeconds: 60, backoffSeconds: 10, maxBackoffSeconds: 20",
         &["name: bomb, path: apps/bomb", "name: loop, path: apps/loop", "name: fine, path: apps/fine"],
     );
     let (out, _) = render(&pool, &config, "fine").await.unwrap();
@@ -140,32 +140,34 @@ async fn a_template_that_eats_memory_or_cpu_dies_at_its_ceiling_and_is_backed_of
 
     let started = Instant::now();
     let err = render(&pool, &config, "bomb").await.expect_err("bomb");
+    let bomb_failed = Instant::now();
     println!("bomb: {err} after {:?}", started.elapsed());
     assert!(
         err.contains("died at its memory ceiling of 268435456 bytes (settings.renderTools.maxMemoryBytes)"),
         "{err}"
     );
+    // backed off: the same error, no child, until the backoff (10 s) ends
+    let runs = pool.tool_runs();
+    assert_eq!(render(&pool, &config, "bomb").await.expect_err("bomb again"), err, "same inputs, same error");
+    assert_eq!(pool.tool_runs(), runs, "a pass in the backoff starts no child");
+
     let started = Instant::now();
     let err = render(&pool, &config, "loop").await.expect_err("loop");
     println!("loop: {err} after {:?}", started.elapsed());
     assert!(err.ends_with("killed at its CPU budget of 3 s (settings.renderTools.cpuSeconds)"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30), "died at the budget, not the time limit");
-
-    // backed off: the same error, no child, until the backoff (4 s) ends
     let runs = pool.tool_runs();
-    let again = render(&pool, &config, "bomb").await.expect_err("bomb again");
-    assert!(again.contains("memory ceiling"), "{again}");
-    assert_eq!(pool.tool_runs(), runs, "a pass in the backoff starts no child");
     lab.repo.write("apps/fine/values.yaml", "v: still ok\n").unwrap();
     lab.repo.commit("a commit elsewhere").unwrap();
-    render(&pool, &config, "loop").await.expect_err("loop");
-    assert_eq!(pool.tool_runs(), runs, "a commit that does not touch its inputs renders nothing again");
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(render(&pool, &config, "loop").await.expect_err("loop"), err);
+    assert_eq!(pool.tool_runs(), runs, "a commit that does not touch its inputs starts no child in the backoff");
+
+    tokio::time::sleep((bomb_failed + Duration::from_secs(11)).saturating_duration_since(Instant::now())).await;
     render(&pool, &config, "bomb").await.expect_err("bomb after its backoff");
     assert!(pool.tool_runs() > runs, "tried again after the backoff");
     let runs = pool.tool_runs();
     render(&pool, &config, "bomb").await.expect_err("bomb");
-    assert_eq!(pool.tool_runs(), runs, "backed off again (now 8 s)");
+    assert_eq!(pool.tool_runs(), runs, "backed off again (now 20 s)");
     // a new commit of its inputs renders at once
     lab.repo.write("apps/bomb/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\n").unwrap();
     lab.repo.commit("bomb defused").unwrap();

@@ -327,6 +327,9 @@ pub fn inputs(
             let exists = local.as_ref().is_some_and(|l| node(&show(l)) != Node::Missing);
             let remote = if kustomization { is_remote(entry, exists) } else { is_url(entry) };
             if remote {
+                if !allow_remote {
+                    return Err(Error::RemoteBase { file: file.clone(), reference: entry.to_string() });
+                }
                 if remote_host(entry).is_some_and(|h| is_local_host(&h)) {
                     return Err(refuse(
                         entry,
@@ -334,9 +337,6 @@ pub fn inputs(
                             "({field}) names a loopback or link-local host; plumb never lets a render fetch from plumb's own machine"
                         ),
                     ));
-                }
-                if !allow_remote {
-                    return Err(Error::RemoteBase { file: file.clone(), reference: entry.to_string() });
                 }
                 continue;
             }

@@ -272,6 +272,10 @@ pub async fn run_with_env(
 ) -> Result<Vec<u8>, RunError> {
     let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().to_string());
     let command = std::iter::once(name.as_str()).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+    // the wrappers would report a missing tool as their own exit status
+    if let Err(e) = std::fs::metadata(tool) {
+        return Err(RunError::Start { command, message: e.to_string() });
+    }
     let home = tempfile::Builder::new()
         .prefix("plumb-tool-home-")
         .tempdir()
