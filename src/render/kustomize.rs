@@ -264,7 +264,9 @@ pub type ReadFile<'a> = dyn Fn(&str) -> Result<Option<Vec<u8>>, Error> + 'a;
 
 /// Checks the kustomization at `app_path` and every local kustomization it names,
 /// transitively, before kustomize runs; returns the directories of those
-/// kustomizations (`app_path` first): what a working copy must hold.
+/// kustomizations (`app_path` first), then the resource files they name outside their
+/// own directory (which kustomize's load restrictor refuses, naming them): what a
+/// working copy must hold.
 ///
 /// `node` tells what a repository path is and `read` reads a file (within
 /// `settings.limits.maxFileBytes`); kustomization files are read within `limits`' YAML
@@ -290,7 +292,7 @@ pub fn inputs(
     read: &ReadFile<'_>,
 ) -> Result<Vec<String>, Error> {
     let show = |p: &Path| p.to_string_lossy().to_string();
-    let mut dirs: Vec<String> = Vec::new();
+    let (mut dirs, mut files): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     let mut seen = HashSet::new();
     let mut todo = vec![PathBuf::from(app_path)];
     while let Some(dir) = todo.pop() {
@@ -348,11 +350,16 @@ pub fn inputs(
                     ),
                 ));
             };
-            if kustomization && node(&show(&local)) == Node::Dir {
-                todo.push(local);
+            match node(&show(&local)) {
+                Node::Dir if kustomization => todo.push(local),
+                // a file outside the kustomization's directory: in the copy, so that
+                // kustomize's load restrictor refuses it with its own words
+                Node::File if kustomization && !local.starts_with(&dir) => files.push(show(&local)),
+                _ => {}
             }
         }
     }
+    dirs.extend(files);
     Ok(dirs)
 }
 
