@@ -8,17 +8,28 @@
 //!
 //! | limit | default | checked |
 //! |---|---|---|
-//! | `maxFileBytes` | 8 MiB | per manifest file, from the blob header, before it is read |
-//! | `maxFiles` | 10,000 | manifest files under the application path |
+//! | `maxFileBytes` | 8 MiB | per manifest file (and per file of a render tool's working copy), from the blob header, before it is read |
+//! | `maxFiles` | 10,000 | manifest files under the application path; files of a render tool's working copy |
 //! | `maxRenderedBytes` | 64 MiB | the JSON size of all rendered objects of the application |
-//! | `yamlNodesPerFile` | 1,000,000 | YAML nodes of one file, aliases expanded, all documents together |
-//! | `yamlScalarBytesPerFile` | 64 MiB | scalar bytes of one file, aliases expanded |
+//! | `yamlNodesPerFile` | 100,000 | YAML nodes of one file, aliases expanded, all documents together, plus one per 8 bytes of the file |
+//! | `yamlScalarBytesPerFile` | 3 MiB | scalar bytes of one file, aliases expanded, plus the file's own size |
 //! | `sourceTimeoutSeconds` | 120 s | fetching and rendering one application (connect, transfer, render) |
 //!
 //! The YAML budgets are per **file**, not per `---` document: a file of many small alias
 //! bombs, each under a per-document budget, is refused as a whole. They are enforced by
 //! serde-saphyr's [`serde_saphyr::Budget`] while the file is scanned once as a whole
 //! stream, values discarded, before its documents are read.
+//!
+//! The YAML budgets are sized from what the API server accepts: one request body is at
+//! most 3 MiB (kube-apiserver's `MaxRequestBodyBytes`, `k8s.io/apiserver`
+//! `pkg/server/config.go`: 3 × 1024 × 1024) and etcd stores at most 1.5 MiB per request
+//! (its `--max-request-bytes` default, 1,572,864 bytes), so aliases that expand one
+//! file beyond a few MiB of scalars build nothing a cluster would take. A file without
+//! aliases is never refused by them: it has at most one node per 2 bytes and its own
+//! bytes of scalars, and real manifests (CRD bundles included) average far more than 8
+//! bytes per node — the part that grows with the file. What aliases may add is the
+//! floor: one 60 KB file costs at most ~100,000 nodes and ~3 MiB of scalars (tens of MB
+//! parsed, where the former defaults of 1,000,000 nodes and 64 MiB let it reach 400 MB).
 
 use std::time::Duration;
 
@@ -34,9 +45,10 @@ pub struct Limits {
     pub max_files: usize,
     /// Largest rendered application: JSON bytes of all its objects.
     pub max_rendered_bytes: u64,
-    /// Most YAML nodes (scalars, sequences, mappings) in one file, aliases expanded.
+    /// Most YAML nodes (scalars, sequences, mappings) in one file, aliases expanded,
+    /// beyond one per 8 bytes of the file (see [`Limits::yaml_budget`]).
     pub yaml_nodes_per_file: usize,
-    /// Most scalar bytes in one file, aliases expanded.
+    /// Most scalar bytes in one file, aliases expanded, beyond the file's own size.
     pub yaml_scalar_bytes_per_file: usize,
     /// Longest fetch and render of one application, in seconds.
     pub source_timeout_seconds: u64,
@@ -48,8 +60,8 @@ impl Default for Limits {
             max_file_bytes: 8 * 1024 * 1024,
             max_files: 10_000,
             max_rendered_bytes: 64 * 1024 * 1024,
-            yaml_nodes_per_file: 1_000_000,
-            yaml_scalar_bytes_per_file: 64 * 1024 * 1024,
+            yaml_nodes_per_file: 100_000,
+            yaml_scalar_bytes_per_file: 3 * 1024 * 1024,
             source_timeout_seconds: 120,
         }
     }
@@ -71,6 +83,14 @@ pub enum Exceeded {
     /// More manifest files than `maxFiles`.
     #[error("more than {limit} manifest files under the application path (settings.limits.maxFiles)")]
     Files {
+        /// The limit.
+        limit: usize,
+    },
+    /// A render tool's working copy would hold more than `maxFiles` files.
+    #[error(
+        "more than {limit} files in the render tool's working copy (the application's path, the kustomizations and value files it names, sharedPaths) (settings.limits.maxFiles)"
+    )]
+    WorkingCopyFiles {
         /// The limit.
         limit: usize,
     },
@@ -139,14 +159,15 @@ impl Limits {
     /// # Errors
     /// [`Exceeded::YamlBudget`].
     pub fn check_yaml(&self, file: &str, text: &str) -> Result<(), Exceeded> {
+        let (nodes, bytes) = self.yaml_budget(text.len());
         let budget = serde_saphyr::budget! {
-            max_nodes: self.yaml_nodes_per_file,
-            max_total_scalar_bytes: self.yaml_scalar_bytes_per_file,
-            max_documents: self.yaml_nodes_per_file,
+            max_nodes: nodes,
+            max_total_scalar_bytes: bytes,
+            max_documents: nodes,
             // events include the ends of collections: about two per node
-            max_events: self.yaml_nodes_per_file.saturating_mul(2),
+            max_events: nodes.saturating_mul(2),
         };
-        let aliases = serde_saphyr::alias_limits! { max_total_replayed_events: self.yaml_nodes_per_file };
+        let aliases = serde_saphyr::alias_limits! { max_total_replayed_events: nodes };
         let options = serde_saphyr::options! {
             budget: budget,
             alias_limits: aliases,
@@ -162,17 +183,20 @@ impl Limits {
                     .any(|w| message.to_ascii_lowercase().contains(w));
                 if breach {
                     let what = message.lines().next().unwrap_or_default().to_string();
-                    Err(Exceeded::YamlBudget {
-                        file: file.into(),
-                        what,
-                        nodes: self.yaml_nodes_per_file,
-                        bytes: self.yaml_scalar_bytes_per_file,
-                    })
+                    Err(Exceeded::YamlBudget { file: file.into(), what, nodes, bytes })
                 } else {
                     Ok(())
                 }
             }
         }
+    }
+
+    /// The YAML budget of a file of `len` bytes: (nodes, scalar bytes), aliases
+    /// expanded. `yamlNodesPerFile` plus one node per 8 bytes, `yamlScalarBytesPerFile`
+    /// plus `len`: a file without aliases stays within its budget whatever its size
+    /// (see the module docs), and aliases add at most the settings.
+    pub fn yaml_budget(&self, len: usize) -> (usize, usize) {
+        (self.yaml_nodes_per_file.saturating_add(len / 8), self.yaml_scalar_bytes_per_file.saturating_add(len))
     }
 
     /// Checks the rendered objects, `(source file, size of the object as compact JSON in
@@ -237,13 +261,36 @@ mod tests {
         let e = l.check_yaml("app/bombs.yaml", &many).unwrap_err();
         let text = e.to_string();
         assert!(text.starts_with("app/bombs.yaml: YAML expansion budget per file exceeded ("), "{text}");
-        assert!(text.contains("1000000 nodes"), "{text}");
+        assert!(text.contains(&format!("{} nodes", 100_000 + many.len() / 8)), "{text}");
         // one big scalar repeated by aliases: scalar bytes
         let big = format!("s: &s \"{}\"\nl: [{}]\n", "a".repeat(1000), vec!["*s"; 50].join(","));
         let small = Limits { yaml_scalar_bytes_per_file: 10_000, ..Limits::default() };
         assert!(small.check_yaml("app/s.yaml", &big).is_err());
         // a syntax error is the render's to report
         assert_eq!(l.check_yaml("app/bad.yaml", "a: [\n"), Ok(()));
+    }
+
+    /// A 7 KB file of aliases expanding to 422,000 nodes: the former defaults
+    /// (1,000,000 nodes, 64 MiB of scalars per file) let it through (a 60 KB file of
+    /// the same kind reached 400 MB parsed), the defaults sized from the API server's
+    /// limits refuse it. A 6 MB file without aliases (a CRD bundle's shape)
+    /// stays within its budget.
+    #[test]
+    fn the_default_budgets_refuse_a_small_file_that_expands_beyond_an_api_request() {
+        let bomb = alias_bomb(20, 4, 10);
+        assert!(bomb.len() < 8_000, "{} bytes", bomb.len());
+        let former =
+            Limits { yaml_nodes_per_file: 1_000_000, yaml_scalar_bytes_per_file: 64 << 20, ..Limits::default() };
+        assert_eq!(former.check_yaml("bomb.yaml", &bomb), Ok(()), "passed before");
+        let e = Limits::default().check_yaml("bomb.yaml", &bomb).unwrap_err().to_string();
+        assert!(e.starts_with("bomb.yaml: YAML expansion budget per file exceeded"), "{e}");
+        let mut bundle = String::new();
+        while bundle.len() < 6 << 20 {
+            bundle.push_str(
+                "- name: field\n  description: a field of a custom resource, as CRDs describe them\n  type: string\n",
+            );
+        }
+        assert_eq!(Limits::default().check_yaml("crds.yaml", &bundle), Ok(()), "no aliases: within budget");
     }
 
     #[test]

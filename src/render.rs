@@ -268,6 +268,17 @@ pub enum Error {
     /// bytes).
     #[error(transparent)]
     Limit(#[from] crate::limits::Exceeded),
+    /// A kustomization entry refused before the tool runs: it leaves the repository, or
+    /// names a loopback or link-local host.
+    #[error("{file}: `{reference}` {why}")]
+    Entry {
+        /// The kustomization file.
+        file: String,
+        /// The entry.
+        reference: String,
+        /// Why it is refused.
+        why: String,
+    },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {

@@ -449,6 +449,11 @@ pub async fn run(
             handle.internal_addr,
             handle.probe_addr
         );
+        let contained = tokio::task::spawn_blocking(crate::render::sandbox::isolation).await.ok();
+        match contained.and_then(crate::render::sandbox::Isolation::missing) {
+            Some(gap) => tracing::warn!("render tools not fully contained: {gap}"),
+            None => tracing::info!("render tools contained: own network namespace, memory ceiling and CPU budget"),
+        }
         let next = tokio::select! {
             () = &mut shutdown => None,
             () = handle.leadership.lost() => {

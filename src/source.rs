@@ -653,51 +653,161 @@ impl Mirror {
         }
     }
 
-    /// Writes the commit's whole tree under `dest` (an empty directory): a working copy
-    /// for a render tool. Symlinks are written only when they stay inside the
-    /// repository (a tool never reads a file of the host through one); submodules
-    /// stay empty directories.
+    /// A read-only view of commit `revision`'s tree, for telling what a render reads
+    /// before anything is written ([`View`]).
     ///
     /// # Errors
-    /// [`Error::Local`] (reading the mirror or writing `dest`).
-    pub fn export(&self, revision: &str, dest: &Path) -> Result<(), Error> {
+    /// [`Error::Local`] (no such commit in the mirror).
+    pub fn view(&self, revision: &str) -> Result<View<'_>, Error> {
         let local = |source| Error::Local { dir: self.repo.path().into(), source };
-        let io = |e: std::io::Error| local(git2::Error::from_str(&format!("{}: {e}", dest.display())));
         let root =
             Oid::from_str(revision).and_then(|o| self.repo.find_commit(o)).and_then(|c| c.tree()).map_err(local)?;
-        let walk = Walk { mirror: self, root: &root, within: &[] };
-        let mut failed = None;
-        root.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
-            let rel = format!("{dir}{}", e.name().unwrap_or(""));
-            let out = dest.join(&rel);
-            let written = match (e.kind(), e.filemode()) {
-                (Some(ObjectType::Tree | ObjectType::Commit), _) => std::fs::create_dir_all(&out).map_err(io),
-                (Some(ObjectType::Blob), 0o120000) => match walk.resolve(&rel, &rel, e.id()) {
+        Ok(View { mirror: self, root })
+    }
+
+    /// Writes the parts `roots` (repository paths of directories or files; `""` is the
+    /// whole commit) of the commit's tree under `dest` (an empty directory): a working
+    /// copy for a render tool, holding only what the render may read. A blob's size is
+    /// checked against `maxFileBytes` before it is read, and the files written against
+    /// `maxFiles`: a large file elsewhere in the repository is never read. A symlink is
+    /// written only when it points into one of `roots` (confined like a plain
+    /// snapshot's: a link leaving them, the repository, pointing at nothing or looping is
+    /// an error naming it, unless its name has an extension other than a manifest's —
+    /// then it is left out). Submodules stay empty directories.
+    ///
+    /// # Errors
+    /// [`Error::Local`] (reading the mirror or writing `dest`), [`Error::Limit`],
+    /// [`Error::Symlink`], [`Error::SymlinkOutside`].
+    pub fn export(&self, revision: &str, dest: &Path, roots: &[String]) -> Result<(), Error> {
+        let view = self.view(revision)?;
+        let mut roots: Vec<String> = roots.iter().map(|r| r.trim_matches('/').to_string()).collect();
+        roots.sort();
+        roots.dedup();
+        let inside = |p: &str, r: &str| r.is_empty() || p == r || p.starts_with(&format!("{r}/"));
+        // a root inside another is written with it
+        let kept: Vec<String> =
+            roots.iter().filter(|r| !roots.iter().any(|o| o != *r && inside(r, o))).cloned().collect();
+        let within: Vec<String> = if kept.iter().any(String::is_empty) { vec![] } else { kept.clone() };
+        let walk = Walk { mirror: self, root: &view.root, within: &within };
+        let mut copy = WorkingCopy { walk: &walk, dest, written: 0 };
+        for r in &kept {
+            if r.is_empty() {
+                copy.tree(&view.root, "")?;
+                continue;
+            }
+            let Ok(entry) = view.root.get_path(Path::new(r)) else { continue };
+            if let Some(parent) = Path::new(r).parent() {
+                std::fs::create_dir_all(dest.join(parent)).map_err(|e| copy.io(e))?;
+            }
+            copy.entry(r, entry.id(), entry.kind(), entry.filemode())?;
+        }
+        Ok(())
+    }
+}
+
+/// A read-only view of one commit's tree ([`Mirror::view`]).
+pub struct View<'a> {
+    mirror: &'a Mirror,
+    root: git2::Tree<'a>,
+}
+
+impl View<'_> {
+    /// What `path` is at this commit (symlinks not followed: a link is a file).
+    pub fn node(&self, path: &str) -> crate::render::kustomize::Node {
+        use crate::render::kustomize::Node;
+        let path = path.trim_matches('/');
+        if path.is_empty() {
+            return Node::Dir;
+        }
+        match self.root.get_path(Path::new(path)).ok().map(|e| e.kind()) {
+            Some(Some(ObjectType::Tree)) => Node::Dir,
+            Some(Some(ObjectType::Blob)) => Node::File,
+            _ => Node::Missing,
+        }
+    }
+
+    /// The content of the file at `path` (`None`: no file there), its size checked
+    /// against `maxFileBytes` before it is read.
+    ///
+    /// # Errors
+    /// [`Error::Limit`], [`Error::Local`].
+    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, Error> {
+        let Ok(entry) = self.root.get_path(Path::new(path.trim_matches('/'))) else { return Ok(None) };
+        if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == 0o120000 {
+            return Ok(None);
+        }
+        let walk = Walk { mirror: self.mirror, root: &self.root, within: &[] };
+        walk.read_blob(path, entry.id(), 1).map(Some)
+    }
+
+    /// The object id (40 hex) of `path` (`""`: the root tree); `None` when missing.
+    pub fn id(&self, path: &str) -> Option<String> {
+        let path = path.trim_matches('/');
+        if path.is_empty() {
+            return Some(self.root.id().to_string());
+        }
+        self.root.get_path(Path::new(path)).ok().map(|e| e.id().to_string())
+    }
+}
+
+/// Writing a working copy ([`Mirror::export`]).
+struct WorkingCopy<'a> {
+    walk: &'a Walk<'a>,
+    dest: &'a Path,
+    /// Files written so far.
+    written: usize,
+}
+
+impl WorkingCopy<'_> {
+    fn io(&self, e: std::io::Error) -> Error {
+        self.walk.local(git2::Error::from_str(&format!("{}: {e}", self.dest.display())))
+    }
+
+    /// Writes the entries of `tree`, at repository path `dir`.
+    fn tree(&mut self, tree: &git2::Tree<'_>, dir: &str) -> Result<(), Error> {
+        for e in tree.iter() {
+            let name = e.name().unwrap_or("");
+            let rel = if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") };
+            self.entry(&rel, e.id(), e.kind(), e.filemode())?;
+        }
+        Ok(())
+    }
+
+    /// Writes the entry at repository path `rel` (object `id`).
+    fn entry(&mut self, rel: &str, id: Oid, kind: Option<ObjectType>, mode: i32) -> Result<(), Error> {
+        let out = self.dest.join(rel);
+        match (kind, mode) {
+            (Some(ObjectType::Tree), _) => {
+                std::fs::create_dir_all(&out).map_err(|e| self.io(e))?;
+                let tree = self.walk.mirror.repo.find_tree(id).map_err(|e| self.walk.local(e))?;
+                self.tree(&tree, rel)
+            }
+            (Some(ObjectType::Commit), _) => std::fs::create_dir_all(&out).map_err(|e| self.io(e)),
+            (Some(ObjectType::Blob), 0o120000) => {
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                let guessed_file = name.rsplit_once('.').is_some_and(|(_, ext)| !ext.is_empty());
+                match self.walk.resolve(rel, rel, id) {
                     Ok((target, _, _)) => {
                         let up = "../".repeat(rel.matches('/').count());
                         let link =
                             if up.is_empty() && target.is_empty() { ".".to_string() } else { format!("{up}{target}") };
-                        std::os::unix::fs::symlink(link, &out).map_err(io)
+                        std::os::unix::fs::symlink(link, &out).map_err(|e| self.io(e))
                     }
-                    Err(_) => Ok(()),
-                },
-                (Some(ObjectType::Blob), _) => self
-                    .repo
-                    .find_blob(e.id())
-                    .map_err(local)
-                    .and_then(|b| std::fs::write(&out, b.content()).map_err(io)),
-                _ => Ok(()),
-            };
-            match written {
-                Ok(()) => git2::TreeWalkResult::Ok,
-                Err(err) => {
-                    failed = Some(err);
-                    git2::TreeWalkResult::Abort
+                    Err(_) if guessed_file && !crate::render::is_manifest_file(name) => Ok(()),
+                    Err(e) => Err(e),
                 }
             }
-        })
-        .or_else(|e| if failed.is_some() { Ok(()) } else { Err(local(e)) })?;
-        failed.map_or(Ok(()), Err)
+            (Some(ObjectType::Blob), _) => {
+                self.written += 1;
+                let limits = self.walk.mirror.limits;
+                if self.written > limits.max_files {
+                    return Err(crate::limits::Exceeded::WorkingCopyFiles { limit: limits.max_files }.into());
+                }
+                let content = self.walk.read_blob(rel, id, 1)?;
+                std::fs::write(&out, content).map_err(|e| self.io(e))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -1331,28 +1441,82 @@ mod tests {
         assert!(matches!(err, Error::Symlink { .. }), "{err}");
     }
 
+    /// A working copy holds only its roots: another application's files are not
+    /// written, a file elsewhere over `maxFileBytes` is never read, one inside is refused
+    /// naming it, links are written only into the roots.
     #[test]
-    fn export_writes_a_working_copy_without_escaping_links() {
+    fn export_writes_only_the_roots_and_confines_links() {
         let tmp = tempfile::tempdir().expect("tmp");
         let work = tmp.path().join("w");
         std::fs::create_dir_all(&work).expect("mkdir");
         git(&work, &["init", "-q", "-b", "main"]);
         write(&work, "base/kustomization.yaml", "resources: [cm.yaml]\n");
+        write(&work, "other/secret.yaml", "token: b\n");
+        write(&work, "other/big.bin", &"0".repeat(5000));
+        write(&work, "shared/values.yaml", "a: 1\n");
         link(&work, "overlay/base", "../base");
-        link(&work, "overlay/passwd", "../../../../../../etc/passwd");
+        link(&work, "overlay/values.yaml", "../shared/values.yaml");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "c"]);
+        let limits = crate::limits::Limits { max_file_bytes: 1000, ..crate::limits::Limits::default() };
+        let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open")
+            .with_limits(limits);
+        let rev = mirror.resolve("main").expect("resolve").revision;
+        let export = |roots: &[&str]| {
+            let out = tempfile::tempdir().expect("out");
+            let roots: Vec<String> = roots.iter().map(|r| (*r).to_string()).collect();
+            mirror.export(&rev, out.path(), &roots).map(|()| out)
+        };
+        let out = export(&["overlay", "base", "shared"]).expect("export");
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("overlay/base/kustomization.yaml")).expect("via link"),
+            "resources: [cm.yaml]\n"
+        );
+        assert_eq!(std::fs::read_to_string(out.path().join("overlay/values.yaml")).expect("via link"), "a: 1\n");
+        assert!(!out.path().join("other").exists(), "another path is not written (nor its big file read)");
+        // a link out of the roots: a file-like name is left out, a directory is an error
+        let err = export(&["overlay", "base"]).expect_err("link into shared/ without it").to_string();
+        assert_eq!(
+            err,
+            "overlay/values.yaml: symlink to `../shared/values.yaml` leaves the application's path (allowed: base, overlay); not followed"
+        );
+        let err = export(&["other"]).expect_err("big file inside").to_string();
+        assert_eq!(
+            err,
+            "other/big.bin is 5000 bytes, over the limit of 1000 bytes per file (settings.limits.maxFileBytes)"
+        );
+        let few = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
+            .expect("open")
+            .with_limits(crate::limits::Limits { max_files: 1, ..crate::limits::Limits::default() });
+        let out = tempfile::tempdir().expect("out");
+        let err = few.export(&rev, out.path(), &["shared".into(), "base".into()]).expect_err("two files");
+        assert!(matches!(err, Error::Limit(crate::limits::Exceeded::WorkingCopyFiles { limit: 1 })), "{err}");
+    }
+
+    /// A link with a file-like, non-manifest name that leaves the roots is left out (as a
+    /// plain snapshot leaves it): a chart cannot read another application's file through it.
+    #[test]
+    fn a_chart_file_linking_to_another_application_is_not_written() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let work = tmp.path().join("w");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        git(&work, &["init", "-q", "-b", "main"]);
+        write(&work, "apps/web/Chart.yaml", "name: web\n");
+        write(&work, "apps/pay/secret.txt", "s3cret\n");
+        link(&work, "apps/web/files/stolen.txt", "../../pay/secret.txt");
+        link(&work, "apps/web/files/passwd.txt", "../../../../../../etc/passwd");
         git(&work, &["add", "-A"]);
         git(&work, &["commit", "-qm", "c"]);
         let mirror = Mirror::open(&tmp.path().join("cache"), work.to_str().expect("utf8"), Credentials::default())
             .expect("open");
         let rev = mirror.resolve("main").expect("resolve").revision;
-        let out = tmp.path().join("out");
-        std::fs::create_dir(&out).expect("mkdir");
-        mirror.export(&rev, &out).expect("export");
-        assert_eq!(
-            std::fs::read_to_string(out.join("overlay/base/kustomization.yaml")).expect("via link"),
-            "resources: [cm.yaml]\n"
-        );
-        assert!(std::fs::symlink_metadata(out.join("overlay/passwd")).is_err(), "an escaping link is not written");
+        let out = tempfile::tempdir().expect("out");
+        mirror.export(&rev, out.path(), &["apps/web".into()]).expect("export");
+        assert!(out.path().join("apps/web/Chart.yaml").is_file());
+        for f in ["apps/web/files/stolen.txt", "apps/web/files/passwd.txt", "apps/pay"] {
+            assert!(std::fs::symlink_metadata(out.path().join(f)).is_err(), "{f} is not in the working copy");
+        }
     }
 
     /// The ed25519 host key of the fixed vectors (`ssh-keygen -t ed25519`), base64.

@@ -192,6 +192,23 @@ pub struct RenderTools {
     /// Largest output a tool may write for one render, in bytes (default 64 MiB).
     #[serde(default = "default_max_output")]
     pub max_output_bytes: usize,
+    /// Most memory a tool may allocate in one run, in bytes (`RLIMIT_DATA`; default
+    /// 1 GiB: `helm template` of kube-prometheus-stack stays far below it, a template
+    /// that builds an ever larger string dies there). 0: no ceiling.
+    #[serde(default = "default_max_memory")]
+    pub max_memory_bytes: u64,
+    /// Most CPU time a tool may use in one run, in seconds (`RLIMIT_CPU`; default 30).
+    /// 0: no budget.
+    #[serde(default = "default_cpu_seconds")]
+    pub cpu_seconds: u64,
+    /// How long a render that failed is not tried again with the same inputs, in
+    /// seconds (default 30); doubled after each failure of the same inputs up to
+    /// `maxBackoffSeconds`. A commit that changes the inputs renders at once.
+    #[serde(default = "default_backoff")]
+    pub backoff_seconds: u64,
+    /// The longest backoff after repeated failures, in seconds (default 600).
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff_seconds: u64,
 }
 
 impl Default for RenderTools {
@@ -202,6 +219,10 @@ impl Default for RenderTools {
             sops: None,
             timeout_seconds: default_timeout(),
             max_output_bytes: default_max_output(),
+            max_memory_bytes: default_max_memory(),
+            cpu_seconds: default_cpu_seconds(),
+            backoff_seconds: default_backoff(),
+            max_backoff_seconds: default_max_backoff(),
         }
     }
 }
@@ -211,6 +232,18 @@ fn default_timeout() -> u64 {
 }
 fn default_max_output() -> usize {
     64 * 1024 * 1024
+}
+fn default_max_memory() -> u64 {
+    1024 * 1024 * 1024
+}
+fn default_cpu_seconds() -> u64 {
+    30
+}
+fn default_backoff() -> u64 {
+    30
+}
+fn default_max_backoff() -> u64 {
+    600
 }
 
 #[cfg(test)]

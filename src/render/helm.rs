@@ -1,5 +1,6 @@
 //! Helm: `helm template` of a chart in the repository (plumb applies the output; no
-//! release is installed), run in a working copy of the whole commit and sandboxed
+//! release is installed), run in a working copy of the chart, its value files and the
+//! environment's `sharedPaths` (nothing else of the commit), sandboxed
 //! ([`super::sandbox`]): no network, so dependencies must be vendored under the
 //! chart's `charts/` (helm names a missing one). Value files are repository paths;
 //! inline values are written to a file of the working copy. Its output is read like a
@@ -286,7 +287,7 @@ mod tests {
         let root = tempfile::tempdir().expect("tmp");
         std::fs::create_dir_all(root.path().join("envs")).expect("mkdir");
         let helm = Helm { path: root.path().join("no-helm"), version: "v0".into() };
-        let limits = Limits { timeout: Duration::from_secs(5), max_output: 1024, network: false };
+        let limits = Limits { timeout: Duration::from_secs(5), max_output: 1024, ..Limits::default() };
         for (file, why) in [("../etc/passwd", "outside"), ("/etc/passwd", "absolute"), ("envs/none.yaml", "missing")] {
             let files = [file.to_string()];
             let t = Template {

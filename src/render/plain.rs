@@ -167,7 +167,7 @@ fn parse_documents(path: &str, bytes: &[u8]) -> Result<Vec<Value>, Error> {
     }
     let text = text.as_ref();
     if path.ends_with(".json") {
-        return serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| Error::Parse {
+        return serde_json::from_str::<Strict>(text).map(|v| vec![v.0]).map_err(|e| Error::Parse {
             file: path.into(),
             line: e.line() as u32,
             document: 1,
@@ -192,6 +192,74 @@ fn parse_documents(path: &str, bytes: &[u8]) -> Result<Vec<Value>, Error> {
         out.push(doc);
     }
     Ok(out)
+}
+
+/// A JSON value read with duplicate keys refused, as YAML refuses them (serde_json
+/// alone keeps the last; kubectl's strict decoding and the API server's field
+/// validation report them): the error names the key, serde_json adds line and column.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+/// Builds a [`Value`] as serde_json's own visitor does, refusing a key seen twice in
+/// one object.
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        serde::Deserialize::deserialize(d).map(|s: Strict| s.0)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!("duplicate key `{key}`")));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// Splits a YAML stream at document markers (`---` at the start of a line; a block
@@ -242,4 +310,27 @@ fn check_object(v: &Value) -> Result<(), String> {
         return Err("missing metadata.name (generateName is not supported: objects need a stable identity)".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A JSON manifest with a key twice is refused like YAML, naming file, line and
+    /// key; nested objects too; one key in two objects is fine.
+    #[test]
+    fn json_duplicate_keys_are_refused_naming_file_line_and_key() {
+        let text = "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"ConfigMap\",\n  \"metadata\": {\"name\": \"a\"},\n  \"data\": {\"k\": \"1\",\n    \"k\": \"2\"}\n}\n";
+        let files = [("apps/web/cm.json".to_string(), text.as_bytes().to_vec())];
+        let err = render_files(&files).expect_err("duplicate key").to_string();
+        assert!(err.starts_with("apps/web/cm.json:6: document 1: duplicate key `k` at line 6"), "{err}");
+        let top =
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"kind\": \"Secret\", \"metadata\": {\"name\": \"a\"}}";
+        let err = render_files(&[("a.json".to_string(), top.as_bytes().to_vec())]).expect_err("dup").to_string();
+        assert!(err.contains("duplicate key `kind`"), "{err}");
+        let ok = "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"a\", \"labels\": {\"name\": \"x\"}}, \"data\": {\"n\": 1.5, \"b\": true, \"z\": null, \"l\": [1, -2]}}";
+        let r = render_files(&[("b.json".to_string(), ok.as_bytes().to_vec())]).expect("renders");
+        assert_eq!(r.manifests[0].object().pointer("/data/l/1"), Some(&serde_json::json!(-2)));
+        assert_eq!(r.manifests[0].object().pointer("/data/n"), Some(&serde_json::json!(1.5)));
+    }
 }

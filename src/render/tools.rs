@@ -3,12 +3,13 @@
 //! [`Tools`] holds the binaries of `settings.renderTools`, each located (and its version
 //! asked) once, on first use, and counts the child processes it starts. [`Tools::render`]
 //! runs the renderer of a source type on what the source side gives it: the files under
-//! the application's path (plain YAML), or a working copy of the whole commit
-//! (kustomize, helm) — both through [`Tree`], so the mirrors, working copies and the
-//! render cache stay with the sources. SOPS-encrypted files among what the renderer
-//! reads (the plain files, a kustomization's inputs, Helm value files) are decrypted
-//! first, with the application's keys ([`super::sops`]), and the rendered fields holding
-//! their values are marked sensitive.
+//! the application's path (plain YAML), or a working copy holding only the render's
+//! inputs (kustomize, helm: the path, the kustomizations or value files it names,
+//! sharedPaths) — both through [`Tree`], so the mirrors, working copies and the render
+//! cache stay with the sources. SOPS-encrypted files among what the renderer reads (the
+//! plain files, a kustomization's inputs, Helm value files) are decrypted first, with
+//! the application's keys ([`super::sops`]), and the rendered fields holding their
+//! values are marked sensitive.
 //!
 //! DESIGN: a new render tool (say jsonnet) is added here, in `src/render/`: one file
 //! `src/render/jsonnet.rs` (its binary, found with [`super::sandbox::locate`], and its
@@ -85,8 +86,10 @@ pub type Files<'a> = Cow<'a, [(String, Vec<u8>)]>;
 pub trait Tree {
     /// The files under the application's path.
     fn files(&self) -> impl Future<Output = Result<Files<'_>, Error>> + Send;
-    /// A working copy of the whole commit in a new temporary directory (removed when
-    /// dropped).
+    /// A working copy of the render's inputs (the application's path, what its
+    /// kustomization or chart names in the repository, its environment's
+    /// `sharedPaths`; see [`crate::source::Mirror::export`]) in a new temporary
+    /// directory (removed when dropped).
     fn checkout(&self) -> impl Future<Output = Result<tempfile::TempDir, Error>> + Send;
 }
 
@@ -150,6 +153,8 @@ impl Tools {
             timeout: Duration::from_secs(self.settings.timeout_seconds),
             max_output: self.settings.max_output_bytes,
             network: t.source.allow_remote_bases,
+            max_memory: self.settings.max_memory_bytes,
+            cpu_seconds: self.settings.cpu_seconds,
         };
         let shown = if t.path.is_empty() { "." } else { t.path };
         let mut decrypted = sops::Decrypted::default();
@@ -176,6 +181,11 @@ impl Tools {
         sops::check_no_ciphertext(&rendered.manifests)?;
         sops::mark_decrypted(&mut rendered.manifests, &decrypted);
         rendered.decrypted = decrypted.files;
+        if kind != SourceType::Plain
+            && let Some(gap) = super::sandbox::isolation().missing()
+        {
+            rendered.warnings.push(format!("render tool not fully contained: {gap}"));
+        }
         rendered.took = started.elapsed();
         Ok(rendered)
     }

@@ -129,6 +129,50 @@ impl RenderCache {
     }
 }
 
+/// The repository paths a tool render reads and their object ids, or why they cannot
+/// be told (a refused kustomization entry).
+type ToolInputs = Result<(Vec<String>, String), render::Error>;
+
+/// How many failed renders a pool remembers (their backoff); past it, all are forgotten.
+pub const FAILURES_KEPT: usize = 4096;
+
+/// Renders that failed, by render key: the error, how many times in a row, and until
+/// when the same inputs are not rendered again.
+#[derive(Default)]
+struct Failures {
+    entries: HashMap<String, (render::Error, u32, std::time::Instant)>,
+}
+
+impl Failures {
+    /// The error of `key` while its backoff lasts at `now`.
+    fn get(&self, key: &str, now: std::time::Instant) -> Option<render::Error> {
+        self.entries.get(key).filter(|(_, _, until)| now < *until).map(|(e, _, _)| e.clone())
+    }
+
+    /// Records that `key` failed with `error` at `now`: it backs off `base` after its
+    /// first failure, doubled after each further one, at most `cap`.
+    fn failed(
+        &mut self,
+        key: String,
+        error: render::Error,
+        now: std::time::Instant,
+        base: std::time::Duration,
+        cap: std::time::Duration,
+    ) {
+        if self.entries.len() >= FAILURES_KEPT && !self.entries.contains_key(&key) {
+            self.entries.clear();
+        }
+        let times = self.entries.get(&key).map_or(1, |(_, n, _)| n.saturating_add(1));
+        self.entries.insert(key, (error, times, now + backoff(times, base, cap)));
+    }
+}
+
+/// The backoff after the `times`-th failure in a row: `base`, doubled each time, at
+/// most `cap`.
+fn backoff(times: u32, base: std::time::Duration, cap: std::time::Duration) -> std::time::Duration {
+    base.saturating_mul(2u32.saturating_pow(times.saturating_sub(1))).min(cap)
+}
+
 /// Mirrors by repository name, the render cache, and the render tools.
 pub struct Pool {
     cache_dir: PathBuf,
@@ -140,6 +184,11 @@ pub struct Pool {
     heads: Arc<Mutex<HashMap<String, Snapshot>>>,
     tools: Tools,
     limits: crate::limits::Limits,
+    /// What tool renders read, by revision, application and source (see
+    /// [`Pool::tool_inputs`]); emptied when [`SNAPSHOT_HEADS`] are kept.
+    inputs: Mutex<HashMap<String, ToolInputs>>,
+    /// Renders that failed, by render key: not tried again before their backoff ends.
+    failures: Mutex<Failures>,
     /// The target cluster's version and served `group/version`s, given to the render
     /// tools (see [`Pool::set_cluster`]), and when they were set.
     cluster: std::sync::RwLock<(Capabilities, Option<std::time::Instant>)>,
@@ -167,6 +216,8 @@ impl Pool {
             cluster: std::sync::RwLock::default(),
             installed: Mutex::default(),
             limits: crate::limits::Limits::default(),
+            inputs: Mutex::default(),
+            failures: Mutex::default(),
         }
     }
 
@@ -367,20 +418,32 @@ impl Pool {
         let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
         // the app and namespace count: a tool may write them (a release's name, namespace)
         // A plain render reads only the files under the path: keyed by their content, a
-        // commit that changes other paths renders nothing again. A tool may read the
-        // whole working copy (bases, chart dependencies): keyed by the root tree.
+        // commit that changes other paths renders nothing again. A tool reads its
+        // working copy, which holds only its inputs (the path, the kustomizations it
+        // names, value files, sharedPaths): keyed by their object ids, so a commit
+        // elsewhere in the repository renders nothing again either.
         // A tool is located once per pool: its version is the same under every key.
         // Helm also reads the cluster's capabilities and whether it installs or upgrades
         let cluster = self.capabilities();
         let is_upgrade = kind == SourceType::Helm && self.installed.lock().is_ok_and(|s| s.contains(app));
-        let inputs = match kind {
-            SourceType::Plain => format!("files {}", snapshot.files_digest),
-            SourceType::Kustomize => snapshot.root_tree.clone(),
-            SourceType::Helm => format!("{} caps {} upgrade {is_upgrade}", snapshot.root_tree, cluster.digest()),
+        let (inputs, roots) = match kind {
+            SourceType::Plain => (format!("files {}", snapshot.files_digest), vec![]),
+            _ => {
+                let (roots, ids) = self.tool_inputs(repo, &snapshot.revision, kind, app, path, &source).await?;
+                let caps = if kind == SourceType::Helm {
+                    format!(" caps {} upgrade {is_upgrade}", cluster.digest())
+                } else {
+                    String::new()
+                };
+                (format!("inputs {ids}{caps}"), roots)
+            }
         };
         let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?}");
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok((r, false));
+        }
+        if let Some(e) = self.failures.lock().ok().and_then(|f| f.get(&key, std::time::Instant::now())) {
+            return Err(e);
         }
         let shared = self.shared_paths(app);
         let t = Target {
@@ -393,11 +456,86 @@ impl Pool {
             is_upgrade,
             limits: &self.limits,
         };
-        let rendered = Arc::new(self.tools.render(kind, &t, &Commit { pool: self, repo, snapshot, t }).await?);
+        let tree = Commit { pool: self, repo, snapshot, t, roots: &roots };
+        let rendered = match self.tools.render(kind, &t, &tree).await {
+            Ok(r) => Arc::new(r),
+            Err(e) => {
+                if let Ok(mut f) = self.failures.lock() {
+                    let tools = &self.config.settings.render_tools;
+                    let base = std::time::Duration::from_secs(tools.backoff_seconds);
+                    let cap = std::time::Duration::from_secs(tools.max_backoff_seconds);
+                    f.failed(key, e.clone(), std::time::Instant::now(), base, cap);
+                }
+                return Err(e);
+            }
+        };
+        if let Ok(mut f) = self.failures.lock() {
+            f.entries.remove(&key);
+        }
         if let Ok(mut c) = self.renders.lock() {
             c.put(app, key, rendered.clone());
         }
         Ok((rendered, true))
+    }
+
+    /// What a tool render of `path` (application `app`, `source`) at `revision` reads:
+    /// the repository paths its working copy holds (the path; for kustomize the
+    /// directories of the kustomizations it names, transitively, checked by
+    /// [`render::kustomize::inputs`]; for Helm the value files; the environment's
+    /// `sharedPaths`), and their object ids as one string (`path=id` each, sorted).
+    /// Remembered per revision and application: a pass at a known commit reads no
+    /// kustomization again.
+    async fn tool_inputs(
+        &self,
+        repo: &Repository,
+        revision: &str,
+        kind: SourceType,
+        app: &str,
+        path: &str,
+        source: &crate::config::Source,
+    ) -> Result<(Vec<String>, String), render::Error> {
+        let memo = format!("{revision} {kind:?} {path} {app} {source:?}");
+        if let Some(found) = self.inputs.lock().ok().and_then(|m| m.get(&memo).cloned()) {
+            return found;
+        }
+        let tree_err = |message: String| render::Error::Tree { message };
+        let m = self.mirror(repo).map_err(|e| tree_err(e.to_string()))?;
+        let (rev, dir, shared, limits) = (revision.to_string(), path.to_string(), self.shared_paths(app), self.limits);
+        let (allow, value_files) = (source.allow_remote_bases, source.value_files.clone());
+        let found = tokio::task::spawn_blocking(move || -> Result<(Vec<String>, String), render::Error> {
+            let m = m.lock().map_err(|_| tree_err("mirror lock poisoned".into()))?;
+            let view = m.view(&rev).map_err(|e| tree_err(e.to_string()))?;
+            let read = |p: &str| {
+                view.read(p).map_err(|e| match e {
+                    super::Error::Limit(l) => render::Error::Limit(l),
+                    e => tree_err(e.to_string()),
+                })
+            };
+            let mut roots = match kind {
+                SourceType::Kustomize => render::kustomize::inputs(&dir, allow, &limits, &|p| view.node(p), &read)?,
+                // value files outside the repository are refused by the helm run
+                _ => std::iter::once(dir.clone())
+                    .chain(value_files.into_iter().filter(|f| {
+                        std::path::Path::new(f).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+                    }))
+                    .collect(),
+            };
+            roots.extend(shared.iter().map(|s| s.trim_matches('/').to_string()));
+            roots.sort();
+            roots.dedup();
+            let ids: Vec<String> =
+                roots.iter().map(|r| format!("{r}={}", view.id(r).unwrap_or_else(|| "-".into()))).collect();
+            Ok((roots, ids.join(" ")))
+        })
+        .await
+        .unwrap_or_else(|e| Err(tree_err(e.to_string())));
+        if let Ok(mut memo_map) = self.inputs.lock() {
+            if memo_map.len() >= SNAPSHOT_HEADS {
+                memo_map.clear();
+            }
+            memo_map.insert(memo, found.clone());
+        }
+        found
     }
 
     /// The files of `t.path` at commit `revision` of `repo` (a render-cache miss of a
@@ -420,21 +558,30 @@ impl Pool {
         .map_err(tree_err)
     }
 
-    /// A working copy of commit `revision` of `repo` in a new temporary directory
-    /// (removed when dropped).
-    async fn working_copy(&self, repo: &Repository, revision: &str) -> Result<tempfile::TempDir, render::Error> {
+    /// A working copy of `roots` (repository paths) of commit `revision` of `repo` in a
+    /// new temporary directory (removed when dropped); see [`super::Mirror::export`].
+    async fn working_copy(
+        &self,
+        repo: &Repository,
+        revision: &str,
+        roots: &[String],
+    ) -> Result<tempfile::TempDir, render::Error> {
         let tool_err = |message: String| render::Error::Tool { message: format!("working copy: {message}") };
         let dir = tempfile::tempdir().map_err(|e| tool_err(e.to_string()))?;
         let m = self.mirror(repo).map_err(|e| tool_err(e.to_string()))?;
-        let (rev, dest) = (revision.to_string(), dir.path().to_path_buf());
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let m = m.lock().map_err(|_| "mirror lock poisoned".to_string())?;
-            m.export(&rev, &dest).map_err(|e| e.to_string())
+        let (rev, dest, roots) = (revision.to_string(), dir.path().to_path_buf(), roots.to_vec());
+        tokio::task::spawn_blocking(move || -> Result<(), render::Error> {
+            let m = m.lock().map_err(|_| tool_err("mirror lock poisoned".to_string()))?;
+            m.export(&rev, &dest, &roots).map_err(|e| match e {
+                super::Error::Limit(l) => render::Error::Limit(l),
+                e @ (super::Error::Symlink { .. } | super::Error::SymlinkOutside { .. }) => {
+                    render::Error::Tree { message: e.to_string() }
+                }
+                e => tool_err(e.to_string()),
+            })
         })
         .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r)
-        .map_err(tool_err)?;
+        .map_err(|e| tool_err(e.to_string()))??;
         Ok(dir)
     }
 }
@@ -445,6 +592,8 @@ struct Commit<'a> {
     repo: &'a Repository,
     snapshot: &'a Snapshot,
     t: Target<'a>,
+    /// What the working copy holds (see [`Pool::tool_inputs`]).
+    roots: &'a [String],
 }
 
 impl Tree for Commit<'_> {
@@ -459,12 +608,14 @@ impl Tree for Commit<'_> {
     }
 
     async fn checkout(&self) -> Result<tempfile::TempDir, render::Error> {
-        self.pool.working_copy(self.repo, &self.snapshot.revision).await
+        self.pool.working_copy(self.repo, &self.snapshot.revision, self.roots).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn rendered(n: usize) -> Arc<Rendered> {
@@ -504,5 +655,27 @@ mod tests {
         }
         assert_eq!(c.entries.len(), RENDER_CACHE_ENTRIES);
         assert!(c.get("k0").is_none() && c.get(&format!("k{}", RENDER_CACHE_ENTRIES + 9)).is_some());
+    }
+
+    /// A failed render is not tried again before its backoff ends: the first
+    /// `base`, doubled after each failure of the same key, at most `cap`; a success
+    /// forgets it, another key is not held back.
+    #[test]
+    fn failed_renders_back_off_exponentially_up_to_the_cap() {
+        let (base, cap) = (Duration::from_secs(30), Duration::from_secs(600));
+        let waits: Vec<u64> = (1..=7).map(|n| backoff(n, base, cap).as_secs()).collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 600, 600]);
+        assert_eq!(backoff(u32::MAX, base, cap), cap);
+        let mut f = Failures::default();
+        let t0 = std::time::Instant::now();
+        let e = render::Error::Tool { message: "helm: killed".into() };
+        f.failed("k".into(), e.clone(), t0, base, cap);
+        assert_eq!(f.get("k", t0 + Duration::from_secs(29)), Some(e.clone()), "same inputs: same error");
+        assert_eq!(f.get("k", t0 + Duration::from_secs(30)), None, "tried again after the backoff");
+        assert_eq!(f.get("other", t0), None);
+        f.failed("k".into(), e.clone(), t0 + Duration::from_secs(30), base, cap);
+        assert!(
+            f.get("k", t0 + Duration::from_secs(89)).is_some() && f.get("k", t0 + Duration::from_secs(90)).is_none()
+        );
     }
 }
