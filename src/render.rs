@@ -114,6 +114,30 @@ pub struct Rendered {
     pub tool: Option<String>,
     /// How long the render took (the tool's runs included).
     pub took: Duration,
+    /// The chart rendered, when it came from a chart repository or an OCI registry
+    /// (`source.chart`).
+    pub chart: Option<ChartRef>,
+}
+
+/// A chart of a chart repository or an OCI registry, as resolved for one render: what
+/// status and the sync history show so a user sees which chart was applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChartRef {
+    /// The repository URL, without credentials (`https://…`, `oci://…`).
+    pub repository: String,
+    /// The chart's name.
+    pub name: String,
+    /// The version chosen (exact, or the highest in the configured range).
+    pub version: String,
+    /// `sha256:<hex>`: of the package (chart repositories, as the index lists it) or
+    /// of the manifest (OCI registries, as `helm push` prints it).
+    pub digest: String,
+}
+
+impl std::fmt::Display for ChartRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {} ({})", self.repository, self.name, self.version, self.digest)
+    }
 }
 
 impl Rendered {
@@ -196,6 +220,17 @@ pub enum Error {
     /// bytes).
     #[error(transparent)]
     Limit(#[from] crate::limits::Exceeded),
+    /// A chart of `source.chart` could not be resolved, downloaded or checked.
+    #[error("chart `{chart}` from {repository}: {message}")]
+    Chart {
+        /// The chart's name.
+        chart: String,
+        /// The repository URL, without credentials.
+        repository: String,
+        /// What went wrong (unreachable, HTTP status, no version in range, digest
+        /// mismatch).
+        message: String,
+    },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {

@@ -33,6 +33,6 @@ pub use commit_status::{DestinationError, StatusDestination};
 pub use health_status::HealthStatus;
 pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
-pub use source::{ImageOverride, RenderTools, SopsKeys, Source, SourceType};
+pub use source::{ChartSource, ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{Propagation, SYNC_OPTIONS, SyncOption, SyncOptions, check_sync_option};
 pub use validate::{Problem, validate, validate_with};

@@ -40,6 +40,20 @@ pub struct Capabilities {
     pub api_versions: Vec<String>,
 }
 
+/// A chart package from a chart repository or an OCI registry, on disk (see
+/// [`crate::source::chart`]): rendered instead of the chart at the application's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    /// What it is (repository, name, version, digest), reported with the render.
+    pub reference: super::ChartRef,
+    /// The package (`.tgz`, digest checked), in the chart cache.
+    pub package: std::path::PathBuf,
+    /// Its provenance file (`.tgz.prov`), when verification is configured.
+    pub provenance: Option<std::path::PathBuf>,
+    /// The OpenPGP keyring to verify it with (`source.chart.keyringFile`).
+    pub keyring: Option<std::path::PathBuf>,
+}
+
 /// What one application renders, and what for.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
@@ -55,6 +69,8 @@ pub struct Target<'a> {
     pub cluster: &'a Capabilities,
     /// The limits of one render (YAML budgets of a file, rendered bytes).
     pub limits: &'a crate::limits::Limits,
+    /// The chart package to render instead of the path's chart (`source.chart`).
+    pub chart: Option<&'a Chart>,
 }
 
 /// Files of a commit: (path inside the repository, content), read or borrowed.
@@ -149,17 +165,39 @@ impl Tools {
             SourceType::Helm => {
                 let h = self.once(&self.helm, Helm::locate(self.settings.helm.as_deref(), limits)).await?;
                 let dir = self.checkout(tree).await?;
+                let (chart, keyring) = match t.chart {
+                    None => (t.path.to_string(), None),
+                    Some(c) => place_chart(dir.path(), c)?,
+                };
                 let template = Template {
                     kube_version: t.cluster.kube_version.as_deref(),
                     api_versions: &t.cluster.api_versions,
-                    chart: t.path,
+                    chart: &chart,
+                    keyring: keyring.as_deref(),
                     release: t.source.release_name.as_deref().unwrap_or(t.app),
                     namespace: t.namespace,
                     value_files: &t.source.value_files,
                     values: t.source.values.as_ref(),
                 };
                 let out = h.template(dir.path(), &template, limits).await?;
-                output(t, &format!("{shown} (helm template)"), &out, h.describe())?
+                match t.chart {
+                    None => output(t, &format!("{shown} (helm template)"), &out, h.describe())?,
+                    Some(c) => {
+                        let r = &c.reference;
+                        let name = format!("chart {} {} (helm template)", r.name, r.version);
+                        let tool = format!(
+                            "{}, chart {} {} {} from {}",
+                            h.describe(),
+                            r.name,
+                            r.version,
+                            r.digest,
+                            r.repository
+                        );
+                        let mut rendered = output(t, &name, &out, tool)?;
+                        rendered.chart = Some(r.clone());
+                        rendered
+                    }
+                }
             }
         };
         t.limits.check_rendered(rendered.manifests.iter().map(|m| (m.source.as_str(), m.bytes())))?;
@@ -204,6 +242,30 @@ impl Tools {
     }
 }
 
+/// Copies chart package `c` (and its provenance file and keyring) into the working copy
+/// `root` under `.plumb-chart/`: the chart path and keyring path helm is given, relative
+/// to `root`.
+fn place_chart(root: &std::path::Path, c: &Chart) -> Result<(String, Option<String>), Error> {
+    let err = |e: std::io::Error| Error::Tool { message: format!("chart {}: working copy: {e}", c.reference.name) };
+    let dir = root.join(".plumb-chart");
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let file = format!("{}-{}.tgz", c.reference.name, c.reference.version);
+    std::fs::copy(&c.package, dir.join(&file)).map_err(err)?;
+    if let Some(p) = &c.provenance {
+        std::fs::copy(p, dir.join(format!("{file}.prov"))).map_err(err)?;
+    }
+    let keyring = match &c.keyring {
+        None => None,
+        Some(k) => {
+            std::fs::copy(k, dir.join("keyring.gpg")).map_err(|e| Error::Tool {
+                message: format!("chart {}: keyringFile {}: {e}", c.reference.name, k.display()),
+            })?;
+            Some(".plumb-chart/keyring.gpg".to_string())
+        }
+    };
+    Ok((format!(".plumb-chart/{file}"), keyring))
+}
+
 /// A tool's output `out`, shown as `name`, read like a plain file within `t.limits`;
 /// `tool` is the tool and its version.
 fn output(t: &Target<'_>, name: &str, out: &[u8], tool: String) -> Result<Rendered, Error> {
@@ -243,6 +305,7 @@ mod tests {
             source: &source,
             cluster: &cluster,
             limits: &limits,
+            chart: None,
         };
         let tree = Plain(vec![(
             "apps/web/cm.yaml".into(),

@@ -13,6 +13,10 @@
 //! `maxRenderedBytes`). Renders of an application no longer configured age out under
 //! the overall bound.
 //!
+//! A chart of `source.chart` is resolved before the cache is asked ([`super::chart`]:
+//! the index or tag list read at most once per reconcile interval), and its digest is
+//! part of the key: a new version in range renders again, the same one does not.
+//!
 //! The render tools, located once, and the dispatch on the source type are
 //! [`render::tools`]'s: on a miss the pool gives them the commit (a
 //! [`render::tools::Tree`]), the target cluster's capabilities and the limits.
@@ -139,6 +143,7 @@ pub struct Pool {
     /// paths (see [`Pool::desired`]); emptied when [`SNAPSHOT_HEADS`] are kept.
     heads: Arc<Mutex<HashMap<String, Snapshot>>>,
     tools: Tools,
+    charts: super::chart::Charts,
     limits: crate::limits::Limits,
     /// The target cluster's version and served `group/version`s, given to the render
     /// tools (see [`Pool::set_cluster`]).
@@ -150,14 +155,15 @@ impl Pool {
     /// `config` (their `source`, and `settings.renderTools`).
     pub fn new(cache_dir: PathBuf, config: Arc<Config>) -> Self {
         Self {
-            cache_dir,
             mirrors: Mutex::default(),
             renders: Mutex::default(),
             heads: Arc::default(),
             tools: Tools::new(config.settings.render_tools.clone()),
+            charts: super::chart::Charts::new(&cache_dir, super::chart::ChartLimits::default()),
             config,
             cluster: std::sync::RwLock::default(),
             limits: crate::limits::Limits::default(),
+            cache_dir,
         }
     }
 
@@ -334,7 +340,18 @@ impl Pool {
     ) -> Result<(Arc<Rendered>, bool), render::Error> {
         let found = self.config.applications.iter().find(|a| a.name.value == app);
         let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
-        let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+        let kind = match (&source.chart, source.type_) {
+            (Some(_), _) => SourceType::Helm,
+            (None, t) => t.unwrap_or_else(|| render::detect(&snapshot.top_level)),
+        };
+        // a chart source: what its version names now (read again each interval)
+        let chart = match &source.chart {
+            None => None,
+            Some(c) => {
+                let ttl = found.map_or(crate::config::DEFAULT_RECONCILE_INTERVAL, |a| self.config.interval_of(a));
+                Some((c, self.charts.resolve(c, ttl).await?))
+            }
+        };
         // the app and namespace count: a tool may write them (a release's name, namespace)
         // A plain render reads only the files under the path: keyed by their content, a
         // commit that changes other paths renders nothing again. A tool may read the
@@ -344,12 +361,25 @@ impl Pool {
             SourceType::Plain => format!("files {}", snapshot.files_digest),
             _ => snapshot.root_tree.clone(),
         };
-        let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?}");
+        let digest = chart.as_ref().map(|(_, r)| r.chart.digest.as_str()).unwrap_or_default();
+        let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?} {digest}");
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok((r, false));
         }
+        let package = match &chart {
+            Some((c, r)) => Some(self.charts.fetch(c, r).await?),
+            None => None,
+        };
         let cluster = self.cluster.read().map(|c| c.clone()).unwrap_or_default();
-        let t = Target { app, namespace: &namespace, path, source: &source, cluster: &cluster, limits: &self.limits };
+        let t = Target {
+            app,
+            namespace: &namespace,
+            path,
+            source: &source,
+            cluster: &cluster,
+            limits: &self.limits,
+            chart: package.as_ref(),
+        };
         let rendered = Arc::new(self.tools.render(kind, &t, &Commit { pool: self, repo, snapshot, t }).await?);
         if let Ok(mut c) = self.renders.lock() {
             c.put(app, key, rendered.clone());
@@ -427,7 +457,7 @@ mod tests {
     use super::*;
 
     fn rendered(n: usize) -> Arc<Rendered> {
-        Arc::new(Rendered { manifests: vec![], warnings: vec![format!("{n}")], tool: None, took: Duration::ZERO })
+        Arc::new(Rendered { warnings: vec![format!("{n}")], took: Duration::ZERO, ..Rendered::default() })
     }
 
     /// Commits pushed to one application replace its renders: the cache keeps
