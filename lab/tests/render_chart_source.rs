@@ -215,3 +215,84 @@ applications:
         assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{app}: {:?}", r.status);
     }
 }
+
+/// An OpenPGP key made with the machine's gpg in `home` (a fresh GNUPGHOME): the secret
+/// keyring (legacy format, as `helm package --sign` reads it) and the public one.
+fn gpg_key(home: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(home).unwrap();
+    let gpg = |args: &[&str]| {
+        let out = std::process::Command::new("gpg")
+            .args(["--batch", "--homedir", &home.display().to_string()])
+            .args(args)
+            .output()
+            .expect("gpg must be installed for the provenance test");
+        assert!(out.status.success(), "gpg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    gpg(&["--passphrase", "", "--quick-gen-key", &format!("{name} <{name}@example.test>"), "rsa2048", "sign", "never"]);
+    let (secret, public) = (home.join("secring.gpg"), home.join("pubring.gpg"));
+    std::fs::write(&secret, gpg(&["--export-secret-keys"])).unwrap();
+    std::fs::write(&public, gpg(&["--export"])).unwrap();
+    (secret, public)
+}
+
+/// `source.chart.keyringFile`: a signed chart whose provenance file verifies against
+/// the keyring syncs; the same chart checked against another key's keyring is refused
+/// before anything is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_chart_is_verified_against_the_keyring() {
+    assert!(helm_bin().is_file(), "{} is missing: run tools/testbins/build.sh helm", helm_bin().display());
+    let lab = Lab::new("cv-fleet");
+    let work = lab.tmp.path().join("charts-work");
+    let served = lab.tmp.path().join("served");
+    let (secret, public) = gpg_key(&lab.tmp.path().join("gpg-lab"), "lab");
+    let (_, stranger) = gpg_key(&lab.tmp.path().join("gpg-other"), "other");
+    let src = work.join("web");
+    std::fs::create_dir_all(src.join("templates")).unwrap();
+    std::fs::write(src.join("Chart.yaml"), "apiVersion: v2\nname: web\nversion: 1.0.0\n").unwrap();
+    std::fs::write(src.join("values.yaml"), "color: grey\n").unwrap();
+    std::fs::write(src.join("templates/cm.yaml"), CONFIGMAP).unwrap();
+    let (s, d, k) = (src.display().to_string(), served.display().to_string(), secret.display().to_string());
+    run_helm(&work, &["package", &s, "--destination", &d, "--sign", "--key", "lab", "--keyring", &k]).unwrap();
+    assert!(served.join("web-1.0.0.tgz.prov").is_file(), "helm wrote the provenance file");
+    run_helm(&work, &["repo", "index", &d]).unwrap();
+    let repo = ChartRepo::start(&served, None).unwrap();
+    lab.repo.write("values/web.yaml", "color: red\n").unwrap();
+    lab.repo.commit("web values").unwrap();
+    let chart = |keyring: &Path| {
+        format!(
+            "{{chart: {{repository: {}, name: web, version: 1.0.0, keyringFile: {}}}, valueFiles: [values/web.yaml]}}",
+            repo.base,
+            keyring.display()
+        )
+    };
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: plumb-charts-prov, renderTools: {{helm: {}}}}}
+repositories:
+  - {{name: r, url: {}}}
+environments:
+  - name: e
+    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}
+applications:
+  - {{name: cv-good, repository: r, path: values, namespace: cv-good, environment: e, source: {}}}
+  - {{name: cv-stranger, repository: r, path: values, namespace: cv-stranger, environment: e, source: {}}}
+",
+            helm_bin().display(),
+            lab.url,
+            chart(&public),
+            chart(&stranger),
+        ),
+    );
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
+    let r = ctx.run_pass("cv-good", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.sync.as_ref().map(|s| s.result), Some(SyncResult::Succeeded), "{:?}", r.status);
+    assert_eq!(cm("cv-good", "cv-good-chart", "{.data.color}"), "red");
+    let r = ctx.run_pass("cv-stranger", Mode::Policy, None).await.unwrap();
+    let msg = comparison_error(&r);
+    assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Unknown, true), "{msg}");
+    assert!(msg.contains("--verify") && msg.contains("web-1.0.0.tgz") && msg.contains("openpgp"), "{msg}");
+    let absent = kubectl(&["get", "ns", "cv-stranger", "--ignore-not-found", "-o", "name"]);
+    assert_eq!(absent, "", "nothing applied for an unverified chart");
+}
