@@ -19,6 +19,7 @@
 //! [`validate`] checks references and values and reports **every** problem with the
 //! file and line it comes from. The model itself ([`model`]) is plain data.
 
+pub mod chart_version;
 mod commit_status;
 mod health_status;
 pub mod jq;

@@ -191,7 +191,7 @@ impl ChartSource {
         if self.name.is_empty() || self.name.contains(['/', '?', '#', '\\']) || self.name == ".." || self.name == "." {
             out.push(format!("source.chart.name: `{}` must be one chart name", self.name));
         }
-        if let Err(e) = crate::source::chart::pick::Constraint::parse(&self.version) {
+        if let Err(e) = super::chart_version::Constraint::parse(&self.version) {
             out.push(format!("source.chart.version: {e}"));
         }
         let password = self.password_file.is_some() || self.password_secret_ref.is_some();
