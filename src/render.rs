@@ -153,6 +153,9 @@ pub struct Rendered {
     /// (never written by plumb): a Helm chart's create-only CRDs, and what differed
     /// between two renders of the same inputs. Empty for most renders.
     pub held: Vec<HeldFields>,
+    /// The chart rendered, when it came from a chart repository or an OCI registry
+    /// (`source.chart`).
+    pub chart: Option<ChartRef>,
 }
 
 /// Why plumb keeps the live value of some fields of a rendered object.
@@ -185,6 +188,27 @@ impl HeldFields {
     /// fields: `Secret/web-token /data/password`.
     pub fn describe(&self) -> String {
         format!("{} {}", self.key, self.pointers.join(", "))
+    }
+}
+
+/// A chart of a chart repository or an OCI registry, as resolved for one render: what
+/// status and the sync history show so a user sees which chart was applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChartRef {
+    /// The repository URL, without credentials (`https://…`, `oci://…`).
+    pub repository: String,
+    /// The chart's name.
+    pub name: String,
+    /// The version chosen (exact, or the highest in the configured range).
+    pub version: String,
+    /// `sha256:<hex>`: of the package (chart repositories, as the index lists it) or
+    /// of the manifest (OCI registries, as `helm push` prints it).
+    pub digest: String,
+}
+
+impl std::fmt::Display for ChartRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {} ({})", self.repository, self.name, self.version, self.digest)
     }
 }
 
@@ -278,6 +302,17 @@ pub enum Error {
         reference: String,
         /// Why it is refused.
         why: String,
+    },
+    /// A chart of `source.chart` could not be resolved, downloaded or checked.
+    #[error("chart `{chart}` from {repository}: {message}")]
+    Chart {
+        /// The chart's name.
+        chart: String,
+        /// The repository URL, without credentials.
+        repository: String,
+        /// What went wrong (unreachable, HTTP status, no version in range, digest
+        /// mismatch).
+        message: String,
     },
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]

@@ -1,6 +1,7 @@
 //! Repository secrets read from Kubernetes Secrets instead of files:
 //! `webhookSecretRef`, `tokenSecretRef` and `sshKeySecretRef` (`{name, key}`, a Secret
-//! in plumb's namespace, `settings.statusNamespace`).
+//! in plumb's namespace, `settings.statusNamespace`), and an application's chart
+//! credentials (`source.chart.passwordSecretRef`, `source.chart.tokenSecretRef`).
 //!
 //! Before the policy is used, each referenced value is read through the API and written
 //! to a file of its own (mode 0600) under the cache directory, and the matching
@@ -27,9 +28,9 @@ pub type Versions = BTreeMap<String, String>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The API request failed (no such Secret, no right to read it).
-    #[error("repository `{repo}`: {field} {namespace}/{name}: {source}")]
+    #[error("{repo}: {field} {namespace}/{name}: {source}")]
     Read {
-        /// Repository name.
+        /// Who references it: ``repository `fleet` `` or ``application `web` ``.
         repo: String,
         /// `webhookSecretRef`, `tokenSecretRef` or `sshKeySecretRef`.
         field: &'static str,
@@ -42,9 +43,9 @@ pub enum Error {
         source: Box<kube::Error>,
     },
     /// The Secret has no such key.
-    #[error("repository `{repo}`: {field}: Secret {namespace}/{name} has no key `{key}`")]
+    #[error("{repo}: {field}: Secret {namespace}/{name} has no key `{key}`")]
     MissingKey {
-        /// Repository name.
+        /// Who references it: ``repository `fleet` `` or ``application `web` ``.
         repo: String,
         /// `webhookSecretRef`, `tokenSecretRef` or `sshKeySecretRef`.
         field: &'static str,
@@ -75,6 +76,11 @@ pub fn any(config: &Config) -> bool {
         .repositories
         .iter()
         .any(|r| r.webhook_secret_ref.is_some() || r.token_secret_ref.is_some() || r.ssh_key_secret_ref.is_some())
+        || config
+            .applications
+            .iter()
+            .filter_map(|a| a.source.chart.as_ref())
+            .any(|c| c.password_secret_ref.is_some() || c.token_secret_ref.is_some())
 }
 
 /// Reads every Secret `config` references from its status namespace and writes each
@@ -97,28 +103,58 @@ pub async fn materialize(client: &Client, config: &mut Config, dir: &Path) -> Re
         ];
         for (field, reference, file) in slots {
             let Some(r) = reference else { continue };
-            let read = |source| Error::Read {
-                repo: name.clone(),
-                field,
-                namespace: namespace.clone(),
-                name: r.name.clone(),
-                source: Box::new(source),
-            };
-            let secret = api.get(&r.name).await.map_err(read)?;
-            let value = secret.data.as_ref().and_then(|d| d.get(&r.key)).ok_or_else(|| Error::MissingKey {
-                repo: name.clone(),
-                field,
-                namespace: namespace.clone(),
-                name: r.name.clone(),
-                key: r.key.clone(),
-            })?;
+            let owner = format!("repository `{name}`");
+            let (value, version) = read(&api, &namespace, &owner, field, r).await?;
             let path = dir.join(format!("{name}-{field}"));
-            write_private(&path, &value.0).map_err(|source| Error::Write { path: path.clone(), source })?;
-            versions.insert(r.name.clone(), secret.metadata.resource_version.clone().unwrap_or_default());
+            write_private(&path, &value).map_err(|source| Error::Write { path: path.clone(), source })?;
+            versions.insert(r.name.clone(), version);
             *file = Some(Spanned::new(path, Location::UNKNOWN, Location::UNKNOWN));
         }
     }
+    for app in &mut config.applications {
+        let name = app.name.value.clone();
+        let Some(chart) = app.source.chart.as_mut() else { continue };
+        let slots = [
+            ("source.chart.passwordSecretRef", &chart.password_secret_ref, &mut chart.password_file),
+            ("source.chart.tokenSecretRef", &chart.token_secret_ref, &mut chart.token_file),
+        ];
+        for (field, reference, file) in slots {
+            let Some(r) = reference else { continue };
+            let (value, version) = read(&api, &namespace, &format!("application `{name}`"), field, r).await?;
+            let path = dir.join(format!("app-{name}-{}", field.rsplit('.').next().unwrap_or(field)));
+            write_private(&path, &value).map_err(|source| Error::Write { path: path.clone(), source })?;
+            versions.insert(r.name.clone(), version);
+            *file = Some(path);
+        }
+    }
     Ok(versions)
+}
+
+/// The value of `r` (a key of a Secret in `namespace`) referenced by `owner`'s `field`,
+/// and the Secret's resourceVersion.
+async fn read(
+    api: &Api<Secret>,
+    namespace: &str,
+    owner: &str,
+    field: &'static str,
+    r: &SecretRef,
+) -> Result<(Vec<u8>, String), Error> {
+    let read = |source| Error::Read {
+        repo: owner.to_string(),
+        field,
+        namespace: namespace.to_string(),
+        name: r.name.clone(),
+        source: Box::new(source),
+    };
+    let secret = api.get(&r.name).await.map_err(read)?;
+    let value = secret.data.as_ref().and_then(|d| d.get(&r.key)).ok_or_else(|| Error::MissingKey {
+        repo: owner.to_string(),
+        field,
+        namespace: namespace.to_string(),
+        name: r.name.clone(),
+        key: r.key.clone(),
+    })?;
+    Ok((value.0.clone(), secret.metadata.resource_version.clone().unwrap_or_default()))
 }
 
 /// Whether a Secret of `versions` (in `namespace`) changed or can no longer be read.

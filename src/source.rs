@@ -13,6 +13,7 @@
 //! [`MAINTAIN_PACKS`] packs or [`MAINTAIN_LOOSE`] loose objects, it is repacked to the
 //! objects its refs reach ([`Mirror::maintain`]), so what a force-push left behind goes.
 
+pub mod chart;
 mod pool;
 pub mod refs;
 

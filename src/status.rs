@@ -336,6 +336,9 @@ pub struct SyncRecord {
     /// first one's start, `finished_at` the last one's end.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: usize,
+    /// The chart synced (`source.chart`): repository, name, resolved version, digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<crate::render::ChartRef>,
 }
 
 impl SyncRecord {
@@ -355,6 +358,7 @@ impl SyncRecord {
             recreated: vec![],
             pruned: vec![],
             applied_omitted: 0,
+            chart: None,
             pruned_omitted: 0,
             retries: 0,
         }
@@ -431,6 +435,10 @@ pub struct AppStatus {
     /// render reuses it) and the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<RenderTime>,
+    /// The chart of `source.chart` the last render used: repository, name, the version
+    /// resolved and its digest; `None` for other sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<crate::render::ChartRef>,
     /// Automated sync and selfHeal paused (`plumb suspend`), while in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspended: Option<Suspension>,

@@ -154,6 +154,7 @@ mod tests {
             manifests,
             warnings: vec!["app/c.yaml#2: x".into()],
             tool: Some("kustomize v5.8.1".into()),
+            chart: None,
             took: std::time::Duration::from_millis(42),
             ..Rendered::default()
         };

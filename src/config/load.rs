@@ -102,6 +102,14 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
             keys.age_key_file = base.join(&keys.age_key_file);
         }
     }
+    // chart credentials and keyrings are files of the policy too
+    for c in config.applications.iter_mut().filter_map(|a| a.source.chart.as_mut()) {
+        for p in [&mut c.password_file, &mut c.token_file, &mut c.keyring_file].into_iter().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
     let problems = super::validate_with(&config, files);
     if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
 }

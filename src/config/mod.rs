@@ -19,6 +19,7 @@
 //! [`validate`] checks references and values and reports **every** problem with the
 //! file and line it comes from. The model itself ([`model`]) is plain data.
 
+pub mod chart_version;
 mod commit_status;
 mod health_status;
 pub mod jq;
@@ -33,6 +34,6 @@ pub use commit_status::{DestinationError, StatusDestination};
 pub use health_status::HealthStatus;
 pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
-pub use source::{CrdPolicy, ImageOverride, RenderTools, SopsKeys, Source, SourceType};
+pub use source::{ChartSource, CrdPolicy, ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{Propagation, SYNC_OPTIONS, SyncOption, SyncOptions, check_sync_option};
 pub use validate::{Problem, validate, validate_with, warnings};

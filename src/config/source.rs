@@ -1,6 +1,7 @@
 //! How an application's files are rendered (`source:` on an application), and where
 //! the render tools are (`settings.renderTools`). The Helm fields are read only for a
-//! Helm source.
+//! Helm source; `source.chart` takes the chart from a chart repository or an OCI
+//! registry instead of the application's path ([`ChartSource`]).
 
 use std::path::PathBuf;
 
@@ -71,6 +72,10 @@ pub struct Source {
     /// `Create`. Checked by [`Source::problems`].
     #[serde(default)]
     pub crds: Option<String>,
+    /// Helm: the chart from a chart repository or an OCI registry instead of the
+    /// application's path (value files still come from the Git repository).
+    #[serde(default)]
+    pub chart: Option<ChartSource>,
 }
 
 /// `source.crds` of a Helm source: how the CustomResourceDefinitions under a chart's
@@ -122,6 +127,12 @@ impl Source {
         {
             out.push(format!("source.crds: `{c}` is not one of Create, CreateReplace, Skip"));
         }
+        if let Some(c) = &self.chart {
+            out.extend(c.problems());
+            if self.type_.is_some_and(|t| t != SourceType::Helm) {
+                out.push("source.chart applies to Helm sources only; source.type is not helm".into());
+            }
+        }
         let Some(t) = self.type_ else { return out };
         let set = |on: bool, name: &str, only: SourceType, out: &mut Vec<String>| {
             if on && t != only {
@@ -142,6 +153,123 @@ impl Source {
         set(self.name_suffix.is_some(), "nameSuffix", SourceType::Kustomize, &mut out);
         out
     }
+}
+
+/// `source.chart`: a chart of a Helm chart repository (`https://…`, whose `index.yaml`
+/// lists the versions) or of an OCI registry (`oci://host/path`, the chart
+/// `host/path/name`, its tags the versions), as Argo CD's `repoURL` + `chart` +
+/// `targetRevision` or Flux's HelmRepository / OCIRepository + `chart.spec.version`.
+///
+/// ```yaml
+/// source:
+///   chart:
+///     repository: https://charts.jetstack.io
+///     name: cert-manager
+///     version: ">=1.15.0 <1.16.0"       # exact, or a Helm semver constraint
+///     username: reader                  # basic auth, with passwordFile / passwordSecretRef
+///     passwordSecretRef: {name: charts, key: password}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChartSource {
+    /// `https://…` (a chart repository: `index.yaml` under it), `http://…` or
+    /// `oci://host[:port]/path` (a registry).
+    pub repository: String,
+    /// The chart's name (one path segment: `cert-manager`).
+    pub name: String,
+    /// The version: exact (`1.15.3`) or a Helm constraint (`^1.2`, `~1.2.3`,
+    /// `>=1.0.0 <2.0.0`, `1.2.x`, alternatives with `||`); the highest version in range
+    /// is used, read again every reconcile interval.
+    pub version: String,
+    /// Basic auth: the user name (with `passwordFile` or `passwordSecretRef`).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Basic auth: a file holding the password (one trailing newline stripped).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Basic auth: the password from a Secret in plumb's namespace.
+    #[serde(default)]
+    pub password_secret_ref: Option<super::SecretRef>,
+    /// Bearer auth: a file holding the token.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Bearer auth: the token from a Secret in plumb's namespace.
+    #[serde(default)]
+    pub token_secret_ref: Option<super::SecretRef>,
+    /// Allow credentials over plain `http://` (and an `oci://` registry spoken to over
+    /// plain HTTP), as `insecure: true` of a Git repository; meant for a lab.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Verify the chart's provenance file (`<chart>.tgz.prov`, OpenPGP) against this
+    /// keyring (`helm verify --keyring`); chart repositories only.
+    #[serde(default)]
+    pub keyring_file: Option<PathBuf>,
+}
+
+impl ChartSource {
+    /// Whether the chart comes from an OCI registry (`oci://`).
+    pub fn is_oci(&self) -> bool {
+        self.repository.get(..6).is_some_and(|s| s.eq_ignore_ascii_case("oci://"))
+    }
+
+    /// Whether credentials are configured.
+    pub fn has_credentials(&self) -> bool {
+        self.password_file.is_some()
+            || self.password_secret_ref.is_some()
+            || self.token_file.is_some()
+            || self.token_secret_ref.is_some()
+    }
+
+    /// What is wrong with this chart source: a URL of another scheme, a name that is
+    /// not one segment, a version that is no constraint, two kinds of credentials,
+    /// credentials over plain HTTP without `insecure: true`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let url = self.repository.as_str();
+        let lower = url.to_ascii_lowercase();
+        let plain = lower.starts_with("http://");
+        if !(plain || lower.starts_with("https://") || self.is_oci()) || url::Url::parse(url).is_err() {
+            out.push(format!("source.chart.repository: `{}` must be an https://, http:// or oci:// URL", redact(url)));
+        } else if url::Url::parse(url).is_ok_and(|u| !u.username().is_empty() || u.password().is_some()) {
+            out.push("source.chart.repository: credentials in the URL: use passwordFile or passwordSecretRef".into());
+        }
+        if self.name.is_empty() || self.name.contains(['/', '?', '#', '\\']) || self.name == ".." || self.name == "." {
+            out.push(format!("source.chart.name: `{}` must be one chart name", self.name));
+        }
+        if let Err(e) = super::chart_version::Constraint::parse(&self.version) {
+            out.push(format!("source.chart.version: {e}"));
+        }
+        let password = self.password_file.is_some() || self.password_secret_ref.is_some();
+        let token = self.token_file.is_some() || self.token_secret_ref.is_some();
+        if (self.password_file.is_some() && self.password_secret_ref.is_some())
+            || (self.token_file.is_some() && self.token_secret_ref.is_some())
+            || (password && token)
+        {
+            out.push(
+                "source.chart: give one credential: a password (file or Secret) or a token (file or Secret)".into(),
+            );
+        }
+        if password != self.username.is_some() {
+            out.push("source.chart: username and a password (passwordFile or passwordSecretRef) go together".into());
+        }
+        if plain && self.has_credentials() && !self.insecure {
+            out.push(format!(
+                "source.chart: credentials with the http:// repository {} would travel unencrypted: use https://, or set insecure: true",
+                redact(url)
+            ));
+        }
+        if self.keyring_file.is_some() && self.is_oci() {
+            out.push(
+                "source.chart.keyringFile: provenance files are read from chart repositories only, not oci://".into(),
+            );
+        }
+        out
+    }
+}
+
+/// `url` without credentials, for messages.
+fn redact(url: &str) -> String {
+    super::repo_url::redact(url)
 }
 
 /// One `source.images` entry: kustomize's `images:` fields.
@@ -249,6 +377,69 @@ fn default_max_backoff() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chart(repository: &str, version: &str) -> ChartSource {
+        ChartSource {
+            repository: repository.into(),
+            name: "web".into(),
+            version: version.into(),
+            username: None,
+            password_file: None,
+            password_secret_ref: None,
+            token_file: None,
+            token_secret_ref: None,
+            insecure: false,
+            keyring_file: None,
+        }
+    }
+
+    /// A chart source is refused with the field named: scheme, name, version,
+    /// credentials in the URL, two credentials, credentials over plain HTTP.
+    #[test]
+    fn chart_sources_are_checked() {
+        assert!(chart("https://charts.example", "^1.2").problems().is_empty());
+        assert!(chart("oci://ghcr.io/acme/charts", "1.2.3").problems().is_empty());
+        assert!(chart("http://127.0.0.1:8080", ">=1.0.0 <2.0.0").problems().is_empty(), "no credential, no risk");
+        assert_eq!(
+            chart("ftp://x", "1.0.0").problems(),
+            ["source.chart.repository: `ftp://x/` must be an https://, http:// or oci:// URL"]
+        );
+        assert_eq!(
+            chart("https://u:pw@charts.example", "1").problems(),
+            ["source.chart.repository: credentials in the URL: use passwordFile or passwordSecretRef"]
+        );
+        let p = chart("https://charts.example", "latest").problems();
+        assert!(p.len() == 1 && p[0].starts_with("source.chart.version: `latest`"), "{p:?}");
+        let bad_name = ChartSource { name: "../web".into(), ..chart("https://charts.example", "1") };
+        assert_eq!(bad_name.problems(), ["source.chart.name: `../web` must be one chart name"]);
+        let both = ChartSource {
+            username: Some("u".into()),
+            password_file: Some("/p".into()),
+            token_file: Some("/t".into()),
+            ..chart("https://charts.example", "1")
+        };
+        assert_eq!(
+            both.problems(),
+            ["source.chart: give one credential: a password (file or Secret) or a token (file or Secret)"]
+        );
+        let no_user = ChartSource { password_file: Some("/p".into()), ..chart("https://charts.example", "1") };
+        assert_eq!(
+            no_user.problems(),
+            ["source.chart: username and a password (passwordFile or passwordSecretRef) go together"]
+        );
+        let plain = ChartSource { token_file: Some("/t".into()), ..chart("http://charts.lab:8080", "1") };
+        let p = plain.problems();
+        assert!(p.len() == 1 && p[0].contains("would travel unencrypted") && p[0].contains("insecure: true"), "{p:?}");
+        assert!(ChartSource { insecure: true, ..plain }.problems().is_empty());
+        let oci_prov = ChartSource { keyring_file: Some("/k".into()), ..chart("oci://r.example/c", "1") };
+        assert!(oci_prov.problems()[0].starts_with("source.chart.keyringFile"), "{:?}", oci_prov.problems());
+        let s = Source {
+            type_: Some(SourceType::Kustomize),
+            chart: Some(chart("https://c.example", "1")),
+            ..Source::default()
+        };
+        assert_eq!(s.problems(), ["source.chart applies to Helm sources only; source.type is not helm"]);
+    }
 
     #[test]
     fn problems_name_the_option() {

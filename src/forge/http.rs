@@ -44,11 +44,13 @@ pub enum HttpError {
         /// rustls's message.
         message: String,
     },
-    /// The answer's body exceeded [`MAX_RESPONSE_BYTES`].
-    #[error("answer from {url} is larger than {MAX_RESPONSE_BYTES} bytes")]
+    /// The answer's body exceeded its limit ([`MAX_RESPONSE_BYTES`] for forges).
+    #[error("answer from {url} is larger than {limit} bytes")]
     TooLarge {
         /// The URL requested.
         url: String,
+        /// The limit, in bytes.
+        limit: usize,
     },
 }
 
@@ -93,6 +95,21 @@ impl HttpClient {
     /// [`HttpError`]: transport failure, timeout, or an answer over
     /// [`MAX_RESPONSE_BYTES`]. Any HTTP status is a success here; callers judge it.
     pub async fn send(&self, req: Request<Bytes>, timeout: Duration) -> Result<(StatusCode, Bytes), HttpError> {
+        let (status, _, body) = self.exchange(req, timeout, MAX_RESPONSE_BYTES).await?;
+        Ok((status, body))
+    }
+
+    /// Sends `req` and reads the answer's status, headers and body (at most `max_bytes`),
+    /// within `timeout`. Redirects are not followed.
+    ///
+    /// # Errors
+    /// [`HttpError`]: transport failure, timeout, or a body over `max_bytes`.
+    pub async fn exchange(
+        &self,
+        req: Request<Bytes>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<(StatusCode, http::HeaderMap, Bytes), HttpError> {
         let url = crate::config::repo_url::redact(&req.uri().to_string());
         let (parts, body) = req.into_parts();
         let req = Request::from_parts(parts, Full::new(body));
@@ -103,14 +120,15 @@ impl HttpClient {
                 .await
                 .map_err(|e| HttpError::Transport { url: url.clone(), message: chain(&e) })?;
             let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await.map_err(|e| {
+            let headers = resp.headers().clone();
+            let body = Limited::new(resp.into_body(), max_bytes).collect().await.map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
-                    HttpError::TooLarge { url: url.clone() }
+                    HttpError::TooLarge { url: url.clone(), limit: max_bytes }
                 } else {
                     HttpError::Transport { url: url.clone(), message: e.to_string() }
                 }
             })?;
-            Ok((status, body.to_bytes()))
+            Ok((status, headers, body.to_bytes()))
         };
         tokio::time::timeout(timeout, exchange)
             .await

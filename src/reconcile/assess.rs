@@ -68,6 +68,8 @@ pub(super) fn unsourced(mut st: AppStatus, previous: &AppStatus, failure: &PassF
     if st.revision.is_empty() {
         (st.revision, st.subject) = (previous.revision.clone(), previous.subject.clone());
     }
+    // what the cluster still runs: the chart of the last render
+    st.chart.clone_from(&previous.chart);
     st
 }
 
@@ -80,6 +82,7 @@ pub(super) fn sourced(st: &mut AppStatus, snapshot: &Snapshot, rendered: &Render
         millis: u64::try_from(rendered.took.as_millis()).unwrap_or(u64::MAX),
         revision: snapshot.revision.clone(),
     });
+    st.chart.clone_from(&rendered.chart);
     let warnings = rendered.warnings.iter();
     st.conditions.extend(warnings.map(|w| Condition::new(ConditionType::RenderWarning, w.as_str())));
     let unstable = rendered.held.iter().filter(|h| h.why == crate::render::HeldWhy::Unstable);

@@ -51,6 +51,7 @@ impl Io<'_> {
         let mut rec = SyncRecord {
             subject: s.snapshot.subject.clone(),
             started_at: s.started_at.clone(),
+            chart: st.chart.clone(),
             ..SyncRecord::new(s.snapshot.revision.clone(), s.reason)
         };
         if let Some(refusal) = &s.plan.refused {

@@ -41,8 +41,12 @@ pub struct Helm {
 /// `namespace`, with `value_files` (repository paths, in order) then `values`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template<'a> {
-    /// The chart's directory, inside the repository.
+    /// The chart's directory, inside the repository, or a chart package (`.tgz`) in
+    /// the working copy.
     pub chart: &'a str,
+    /// A keyring (in the working copy): the package's provenance file is verified with
+    /// it before rendering (`--verify --keyring`).
+    pub keyring: Option<&'a str>,
     /// Release name (`.Release.Name`).
     pub release: &'a str,
     /// Namespace (`.Release.Namespace`).
@@ -105,6 +109,9 @@ impl Helm {
         }
         if t.is_upgrade {
             args.push("--is-upgrade".into());
+        }
+        if let Some(k) = t.keyring {
+            args.extend(["--verify".into(), "--keyring".into(), k.into()]);
         }
         if let Some(v) = t.kube_version {
             args.extend(["--kube-version".into(), v.into()]);
@@ -292,6 +299,7 @@ mod tests {
             let files = [file.to_string()];
             let t = Template {
                 chart: "c",
+                keyring: None,
                 release: "r",
                 namespace: "n",
                 value_files: &files,
@@ -310,6 +318,7 @@ mod tests {
         }
         let t = Template {
             chart: "c",
+            keyring: None,
             release: "r",
             namespace: "n",
             value_files: &[],

@@ -56,6 +56,20 @@ impl Capabilities {
     }
 }
 
+/// A chart package from a chart repository or an OCI registry, on disk (see
+/// [`crate::source::chart`]): rendered instead of the chart at the application's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    /// What it is (repository, name, version, digest), reported with the render.
+    pub reference: super::ChartRef,
+    /// The package (`.tgz`, digest checked), in the chart cache.
+    pub package: std::path::PathBuf,
+    /// Its provenance file (`.tgz.prov`), when verification is configured.
+    pub provenance: Option<std::path::PathBuf>,
+    /// The OpenPGP keyring to verify it with (`source.chart.keyringFile`).
+    pub keyring: Option<std::path::PathBuf>,
+}
+
 /// What one application renders, and what for.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
@@ -77,6 +91,8 @@ pub struct Target<'a> {
     pub is_upgrade: bool,
     /// The limits of one render (YAML budgets of a file, rendered bytes).
     pub limits: &'a crate::limits::Limits,
+    /// The chart package to render instead of the path's chart (`source.chart`).
+    pub chart: Option<&'a Chart>,
 }
 
 /// Files of a commit: (path inside the repository, content), read or borrowed.
@@ -205,10 +221,16 @@ impl Tools {
         let files: Vec<String> = t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
         let used = self.decrypt_in(dir.path(), &files, t, limits, decrypted).await?;
         let policy = t.source.crd_policy();
+        // a chart of a chart repository or an OCI registry: its package in the copy
+        let (chart, keyring) = match t.chart {
+            None => (t.path.to_string(), None),
+            Some(c) => place_chart(dir.path(), c)?,
+        };
         let template = Template {
             kube_version: t.cluster.kube_version.as_deref(),
             api_versions: &t.cluster.api_versions,
-            chart: t.path,
+            chart: &chart,
+            keyring: keyring.as_deref(),
             release: t.source.release_name.as_deref().unwrap_or(t.app),
             namespace: t.namespace,
             value_files: &t.source.value_files,
@@ -218,11 +240,19 @@ impl Tools {
         };
         let out = h.template(dir.path(), &template, limits).await?;
         let mut rendered = helm_output(t, &out, with_sops(h.describe(), used), policy)?;
-        // the templates read at most what the tool may print, times four
+        if let Some(c) = t.chart {
+            let r = &c.reference;
+            let tool = rendered.tool.take().unwrap_or_default();
+            rendered.tool = Some(format!("{tool}, chart {} {} {} from {}", r.name, r.version, r.digest, r.repository));
+            rendered.chart = Some(r.clone());
+        }
+        // the templates read at most what the tool may print, times four; a packaged
+        // chart's templates are not scanned: it is rendered twice
         let budget = u64::try_from(self.settings.max_output_bytes).unwrap_or(u64::MAX).saturating_mul(4);
-        let (root, chart) = (dir.path().to_path_buf(), t.path.to_string());
-        let unstable_chart = tokio::task::spawn_blocking(move || super::helm::chart_is_unstable(&root, &chart, budget));
-        if unstable_chart.await.unwrap_or(true) {
+        let (root, scanned) = (dir.path().to_path_buf(), t.path.to_string());
+        let unstable_chart =
+            tokio::task::spawn_blocking(move || super::helm::chart_is_unstable(&root, &scanned, budget));
+        if t.chart.is_some() || unstable_chart.await.unwrap_or(true) {
             self.runs.fetch_add(1, Ordering::Relaxed);
             let again = h.template(dir.path(), &template, limits).await?;
             let second = helm_output(t, &again, h.describe(), policy)?;
@@ -430,6 +460,30 @@ fn unstable(a: &[super::Manifest], b: &[super::Manifest]) -> Vec<super::HeldFiel
         .collect()
 }
 
+/// Copies chart package `c` (and its provenance file and keyring) into the working copy
+/// `root` under `.plumb-chart/`: the chart path and keyring path helm is given, relative
+/// to `root`.
+fn place_chart(root: &std::path::Path, c: &Chart) -> Result<(String, Option<String>), Error> {
+    let err = |e: std::io::Error| Error::Tool { message: format!("chart {}: working copy: {e}", c.reference.name) };
+    let dir = root.join(".plumb-chart");
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let file = format!("{}-{}.tgz", c.reference.name, c.reference.version);
+    std::fs::copy(&c.package, dir.join(&file)).map_err(err)?;
+    if let Some(p) = &c.provenance {
+        std::fs::copy(p, dir.join(format!("{file}.prov"))).map_err(err)?;
+    }
+    let keyring = match &c.keyring {
+        None => None,
+        Some(k) => {
+            std::fs::copy(k, dir.join("keyring.gpg")).map_err(|e| Error::Tool {
+                message: format!("chart {}: keyringFile {}: {e}", c.reference.name, k.display()),
+            })?;
+            Some(".plumb-chart/keyring.gpg".to_string())
+        }
+    };
+    Ok((format!(".plumb-chart/{file}"), keyring))
+}
+
 /// A tool's output `out`, shown as `name`, read like a plain file within `t.limits`;
 /// `tool` is the tool and its version.
 fn output(t: &Target<'_>, name: &str, out: &[u8], tool: String) -> Result<Rendered, Error> {
@@ -471,6 +525,7 @@ mod tests {
             cluster: &cluster,
             is_upgrade: false,
             limits: &limits,
+            chart: None,
         };
         let tree = Plain(vec![(
             "apps/web/cm.yaml".into(),
@@ -526,6 +581,7 @@ spec: {group: acme.example}
                 cluster: &cluster,
                 is_upgrade: false,
                 limits: &limits,
+                chart: None,
             };
             let r = helm_output(&t, HELM_OUT.as_bytes(), "helm v3".into(), policy).expect("reads");
             assert_eq!(r.manifests.iter().map(|m| m.kind()).collect::<Vec<_>>(), kinds, "{policy:?}");

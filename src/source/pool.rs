@@ -13,6 +13,10 @@
 //! `maxRenderedBytes`). Renders of an application no longer configured age out under
 //! the overall bound.
 //!
+//! A chart of `source.chart` is resolved before the cache is asked ([`super::chart`]:
+//! the index or tag list read at most once per reconcile interval), and its digest is
+//! part of the key: a new version in range renders again, the same one does not.
+//!
 //! The render tools, located once, and the dispatch on the source type are
 //! [`render::tools`]'s: on a miss the pool gives them the commit (a
 //! [`render::tools::Tree`]), the target cluster's capabilities and the limits.
@@ -183,6 +187,7 @@ pub struct Pool {
     /// paths (see [`Pool::desired`]); emptied when [`SNAPSHOT_HEADS`] are kept.
     heads: Arc<Mutex<HashMap<String, Snapshot>>>,
     tools: Tools,
+    charts: super::chart::Charts,
     limits: crate::limits::Limits,
     /// What tool renders read, by revision, application and source (see
     /// [`Pool::tool_inputs`]); emptied when [`SNAPSHOT_HEADS`] are kept.
@@ -207,17 +212,18 @@ impl Pool {
     /// `config` (their `source`, and `settings.renderTools`).
     pub fn new(cache_dir: PathBuf, config: Arc<Config>) -> Self {
         Self {
-            cache_dir,
             mirrors: Mutex::default(),
             renders: Mutex::default(),
             heads: Arc::default(),
             tools: Tools::new(config.settings.render_tools.clone()),
+            charts: super::chart::Charts::new(&cache_dir, super::chart::ChartLimits::default()),
             config,
             cluster: std::sync::RwLock::default(),
             installed: Mutex::default(),
             limits: crate::limits::Limits::default(),
             inputs: Mutex::default(),
             failures: Mutex::default(),
+            cache_dir,
         }
     }
 
@@ -415,7 +421,18 @@ impl Pool {
     ) -> Result<(Arc<Rendered>, bool), render::Error> {
         let found = self.config.applications.iter().find(|a| a.name.value == app);
         let (source, namespace) = found.map(|a| (a.source.clone(), a.namespace.value.clone())).unwrap_or_default();
-        let kind = source.type_.unwrap_or_else(|| render::detect(&snapshot.top_level));
+        let kind = match (&source.chart, source.type_) {
+            (Some(_), _) => SourceType::Helm,
+            (None, t) => t.unwrap_or_else(|| render::detect(&snapshot.top_level)),
+        };
+        // a chart source: what its version names now (read again each interval)
+        let chart = match &source.chart {
+            None => None,
+            Some(c) => {
+                let ttl = found.map_or(crate::config::DEFAULT_RECONCILE_INTERVAL, |a| self.config.interval_of(a));
+                Some((c, self.charts.resolve(c, ttl).await?))
+            }
+        };
         // the app and namespace count: a tool may write them (a release's name, namespace)
         // A plain render reads only the files under the path: keyed by their content, a
         // commit that changes other paths renders nothing again. A tool reads its
@@ -438,13 +455,18 @@ impl Pool {
                 (format!("inputs {ids}{caps}"), roots)
             }
         };
-        let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?}");
+        let digest = chart.as_ref().map(|(_, r)| r.chart.digest.as_str()).unwrap_or_default();
+        let key = format!("{kind:?} {inputs} {path} {app}/{namespace} {source:?} {digest}");
         if let Some(r) = self.renders.lock().ok().and_then(|mut c| c.get(&key)) {
             return Ok((r, false));
         }
         if let Some(e) = self.failures.lock().ok().and_then(|f| f.get(&key, std::time::Instant::now())) {
             return Err(e);
         }
+        let package = match &chart {
+            Some((c, r)) => Some(self.charts.fetch(c, r).await?),
+            None => None,
+        };
         let shared = self.shared_paths(app);
         let t = Target {
             app,
@@ -455,6 +477,7 @@ impl Pool {
             cluster: &cluster,
             is_upgrade,
             limits: &self.limits,
+            chart: package.as_ref(),
         };
         let tree = Commit { pool: self, repo, snapshot, t, roots: &roots };
         let rendered = match self.tools.render(kind, &t, &tree).await {

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Gitea and the
-# render tools (kustomize, helm, sops) from their Go modules (through the Go module proxy) into a cache
-# outside the git tree.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Gitea, the
+# render tools (kustomize, helm, sops) and an OCI registry (crane) from their Go modules
+# (through the Go module proxy) into a cache outside the git tree.
 #
-#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|kustomize|helm|sops|control-plane|all]
+#   tools/testbins/build.sh [etcd|k8s|kwok|gitea|kustomize|helm|sops|crane|control-plane|all]
 #
 # (default: all). control-plane = etcd, k8s and kwok (what the demo needs); all = those,
-# gitea, kustomize, helm and sops (what the tests need).
+# gitea, kustomize, helm, sops and crane (what the tests need).
 #
 # Idempotent: a part whose BUILD_INFO exists and whose binary runs is not rebuilt. Once
 # `all` has every part, the Go module and build caches are removed to free their disk.
 # Cache root: $PLUMB_TESTBINS (default ~/.cache/plumb-testbins); binaries end up in
-# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea,kustomize,helm,sops}/current/bin (Gitea's templates/ and options/ in
+# $PLUMB_TESTBINS/{etcd,k8s,kwok,gitea,kustomize,helm,sops,crane}/current/bin (Gitea's templates/ and options/ in
 # gitea/current/static, its STATIC_ROOT_PATH). A killed build never leaves a directory
 # that looks complete (build in a temp dir, then rename).
 set -euo pipefail
@@ -149,8 +149,17 @@ build_sops() { # $1 = output dir
   "$out/bin/sops" --version >/dev/null
 }
 
+build_crane() { # $1 = output dir
+  # `crane registry serve`: an in-memory OCI registry for the chart-source tests.
+  local out=$1
+  mkdir -p "$out/bin"
+  GOBIN="$out/bin" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" \
+    "github.com/google/go-containerregistry/cmd/crane@v$CRANE_VERSION"
+  "$out/bin/crane" version >/dev/null
+}
+
 check_bin() { # component -> the binary that proves a build
-  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; kustomize) echo kustomize ;; helm) echo helm ;; sops) echo sops ;; esac
+  case $1 in etcd) echo etcd ;; k8s) echo kube-apiserver ;; kwok) echo kwok ;; gitea) echo gitea ;; kustomize) echo kustomize ;; helm) echo helm ;; sops) echo sops ;; crane) echo crane ;; esac
 }
 
 ensure() { # $1 = etcd | k8s | kwok
@@ -163,6 +172,7 @@ ensure() { # $1 = etcd | k8s | kwok
   kustomize) vers="KUSTOMIZE_VERSION=$KUSTOMIZE_VERSION" ;;
   helm) vers="HELM_VERSION=$HELM_VERSION" ;;
   sops) vers="SOPS_VERSION=$SOPS_VERSION AGE_VERSION=$AGE_VERSION" ;;
+  crane) vers="CRANE_VERSION=$CRANE_VERSION" ;;
   esac
   key=$( { echo "$vers"; declare -f "build_$c"; go version; } | sha256sum | cut -c1-12)
   dest=$ROOT/$c/$key
@@ -174,7 +184,7 @@ ensure() { # $1 = etcd | k8s | kwok
   fi
   local avail need=8000000
   # the control plane and Gitea need ~8 GB of module and build cache; a render tool ~1 GB
-  case $c in kustomize | helm | sops) need=1000000 ;; esac
+  case $c in kustomize | helm | sops | crane) need=1000000 ;; esac
   avail=$(df -Pk "$ROOT" | awk 'NR==2{print $4}')
   if [ "$avail" -lt "$need" ]; then
     log "$c: need ~$((need / 1000000)) GB free under $ROOT, have $((avail / 1024)) MB"
@@ -222,12 +232,12 @@ main() {
   log "go: $(go version); GOPROXY=$(go env GOPROXY)"
   case $what in
   all)
-    for c in etcd k8s kwok gitea kustomize helm sops; do ensure "$c" || exit 1; done
+    for c in etcd k8s kwok gitea kustomize helm sops crane; do ensure "$c" || exit 1; done
     trim_go_caches
     ;;
   control-plane) for c in etcd k8s kwok; do ensure "$c" || exit 1; done ;;
-  etcd | k8s | kwok | gitea | kustomize | helm | sops) ensure "$what" || exit 1 ;;
-  *) log "usage: $0 [etcd|k8s|kwok|gitea|kustomize|helm|sops|control-plane|all]"; exit 2 ;;
+  etcd | k8s | kwok | gitea | kustomize | helm | sops | crane) ensure "$what" || exit 1 ;;
+  *) log "usage: $0 [etcd|k8s|kwok|gitea|kustomize|helm|sops|crane|control-plane|all]"; exit 2 ;;
   esac
   echo "$ROOT"
 }
