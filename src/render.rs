@@ -87,22 +87,6 @@ impl Manifest {
         self.decrypted = pointers.into_iter().map(String::into_boxed_str).collect();
     }
 
-    /// The fields of this object that `rules` (the environment's `sensitiveFields`) mark
-    /// sensitive, with those holding a decrypted value.
-    pub fn marked(
-        &self,
-        object: &Value,
-        rules: &crate::compare::sensitive::SensitiveRules,
-    ) -> crate::compare::sensitive::Marked {
-        let mut m = rules.marked(object);
-        if !self.decrypted.is_empty() {
-            m.0.extend(self.decrypted.iter().map(|p| p.to_string()));
-            m.0.sort();
-            m.0.dedup();
-        }
-        m
-    }
-
     /// The object (a new JSON model, parsed from the kept text).
     pub fn object(&self) -> Value {
         // written by serde_json from a JSON model: it parses

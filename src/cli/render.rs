@@ -99,7 +99,7 @@ pub fn stream(manifests: &[Manifest], rules: &crate::compare::sensitive::Sensiti
     let no_key = crate::compare::sensitive::MaskKey::none();
     for m in manifests {
         let object = m.object();
-        let marked = m.marked(&object, rules);
+        let marked = rules.marked_manifest(m, &object);
         let masked = crate::compare::sensitive::mask_object_with(&object, &marked, &no_key);
         let yaml = serde_saphyr::to_string(&masked).unwrap_or_else(|e| format!("# (cannot print: {e})\n"));
         let _ = write!(out, "---\n# Source: {}\n{yaml}", m.source);

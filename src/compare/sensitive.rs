@@ -79,6 +79,19 @@ impl SensitiveRules {
         )
     }
 
+    /// The fields of `object` (the object of manifest `m`) these rules mark, with those
+    /// holding a value decrypted from SOPS ([`crate::render::Manifest::decrypted`]).
+    pub fn marked_manifest(&self, m: &crate::render::Manifest, object: &Value) -> Marked {
+        let mut marked = self.marked(object);
+        let decrypted = m.decrypted();
+        if !decrypted.is_empty() {
+            marked.0.extend(decrypted.into_iter().map(String::from));
+            marked.0.sort();
+            marked.0.dedup();
+        }
+        marked
+    }
+
     /// The fields of `obj` these rules mark (by its `apiVersion`'s group and `kind`).
     pub fn marked(&self, obj: &Value) -> Marked {
         let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");

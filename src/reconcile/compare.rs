@@ -157,7 +157,7 @@ impl Io<'_> {
     /// masked in the outcome.
     pub(super) async fn compare_one(self, scope: &Scope<'_>, m: &Manifest) -> Arc<Compared> {
         let object = m.object();
-        let marked = m.marked(&object, scope.sensitive);
+        let marked = scope.sensitive.marked_manifest(m, &object);
         let c = self.compare_unmasked(scope, m, object).await;
         if marked.is_empty() { c } else { Arc::new((*c).clone().with_marked(marked)) }
     }
