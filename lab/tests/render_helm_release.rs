@@ -374,10 +374,21 @@ async fn a_lookup_or_random_secret_converges_across_commits_and_restarts() {
     let r = ctx.run_pass("rnd", Mode::Policy, None).await.unwrap();
     synced_without_writes(&r, "the next pass");
 
-    // an unrelated commit elsewhere in the repository: a new render, the same Secret
+    // a commit elsewhere in the repository renders nothing again (the working copy
+    // holds only the chart); one changing an unrelated file of the chart renders it
+    // again: the same Secret
     lab.repo.write("docs/README.md", "unrelated\n").unwrap();
     lab.repo.commit("docs").unwrap();
     let runs = ctx.render_tool_runs();
+    synced_without_writes(&ctx.run_pass("rnd", Mode::Policy, None).await.unwrap(), "after a commit elsewhere");
+    assert_eq!(ctx.render_tool_runs(), runs, "a commit outside the chart renders nothing");
+    lab.repo
+        .write(
+            "chart/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {k: v}\n# a comment\n",
+        )
+        .unwrap();
+    lab.repo.commit("a comment in the chart").unwrap();
     let r = ctx.run_pass("rnd", Mode::Policy, None).await.unwrap();
     assert!(ctx.render_tool_runs() > runs, "rendered again");
     synced_without_writes(&r, "after an unrelated commit");

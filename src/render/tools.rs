@@ -218,7 +218,8 @@ impl Tools {
     ) -> Result<Rendered, Error> {
         let h = self.once(&self.helm, Helm::locate(self.settings.helm.as_deref(), limits)).await?;
         let dir = self.checkout(tree).await?;
-        let files: Vec<String> = t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
+        let files: Vec<String> =
+            t.source.value_files.iter().filter(|f| dir.path().join(f).is_file()).cloned().collect();
         let used = self.decrypt_in(dir.path(), &files, t, limits, decrypted).await?;
         let policy = t.source.crd_policy();
         // a chart of a chart repository or an OCI registry: its package in the copy
