@@ -200,6 +200,11 @@ enum Command {
         /// application has synced (its recorded status). Without it no cluster is read.
         #[arg(long)]
         cluster: bool,
+        /// Also print (on standard error) how it was rendered: the tool and its version,
+        /// the capabilities used, the files decrypted, the fields held, the sandbox, and
+        /// whether the render was reused.
+        #[arg(long)]
+        explain: bool,
     },
     /// Ask the server to sync one application now and follow its progress, wave by wave
     /// (a spinner on a terminal). With `--local`, fetch and apply from this machine.
@@ -500,10 +505,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
             Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Render { app, policy, revision, cluster } => {
+        Command::Render { app, policy, revision, cluster, explain } => {
             let cache = cache_dir(policy.cache_dir.as_deref())?;
             let target = if cluster { Some(render::target(&kube, &policy.config, &app).await?) } else { None };
-            render::run(&policy.config, &cache, &app, revision.as_deref(), target).await
+            render::run(&policy.config, &cache, &app, revision.as_deref(), (target, explain)).await
         }
         Command::Diff { app, policy, revision, output } => {
             let ctx = context(&policy, &kube, false).await?;

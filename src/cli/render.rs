@@ -53,7 +53,7 @@ pub async fn run(
     cache: &Path,
     app: &str,
     revision: Option<&str>,
-    target: Option<Target>,
+    (target, explain): (Option<Target>, bool),
 ) -> anyhow::Result<ExitCode> {
     let config: Arc<Config> = Arc::new(config::load_without_secrets(config_file)?);
     let a = config
@@ -70,14 +70,20 @@ pub async fn run(
     let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
     let rules = crate::compare::sensitive::SensitiveRules::new(env.into_iter().flat_map(|e| &e.sensitive_fields));
     let pool = Pool::new(cache.to_path_buf(), config.clone());
+    let capabilities =
+        target.as_ref().map(|t| format!("kube {}, {} API versions and kinds", t.version, t.api_versions.len()));
     if let Some(t) = target {
         pool.set_cluster(t.version, t.api_versions);
         pool.set_installed(app, t.installed);
     }
     match pool.desired(app, repo, &wanted, &a.path.value, Since::at(std::time::Instant::now())).await {
-        Desired::Rendered(snapshot, rendered, _) => {
+        Desired::Rendered(snapshot, rendered, ran) => {
             out!("{}", stream(&rendered.manifests, &rules));
             err!("{}", summary(app, &snapshot.revision, &rendered));
+            if explain {
+                let how = How { capabilities: capabilities.as_deref(), reused: !ran, runs: pool.tool_runs() };
+                err!("{}", explanation(&rendered, &how, crate::render::sandbox::isolation()));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Desired::FetchFailed(e) => {
@@ -128,11 +134,88 @@ pub fn summary(app: &str, revision: &str, rendered: &Rendered) -> String {
     out
 }
 
+/// How one render was made, besides what [`Rendered`] says.
+#[derive(Debug, Clone, Copy)]
+pub struct How<'a> {
+    /// The capabilities given to the tools (`kube v1.36.3, 212 API versions and kinds`),
+    /// `None` when no cluster was read.
+    pub capabilities: Option<&'a str>,
+    /// The render came from the render cache (same inputs): no tool ran for it.
+    pub reused: bool,
+    /// Child processes the tools started (version queries, renders, decryptions).
+    pub runs: u64,
+}
+
+/// `plumb render --explain`: one `explain:` line each for the tool and its version, the
+/// capabilities (a Helm render), the files decrypted, the fields held, the sandbox of
+/// the tools (`isolation`) and whether the render was reused.
+pub fn explanation(rendered: &Rendered, how: &How<'_>, isolation: &crate::render::sandbox::Isolation) -> String {
+    let mut out = String::new();
+    let tool = rendered.tool.as_deref().unwrap_or("plain YAML (no tool)");
+    let _ = writeln!(out, "explain: tool: {tool}");
+    if rendered.tool_name() == "helm" {
+        let caps = how.capabilities.map_or_else(
+            || "Helm's defaults (no cluster read; --cluster gives the target's version and kinds)".to_string(),
+            |c| format!("{c} (from the cluster)"),
+        );
+        let _ = writeln!(out, "explain: capabilities: {caps}");
+    }
+    let decrypted = if rendered.decrypted.is_empty() { "none".to_string() } else { rendered.decrypted.join(", ") };
+    let _ = writeln!(out, "explain: decrypted (SOPS): {decrypted}");
+    for h in &rendered.held {
+        let why = match h.why {
+            crate::render::HeldWhy::CreateOnly => "created only (source.crds: Create)",
+            crate::render::HeldWhy::Unstable => "differs between two renders: the live value is kept",
+        };
+        let _ = writeln!(out, "explain: held: {} ({why})", h.describe());
+    }
+    if rendered.tool.is_some() && rendered.tool_name() != "plain" {
+        let sandbox = isolation.missing().unwrap_or_else(|| {
+            "own network namespace, memory ceiling and CPU budget, fresh HOME, no plugins".to_string()
+        });
+        let _ = writeln!(out, "explain: sandbox: {sandbox}");
+    }
+    let reused = if how.reused {
+        "yes: the render cache held the same inputs".to_string()
+    } else {
+        format!("no: rendered now ({} child process(es))", how.runs)
+    };
+    let _ = writeln!(out, "explain: reused: {reused}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_explanation_names_tool_capabilities_decryption_and_reuse() {
+        let rendered = Rendered {
+            tool: Some("helm v3.22.0, sops 3.13.3".into()),
+            decrypted: vec!["apps/web/secrets.yaml".into()],
+            ..Rendered::default()
+        };
+        let contained = crate::render::sandbox::Isolation {
+            no_network: Some(vec!["unshare".into()]),
+            prlimit: Some("prlimit".into()),
+        };
+        let how = How { capabilities: Some("kube v1.36.3, 9 API versions and kinds"), reused: false, runs: 3 };
+        assert_eq!(
+            explanation(&rendered, &how, &contained),
+            "explain: tool: helm v3.22.0, sops 3.13.3\nexplain: capabilities: kube v1.36.3, 9 API versions and kinds (from the cluster)\nexplain: decrypted (SOPS): apps/web/secrets.yaml\nexplain: sandbox: own network namespace, memory ceiling and CPU budget, fresh HOME, no plugins\nexplain: reused: no: rendered now (3 child process(es))\n"
+        );
+        let bare = crate::render::sandbox::Isolation { no_network: None, prlimit: Some("prlimit".into()) };
+        let text = explanation(&rendered, &How { capabilities: None, reused: true, runs: 0 }, &bare);
+        assert!(
+            text.contains("capabilities: Helm's defaults (no cluster read") && text.contains("reused: yes"),
+            "{text}"
+        );
+        assert!(text.contains("sandbox: no network namespace can be made here"), "{text}");
+        let plain = explanation(&Rendered::default(), &How { capabilities: None, reused: false, runs: 0 }, &bare);
+        assert!(!plain.contains("capabilities") && !plain.contains("sandbox"), "{plain}");
+    }
 
     #[test]
     fn secrets_are_masked_and_sources_named() {
