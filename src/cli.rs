@@ -581,10 +581,9 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
     let fresh = crate::source::Freshness::Now;
     let report = ctx.pass(&mut crate::reconcile::AppState::default(), app, Mode::CompareOnly, revision, fresh).await?;
     let diffs = report.diffs();
-    // the roll-up decides: an object listed only to inform (kept by
-    // `helm.sh/resource-policy`, IgnoreExtraneous, owned by another application) is
-    // not a difference
-    let differs = report.status.sync == crate::compare::SyncStatus::OutOfSync;
+    // anything listed, even what the roll-up leaves out (kept by
+    // `helm.sh/resource-policy`, left to its controller), is a difference to read
+    let differs = diffs.iter().any(|d| !d.reason.is_empty());
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
         errln!("warning: {}", output::sanitize(&c.message));
     }

@@ -1,7 +1,8 @@
 //! helm-05 on the real control plane: `helm.sh/resource-policy: keep` on a live object
 //! is a prune veto. A chart that stops rendering its kept Secret leaves it in place
 //! (same UID, no DELETE, no `Pruned` entry), the sync goes on, the application is
-//! Synced, and neither `plumb diff` nor `plumb prune --dry-run` offers to delete it.
+//! Synced, and neither `plumb diff` (exit 1, one informational `kept` line) nor `plumb
+//! prune --dry-run` offers to delete it.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -75,9 +76,16 @@ applications:
     assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{:?}", r.status);
     assert_eq!(get("secret", "web-db-credentials", "{.metadata.uid}"), u1);
 
-    // plumb diff: exit 0, the Secret named only as kept
+    // plumb diff: exit 1 with the Secret named only as kept (an informational line,
+    // never a pending deletion)
     let (code, out, err) = plumb_cli(&["diff", "web", "--config", policy.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}{err}");
+    let listed: Vec<&str> = out.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(listed.len(), 1, "{out}");
+    assert!(
+        listed[0].starts_with(&format!("# Secret/{ns}/web-db-credentials (kept: helm.sh/resource-policy: keep")),
+        "{out}"
+    );
     assert!(!out.contains("requires pruning"), "{out}");
     // plumb prune --dry-run: nothing to delete
     let (code, out, err) = plumb_cli(&["prune", "web", "-c", policy.to_str().unwrap(), "--dry-run"]);
