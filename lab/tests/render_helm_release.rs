@@ -492,4 +492,24 @@ async fn a_public_style_chart_end_to_end() {
     };
     assert!(rendered(&["--cluster"]), "plumb render --cluster: the cluster's capabilities");
     assert!(!rendered(&[]), "plumb render without a cluster: Helm's defaults");
+    // --explain: how it was rendered, on standard error
+    let (code, _, err) =
+        plumb_cli(&["render", "certs", "-c", cfg, "--cache-dir", cache.to_str().unwrap(), "--cluster", "--explain"]);
+    assert_eq!(code, 0, "{err}");
+    let explained: Vec<&str> = err.lines().filter(|l| l.starts_with("explain: ")).collect();
+    assert!(explained[0].starts_with("explain: tool: helm v3."), "{err}");
+    assert!(
+        explained
+            .iter()
+            .any(|l| l.starts_with("explain: capabilities: kube v1.36.3, ") && l.ends_with("(from the cluster)")),
+        "{err}"
+    );
+    assert!(explained.contains(&"explain: decrypted (SOPS): none"), "{err}");
+    assert!(
+        explained.iter().any(|l| l.starts_with("explain: held: Secret/certs/certs-webhook-ca /data/tls.crt")
+            && l.ends_with("— differs between two renders: the live value is kept")),
+        "{err}"
+    );
+    assert!(explained.iter().any(|l| l.starts_with("explain: sandbox: ")), "{err}");
+    assert!(explained.last().is_some_and(|l| l.starts_with("explain: reused: no: rendered now (")), "{err}");
 }

@@ -167,7 +167,7 @@ pub fn explanation(rendered: &Rendered, how: &How<'_>, isolation: &crate::render
             crate::render::HeldWhy::CreateOnly => "created only (source.crds: Create)",
             crate::render::HeldWhy::Unstable => "differs between two renders: the live value is kept",
         };
-        let _ = writeln!(out, "explain: held: {} ({why})", h.describe());
+        let _ = writeln!(out, "explain: held: {} — {why}", h.describe());
     }
     if rendered.tool.is_some() && rendered.tool_name() != "plain" {
         let sandbox = isolation.missing().unwrap_or_else(|| {
