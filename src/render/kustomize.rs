@@ -363,19 +363,8 @@ pub fn inputs(
     Ok(dirs)
 }
 
-/// The remote entries (file, entry) of the kustomization at `app_path` of `root` and
-/// of the local kustomizations it refers to: the first refusal of [`inputs`] with
-/// remote bases off, if it is one.
-pub fn remote_references(root: &Path, app_path: &str) -> Vec<(String, String)> {
-    let read = |p: &str| -> Result<Option<Vec<u8>>, Error> { Ok(std::fs::read(root.join(p)).ok()) };
-    match inputs(app_path, false, &crate::limits::Limits::default(), &|p| fs_node(&root.join(p)), &read) {
-        Err(Error::RemoteBase { file, reference }) => vec![(file, reference)],
-        _ => vec![],
-    }
-}
-
 /// `p` with `.` and `..` resolved lexically; `None` when it leaves the root.
-fn normalize(p: &Path) -> Option<PathBuf> {
+pub(crate) fn normalize(p: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -433,7 +422,7 @@ mod tests {
     }
 
     #[test]
-    fn remote_references_follow_local_bases() {
+    fn remote_entries_are_found_through_local_bases() {
         let tmp = tempfile::tempdir().expect("tmp");
         let w = |p: &str, t: &str| {
             let f = tmp.path().join(p);
@@ -443,11 +432,17 @@ mod tests {
         w("apps/web/prod/kustomization.yaml", "resources: [../base, extra.yaml]\n");
         w("apps/web/base/kustomization.yml", "resources:\n- cm.yaml\n- https://example.test/acme/x.yaml\n");
         w("apps/web/base/cm.yaml", "a: 1\n");
-        assert_eq!(
-            remote_references(tmp.path(), "apps/web/prod"),
-            [("apps/web/base/kustomization.yml".to_string(), "https://example.test/acme/x.yaml".to_string())]
-        );
-        assert!(remote_references(tmp.path(), "apps/web/base/..").is_empty(), "no kustomization there");
+        let read = |p: &str| -> Result<Option<Vec<u8>>, Error> { Ok(std::fs::read(tmp.path().join(p)).ok()) };
+        let limits = crate::limits::Limits::default();
+        let walk = |path: &str| inputs(path, false, &limits, &|p| fs_node(&tmp.path().join(p)), &read);
+        match walk("apps/web/prod") {
+            Err(Error::RemoteBase { file, reference }) => assert_eq!(
+                (file.as_str(), reference.as_str()),
+                ("apps/web/base/kustomization.yml", "https://example.test/acme/x.yaml")
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(walk("apps/web/base/..").is_ok(), "no kustomization there");
     }
 
     /// A kustomization tree written under a new temporary directory.

@@ -29,7 +29,7 @@
 //!   that came out of an `ENC[…]` leaf is kept ([`Decrypted`]) and the rendered fields
 //!   holding it are marked sensitive, whatever the kind ([`mark_decrypted`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -539,7 +539,7 @@ pub fn kustomize_inputs(root: &Path, app_path: &str, limits: &crate::limits::Lim
             if entry.contains("://") {
                 continue;
             }
-            let Some(local) = normalize(&dir.join(&entry)) else { continue };
+            let Some(local) = super::kustomize::normalize(&dir.join(&entry)) else { continue };
             let full = root.join(&local);
             if full.is_dir() {
                 todo.push(local);
@@ -551,24 +551,6 @@ pub fn kustomize_inputs(root: &Path, app_path: &str, limits: &crate::limits::Lim
     found.sort();
     found.dedup();
     Ok(found)
-}
-
-/// `p` with `.` and `..` resolved lexically; `None` when it leaves the root.
-fn normalize(p: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(s) => out.push(s),
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::CurDir => {}
-            _ => return None,
-        }
-    }
-    Some(out)
 }
 
 /// A located sops binary and the version it reports.
