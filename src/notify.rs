@@ -64,7 +64,7 @@ pub fn messages(told: &Told, st: &AppStatus, sync: Option<&SyncRecord>) -> (Vec<
         let word = match s.result {
             SyncResult::Failed => Some("failed"),
             SyncResult::Refused => Some("refused"),
-            SyncResult::Succeeded | SyncResult::Running => None,
+            SyncResult::Succeeded | SyncResult::Running | SyncResult::Superseded => None,
         };
         match word {
             Some(word) => {

@@ -237,10 +237,14 @@ pub enum SyncResult {
     /// Part of the sync is done; a later sync wave (or a `PruneLast` prune) waits for
     /// objects to become Healthy, and the next pass goes on (see the message).
     Running,
+    /// It was `Running` (waiting for a wave's health, `PruneLast`, a hook) when a sync
+    /// of a newer revision started: that sync replaced the wait (Flux's
+    /// `CancelHealthCheckOnNewRevision`). What it applied stays applied.
+    Superseded,
 }
 
 impl SyncResult {
-    /// `Succeeded`, `Failed`, `Refused` or `Running`: the word the history stores, the
+    /// `Succeeded`, `Failed`, `Refused`, `Running` or `Superseded`: the word the history stores, the
     /// CLI and page show, and the `Sync…` Event reasons end with.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -248,6 +252,7 @@ impl SyncResult {
             SyncResult::Failed => "Failed",
             SyncResult::Refused => "Refused",
             SyncResult::Running => "Running",
+            SyncResult::Superseded => "Superseded",
         }
     }
 }

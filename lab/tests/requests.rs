@@ -281,3 +281,48 @@ async fn a_pause_cut_short_by_max_pause_ends_for_good() {
     assert!(status(status_ns, app).get("suspended").is_none_or(serde_json::Value::is_null));
     plumb.stop().await;
 }
+
+/// Issue 31, "Rollback pins that end too early": `--until-next-commit` ends on the first
+/// commit that changes what the application renders, not on another team's commit
+/// elsewhere in the repository (the class of argo-cd#5351 / #9570).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_until_the_next_commit_ends_on_a_commit_to_the_application_only() {
+    let (status_ns, ns, app) = ("plumb-rb-next", "rb-next", "nextweb");
+    let lab = Lab::new("rbnext");
+    lab.repo.write("app/settings.yaml", &cm("1")).unwrap();
+    let c1 = lab.repo.commit("one").unwrap();
+    lab.repo.write("app/settings.yaml", &cm("2")).unwrap();
+    lab.repo.commit("two: broken").unwrap();
+    let plumb = Plumb::start(&policy(&lab, status_ns, app, ns), &lab.tmp.path().join("cache")).await;
+    value_becomes(ns, "2").await;
+    let (code, out, err) = plumb_cli(&["rollback", app, &c1, "--until-next-commit", "-n", status_ns]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    value_becomes(ns, "1").await;
+
+    // another team's commit: the tracked branch moves, the application's files do not
+    lab.repo.write("other-team/service.yaml", &cm("theirs")).unwrap();
+    lab.repo.write("app/README.md", "notes, not a manifest\n").unwrap();
+    let elsewhere = lab.repo.commit("another team's change").unwrap();
+    refresh(app, status_ns);
+    let after = status(status_ns, app);
+    assert_eq!(after["pinned"]["revision"], c1.as_str(), "still pinned after {elsewhere}: {after}");
+    let pinned = after["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Pinned").cloned();
+    let message = pinned.as_ref().and_then(|c| c["message"].as_str()).unwrap_or_default().to_string();
+    assert!(message.contains(&format!("{} changes nothing {app} renders", &elsewhere[..7])), "{after}");
+    assert_eq!(live_value(ns), "1", "the broken release is not redeployed");
+
+    // the fix: a commit to the application's path ends the pin and is synced
+    lab.repo.write("app/settings.yaml", &cm("3")).unwrap();
+    lab.repo.commit("three: fixed").unwrap();
+    refresh(app, status_ns);
+    value_becomes(ns, "3").await;
+    let after = status(status_ns, app);
+    assert!(after.get("pinned").is_none_or(serde_json::Value::is_null), "{after}");
+    let events =
+        kubectl(&["-n", status_ns, "get", "events", "--field-selector", &format!("involvedObject.name={app}")]);
+    assert!(
+        events.contains("PinReleased") && events.contains(&format!("which changes what {app} renders")),
+        "{events}"
+    );
+    plumb.stop().await;
+}

@@ -373,3 +373,38 @@ async fn orphaned_resources_are_reported_never_deleted() {
     assert_eq!(r.status.sync, SyncStatus::Synced, "an orphan is not drift");
     assert!(kubectl(&["-n", ns, "get", "configmaps", "-o", "name"]).contains("hand-made"));
 }
+
+/// Issue 31, "A fix must not wait behind a broken revision": a sync waiting for an
+/// unhealthy wave is replaced by the sync of a new commit (Flux's
+/// `CancelHealthCheckOnNewRevision`): the old one is recorded `Superseded` with what it
+/// waited for, the new one runs at once and finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_commit_supersedes_a_sync_stuck_on_an_unhealthy_wave() {
+    let ns = "order-supersede";
+    // a node selector no node matches: its pod is never scheduled
+    let stuck = deployment("web", ns, "registry.example/web:1", "")
+        .replace("      tolerations:", "      nodeSelector: {plumb.dev/nowhere: \"true\"}\n      tolerations:");
+    let after = cm("after", ns, "plumb.dev/sync-wave: \"1\"");
+    let a = app("supersede", ns, AUTO_NS, &[("web.yaml", &stuck), ("after.yaml", &after)]).await;
+    let first = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(first.result, SyncResult::Running, "{}", first.message);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!((still.result, still.started_at.as_str()), (SyncResult::Running, first.started_at.as_str()));
+    assert!(still.message.contains("wave 1 waits until wave 0 is Healthy"), "{}", still.message);
+
+    a.commit(&[("web.yaml", &deployment("web", ns, "registry.example/web:2", ""))], &[]);
+    let next = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_ne!(next.revision, first.revision, "the new commit's sync starts at once");
+    let history = a.ctx.history(&a.name).await.unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let old = &history[1];
+    assert_eq!((old.revision.as_str(), old.result), (first.revision.as_str(), SyncResult::Superseded), "{history:?}");
+    assert!(old.message.contains("wave 1 waits until wave 0 is Healthy"), "{}", old.message);
+    let r = a.settle().await;
+    assert_eq!((r.status.sync, r.status.health), (SyncStatus::Synced, HealthStatus::Healthy), "{:?}", r.status);
+    let history = a.ctx.history(&a.name).await.unwrap();
+    assert_eq!((history[0].result, history[1].result), (SyncResult::Succeeded, SyncResult::Superseded), "{history:?}");
+    let events = kubectl(&["-n", "plumb-order", "get", "events", "-o", "custom-columns=R:.reason,M:.message"]);
+    assert!(events.lines().any(|l| l.starts_with("SyncSuperseded") && l.contains("superseded by")), "{events}");
+}

@@ -248,7 +248,9 @@ pub fn state_for(result: SyncResult, health: HealthStatus) -> State {
         (SyncResult::Failed, _) => State::Failure,
         (SyncResult::Refused, _) => State::Error,
         (SyncResult::Succeeded, HealthStatus::Healthy | HealthStatus::Suspended) => State::Success,
-        (SyncResult::Succeeded, HealthStatus::Progressing) | (SyncResult::Running, _) => State::Pending,
+        (SyncResult::Succeeded, HealthStatus::Progressing) | (SyncResult::Running | SyncResult::Superseded, _) => {
+            State::Pending
+        }
         (SyncResult::Succeeded, HealthStatus::Degraded | HealthStatus::Missing) => State::Failure,
         (SyncResult::Succeeded, HealthStatus::Unknown) => State::Error,
     }
@@ -282,6 +284,7 @@ pub fn sync_detail(rec: &SyncRecord) -> String {
         SyncResult::Failed => format!("sync failed after applying {applied}; see plumb history"),
         SyncResult::Refused => "sync refused by a guard, nothing written; see plumb history".to_owned(),
         SyncResult::Running => format!("sync running: applied {applied}, a later wave waits for health"),
+        SyncResult::Superseded => format!("sync superseded by a newer revision after applying {applied}"),
     }
 }
 

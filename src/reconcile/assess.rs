@@ -484,7 +484,7 @@ pub(super) fn synced(st: &mut AppStatus, rec: &mut SyncRecord, s: &Synced<'_>) {
         SyncResult::Failed => st.conditions.push(Condition::new(ConditionType::SyncError, rec.message.clone())),
         SyncResult::Running => st.conditions.push(Condition::new(ConditionType::SyncRunning, rec.message.clone())),
         SyncResult::Succeeded => st.synced_revision = rec.revision.clone(),
-        SyncResult::Refused => {}
+        SyncResult::Refused | SyncResult::Superseded => {}
     }
     (st.sync, st.health) = status::roll_up(&st.resources, s.excluded, !s.found.errors.is_empty());
     rec.finished_at.clone_from(&s.finished_at);

@@ -164,7 +164,7 @@ impl PassResult {
         match (record.map(|r| r.result), sync) {
             (Some(SyncResult::Succeeded), _) => Self::Applied,
             (Some(SyncResult::Refused), _) => Self::Refused,
-            (Some(SyncResult::Running), _) => Self::Running,
+            (Some(SyncResult::Running | SyncResult::Superseded), _) => Self::Running,
             (Some(SyncResult::Failed), _) => Self::Failed,
             (None, SyncStatus::Unknown) => Self::Error,
             (None, _) => Self::Compared,

@@ -7,6 +7,7 @@
 use super::{Error, Io, Mode};
 use crate::{
     config::{Application, Environment, Repository},
+    render,
     status::{
         self, AppStatus, Condition, ConditionType, EventReason, Pin, ROLLBACK_ANNOTATION, SUSPEND_ANNOTATION, short,
     },
@@ -175,13 +176,28 @@ impl Io<'_> {
             }
         };
         pin.tracked = same.map_or_else(|| head.clone(), |p| p.tracked.clone());
+        // `--until-next-commit` ends on the first commit that changes what the
+        // application renders: another team's commit elsewhere keeps the pin
+        let mut unchanged = None;
         if pin.until_next_commit && head != pin.tracked {
-            if mode.writes() {
-                self.release_pin(name).await?;
-                let note = format!("pin to {} released: {tracked} moved to {}", short(&target), short(&head));
-                self.event(name, false, EventReason::PinReleased, note).await;
+            match self.inputs_changed(name, repo, &pin.tracked, &head).await {
+                Ok(true) => {
+                    if mode.writes() {
+                        self.release_pin(name).await?;
+                        let note = format!(
+                            "pin to {} released: {tracked} moved to {}, which changes what {name} renders",
+                            short(&target),
+                            short(&head)
+                        );
+                        self.event(name, false, EventReason::PinReleased, note).await;
+                    }
+                    return Ok(());
+                }
+                Ok(false) => unchanged = Some(format!("; {} changes nothing {name} renders", short(&head))),
+                Err(e) => {
+                    unchanged = Some(format!("; whether {} changes what {name} renders is unknown ({e})", short(&head)))
+                }
             }
-            return Ok(());
         }
         let override_asked = pin.force && overridden == Some(requested.as_str());
         if let Err(why) = self.pin_allowed((name, repo, tracked), (&head, &target), previous, override_asked).await? {
@@ -197,7 +213,7 @@ impl Io<'_> {
             pin.at,
             claimed(&pin.by),
             if pin.until_next_commit { " until then" } else { "" }
-        );
+        ) + unchanged.as_deref().unwrap_or_default();
         out.conditions.push(Condition::new(ConditionType::Pinned, message));
         if mode.writes() && previous.pinned.as_ref().is_none_or(|p| p.at != pin.at) {
             let note = format!("pinned to {} (rollback{})", short(&target), claimed(&pin.by));
@@ -206,6 +222,16 @@ impl Io<'_> {
         out.pinned = Some(pin);
         out.revision = Some(target);
         Ok(())
+    }
+
+    /// Whether commit `new` of `repo` changes what application `app` renders at commit
+    /// `old` ([`crate::source::Pool::render_inputs`]).
+    ///
+    /// # Errors
+    /// The render inputs of either commit cannot be read: the pin stays.
+    async fn inputs_changed(self, app: &str, repo: &Repository, old: &str, new: &str) -> Result<bool, render::Error> {
+        let before = self.sources.render_inputs(app, repo, old).await?;
+        Ok(self.sources.render_inputs(app, repo, new).await? != before)
     }
 
     /// Whether commit `target` may run on application `app` tracking `tracked` (at

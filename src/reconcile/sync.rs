@@ -48,6 +48,17 @@ impl Io<'_> {
             let note = format!("sync of {} ({}) started", short(&st.revision), s.reason);
             self.event(scope.app, false, EventReason::SyncStarted, note).await;
         }
+        // a sync waiting at another revision is over: this one replaces its wait
+        if let Some(waiting) = s.last_sync.filter(|l| l.result == SyncResult::Running && l.revision != st.revision) {
+            let note = format!(
+                "sync of {} superseded by {}, which starts now; it waited: {}",
+                short(&waiting.revision),
+                short(&st.revision),
+                waiting.message
+            );
+            tracing::info!(app = %st.app, "{note}");
+            self.event(scope.app, false, EventReason::Sync(SyncResult::Superseded), note).await;
+        }
         let mut rec = SyncRecord {
             subject: s.snapshot.subject.clone(),
             started_at: s.started_at.clone(),

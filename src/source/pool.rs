@@ -501,6 +501,54 @@ impl Pool {
         Ok((rendered, true))
     }
 
+    /// What application `app`'s render of commit `revision` of `repo` reads, as one
+    /// string that changes exactly when those inputs change: for a plain directory the
+    /// content of its manifests (the path and the environment's `sharedPaths`); for a
+    /// tool the object ids of its working copy's roots ([`Pool::tool_inputs`]: the
+    /// path, the kustomizations it names, value files, `sharedPaths`). Two commits with
+    /// equal inputs render the same objects (a chart source's version aside: it moves
+    /// without a commit). Remembered per revision and application.
+    ///
+    /// # Errors
+    /// [`render::Error::Tree`] (the commit, the path, a kustomization that cannot be
+    /// read), [`render::Error::Limit`].
+    pub async fn render_inputs(&self, app: &str, repo: &Repository, revision: &str) -> Result<String, render::Error> {
+        let memo = format!("render inputs {revision} {app}");
+        if let Some(found) = self.inputs.lock().ok().and_then(|m| m.get(&memo).cloned()) {
+            return found.map(|(_, inputs)| inputs);
+        }
+        let found = self.config.applications.iter().find(|a| a.name.value == app);
+        let (path, source) = found.map(|a| (a.path.value.clone(), a.source.clone())).unwrap_or_default();
+        let path = path.trim_matches('/').to_string();
+        let tree_err = |message: String| render::Error::Tree { message };
+        let m = self.mirror(repo).map_err(|e| tree_err(e.to_string()))?;
+        let (rev, dir, shared) = (revision.to_string(), path.clone(), self.shared_paths(app));
+        let snapshot = tokio::task::spawn_blocking(move || -> Result<Snapshot, render::Error> {
+            let m = m.lock().map_err(|_| tree_err("mirror lock poisoned".into()))?;
+            m.snapshot_within(&rev, &dir, &shared).map_err(|e| match e {
+                super::Error::Limit(l) => render::Error::Limit(l),
+                e => tree_err(e.to_string()),
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(tree_err(e.to_string())))?;
+        let kind = match (&source.chart, source.type_) {
+            (Some(_), _) => SourceType::Helm,
+            (None, t) => t.unwrap_or_else(|| render::detect(&snapshot.top_level)),
+        };
+        let inputs = match kind {
+            SourceType::Plain => format!("files {}", snapshot.files_digest),
+            _ => self.tool_inputs(repo, revision, kind, app, &path, &source).await?.1,
+        };
+        if let Ok(mut memo_map) = self.inputs.lock() {
+            if memo_map.len() >= SNAPSHOT_HEADS {
+                memo_map.clear();
+            }
+            memo_map.insert(memo, Ok((vec![], inputs.clone())));
+        }
+        Ok(inputs)
+    }
+
     /// What a tool render of `path` (application `app`, `source`) at `revision` reads:
     /// the repository paths its working copy holds (the path; for kustomize the
     /// directories of the kustomizations it names, transitively, checked by

@@ -46,6 +46,7 @@ impl EventReason {
             EventReason::Sync(SyncResult::Failed) => "SyncFailed",
             EventReason::Sync(SyncResult::Refused) => "SyncRefused",
             EventReason::Sync(SyncResult::Running) => "SyncRunning",
+            EventReason::Sync(SyncResult::Superseded) => "SyncSuperseded",
             EventReason::Synced => "Synced",
             EventReason::SelfHealed => "SelfHealed",
             EventReason::Recreated => "Recreated",
@@ -91,7 +92,13 @@ mod tests {
 
     #[test]
     fn a_sync_s_event_reason_ends_with_its_result() {
-        for r in [SyncResult::Succeeded, SyncResult::Failed, SyncResult::Refused, SyncResult::Running] {
+        for r in [
+            SyncResult::Succeeded,
+            SyncResult::Failed,
+            SyncResult::Refused,
+            SyncResult::Running,
+            SyncResult::Superseded,
+        ] {
             assert_eq!(EventReason::Sync(r).as_str(), format!("Sync{r}"));
             assert_eq!(EventReason::Sync(r).action(), "Sync");
         }

@@ -14,11 +14,15 @@ pub fn rfc3339(t: jiff::Timestamp) -> String {
 
 /// Pushes `record` to the front of `history`, keeping at most [`HISTORY_LEN`]. A
 /// record continuing the newest one (see [`continue_sync`]: same revision and start)
-/// replaces it: one sync is one entry, however many passes its waves took.
+/// replaces it: one sync is one entry, however many passes its waves took. A newest
+/// entry still `Running` at another revision is over: [`supersede`]d by `record`.
 pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
     if history.first().is_some_and(|h| h.revision == record.revision && h.started_at == record.started_at) {
         history[0] = record;
         return;
+    }
+    if let Some(first) = history.first_mut() {
+        supersede(first, &record);
     }
     if history.first().is_some_and(|h| same_failure(h, &record)) {
         history[0] = fold_failure(history.first(), record);
@@ -26,6 +30,21 @@ pub fn push_history(history: &mut Vec<SyncRecord>, record: SyncRecord) {
     }
     history.insert(0, record);
     history.truncate(HISTORY_LEN);
+}
+
+/// Ends `running` as `Superseded` when it is a `Running` sync of another revision than
+/// `next` (which started after it): a new revision replaces a sync that waits for a
+/// wave's health, `PruneLast` or a hook, instead of queueing behind it (Flux's
+/// `CancelHealthCheckOnNewRevision`). Its end is `next`'s start; its message keeps what
+/// it waited for. `true` when it was superseded.
+pub fn supersede(running: &mut SyncRecord, next: &SyncRecord) -> bool {
+    if running.result != SyncResult::Running || running.revision == next.revision {
+        return false;
+    }
+    running.result = SyncResult::Superseded;
+    running.finished_at.clone_from(&next.started_at);
+    running.message = format!("superseded by {} while it waited: {}", super::short(&next.revision), running.message);
+    true
 }
 
 /// Whether `next` fails as `last` did: both Failed, of the same revision and reason,
@@ -142,6 +161,29 @@ mod tests {
         let mut heal = record("t6", SyncResult::Succeeded, &[]);
         heal.reason = crate::status::SyncReason::SelfHeal;
         assert_eq!(continue_sync(Some(&running), heal).started_at, "t6", "another reason is another sync");
+    }
+
+    #[test]
+    fn a_new_revision_supersedes_a_waiting_sync() {
+        let mut waiting = record("t1", SyncResult::Running, &["a"]);
+        waiting.message = "wave 1 waits until wave 0 is Healthy: Deployment.apps/n/web Progressing".into();
+        let mut history = vec![record("t0", SyncResult::Succeeded, &[]), waiting];
+        history.swap(0, 1);
+        let newer = SyncRecord { revision: "def0123".into(), ..record("t2", SyncResult::Running, &["b"]) };
+        push_history(&mut history, newer);
+        assert_eq!(history.len(), 3);
+        assert_eq!((history[0].revision.as_str(), history[0].result), ("def0123", SyncResult::Running));
+        let old = &history[1];
+        assert_eq!(
+            (old.result, old.finished_at.as_str(), old.applied.as_slice()),
+            (SyncResult::Superseded, "t2", &["a".to_string()][..])
+        );
+        assert!(old.message.starts_with("superseded by def0123 while it waited: wave 1 waits"), "{}", old.message);
+        // the same revision goes on (continue_sync), and a finished sync is never superseded
+        let mut same = record("t3", SyncResult::Running, &[]);
+        assert!(!supersede(&mut same, &record("t4", SyncResult::Running, &[])));
+        let mut done = record("t3", SyncResult::Succeeded, &[]);
+        assert!(!supersede(&mut done, &SyncRecord { revision: "x".into(), ..record("t4", SyncResult::Running, &[]) }));
     }
 
     #[test]
