@@ -246,11 +246,9 @@ impl Target {
 pub fn state_for(result: SyncResult, health: HealthStatus) -> State {
     match (result, health) {
         (SyncResult::Failed, _) => State::Failure,
-        (SyncResult::Refused, _) => State::Error,
+        (SyncResult::Refused | SyncResult::Superseded, _) => State::Error,
         (SyncResult::Succeeded, HealthStatus::Healthy | HealthStatus::Suspended) => State::Success,
-        (SyncResult::Succeeded, HealthStatus::Progressing) | (SyncResult::Running | SyncResult::Superseded, _) => {
-            State::Pending
-        }
+        (SyncResult::Succeeded, HealthStatus::Progressing) | (SyncResult::Running, _) => State::Pending,
         (SyncResult::Succeeded, HealthStatus::Degraded | HealthStatus::Missing) => State::Failure,
         (SyncResult::Succeeded, HealthStatus::Unknown) => State::Error,
     }
