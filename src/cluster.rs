@@ -716,6 +716,20 @@ impl Cluster {
         Ok(list.items.into_iter().map(crate::compare::Cached::from).collect())
     }
 
+    /// Objects of `kind` in `namespace` (all namespaces when empty) matching label
+    /// selector `selector` (`a=b,c=d`).
+    ///
+    /// # Errors
+    /// [`Error::Request`].
+    pub async fn list_labelled(&self, kind: &Kind, namespace: &str, selector: &str) -> Result<Vec<Value>, Error> {
+        let api: Api<DynamicObject> = if namespace.is_empty() || !kind.namespaced {
+            Api::all_with(self.client.clone(), &*kind.resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, &*kind.resource)
+        };
+        self.list(kind, &api, selector).await
+    }
+
     /// Objects of `kind` in `namespace` that carry no `plumb.dev/app` label.
     ///
     /// # Errors

@@ -20,6 +20,7 @@
 mod boundary;
 mod decide;
 mod hand_over;
+pub mod hooks;
 mod progress;
 
 use serde::Serialize;

@@ -37,6 +37,7 @@
 
 mod assess;
 mod compare;
+mod hooks;
 mod inventory;
 mod memo;
 mod observe;
@@ -65,7 +66,7 @@ use crate::{
     metrics::Metrics,
     plan::{self, DesiredItem, PruneCandidate, SyncOptions},
     source::{self, Desired},
-    status::{self, AppStatus, EventReason, SyncRecord, short},
+    status::{self, AppStatus, EventReason, SyncRecord, SyncResult, short},
     tracking::{ObjectKey, group_of},
     watch::LiveCache,
 };
@@ -726,9 +727,21 @@ impl Context {
         // 1. source and render, and what comparing needs of the application
         let installed = !previous.synced_revision.is_empty() || previous.last_sync.is_some();
         self.sources.set_installed(name, installed);
-        let sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
+        let mut sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
             Ok(sourced) => sourced,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+        };
+        // hooks run around a sync: never compared, never inventory, never pruned
+        let hooks = match hooks::split(&sourced.rendered) {
+            Ok((objects, hooks)) => {
+                sourced.rendered = objects;
+                hooks
+            }
+            Err(error) => {
+                let (revision, subject) = (sourced.snapshot.revision.clone(), sourced.snapshot.subject.clone());
+                let failure = PassFailure::Render { revision, subject, error };
+                return self.unsourced(state, &p, st, history, &failure).await;
+            }
         };
         assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
         let prepared = match self.prepare(app, env, &sourced.rendered).await {
@@ -758,7 +771,11 @@ impl Context {
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
-        if let Some(reason) = decision.reason {
+        // a sync whose hooks still run goes on, whether or not objects are left to apply
+        let going_on = previous.last_sync.as_ref().filter(|l| {
+            l.result == SyncResult::Running && l.revision == st.revision && !hooks.is_empty() && requested.mode.writes()
+        });
+        if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
             let s = sync::SyncInput {
                 snapshot: &sourced.snapshot,
                 reason,
@@ -768,6 +785,9 @@ impl Context {
                 last_sync: previous.last_sync.as_ref(),
                 started_at: clock.started_at.clone(),
                 create_namespace: prepared.options.create_namespace,
+                hooks: &hooks,
+                first_sync: previous.synced_revision.is_empty()
+                    && previous.last_sync.as_ref().is_none_or(|l| l.install && l.result != SyncResult::Succeeded),
             };
             let sync_started = Instant::now();
             let made = self.io().sync(&mut st, &scope, &s).await;

@@ -103,6 +103,11 @@ impl Manifest {
         &self.kind
     }
 
+    /// Whether the object's text contains `needle` (a cheap test before parsing it).
+    pub fn mentions(&self, needle: &str) -> bool {
+        self.text.contains(needle)
+    }
+
     /// The object's size as compact JSON (bytes).
     pub fn bytes(&self) -> usize {
         self.text.len()
@@ -296,6 +301,16 @@ pub enum Error {
         repository: String,
         /// What went wrong (unreachable, HTTP status, no version in range, digest
         /// mismatch).
+        message: String,
+    },
+    /// An object's hook annotations cannot be read ([`crate::plan::hooks::classify`]).
+    #[error("{file}: {object}: {message}")]
+    Hook {
+        /// Where it is declared (`path#document`).
+        file: String,
+        /// The object, `kind/namespace/name`.
+        object: String,
+        /// What is wrong, naming the annotation and the value.
         message: String,
     },
     /// Two documents declare the same object.

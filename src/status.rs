@@ -344,6 +344,80 @@ pub struct SyncRecord {
     /// The chart synced (`source.chart`): repository, name, resolved version, digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart: Option<crate::render::ChartRef>,
+    /// The hooks this sync ran or skipped ([`crate::plan::hooks`]), in the order they
+    /// started: at most [`HOOK_RUNS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRun>,
+    /// Hooks run but not named in `hooks`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hooks_omitted: usize,
+    /// This is the application's first sync (Helm's install: `pre-install` and
+    /// `post-install` hooks run, `pre-upgrade` and `post-upgrade` do not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub install: bool,
+}
+
+/// Most hooks one sync record names ([`SyncRecord::hooks`]); the rest are counted.
+pub const HOOK_RUNS: usize = 20;
+/// Most bytes of one hook's message ([`HookRun::message`]).
+pub const HOOK_MESSAGE_BYTES: usize = 512;
+
+/// One hook of a sync, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRun {
+    /// The phase it ran in (`PreSync`, `Sync`, `PostSync`, `SyncFail`, …).
+    pub phase: String,
+    /// Its live object, `kind/namespace/name` (the name carries the revision).
+    pub object: String,
+    /// `Succeeded`, `Failed`, `Running`, `TimedOut` or `Skipped`.
+    pub result: String,
+    /// When it was created (RFC 3339; empty when skipped).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub started_at: String,
+    /// When it finished (RFC 3339; empty while it runs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub finished_at: String,
+    /// Seconds from start to finish (or to now while it runs).
+    #[serde(default)]
+    pub duration_seconds: u64,
+    /// Why it failed or was skipped (at most [`HOOK_MESSAGE_BYTES`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl HookRun {
+    /// The run's line in `plumb history`: `  hook PreSync Job/web/migrate-0123456 Succeeded 12s`.
+    pub fn line(&self) -> String {
+        let mut out = format!("hook {} {} {} {}s", self.phase, self.object, self.result, self.duration_seconds);
+        if !self.message.is_empty() {
+            out.push_str(": ");
+            out.push_str(&self.message);
+        }
+        out
+    }
+}
+
+/// `hooks` merged into `into` (same phase and object: the newer one wins), at most
+/// [`HOOK_RUNS`] kept, the rest counted in `omitted`; messages cut at
+/// [`HOOK_MESSAGE_BYTES`].
+pub fn merge_hook_runs(into: &mut Vec<HookRun>, omitted: &mut usize, hooks: Vec<HookRun>) {
+    for mut h in hooks {
+        if h.message.len() > HOOK_MESSAGE_BYTES {
+            let mut end = HOOK_MESSAGE_BYTES - 3;
+            while !h.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            h.message.truncate(end);
+            h.message.push('…');
+        }
+        let room = into.len() < HOOK_RUNS;
+        match into.iter_mut().find(|o| o.phase == h.phase && o.object == h.object) {
+            Some(o) => *o = h,
+            None if room => into.push(h),
+            None => *omitted += 1,
+        }
+    }
 }
 
 impl SyncRecord {
@@ -366,6 +440,9 @@ impl SyncRecord {
             chart: None,
             pruned_omitted: 0,
             retries: 0,
+            hooks: vec![],
+            hooks_omitted: 0,
+            install: false,
         }
     }
 }

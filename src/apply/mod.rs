@@ -57,6 +57,15 @@ pub enum Error {
         /// What the CRD's conditions say.
         message: String,
     },
+    /// A hook of the sync failed, timed out or could not be created
+    /// ([`crate::plan::hooks`]); the message names it.
+    #[error("{message}")]
+    Hook {
+        /// The application.
+        app: String,
+        /// What happened, naming the hook.
+        message: String,
+    },
     /// An object could not be deleted.
     #[error("prune {object}: {message}")]
     Prune {

@@ -158,6 +158,12 @@ pub fn history_table(history: &[SyncRecord]) -> String {
             r.pruned.len() + r.pruned_omitted,
             sanitize(&r.message)
         );
+        for h in &r.hooks {
+            let _ = writeln!(out, "    {}", sanitize(&h.line()));
+        }
+        if r.hooks_omitted > 0 {
+            let _ = writeln!(out, "    … {} more hook(s)", r.hooks_omitted);
+        }
     }
     out
 }
@@ -292,6 +298,22 @@ mod tests {
             last_sync: Some(record.clone()),
             ..AppStatus::default()
         };
+        let mut hooked = record.clone();
+        hooked.hooks.push(crate::status::HookRun {
+            phase: "PreSync".into(),
+            object: "Job.batch/web/migrate-0123456".into(),
+            result: "Failed".into(),
+            started_at: "t0".into(),
+            finished_at: "t1".into(),
+            duration_seconds: 12,
+            message: "BackoffLimitExceeded\x1b[2J".into(),
+        });
+        hooked.hooks_omitted = 2;
+        let lines = history_table(&[hooked]);
+        assert!(
+            lines.contains("\n    hook PreSync Job.batch/web/migrate-0123456 Failed 12s: BackoffLimitExceeded\\u{1b}[2J\n    … 2 more hook(s)\n"),
+            "{lines}"
+        );
         for text in [status_table(std::slice::from_ref(&status)), history_table(&[record]), get_table(&status)] {
             assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
             assert!(text.contains("bump\\u{1b}]0;owned\\u{7} nginx"), "{text}");

@@ -114,6 +114,10 @@ impl Io<'_> {
             };
             for o in &objs {
                 let Some(key) = ObjectKey::of(o) else { continue };
+                // a hook plumb ran is never an orphan nor pruned, even if labelled by hand
+                if plan::hooks::is_hook_run(o) {
+                    continue;
+                }
                 if !tracking::is_owned_by(o, app, installation) {
                     // labelled for the application by hand (or by a copy): neither compared nor pruned
                     let marked = o.pointer("/metadata/annotations").and_then(|a| a.get(tracking::TRACKING_ANNOTATION));
@@ -512,7 +516,8 @@ impl Io<'_> {
             }
             for ns in namespaces {
                 for o in self.cluster.list_unlabelled(&kind, ns).await? {
-                    if plan::orphan_reported(&o, &env.orphaned_resources.ignore)
+                    if !plan::hooks::is_hook_run(&o)
+                        && plan::orphan_reported(&o, &env.orphaned_resources.ignore)
                         && let Some(k) = ObjectKey::of(&o)
                     {
                         out.push(k.to_string());

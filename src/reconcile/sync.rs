@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use serde_json::Value;
 
-use super::{Found, Io, assess, compare::Scope};
+use super::{Found, Io, assess, compare::Scope, hooks};
 use crate::{
     apply,
     compare::{Compared, SyncStatus, object},
@@ -33,6 +33,10 @@ pub(super) struct SyncInput<'a> {
     pub started_at: String,
     /// Create the destination namespace first (`CreateNamespace=true`).
     pub create_namespace: bool,
+    /// The render's hooks ([`hooks::split`]).
+    pub hooks: &'a hooks::Hooks,
+    /// A new sync now would be the application's first (Helm's install).
+    pub first_sync: bool,
 }
 
 impl Io<'_> {
@@ -65,27 +69,78 @@ impl Io<'_> {
             chart: st.chart.clone(),
             ..SyncRecord::new(s.snapshot.revision.clone(), s.reason)
         };
-        if let Some(refusal) = &s.plan.refused {
-            assess::refused(st, &mut rec, refusal, status::now());
-            tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
-        } else {
-            let outcome = self.apply(st, scope, s).await;
-            let synced = assess::Synced {
-                outcome: &outcome,
-                plan: s.plan,
-                found: s.found,
-                excluded: s.excluded,
-                finished_at: status::now(),
-            };
-            assess::synced(st, &mut rec, &synced);
-            if rec.result == SyncResult::Running {
-                tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {}", rec.message);
+        let outcome = match &s.plan.refused {
+            Some(refusal) => Err(refusal.clone()),
+            None if s.hooks.is_empty() => Ok(self.apply(st, scope, s).await),
+            None => self.with_hooks(st, scope, s, &mut rec).await,
+        };
+        match outcome {
+            Err(refusal) => {
+                assess::refused(st, &mut rec, &refusal, status::now());
+                tracing::warn!(app = %st.app, revision = %rec.revision, "{refusal}");
             }
+            Ok(outcome) => self.synced(st, s, &mut rec, &outcome),
         }
         if st.pinned.is_some() && s.reason == SyncReason::NewRevision {
             rec.reason = SyncReason::Rollback;
         }
         status::continue_sync(s.last_sync, rec)
+    }
+
+    /// A sync's record and status from what it did ([`assess::synced`]).
+    fn synced(self, st: &mut AppStatus, s: &SyncInput<'_>, rec: &mut SyncRecord, outcome: &apply::Outcome) {
+        {
+            let synced = assess::Synced {
+                outcome,
+                plan: s.plan,
+                found: s.found,
+                excluded: s.excluded,
+                finished_at: status::now(),
+            };
+            assess::synced(st, rec, &synced);
+            if rec.result == SyncResult::Running {
+                tracing::info!(app = %st.app, revision = %rec.revision, "sync running: {}", rec.message);
+            }
+        }
+    }
+
+    /// A sync of a render with hooks ([`Io::hooked`]): the sync it goes on with (a
+    /// `Running` one of the same revision and reason) gives its start, which marks its
+    /// hook runs, and whether it is the application's first.
+    ///
+    /// # Errors
+    /// The refusal when a hook is outside the application's boundary.
+    async fn with_hooks(
+        self,
+        st: &AppStatus,
+        scope: &Scope<'_>,
+        s: &SyncInput<'_>,
+        rec: &mut SyncRecord,
+    ) -> Result<apply::Outcome, String> {
+        let reason =
+            if st.pinned.is_some() && s.reason == SyncReason::NewRevision { SyncReason::Rollback } else { s.reason };
+        let going_on =
+            s.last_sync.filter(|l| l.result == SyncResult::Running && l.revision == rec.revision && l.reason == reason);
+        let h = hooks::HookSync {
+            hooks: s.hooks,
+            first: going_on.map_or(s.first_sync, |l| l.install),
+            started: going_on.map_or_else(|| s.started_at.clone(), |l| l.started_at.clone()),
+            revision: &s.snapshot.revision,
+        };
+        rec.install = h.first;
+        let compared = &s.found.compared;
+        let before = assess::sync_health(compared, st, s.excluded);
+        let not_ready = |o: &apply::Outcome| {
+            let mut health = before.clone();
+            for (i, h) in &o.applied {
+                if !s.excluded.no_health_check.contains(&compared[*i].key.to_string()) {
+                    health[*i] = h.status;
+                }
+            }
+            let names = health.iter().enumerate().filter(|(_, h)| !plan::health_ready(**h));
+            names.map(|(i, h)| format!("{} {h}", compared[i].key)).collect::<Vec<_>>()
+        };
+        self.hooked(scope, &h, rec, self.apply(st, scope, s), not_ready).await
     }
 
     /// The writes of a sync: [`apply::run`] over the pass's comparisons.

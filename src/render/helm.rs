@@ -13,8 +13,9 @@
 //! - `--api-versions` with every `group/version` and `group/version/Kind` the cluster
 //!   serves and `--kube-version` its version (`.Capabilities`).
 //! - `--is-upgrade` once the application has synced (`.Release.IsUpgrade`).
-//! - Hooks (`helm.sh/hook`, tests included) are left out, each named in a warning:
-//!   plumb does not run Helm's release lifecycle ([`hook`]).
+//! - Hooks (`helm.sh/hook`) are kept in the output; the pass splits them from the
+//!   objects and runs them around the sync as Helm would order them (`test` hooks are
+//!   never applied): see `plan::hooks`.
 //! - `lookup` sees nothing (as in `helm template`): a chart that looks up its Secret
 //!   or else generates one generates it on every render. A chart whose templates call
 //!   [`UNSTABLE_FUNCTIONS`] is rendered twice; the fields that differ

@@ -400,24 +400,12 @@ fn with_sops(tool: String, used: Option<&Sops>) -> String {
 
 /// The output `out` of `helm template` for `t`: the `crds/` documents first (left out
 /// under [`CrdPolicy::Skip`]; their `spec` held under [`CrdPolicy::Create`]), then the
-/// templates without Helm hooks (each skipped one named in a warning: plumb does not
-/// run hooks).
+/// templates, Helm hooks included (the pass splits them out and runs them around the
+/// sync: [`crate::plan::hooks`]).
 fn helm_output(t: &Target<'_>, out: &[u8], tool: String, policy: CrdPolicy) -> Result<Rendered, Error> {
     let shown = if t.path.is_empty() { "." } else { t.path };
     let split = super::helm::split_output(out);
     let mut rendered = output(t, &format!("{shown} (helm template)"), &split.templates, tool.clone())?;
-    let mut hooks = Vec::new();
-    rendered.manifests.retain(|m| {
-        let obj = m.object();
-        let Some(hook) = super::helm::hook(&obj) else { return true };
-        let id = crate::tracking::ObjectKey::of(&obj).map(|k| k.to_string()).unwrap_or_default();
-        hooks.push(format!(
-            "{}: {id}: Helm hook `{hook}` skipped: plumb does not run Helm hooks (not applied)",
-            m.source
-        ));
-        false
-    });
-    rendered.warnings.extend(hooks);
     if policy == CrdPolicy::Skip || split.crds.is_empty() {
         return Ok(rendered);
     }
@@ -563,14 +551,14 @@ spec: {group: acme.example}
 ";
 
     /// `crds/` first (their `spec` held under `Create`, left out under `Skip`), hooks
-    /// left out and named.
+    /// kept (the pass runs them around the sync, a test is never applied).
     #[test]
-    fn helm_output_orders_crds_first_and_skips_hooks() {
+    fn helm_output_orders_crds_first_and_keeps_hooks() {
         let (cluster, limits) = (Capabilities::default(), crate::limits::Limits::default());
         for (policy, kinds, held) in [
-            (CrdPolicy::Create, &["CustomResourceDefinition", "ConfigMap"][..], 1),
-            (CrdPolicy::CreateReplace, &["CustomResourceDefinition", "ConfigMap"][..], 0),
-            (CrdPolicy::Skip, &["ConfigMap"][..], 0),
+            (CrdPolicy::Create, &["CustomResourceDefinition", "ConfigMap", "Pod"][..], 1),
+            (CrdPolicy::CreateReplace, &["CustomResourceDefinition", "ConfigMap", "Pod"][..], 0),
+            (CrdPolicy::Skip, &["ConfigMap", "Pod"][..], 0),
         ] {
             let source = Source::default();
             let t = Target {
@@ -587,13 +575,7 @@ spec: {group: acme.example}
             let r = helm_output(&t, HELM_OUT.as_bytes(), "helm v3".into(), policy).expect("reads");
             assert_eq!(r.manifests.iter().map(|m| m.kind()).collect::<Vec<_>>(), kinds, "{policy:?}");
             assert_eq!(r.held.len(), held, "{policy:?}");
-            assert_eq!(r.warnings.len(), 1, "{policy:?}");
-            assert!(
-                r.warnings[0]
-                    .ends_with("Pod/web-test: Helm hook `test` skipped: plumb does not run Helm hooks (not applied)"),
-                "{}",
-                r.warnings[0]
-            );
+            assert!(r.warnings.is_empty(), "{policy:?}: {:?}", r.warnings);
         }
         let c = Capabilities { kube_version: Some("v1.36.0".into()), api_versions: vec!["v1".into()] };
         let more = Capabilities { api_versions: vec!["v1".into(), "v1/ConfigMap".into()], ..c.clone() };

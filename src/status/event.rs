@@ -35,6 +35,9 @@ pub enum EventReason {
     /// On the application's resource: its desired state could not be fetched, rendered
     /// or compared (a new `ComparisonError` condition; Warning).
     ComparisonError,
+    /// On the application's resource: a hook of a sync failed or timed out (Warning;
+    /// [`crate::plan::hooks`]).
+    HookFailed,
 }
 
 impl EventReason {
@@ -57,6 +60,7 @@ impl EventReason {
             EventReason::PinReleased => "PinReleased",
             EventReason::HealthChanged => "HealthChanged",
             EventReason::ComparisonError => "ComparisonError",
+            EventReason::HookFailed => "HookFailed",
         }
     }
 
@@ -68,7 +72,7 @@ impl EventReason {
             EventReason::SelfHealed => "Revert",
             EventReason::Recreated => "Recreate",
             EventReason::Pruned => "Prune",
-            EventReason::Sync(_) => "Sync",
+            EventReason::Sync(_) | EventReason::HookFailed => "Sync",
             EventReason::HealthChanged => "Assess",
             EventReason::ComparisonError => "Compare",
             EventReason::SyncStarted

@@ -114,6 +114,12 @@ pub fn continue_sync(previous: Option<&SyncRecord>, mut next: SyncRecord) -> Syn
         // a record read back from the store names only part of its objects
         next.applied_omitted += p.applied_omitted;
         next.pruned_omitted += p.pruned_omitted;
+        // the hooks of the earlier passes, each updated by what this pass saw of it
+        let mut hooks = p.hooks.clone();
+        let mut omitted = p.hooks_omitted;
+        super::merge_hook_runs(&mut hooks, &mut omitted, std::mem::take(&mut next.hooks));
+        (next.hooks, next.hooks_omitted) = (hooks, omitted);
+        next.install |= p.install;
     }
     next
 }
