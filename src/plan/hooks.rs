@@ -29,8 +29,8 @@
 //! Each sync creates its hooks anew under a name carrying the revision
 //! ([`run_name`]: `<name>-<short revision>`): a Job's template is immutable, so a new
 //! revision's hook is a new object and never an update of the last one. A hook's own
-//! state is read from the live object: a Job is done when its `Complete` condition is
-//! True, failed when `Failed` is; a Pod when its phase is `Succeeded`/`Failed`; any
+//! state is read from the live object: a Job is done when its `Complete` (or
+//! `SuccessCriteriaMet`) condition is True, failed when `Failed` (or `FailureTarget`) is; a Pod when its phase is `Succeeded`/`Failed`; any
 //! other kind is done once created.
 
 use serde_json::Value;
@@ -372,7 +372,10 @@ pub fn observe(live: Option<&Value>, sync_started: &str, now: jiff::Timestamp) -
                 })
             };
             let at = |c: &Value| c.get("lastTransitionTime").and_then(Value::as_str).unwrap_or_default().to_string();
-            if let Some(c) = is_true("Failed") {
+            // `FailureTarget` / `SuccessCriteriaMet`: the Job controller decided (Kubernetes
+            // 1.31+ sets `Failed` / `Complete` only once every pod terminated, which a
+            // pod on a lost node never does)
+            if let Some(c) = is_true("Failed").or_else(|| is_true("FailureTarget")) {
                 let why = [c.get("reason"), c.get("message")]
                     .into_iter()
                     .flatten()
@@ -381,7 +384,7 @@ pub fn observe(live: Option<&Value>, sync_started: &str, now: jiff::Timestamp) -
                     .join(": ");
                 return HookState::Failed(at(c), if why.is_empty() { "Job failed".into() } else { why });
             }
-            if let Some(c) = is_true("Complete") {
+            if let Some(c) = is_true("Complete").or_else(|| is_true("SuccessCriteriaMet")) {
                 let done = text("/status/completionTime");
                 return HookState::Succeeded(if done.is_empty() { at(c) } else { done });
             }
@@ -638,6 +641,14 @@ mod tests {
                     "2026-12-02T10:00:02Z".into(),
                     "DeadlineExceeded: Job was active longer than specified deadline".into(),
                 ),
+            ),
+            (
+                Some(job(t, json!([{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded"}]))),
+                HookState::Failed(String::new(), "DeadlineExceeded".into()),
+            ),
+            (
+                Some(job(t, json!([{"type": "SuccessCriteriaMet", "status": "True"}]))),
+                HookState::Succeeded("2026-12-02T10:00:09Z".into()),
             ),
             (Some(pod("Running")), HookState::Running(0)),
             (Some(pod("Succeeded")), HookState::Succeeded(String::new())),
