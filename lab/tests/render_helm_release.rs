@@ -1,7 +1,8 @@
 //! Helm as `helm install` / `helm upgrade` would render it (issue 30), on the real
 //! control plane with the real `helm` (built by `tools/testbins/build.sh helm`): a
 //! chart's `crds/` applied before its custom resources and never pruned without an
-//! approval (case helm-01), the `source.crds` policy, hooks skipped (case helm-04),
+//! approval (case helm-01), the `source.crds` policy, hooks run as Helm orders them
+//! and tests never applied (case helm-04),
 //! the cluster's capabilities (a CRD installed later is seen without a restart),
 //! `.Release.IsInstall`/`IsUpgrade`, and charts that `lookup` or generate their
 //! secrets converging instead of rotating — ending with a chart modelled on a public
@@ -272,10 +273,12 @@ async fn crd_policy_create_replace_or_skip() {
     assert!(err.contains("source.crds: `replace` is not one of Create, CreateReplace, Skip"), "{err}");
 }
 
-/// helm-04: hook resources (a `pre-install,pre-upgrade` Job, a `test` Pod) are not
-/// applied; one RenderWarning names each.
+/// helm-04: hook resources are not ordinary objects: the `pre-install,pre-upgrade`
+/// migrate Job runs and completes before the Deployment is created, then goes
+/// (`hook-succeeded`) and is not created again by a later pass; the `test` Pod is
+/// never created (reported as a skipped hook); neither is drift nor a prune candidate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_04_hooks_are_skipped_and_named() {
+async fn helm_04_hooks_run_in_order_and_tests_are_never_applied() {
     let lab = Lab::new("h04-fleet");
     copy_tree(&lab, &Path::new(CASES).join("helm-04/repo"), "");
     lab.repo.commit("helm-04").unwrap();
@@ -283,18 +286,35 @@ async fn helm_04_hooks_are_skipped_and_named() {
     let ctx = context(&policy, &lab.tmp.path().join("cache")).await;
     let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
     let rec = r.sync.as_ref().unwrap();
+    let migrate = plumb::plan::hooks::run_name("web-migrate", &rec.revision);
+    assert_eq!(rec.result, SyncResult::Running, "{}", rec.message);
+    assert!(rec.message.contains(&format!("PreSync hook(s): Job.batch/h04/{migrate}")), "{}", rec.message);
+    assert!(rec.applied.is_empty(), "nothing before the migration: {:?}", rec.applied);
+    assert!(conditions(&r, "RenderWarning").is_empty(), "{:?}", r.status.conditions);
+    let rec = wait_for("the sync to finish", Duration::from_secs(120), || async {
+        let r = ctx.run_pass("web", Mode::Policy, None).await.unwrap();
+        r.sync.filter(|s| s.result != SyncResult::Running)
+    })
+    .await;
     assert_eq!(rec.result, SyncResult::Succeeded, "{}", rec.message);
     assert!(rec.applied.iter().all(|a| !a.starts_with("Job") && !a.starts_with("Pod")), "{:?}", rec.applied);
-    let hooks = conditions(&r, "RenderWarning");
-    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    let hook = rec.hooks.iter().find(|h| h.phase == "PreSync").unwrap();
+    assert_eq!(hook.result, "Succeeded", "{hook:?}");
+    let created = get(&["-n", "h04", "get", "deploy", "web"], "{.metadata.creationTimestamp}");
+    let finished: jiff::Timestamp = hook.finished_at.parse().unwrap();
     assert!(
-        hooks.iter().any(|h| h.contains("Job.batch/web-migrate: Helm hook `pre-install,pre-upgrade` skipped")),
-        "{hooks:?}"
+        finished <= created.parse().unwrap(),
+        "migrate completed at {finished}, the Deployment created at {created}"
     );
-    assert!(hooks.iter().any(|h| h.contains("Pod/web-test-connection: Helm hook `test` skipped")), "{hooks:?}");
+    assert!(
+        rec.hooks.iter().any(|h| h.result == "Skipped" && h.object == "Pod/web-test-connection"),
+        "{:?}",
+        rec.hooks
+    );
     assert!(!exists(&["-n", "h04", "get", "pod", "web-test-connection"]));
-    assert!(!exists(&["-n", "h04", "get", "job", "web-migrate"]));
+    assert!(!exists(&["-n", "h04", "get", "job", &migrate]), "hook-succeeded deleted it");
     synced_without_writes(&ctx.run_pass("web", Mode::Policy, None).await.unwrap(), "hooks are no drift");
+    assert!(!exists(&["-n", "h04", "get", "job", &migrate]), "not created again");
 }
 
 /// `.Release.IsInstall` on the first sync, `.Release.IsUpgrade` once the application
@@ -424,7 +444,8 @@ spec:
 ";
 
 /// A chart modelled on a public one (`lab/tests/data/certs`: cert-manager's layout):
-/// it renders (CRDs first, hooks skipped), syncs, is Synced on the next pass with no
+/// it renders (CRDs first), syncs (its post-install Job once everything is Healthy,
+/// its test Pod never), is Synced on the next pass with no
 /// write and no child process, `plumb diff` exits 0; the ServiceMonitor CRD installed
 /// later makes the gated ServiceMonitor appear on a later pass without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,6 +462,14 @@ async fn a_public_style_chart_end_to_end() {
     assert!(order[..issuer].iter().filter(|o| o.starts_with("CustomResourceDefinition")).count() == 2, "{preview}");
     let r = ctx.run_pass("certs", Mode::Policy, None).await.unwrap();
     let rec = r.sync.as_ref().unwrap();
+    assert_eq!(rec.result, SyncResult::Running, "the post-install hook waits for health: {}", rec.message);
+    assert!(conditions(&r, "RenderWarning").is_empty(), "hooks are run, not skipped: {:?}", r.status.conditions);
+    assert_eq!(conditions(&r, "NonDeterministicRender").len(), 1, "{:?}", r.status.conditions);
+    let rec = wait_for("the sync to finish", Duration::from_secs(120), || async {
+        let r = ctx.run_pass("certs", Mode::Policy, None).await.unwrap();
+        r.sync.filter(|s| s.result != SyncResult::Running)
+    })
+    .await;
     assert_eq!(rec.result, SyncResult::Succeeded, "{}", rec.message);
     let mut applied = rec.applied.clone();
     applied.sort();
@@ -455,9 +484,12 @@ async fn a_public_style_chart_end_to_end() {
             "Service/certs/certs",
         ]
     );
-    let hooks = conditions(&r, "RenderWarning");
-    assert_eq!(hooks.len(), 2, "the Job and the test Pod: {hooks:?}");
-    assert_eq!(conditions(&r, "NonDeterministicRender").len(), 1, "{:?}", r.status.conditions);
+    let check = plumb::plan::hooks::run_name("certs-startupapicheck", &rec.revision);
+    let results: Vec<(&str, &str, &str)> =
+        rec.hooks.iter().map(|h| (h.phase.as_str(), h.object.as_str(), h.result.as_str())).collect();
+    let object = format!("Job.batch/certs/{check}");
+    assert!(results.contains(&("PostSync", object.as_str(), "Succeeded")), "{results:?}");
+    assert!(results.iter().any(|(_, o, r)| o.starts_with("Pod/") && *r == "Skipped"), "the test Pod: {results:?}");
     let ca = get(&["-n", "certs", "get", "secret", "certs-webhook-ca"], "{.metadata.uid} {.data.tls\\.crt}");
 
     // the next pass renders as an upgrade (`--is-upgrade`), and writes nothing
