@@ -732,10 +732,12 @@ impl Context {
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
         // hooks run around a sync: never compared, never inventory, never pruned
-        let hooks = match hooks::split(&sourced.rendered) {
-            Ok((objects, hooks)) => {
-                sourced.rendered = objects;
-                hooks
+        let kept = state.hooks.take().filter(|s| Arc::ptr_eq(&s.from, &sourced.rendered));
+        let split = match kept.map_or_else(|| hooks::split(&sourced.rendered).map(Arc::new), Ok) {
+            Ok(split) => {
+                sourced.rendered = split.objects.clone();
+                state.hooks = Some(split.clone());
+                split
             }
             Err(error) => {
                 let (revision, subject) = (sourced.snapshot.revision.clone(), sourced.snapshot.subject.clone());
@@ -773,7 +775,10 @@ impl Context {
         let mut record = None;
         // a sync whose hooks still run goes on, whether or not objects are left to apply
         let going_on = previous.last_sync.as_ref().filter(|l| {
-            l.result == SyncResult::Running && l.revision == st.revision && !hooks.is_empty() && requested.mode.writes()
+            l.result == SyncResult::Running
+                && l.revision == st.revision
+                && !split.hooks.is_empty()
+                && requested.mode.writes()
         });
         if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
             let s = sync::SyncInput {
@@ -785,7 +790,7 @@ impl Context {
                 last_sync: previous.last_sync.as_ref(),
                 started_at: clock.started_at.clone(),
                 create_namespace: prepared.options.create_namespace,
-                hooks: &hooks,
+                hooks: &split.hooks,
                 first_sync: previous.synced_revision.is_empty()
                     && previous.last_sync.as_ref().is_none_or(|l| l.install && l.result != SyncResult::Succeeded),
             };

@@ -195,6 +195,9 @@ pub fn get_table(s: &AppStatus) -> String {
     let _ = writeln!(out, "Health:       {}", s.health);
     if let Some(r) = &s.last_sync {
         let _ = writeln!(out, "Last sync:    {} {} ({})", r.result, r.finished_at, r.reason);
+        for h in &r.hooks {
+            let _ = writeln!(out, "Hook:         {}", sanitize(&h.line()));
+        }
     }
     for c in &s.conditions {
         let _ = writeln!(out, "Condition:    {}: {}", c.type_, sanitize(&c.message));

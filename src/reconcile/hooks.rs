@@ -53,15 +53,29 @@ impl Hooks {
     }
 }
 
-/// `rendered` without its hooks, and the hooks ([`rules::classify`]); the same
-/// `rendered` when no manifest mentions a hook annotation.
+/// A render split into its objects and its hooks ([`split`]), kept for the next pass
+/// while the render is the same (the comparisons of a pass serve the next only for the
+/// very same render: `reuse.rs`).
+#[derive(Debug)]
+pub(super) struct Split {
+    /// The render split.
+    pub from: Arc<Rendered>,
+    /// Its objects (`from` itself when it has no hooks).
+    pub objects: Arc<Rendered>,
+    /// Its hooks.
+    pub hooks: Hooks,
+}
+
+/// `rendered` split into its objects and its hooks ([`rules::classify`]); the objects
+/// are `rendered` itself when no manifest mentions a hook annotation.
 ///
 /// # Errors
 /// [`crate::render::Error::Hook`]: an annotation that cannot be read, or more than
 /// [`rules::MAX_HOOKS`] hooks.
-pub(super) fn split(rendered: &Arc<Rendered>) -> Result<(Arc<Rendered>, Hooks), crate::render::Error> {
+pub(super) fn split(rendered: &Arc<Rendered>) -> Result<Split, crate::render::Error> {
+    let from = rendered.clone();
     if !rendered.manifests.iter().any(|m| m.mentions("/hook")) {
-        return Ok((rendered.clone(), Hooks::default()));
+        return Ok(Split { from, objects: rendered.clone(), hooks: Hooks::default() });
     }
     let mut hooks = Hooks::default();
     let mut objects = Vec::with_capacity(rendered.manifests.len());
@@ -90,8 +104,8 @@ pub(super) fn split(rendered: &Arc<Rendered>) -> Result<(Arc<Rendered>, Hooks), 
             ),
         });
     }
-    let split = Rendered { manifests: objects, ..Rendered::clone(rendered) };
-    Ok((Arc::new(split), hooks))
+    let objects = Arc::new(Rendered { manifests: objects, ..Rendered::clone(rendered) });
+    Ok(Split { from, objects, hooks })
 }
 
 /// One hook ready to run: its kind, the live key of this sync's run and the body to

@@ -17,6 +17,9 @@ pub struct AppState {
     pub(super) heal: Option<HealState>,
     /// The comparisons of the last pass, while they may serve the next (`reuse.rs`).
     pub(super) compares: Option<Arc<super::reuse::Compares>>,
+    /// The last render split into objects and hooks, while the render is the same
+    /// (`hooks.rs`).
+    pub(super) hooks: Option<Arc<super::hooks::Split>>,
     /// Since when each object has been Progressing ([`crate::health::stalled`]).
     pub(super) progressing: ProgressingSince,
 }
