@@ -744,6 +744,51 @@ mod tests {
     }
 
     #[test]
+    fn hook_runs_merge_by_phase_and_object_within_their_bound() {
+        let run = |object: &str, result: &str, message: &str| HookRun {
+            phase: "PreSync".into(),
+            object: object.into(),
+            result: result.into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            duration_seconds: 0,
+            message: message.into(),
+        };
+        let (mut runs, mut omitted) = (vec![run("Job/a", "Running", "")], 0);
+        merge_hook_runs(
+            &mut runs,
+            &mut omitted,
+            vec![run("Job/a", "Succeeded", ""), run("Job/b", "Failed", &"x".repeat(600))],
+        );
+        assert_eq!(runs.iter().map(|r| r.result.as_str()).collect::<Vec<_>>(), ["Succeeded", "Failed"]);
+        assert!(
+            runs[1].message.len() <= HOOK_MESSAGE_BYTES && runs[1].message.ends_with('…'),
+            "{}",
+            runs[1].message.len()
+        );
+        let more: Vec<HookRun> = (0..25).map(|i| run(&format!("Job/m{i}"), "Running", "")).collect();
+        merge_hook_runs(&mut runs, &mut omitted, more);
+        assert_eq!((runs.len(), omitted), (HOOK_RUNS, 7));
+        // a sync over several passes keeps its hooks in one record
+        let first = SyncRecord {
+            result: SyncResult::Running,
+            hooks: vec![run("Job/a", "Running", "")],
+            install: true,
+            ..SyncRecord::new("abc", SyncReason::NewRevision)
+        };
+        let next = SyncRecord {
+            hooks: vec![run("Job/a", "Succeeded", ""), run("Job/p", "Running", "")],
+            ..SyncRecord::new("abc", SyncReason::NewRevision)
+        };
+        let merged = continue_sync(Some(&first), next);
+        assert_eq!(
+            merged.hooks.iter().map(|r| (r.object.as_str(), r.result.as_str())).collect::<Vec<_>>(),
+            [("Job/a", "Succeeded"), ("Job/p", "Running")]
+        );
+        assert!(merged.install, "the first sync stays the first across its passes");
+    }
+
+    #[test]
     fn a_pause_to_the_year_9000_ends_at_max_pause_after_plumb_first_saw_it() {
         let week = std::time::Duration::from_secs(7 * 24 * 3600);
         let asked = Suspension {

@@ -465,3 +465,113 @@ fn hook_run(phase: Phase, name: &str, hook: &Hook, state: &HookState, created: &
         message,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn rendered(objects: &[Value]) -> Arc<Rendered> {
+        let manifests = objects.iter().enumerate().map(|(i, o)| Manifest::new(format!("app/all.yaml#{}", i + 1), o));
+        Arc::new(Rendered { manifests: manifests.collect(), ..Rendered::default() })
+    }
+
+    fn obj(kind: &str, name: &str, annotations: Value) -> Value {
+        json!({"apiVersion": if kind == "Job" { "batch/v1" } else { "v1" }, "kind": kind,
+            "metadata": {"name": name, "annotations": annotations}})
+    }
+
+    #[test]
+    fn a_render_splits_into_objects_hooks_and_skipped_tests() {
+        let plain = rendered(&[obj("ConfigMap", "a", json!({}))]);
+        let s = split(&plain).unwrap();
+        assert!(Arc::ptr_eq(&s.objects, &plain), "a render without hooks is not copied");
+        assert!(s.hooks.is_empty());
+        let r = rendered(&[
+            obj("ConfigMap", "a", json!({"note": "mentions /hook but is none"})),
+            obj("Job", "migrate", json!({"plumb.dev/hook": "PreSync"})),
+            obj("Pod", "web-test", json!({"helm.sh/hook": "test"})),
+            obj("Job", "notify", json!({"argocd.argoproj.io/hook": "PostSync"})),
+        ]);
+        let s = split(&r).unwrap();
+        assert_eq!(s.objects.manifests.iter().map(|m| m.kind()).collect::<Vec<_>>(), ["ConfigMap"]);
+        let names: Vec<&str> = s.hooks.declared.iter().map(|(h, _)| h.key.name.as_str()).collect();
+        assert_eq!(names, ["migrate", "notify"]);
+        assert_eq!(
+            s.hooks.skipped,
+            [("Pod/web-test".to_string(), "helm.sh/hook: test (never applied by plumb)".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_bad_hook_annotation_or_too_many_hooks_fail_the_render_naming_where() {
+        let r = rendered(&[obj("Job", "migrate", json!({"plumb.dev/hook": "BeforeSync"}))]);
+        let e = split(&r).unwrap_err().to_string();
+        assert!(
+            e.starts_with("app/all.yaml#1: Job.batch/migrate: annotation plumb.dev/hook: unknown hook `BeforeSync`"),
+            "{e}"
+        );
+        let many: Vec<Value> =
+            (0..=rules::MAX_HOOKS).map(|i| obj("Job", &format!("j{i}"), json!({"plumb.dev/hook": "Sync"}))).collect();
+        let e = split(&rendered(&many)).unwrap_err().to_string();
+        assert!(e.contains("51 hooks: an application declares at most 50 hooks"), "{e}");
+    }
+
+    #[test]
+    fn a_run_is_renamed_labelled_and_marked_for_its_sync() {
+        let run = ObjectKey {
+            group: "batch".into(),
+            kind: "Job".into(),
+            namespace: "web".into(),
+            name: "migrate-0123456".into(),
+        };
+        let body = run_body(
+            obj("Job", "migrate", json!({"plumb.dev/hook": "PreSync"})),
+            &run,
+            "shop",
+            "migrate",
+            "2026-12-02T10:00:00Z",
+        );
+        assert_eq!(body.pointer("/metadata/name"), Some(&json!("migrate-0123456")));
+        assert_eq!(body.pointer("/metadata/namespace"), Some(&json!("web")));
+        assert_eq!(
+            body.pointer("/metadata/labels"),
+            Some(&json!({"plumb.dev/hook-of": "shop", "plumb.dev/hook-name": "migrate"}))
+        );
+        assert_eq!(
+            body.pointer("/metadata/annotations"),
+            Some(&json!({"plumb.dev/hook": "PreSync", "plumb.dev/hook-sync": "2026-12-02T10:00:00Z"}))
+        );
+        assert!(rules::is_hook_run(&body), "the inventory skips it");
+    }
+
+    #[test]
+    fn a_run_s_record_says_result_start_finish_and_duration() {
+        let Ok(rules::Classified::Hook(hook)) =
+            rules::classify(&obj("Job", "m", json!({"plumb.dev/hook": "PreSync", "plumb.dev/hook-timeout": "60"})))
+        else {
+            panic!("a hook")
+        };
+        let (created, now) = ("2026-12-02T10:00:00Z", "2026-12-02T10:00:30Z");
+        let cases = [
+            (HookState::NotCreated, None),
+            (HookState::Running(30), Some(("Running", "", 30, ""))),
+            (HookState::Running(61), Some(("TimedOut", now, 30, "still running after 61s (timeout 60s)"))),
+            (HookState::Succeeded("2026-12-02T10:00:12Z".into()), Some(("Succeeded", "2026-12-02T10:00:12Z", 12, ""))),
+            (
+                HookState::Failed(String::new(), "DeadlineExceeded".into()),
+                Some(("Failed", now, 30, "DeadlineExceeded")),
+            ),
+        ];
+        for (state, want) in cases {
+            let got = hook_run(Phase::PreSync, "Job.batch/web/m-0123456", &hook, &state, created, now);
+            let got = got
+                .as_ref()
+                .map(|r| (r.result.as_str(), r.finished_at.as_str(), r.duration_seconds, r.message.as_str()));
+            assert_eq!(got, want, "{state:?}");
+        }
+    }
+}
