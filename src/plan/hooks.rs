@@ -460,6 +460,11 @@ pub fn is_hook_run(obj: &Value) -> bool {
     obj.pointer("/metadata/labels").and_then(|l| l.get(HOOK_OF_LABEL)).is_some()
 }
 
+/// The application whose hook run live object `obj` is ([`HOOK_OF_LABEL`]), if any.
+pub fn hook_of(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/labels").and_then(|l| l.get(HOOK_OF_LABEL)).and_then(Value::as_str)
+}
+
 /// Whether a finished run of `hook` is deleted when its sync ends: `succeeded` says
 /// how it ended.
 pub fn deleted_after(hook: &Hook, succeeded: bool) -> bool {
@@ -578,6 +583,14 @@ mod tests {
             false
         ));
         assert!(!deleted_after(&hook(json!({"plumb.dev/hook": "Sync"})), true));
+    }
+
+    #[test]
+    fn a_hook_run_is_known_by_its_label() {
+        let run = json!({"metadata": {"labels": {HOOK_OF_LABEL: "shop"}}});
+        assert_eq!((is_hook_run(&run), hook_of(&run)), (true, Some("shop")));
+        let plain = json!({"metadata": {"labels": {"plumb.dev/app": "shop"}}});
+        assert_eq!((is_hook_run(&plain), hook_of(&plain)), (false, None));
     }
 
     #[test]

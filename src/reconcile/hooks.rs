@@ -195,10 +195,10 @@ impl Io<'_> {
 
     /// Creates run `r`: under `BeforeHookCreation` the application's earlier runs of
     /// the same hook go first; a namesake left by another sync is deleted and waited
-    /// for.
+    /// for; a namesake that is no hook run of this application is left alone.
     ///
     /// # Errors
-    /// The API server's answer, naming the run.
+    /// The API server's answer, naming the run; a namesake of someone else's.
     async fn create_run(self, scope: &Scope<'_>, r: &Resolved<'_>) -> Result<(), String> {
         let w = scope.writer;
         if r.hook.delete.contains(&DeletePolicy::BeforeHookCreation) {
@@ -211,6 +211,15 @@ impl Io<'_> {
             }
         }
         if let Some(old) = w.get(&r.kind, &r.run).await.map_err(|e| e.to_string())? {
+            // a namesake that is not this application's hook run is never taken over
+            if rules::hook_of(&old) != Some(scope.app) {
+                return Err(format!(
+                    "{} exists and is not a hook run of application {} (label {}): it is left alone",
+                    r.run,
+                    scope.app,
+                    rules::HOOK_OF_LABEL
+                ));
+            }
             let uid = self.delete_run(w, &r.kind, &r.run, &old).await;
             w.wait_gone(&r.kind, &r.run, &uid, apply::CRD_TIMEOUT).await?;
         }
