@@ -364,7 +364,6 @@ pub const HOOK_MESSAGE_BYTES: usize = 512;
 
 /// One hook of a sync, as its record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct HookRun {
     /// The phase it ran in (`PreSync`, `Sync`, `PostSync`, `SyncFail`, …).
     pub phase: String,

@@ -119,6 +119,41 @@ async fn a_presync_migration_completes_before_the_new_replica_set_exists() {
     let (code, out, err) = plumb_cli(&["history", "hooks-pre", "--config", a.policy.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains(&format!("hook PreSync Job.batch/{ns}/{run} Succeeded")), "{out}");
+    let (code, out, err) = plumb_cli(&["history", "hooks-pre", "--config", a.policy.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let history: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hooks = history.as_array().and_then(|h| h.first()).and_then(|r| r.get("hooks")).unwrap();
+    assert_eq!(hooks[0]["phase"], "PreSync", "{hooks}");
+    assert_eq!(hooks[0]["object"], format!("Job.batch/{ns}/{run}"), "{hooks}");
+    assert_eq!(hooks[0]["result"], "Succeeded", "{hooks}");
+    assert!(hooks[0]["duration_seconds"].is_u64() && hooks[0]["started_at"].is_string(), "{hooks}");
+}
+
+/// A PreSync hook still running after its `plumb.dev/hook-timeout` fails the sync as
+/// TimedOut, and nothing else is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presync_hook_past_its_timeout_fails_the_sync() {
+    let ns = "hooks-slow";
+    // its pod is bound to a node nothing runs (module docs) and no deadline ends it
+    let slow =
+        job(ns, "migrate", "plumb.dev/hook: PreSync, plumb.dev/hook-timeout: \"2\"", "registry.example/m:1", true)
+            .replace("  activeDeadlineSeconds: 1\n", "");
+    let a =
+        app("hooks-slow", ns, &[("web.yaml", &deploy(ns, "registry.example/web:1")), ("migrate.yaml", &slow)]).await;
+    let rec = wait_for("the hook to time out", Duration::from_secs(60), || async {
+        let rec = a.pass(Mode::Policy).await.sync?;
+        if rec.result == SyncResult::Running {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return None;
+        }
+        Some(rec)
+    })
+    .await;
+    let run = run_name("migrate", &rec.revision);
+    assert_eq!(rec.result, SyncResult::Failed, "{}", rec.message);
+    assert!(rec.message.contains(&format!("PreSync hook Job.batch/{ns}/{run} timed out")), "{}", rec.message);
+    assert!(rec.hooks.iter().any(|h| h.result == "TimedOut"), "{:?}", rec.hooks);
+    assert!(!exists(ns, "deploy", "web"), "nothing else is applied");
 }
 
 /// Required (2): a failing PreSync Job stops the sync: the Deployment keeps its image,

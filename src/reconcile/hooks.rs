@@ -298,6 +298,8 @@ impl Io<'_> {
             let delete = match rules::observe(Some(&live), started, now) {
                 HookState::Succeeded(_) => rules::deleted_after(r.hook, true),
                 HookState::Failed(..) => rules::deleted_after(r.hook, false),
+                // past its timeout it failed the sync: it counts as failed
+                HookState::Running(age) if age > r.hook.timeout => rules::deleted_after(r.hook, false),
                 HookState::Running(_) | HookState::NotCreated => false,
             };
             if delete {
