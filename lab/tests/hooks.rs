@@ -446,3 +446,23 @@ applications:
     assert!(!exists(ns, "job", &run_name("welcome", &second.revision)), "post-install only on install");
     assert!(kubectl(&["-n", ns, "get", "pods", "-o", "name"]).lines().all(|p| !p.contains("web-test")), "no test Pod");
 }
+
+/// An unknown hook name is a render error naming the file, the object and the value:
+/// nothing of the application is compared or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_hook_name_is_a_render_error_naming_the_object() {
+    let ns = "hooks-typo";
+    let typo = job(ns, "migrate", "plumb.dev/hook: PreSynk", "registry.example/m:1", false);
+    let a =
+        app("hooks-typo", ns, &[("web.yaml", &deploy(ns, "registry.example/web:1")), ("migrate.yaml", &typo)]).await;
+    let r = a.pass(Mode::Policy).await;
+    assert!(r.sync.is_none());
+    let messages: Vec<&str> = r.status.conditions.iter().map(|c| c.message.as_str()).collect();
+    assert!(
+        messages.iter().any(|m| m.contains(&format!(
+            "app/migrate.yaml#1: Job.batch/{ns}/migrate: annotation plumb.dev/hook: unknown hook `PreSynk`"
+        ))),
+        "{messages:?}"
+    );
+    assert!(!exists(ns, "deploy", "web"));
+}
