@@ -773,13 +773,13 @@ impl Context {
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
-        // a sync whose hooks still run goes on, whether or not objects are left to apply
-        let going_on = previous.last_sync.as_ref().filter(|l| {
-            l.result == SyncResult::Running
-                && l.revision == st.revision
-                && !split.hooks.is_empty()
-                && requested.mode.writes()
-        });
+        // a sync whose hooks still run goes on (in the passes that may sync), whether or
+        // not objects are left to apply; it is not over while they run
+        let hooks_running = previous
+            .last_sync
+            .as_ref()
+            .filter(|l| l.result == SyncResult::Running && l.revision == st.revision && !split.hooks.is_empty());
+        let going_on = hooks_running.filter(|_| matches!(requested.mode, Mode::Policy | Mode::Manual { .. }));
         if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
             let s = sync::SyncInput {
                 snapshot: &sourced.snapshot,
@@ -798,7 +798,7 @@ impl Context {
             let made = self.io().sync(&mut st, &scope, &s).await;
             record = Some(status::fold_failure(previous.last_sync.as_ref(), made));
             timings.sync_millis = millis(sync_started.elapsed());
-        } else if decision.settled && requested.mode.writes() {
+        } else if decision.settled && requested.mode.writes() && hooks_running.is_none() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
         state.heal = sync::heal_after(decision.heal, decision.reason, record.as_ref());

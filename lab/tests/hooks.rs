@@ -466,3 +466,30 @@ async fn an_unknown_hook_name_is_a_render_error_naming_the_object() {
     );
     assert!(!exists(ns, "deploy", "web"));
 }
+
+/// `plumb sync --local` goes on through the hooks' phases (a person's sync, pass after
+/// pass) and ends Succeeded once the PostSync hook completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_sync_runs_its_hooks_to_the_end() {
+    let ns = "hooks-cli";
+    let pre = job(ns, "migrate", "plumb.dev/hook: PreSync", "registry.example/m:1", false);
+    let post = job(ns, "smoke", "plumb.dev/hook: PostSync", "registry.example/s:1", false);
+    let a = app(
+        "hooks-cli",
+        ns,
+        &[("web.yaml", &deploy(ns, "registry.example/web:1")), ("migrate.yaml", &pre), ("smoke.yaml", &post)],
+    )
+    .await;
+    let (code, out, err) =
+        plumb_cli(&["sync", "hooks-cli", "--local", "--config", a.policy.to_str().unwrap(), "--timeout", "60s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("PreSync hook(s): Job.batch/hooks-cli/migrate-"), "{out}");
+    assert!(out.contains("PostSync hooks wait until every object is Healthy"), "{out}");
+    assert!(out.contains("Succeeded"), "{out}");
+    let r = a.pass(Mode::Policy).await;
+    let rec = r.status.last_sync.unwrap();
+    assert_eq!((rec.result, rec.reason), (SyncResult::Succeeded, plumb::status::SyncReason::Manual));
+    let results: Vec<(&str, &str)> = rec.hooks.iter().map(|h| (h.phase.as_str(), h.result.as_str())).collect();
+    assert_eq!(results, [("PreSync", "Succeeded"), ("PostSync", "Succeeded")], "{:?}", rec.hooks);
+    assert!(!job_field(ns, &run_name("smoke", &rec.revision), "{.status.completionTime}").is_empty());
+}
