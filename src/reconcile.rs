@@ -773,13 +773,17 @@ impl Context {
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
         let candidates = assess::candidate_diffs(&stage.found, &st);
         let mut record = None;
-        // a sync whose hooks still run goes on (in the passes that may sync), whether or
-        // not objects are left to apply; it is not over while they run
+        // a sync whose hooks still run goes on (in the passes that may sync: a pause holds
+        // it), whether or not objects are left to apply; it is not over while they run
         let hooks_running = previous
             .last_sync
             .as_ref()
             .filter(|l| l.result == SyncResult::Running && l.revision == st.revision && !split.hooks.is_empty());
-        let going_on = hooks_running.filter(|_| matches!(requested.mode, Mode::Policy | Mode::Manual { .. }));
+        let may_sync = match requested.mode {
+            Mode::Policy => !requested.paused,
+            m => matches!(m, Mode::Manual { .. }),
+        };
+        let going_on = hooks_running.filter(|_| may_sync);
         if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
             let s = sync::SyncInput {
                 snapshot: &sourced.snapshot,
