@@ -185,12 +185,6 @@ fn from_crds_dir(path: &str) -> bool {
     segs.get(i) == Some(&"crds") && segs.len() > i + 1
 }
 
-/// The Helm hook an object is (its `helm.sh/hook` annotation: `pre-install`, `test`,
-/// …), if any.
-pub fn hook(obj: &serde_json::Value) -> Option<&str> {
-    obj.pointer("/metadata/annotations/helm.sh~1hook").and_then(serde_json::Value::as_str)
-}
-
 /// Template functions whose result is not a function of the render's inputs: live
 /// state (`lookup`, which sees nothing under `helm template`), randomness, keys and
 /// certificates, the clock.
@@ -366,6 +360,5 @@ mod tests {
         assert!(unstable_fields(&a, &a).is_empty());
         assert!(uses_unstable_functions("{{ randAlphaNum 16 | b64enc }}"));
         assert!(!uses_unstable_functions("{{ .Values.password | b64enc }}"));
-        assert_eq!(hook(&serde_json::json!({"metadata": {"annotations": {"helm.sh/hook": "test"}}})), Some("test"));
     }
 }
