@@ -6,8 +6,9 @@
 //! - **What is remembered** ([`Record`], `spec.decommission` of the resource): once the
 //!   application left the policy its settings are gone, so each pass keeps on its
 //!   resource the [`DeletionPolicy`], whether the data-loss guards apply
-//!   (`protectDataLoss`), the identity its writes impersonate, and its PreDelete /
-//!   PostDelete hooks' manifests (at most [`MAX_HOOK_BYTES`]).
+//!   (`protectDataLoss`) and the identity its writes impersonate; its passes keep its
+//!   PreDelete / PostDelete hooks' manifests ([`Hooks`], `spec.decommissionHooks`, at
+//!   most [`MAX_HOOK_BYTES`]).
 //! - **What to do** ([`decide`]): `orphan` leaves the objects; `delete` and `wait`
 //!   delete them. The mass guard holds every leaving application when more than one
 //!   leaves at once, or when one leaves an environment with no application left, until
@@ -92,12 +93,26 @@ pub struct Record {
     pub impersonate: Option<String>,
     /// Its environment.
     pub environment: String,
+}
+
+/// The delete hooks of an application's last render, kept on its resource
+/// (`spec.decommissionHooks`, written by its passes; [`delete_hooks`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Hooks {
     /// PreDelete and PostDelete hooks, in the order they run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
-    /// Hooks left out for [`MAX_HOOK_BYTES`].
+    /// Hooks left out for [`MAX_HOOK_BYTES`] (not run).
     #[serde(skip_serializing_if = "is_zero")]
-    pub hooks_omitted: usize,
+    pub omitted: usize,
+}
+
+impl Hooks {
+    /// The hooks of `phase`, in order.
+    pub fn of(&self, phase: Phase) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(move |h| h.phase == phase)
+    }
 }
 
 impl Default for Record {
@@ -109,8 +124,6 @@ impl Default for Record {
             protect_data_loss: true,
             impersonate: None,
             environment: String::new(),
-            hooks: Vec::new(),
-            hooks_omitted: 0,
         }
     }
 }
@@ -163,8 +176,8 @@ pub fn is_hook(obj: &Value) -> bool {
 }
 
 /// The delete hooks among `manifests`, ordered by phase then weight then render order,
-/// keeping at most [`MAX_HOOK_BYTES`] of them; returns them and how many were left out.
-pub fn delete_hooks(manifests: &[Value]) -> (Vec<Hook>, usize) {
+/// keeping at most [`MAX_HOOK_BYTES`] of them (those left out counted).
+pub fn delete_hooks(manifests: &[Value]) -> Hooks {
     let weight = |m: &Value| -> i32 {
         let ann = m.pointer("/metadata/annotations");
         ["plumb.dev/sync-wave", "argocd.argoproj.io/sync-wave", "helm.sh/hook-weight"]
@@ -187,7 +200,7 @@ pub fn delete_hooks(manifests: &[Value]) -> (Vec<Hook>, usize) {
         bytes += size;
         kept.push(h);
     }
-    (kept, omitted)
+    Hooks { hooks: kept, omitted }
 }
 
 /// Whether an RFC 3339 `stamp` (a confirmation or approval annotation) is valid at
@@ -213,6 +226,9 @@ pub struct Leaving {
     /// Whether its decommission already started (a `Decommissioning` condition): it
     /// goes on, and no longer counts for the mass guard.
     pub started: bool,
+    /// Whether the mass guard held it before (a `DecommissionPending` condition before
+    /// it started): it stays held until confirmed, even once the others went.
+    pub held: bool,
 }
 
 /// What to do with one leaving application now.
@@ -240,7 +256,8 @@ pub enum Action {
 /// application, every such application without a valid confirmation
 /// ([`stamp_valid`]) is held — whatever its policy: an edit that drops several
 /// applications (a generator's input gone, a bad merge) is more often a mistake than a
-/// decision, and even `orphan` loses their status and history.
+/// decision, and even `orphan` loses their status and history. One held stays held
+/// ([`Leaving::held`]) until confirmed: confirming one of them releases no other.
 pub fn decide(leaving: &[Leaving], remaining: &BTreeMap<String, usize>, now: jiff::Timestamp) -> Vec<Action> {
     let fresh: Vec<&Leaving> = leaving.iter().filter(|l| !l.started).collect();
     let env_of = |l: &Leaving| l.record.as_ref().map(|r| r.environment.clone()).unwrap_or_default();
@@ -254,12 +271,14 @@ pub fn decide(leaving: &[Leaving], remaining: &BTreeMap<String, usize>, now: jif
         .iter()
         .map(|l| {
             let env = env_of(l);
-            let mass = fresh.len() > 1 || emptied.contains(&env);
+            let mass = fresh.len() > 1 || emptied.contains(&env) || l.held;
             if !l.started && mass && !stamp_valid(l.confirmed.as_deref(), now) {
                 let why = if fresh.len() > 1 {
                     format!("{} applications leave the policy at once ({})", fresh.len(), names.join(", "))
-                } else {
+                } else if emptied.contains(&env) {
                     format!("environment `{env}` keeps no application")
+                } else {
+                    "it left the policy together with other applications".to_string()
                 };
                 return Action::Hold(format!(
                     "{why}: held until confirmed with `plumb decommission {} --confirm` (valid 24 h)",
@@ -425,6 +444,12 @@ mod tests {
         let out = decide(&confirmed, &keep, now());
         assert_eq!(out[0], Action::Delete { wait: false });
         assert!(matches!(out[1], Action::Hold(_)));
+        // the confirmed one went; the other, held before, stays held alone
+        let mut alone = two[1].clone();
+        alone.held = true;
+        assert!(matches!(decide(&[alone.clone()], &keep, now())[0], Action::Hold(_)));
+        alone.confirmed = Some("2026-12-02T11:30:00Z".into());
+        assert_eq!(decide(&[alone], &keep, now()), [Action::Orphan]);
         // a confirmation older than 24 h, in the future or unreadable confirms nothing
         for stale in ["2026-11-30T11:00:00Z", "2026-12-02T13:00:00Z", "yesterday"] {
             confirmed[0].confirmed = Some(stale.into());
@@ -524,7 +549,7 @@ mod tests {
             hook("sync", "plumb.dev/hook", "PreSync", None),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}}),
         ];
-        let (hooks, omitted) = delete_hooks(&manifests);
+        let Hooks { hooks, omitted } = delete_hooks(&manifests);
         let names: Vec<(&str, Phase)> =
             hooks.iter().map(|h| (h.manifest["metadata"]["name"].as_str().unwrap(), h.phase)).collect();
         assert_eq!(names, [("helm", Phase::PreDelete), ("argo", Phase::PreDelete), ("post", Phase::PostDelete)]);
@@ -533,8 +558,10 @@ mod tests {
         // too large: left out and counted
         let big = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big",
             "annotations": {"plumb.dev/hook": "PreDelete"}}, "spec": {"x": "y".repeat(MAX_HOOK_BYTES)}});
-        let (hooks, omitted) = delete_hooks(&[big, manifests[0].clone()]);
-        assert_eq!((hooks.len(), omitted), (1, 1));
+        let kept = delete_hooks(&[big, manifests[0].clone()]);
+        assert_eq!((kept.hooks.len(), kept.omitted), (1, 1));
+        assert_eq!(kept.of(Phase::PostDelete).count(), 1);
+        assert_eq!(kept.of(Phase::PreDelete).count(), 0);
     }
 
     #[test]
@@ -544,8 +571,6 @@ mod tests {
             protect_data_loss: true,
             impersonate: Some("system:serviceaccount:ns:deployer".into()),
             environment: "prod".into(),
-            hooks: vec![],
-            hooks_omitted: 0,
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["deletionPolicy"], "wait");

@@ -35,6 +35,15 @@ pub enum EventReason {
     /// On the application's resource: its desired state could not be fetched, rendered
     /// or compared (a new `ComparisonError` condition; Warning).
     ComparisonError,
+    /// On the application's resource: it left the policy and the deletion of its
+    /// objects started.
+    Decommissioning,
+    /// On the application's resource: its decommission ended (objects left in place or
+    /// deleted) and the resource is deleted.
+    Decommissioned,
+    /// On the application's resource: its decommission waits for a person (mass guard,
+    /// data-loss classes; Warning).
+    DecommissionHeld,
 }
 
 impl EventReason {
@@ -57,6 +66,9 @@ impl EventReason {
             EventReason::PinReleased => "PinReleased",
             EventReason::HealthChanged => "HealthChanged",
             EventReason::ComparisonError => "ComparisonError",
+            EventReason::Decommissioning => "Decommissioning",
+            EventReason::Decommissioned => "Decommissioned",
+            EventReason::DecommissionHeld => "DecommissionHeld",
         }
     }
 
@@ -71,6 +83,9 @@ impl EventReason {
             EventReason::Sync(_) => "Sync",
             EventReason::HealthChanged => "Assess",
             EventReason::ComparisonError => "Compare",
+            EventReason::Decommissioning | EventReason::Decommissioned | EventReason::DecommissionHeld => {
+                "Decommission"
+            }
             EventReason::SyncStarted
             | EventReason::Paused
             | EventReason::Resumed
