@@ -180,6 +180,8 @@ async fn set_conditions(ctx: &Context, f: &Found, conditions: Vec<Condition>) ->
     status.app = f.app().to_string();
     status.conditions = conditions;
     ctx.store.save(&status, &[]).await?;
+    // the status API and the page show it while it goes
+    ctx.published().publish(Arc::new(status));
     Ok(true)
 }
 
@@ -198,8 +200,15 @@ async fn orphan(ctx: &Context, f: &Found) -> anyhow::Result<()> {
         f.app()
     );
     event(ctx, f, false, EventReason::Decommissioned, note.clone()).await;
-    ctx.store.remove(f.app(), &f.uid).await?;
+    remove(ctx, f).await?;
     tracing::info!(app = %f.app(), "decommissioned: {note}");
+    Ok(())
+}
+
+/// Deletes `f`'s resource; the status API and page forget it.
+async fn remove(ctx: &Context, f: &Found) -> anyhow::Result<()> {
+    ctx.store.remove(f.app(), &f.uid).await?;
+    ctx.published().forget(f.app());
     Ok(())
 }
 
@@ -334,7 +343,7 @@ async fn finish(ctx: &Context, f: &Found, cluster: &Cluster, plan: &DeletePlan) 
         note.push_str(&format!("; still going: {}", names(&plan.terminating)));
     }
     event(ctx, f, false, EventReason::Decommissioned, note.clone()).await;
-    ctx.store.remove(app, &f.uid).await?;
+    remove(ctx, f).await?;
     tracing::info!(app = %app, "decommissioned: {note}");
     Ok(())
 }
