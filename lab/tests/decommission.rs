@@ -292,3 +292,51 @@ async fn wait_reports_what_is_left_until_the_last_finalizer_goes() {
     assert!(events(status_ns, "Decommissioned").contains("wait-w"));
     plumb.stop().await;
 }
+
+/// PreDelete hooks run, and complete, before any object is deleted; PostDelete hooks
+/// after; both kept on the resource by the passes (the application's render is gone
+/// by then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_delete_hooks_complete_before_the_objects_go_and_post_delete_hooks_run_after() {
+    let (status_ns, ns) = ("plumb-decom-hooks", "decom-hooks");
+    let lab = Lab::new("decomhooks");
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: drain\n  annotations: {plumb.dev/hook: PreDelete}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: drain, image: busybox}]\n";
+    let post = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: farewell\n  annotations: {helm.sh/hook: post-delete}\ndata: {k: v}\n";
+    lab.repo.write("h/cfg.yaml", &cm("cfg")).unwrap();
+    lab.repo.write("h/job.yaml", job).unwrap();
+    lab.repo.write("h/post.yaml", post).unwrap();
+    lab.repo.write("k/cm.yaml", &cm("other")).unwrap();
+    lab.repo.commit("first").unwrap();
+    let both = [App("hooks-h", "h", ns, ", deletionPolicy: delete"), App("hooks-k", "k", ns, "")];
+    let cache = lab.tmp.path().join("cache");
+    let first = Plumb::start(&policy(&lab, status_ns, &both), &cache).await;
+    synced(status_ns, &["hooks-h", "hooks-k"]).await;
+    let kept = resource(status_ns, "hooks-h").unwrap()["spec"]["decommissionHooks"]["hooks"].clone();
+    let phases: Vec<(&str, &str)> = kept
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["manifest"]["metadata"]["name"].as_str().unwrap(), h["phase"].as_str().unwrap()))
+        .collect();
+    assert_eq!(phases, [("drain", "PreDelete"), ("farewell", "PostDelete")]);
+    first.stop().await;
+    // hooks are not the application's objects: as a hook engine would, remove them
+    kubectl(&["-n", ns, "delete", "job", "drain", "--cascade=background", "--wait=true"]);
+    kubectl(&["-n", ns, "delete", "configmap", "farewell", "--wait=true"]);
+    let plumb = Plumb::start(&policy(&lab, status_ns, &both[1..]), &cache).await;
+    let gone_at = wait_for("cfg deleted", Duration::from_secs(120), || async {
+        going(ns, "configmap/cfg").then(jiff::Timestamp::now)
+    })
+    .await;
+    let completed = kubectl(&["-n", ns, "get", "job", "drain", "-o", "jsonpath={.status.completionTime}"]);
+    let completed: jiff::Timestamp = completed.trim().parse().unwrap_or_else(|e| panic!("{completed}: {e}"));
+    assert!(completed <= gone_at, "the PreDelete Job completed ({completed}) before cfg went ({gone_at})");
+    wait_for("the resource deleted", Duration::from_secs(60), || async {
+        resource(status_ns, "hooks-h").is_none().then_some(())
+    })
+    .await;
+    assert!(exists(ns, "configmap/farewell"), "the PostDelete hook ran");
+    let ev = events(status_ns, "Decommissioned");
+    assert!(ev.contains("PostDelete hooks completed"), "{ev}");
+    plumb.stop().await;
+}
