@@ -308,7 +308,7 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
         conditions.push(Condition::new(
             ConditionType::DecommissionPending,
             format!(
-                "{app}: {} held (data-loss classes): delete them with `plumb decommission {app} --approve` (valid 24 h)",
+                "{app}: {} held (data-loss classes, Prune=confirm, adopted): delete them with `plumb decommission {app} --approve` (valid 24 h)",
                 names(&plan.held)
             ),
         ));

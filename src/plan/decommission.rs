@@ -18,9 +18,10 @@
 //! - **What is deleted, in which order** ([`delete_plan`]): only objects whose
 //!   tracking-id names the leaving application and that no live application claims;
 //!   highest sync wave first, inside a wave the reverse of the apply order; the
-//!   data-loss classes ([`super::data_loss_class`]) held until `plumb decommission APP
-//!   --approve` ([`APPROVE_ANNOTATION`]); `Prune=false` and `helm.sh/resource-policy:
-//!   keep` objects left in place.
+//!   data-loss classes ([`super::data_loss_class`]), `Prune=confirm` and adopted objects
+//!   held until `plumb decommission APP --approve` ([`APPROVE_ANNOTATION`]), as their
+//!   prune would be; `Prune=false` and `helm.sh/resource-policy: keep` objects left in
+//!   place.
 //!
 //! Tracking marks of orphaned objects are **left** (as Argo CD's non-cascading delete
 //! leaves them; Flux removes its labels): removing them is one write per object — a
@@ -307,12 +308,16 @@ pub struct Owned {
     pub deleting: Option<Vec<String>>,
     /// `Prune=false` or `helm.sh/resource-policy: keep`: never deleted.
     pub kept: bool,
+    /// `Prune=confirm`, or taken over rather than created (`Adopt=true`): deleted only
+    /// with an approval, as its prune would be, whatever `protectDataLoss` says.
+    pub confirm: bool,
 }
 
 impl Owned {
     /// The object `obj` (a live object whose tracking-id names the application).
     pub fn of(obj: &Value) -> Option<Self> {
         let key = ObjectKey::of(obj)?;
+        let options = crate::config::SyncOptions::of_object(obj);
         let deleting = obj.pointer("/metadata/deletionTimestamp").map(|_| {
             obj.pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
@@ -327,7 +332,8 @@ impl Owned {
             uid: obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
             wave: super::sync_wave(obj).unwrap_or(0),
             deleting,
-            kept: super::keeps(obj) || crate::config::SyncOptions::of_object(obj).prune_disabled,
+            kept: super::keeps(obj) || options.prune_disabled,
+            confirm: options.prune_confirm || crate::tracking::is_adopted(obj),
         })
     }
 }
@@ -340,7 +346,8 @@ pub struct DeletePlan {
     pub now: Vec<usize>,
     /// Objects being deleted, held by finalizers: `Kind/ns/name (finalizers: a, b)`.
     pub terminating: Vec<String>,
-    /// Data-loss class objects waiting for `plumb decommission APP --approve`.
+    /// Objects waiting for `plumb decommission APP --approve`: data-loss classes,
+    /// `Prune=confirm` and adopted objects.
     pub held: Vec<String>,
     /// Objects a live application claims: never deleted.
     pub claimed: Vec<String>,
@@ -359,7 +366,9 @@ impl DeletePlan {
 /// What to delete of `objects` (the leaving application's, owned by it): those in
 /// `claimed` (keys of objects a live application tracks or declares, as
 /// [`ObjectKey`]'s display) are never touched; kept ones are left; data-loss classes
-/// wait unless `approved` or `!protect`. The rest go one wave at a time, the highest
+/// wait unless `approved` or `!protect`, `Prune=confirm` and adopted objects (an
+/// existing object the application took over: Git must not be able to make plumb
+/// delete what it did not create) unless `approved`. The rest go one wave at a time, the highest
 /// first: the next wave starts once every object of the higher ones is gone or
 /// accepted for deletion (`deleting`), as a prune reverses the apply order.
 pub fn delete_plan(objects: &[Owned], claimed: &HashSet<String>, protect: bool, approved: bool) -> DeletePlan {
@@ -377,7 +386,7 @@ pub fn delete_plan(objects: &[Owned], claimed: &HashSet<String>, protect: bool, 
             } else {
                 format!("{name} (finalizers: {})", finalizers.join(", "))
             });
-        } else if protect && !approved && super::data_loss_class(&o.key.group, &o.key.kind).is_some() {
+        } else if !approved && (o.confirm || protect && super::data_loss_class(&o.key.group, &o.key.kind).is_some()) {
             out.held.push(name);
         } else {
             waves.entry(o.wave).or_default().push(i);
@@ -479,6 +488,7 @@ mod tests {
             wave,
             deleting: None,
             kept: false,
+            confirm: false,
         }
     }
 
@@ -511,6 +521,11 @@ mod tests {
         assert_eq!(p.kept, ["ConfigMap/ns/keep"]);
         assert_eq!(delete_plan(&objs, &claimed, true, true).now, [0], "approved");
         assert_eq!(delete_plan(&objs, &claimed, false, false).now, [0], "protectDataLoss: false");
+        // adopted or Prune=confirm: approval needed whatever protectDataLoss says
+        let mut adopted = owned("ConfigMap", "adopted", 0);
+        adopted.confirm = true;
+        assert_eq!(delete_plan(std::slice::from_ref(&adopted), &claimed, false, false).held, ["ConfigMap/ns/adopted"]);
+        assert_eq!(delete_plan(&[adopted], &claimed, false, true).now, [0]);
         // a finalizer keeps it terminating, named
         let mut stuck = owned("ConfigMap", "stuck", 0);
         stuck.deleting = Some(vec!["example.com/hold".into()]);
@@ -527,6 +542,14 @@ mod tests {
                 "finalizers": ["f"], "annotations": {"plumb.dev/sync-wave": "3", "plumb.dev/sync-options": "Prune=false"}}}))
         .unwrap();
         assert_eq!((o.wave, o.uid.as_str(), o.deleting, o.kept), (3, "u1", Some(vec!["f".to_string()]), true));
+        assert!(!o.confirm);
+        let adopted = Owned::of(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "annotations": {"plumb.dev/adopted": "true"}}}))
+        .unwrap();
+        let confirm = Owned::of(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "annotations": {"plumb.dev/sync-options": "Prune=confirm"}}}))
+        .unwrap();
+        assert!(adopted.confirm && confirm.confirm && !adopted.kept);
         let helm = Owned::of(&json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "s", "annotations": {"helm.sh/resource-policy": "keep"}}}))
         .unwrap();
