@@ -132,6 +132,11 @@ async fn delete_removes_the_objects_holds_the_claim_until_approved_and_never_tou
     lab.repo.write("drop/cm.yaml", &cm("settings")).unwrap();
     lab.repo.write("drop/shared.yaml", &cm("shared")).unwrap();
     lab.repo.write("drop/pvc.yaml", pvc).unwrap();
+    // an object that existed before, taken over (Adopt=true): Git did not create it
+    let adopted = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: adopted\n  annotations: {plumb.dev/sync-options: Adopt=true}\ndata: {k: v}\n";
+    lab.repo.write("drop/adopted.yaml", adopted).unwrap();
+    kubectl(&["create", "namespace", ns]);
+    kubectl(&["-n", ns, "create", "configmap", "adopted", "--from-literal=k=before"]);
     lab.repo.write("stay/shared.yaml", &cm("shared")).unwrap();
     lab.repo.write("stay/own.yaml", &cm("own")).unwrap();
     lab.repo.commit("first").unwrap();
@@ -174,8 +179,10 @@ async fn delete_removes_the_objects_holds_the_claim_until_approved_and_never_tou
     })
     .await;
     assert!(pending.contains("PersistentVolumeClaim/decom-delete/data") && pending.contains("--approve"), "{pending}");
+    assert!(pending.contains("ConfigMap/decom-delete/adopted"), "{pending}");
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert!(!going(ns, "persistentvolumeclaim/data"), "held: not deleted without approval");
+    assert!(!going(ns, "configmap/adopted"), "an adopted object waits for the same approval");
     assert!(resource(status_ns, "del-drop").is_some(), "the resource stays while something is held");
     assert!(events(status_ns, "DecommissionHeld").contains("del-drop"));
     let (code, out) = cli(&["decommission", "del-drop", "--approve"], status_ns);
@@ -184,6 +191,7 @@ async fn delete_removes_the_objects_holds_the_claim_until_approved_and_never_tou
         (going(ns, "persistentvolumeclaim/data") && resource(status_ns, "del-drop").is_none()).then_some(())
     })
     .await;
+    assert!(going(ns, "configmap/adopted"));
     // the object del-stay claims, and del-stay's own, stay
     assert!(!going(ns, "configmap/shared"), "a claimed object is never deleted");
     assert!(!going(ns, "configmap/own"));
@@ -280,6 +288,8 @@ async fn wait_reports_what_is_left_until_the_last_finalizer_goes() {
     assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("False"), Some("Decommissioning")));
     let (code, out) = cli(&["get", "wait-w"], status_ns);
     assert!(out.contains("Decommissioning"), "{code} {out}");
+    let (code, page) = plumb.get("/applications/wait-w").await;
+    assert!(code == 200 && page.contains("Decommissioning"), "the status page shows it: {code} {page}");
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(resource(status_ns, "wait-w").is_some(), "the resource waits for the finalizer");
     kubectl(&["-n", ns, "patch", "configmap", "held", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]);
