@@ -53,10 +53,15 @@ const NAMES_SHOWN: usize = 10;
 /// Runs the loop until `token` is cancelled; rounds run only while this replica leads.
 pub async fn run(ctx: Arc<Context>, leadership: Leadership, token: CancellationToken) {
     loop {
-        if leadership.is_leader()
-            && let Err(e) = round(&ctx).await
-        {
-            tracing::warn!("decommission: {e:#}");
+        if leadership.is_leader() {
+            // a reload or shutdown does not wait for a hook: every step is done again
+            // (or found done) by the next round
+            tokio::select! {
+                () = token.cancelled() => return,
+                r = round(&ctx) => if let Err(e) = r {
+                    tracing::warn!("decommission: {e:#}");
+                },
+            }
         }
         tokio::select! {
             () = token.cancelled() => return,
@@ -293,8 +298,7 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
     let mut deleting = Vec::new();
     for &i in &plan.now {
         let (o, kind) = &objects[i];
-        let propagation = crate::plan::Propagation::Background;
-        match cluster.delete(kind, &o.key, &o.uid, propagation).await {
+        match cluster.delete(kind, &o.key, &o.uid, o.propagation).await {
             Ok(_) => deleting.push(o.key.to_string()),
             Err(e) => tracing::warn!(app = %app, "decommission: delete {}: {e}", o.key),
         }

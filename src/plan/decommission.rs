@@ -311,6 +311,9 @@ pub struct Owned {
     /// `Prune=confirm`, or taken over rather than created (`Adopt=true`): deleted only
     /// with an approval, as its prune would be, whatever `protectDataLoss` says.
     pub confirm: bool,
+    /// How its delete propagates: its `PrunePropagationPolicy`, else foreground (as a
+    /// prune: dependents go first, the object last).
+    pub propagation: crate::config::Propagation,
 }
 
 impl Owned {
@@ -334,6 +337,7 @@ impl Owned {
             deleting,
             kept: super::keeps(obj) || options.prune_disabled,
             confirm: options.prune_confirm || crate::tracking::is_adopted(obj),
+            propagation: options.propagation.unwrap_or(crate::config::Propagation::Foreground),
         })
     }
 }
@@ -489,6 +493,7 @@ mod tests {
             deleting: None,
             kept: false,
             confirm: false,
+            propagation: crate::config::Propagation::Foreground,
         }
     }
 
