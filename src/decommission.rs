@@ -43,9 +43,7 @@ pub const ROUND_EVERY: Duration = Duration::from_secs(3);
 /// The longest a hook may take to complete (Job `Complete`, Pod `Succeeded`).
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Annotation on a leaving application's resource naming the hook phases that ran
-/// (`PreDelete`, `PostDelete`, comma-separated), so that a phase runs once.
-pub const HOOKS_RAN_ANNOTATION: &str = "plumb.dev/decommission-hooks-ran";
+pub use crate::status::store::HOOKS_RAN_ANNOTATION;
 
 /// How many object names a condition or Event lists before `… and N more`.
 const NAMES_SHOWN: usize = 10;

@@ -73,6 +73,12 @@ pub const HOOKS_FIELD: &str = "decommissionHooks";
 /// decommission needs (`crate::plan::decommission::Record`), mirrored from the policy.
 pub const DECOMMISSION_FIELD: &str = "decommission";
 
+/// Annotation on a leaving application's resource naming the delete hook phases that
+/// ran (`PreDelete`, `PostDelete`, comma-separated), so that a phase runs once per
+/// decommission; removed when the policy declares the application again
+/// ([`Store::mirror`]).
+pub const HOOKS_RAN_ANNOTATION: &str = "plumb.dev/decommission-hooks-ran";
+
 /// The field manager of [`HOOKS_FIELD`].
 const HOOKS_MANAGER: &str = "plumb-decommission";
 
@@ -435,7 +441,8 @@ impl Store {
     }
 
     /// Sets the `spec` of `app`'s resource to `spec` (the policy's declaration of it),
-    /// creating the resource when missing. Writes nothing when equal.
+    /// creating the resource when missing, and forgets which delete hooks ran
+    /// ([`HOOKS_RAN_ANNOTATION`]). Writes nothing when equal.
     ///
     /// # Errors
     /// [`Error::Kube`], [`Error::Definition`].
@@ -448,6 +455,15 @@ impl Store {
             }
             &s == spec
         };
+        let ran = current
+            .as_ref()
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(HOOKS_RAN_ANNOTATION));
+        if ran {
+            // declared again: a later decommission runs its hooks again
+            let patch = json!({"metadata": {"annotations": {HOOKS_RAN_ANNOTATION: null}}});
+            self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        }
         if current.as_ref().is_some_and(mirrored) {
             return Ok(());
         }
