@@ -334,6 +334,26 @@ runs after --timeout; 2 error.")]
         #[arg(long)]
         reason: String,
     },
+    /// Let the decommission of applications that left the policy go on: `--confirm`
+    /// passes the mass guard (several applications removed at once, or the last of an
+    /// environment), `--approve` lets it delete their PersistentVolumeClaims, Namespaces
+    /// and CustomResourceDefinitions (`deletionPolicy: delete|wait`). Both are valid
+    /// 24 h. Exit code 0 when recorded; 1 when an application has no resource.
+    Decommission {
+        /// Applications.
+        #[arg(required = true)]
+        apps: Vec<String>,
+        /// Confirm removing them although they left the policy together (or emptied an
+        /// environment).
+        #[arg(long)]
+        confirm: bool,
+        /// Approve deleting their data-loss classes (PVCs, Namespaces, CRDs).
+        #[arg(long)]
+        approve: bool,
+        /// Policy file (optional: its `statusNamespace`).
+        #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// End a pause early.
     Resume {
         /// Application.
@@ -535,6 +555,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             day2::suspend(&app, duration, &reason, (&kube, policy.as_ref())).await
         }
         Command::Resume { app } => day2::resume(&app, &kube).await,
+        Command::Decommission { apps, confirm, approve, config } => {
+            let policy = read::policy(config.as_deref())?;
+            day2::decommission(&apps, (confirm, approve), (&kube, policy.as_ref())).await
+        }
         Command::Rollback { app, revision, release, until_next_commit, force } => {
             day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
         }

@@ -33,6 +33,7 @@ pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod config;
+pub mod decommission;
 pub mod forge;
 pub mod health;
 pub mod kind;

@@ -19,6 +19,7 @@
 
 mod boundary;
 mod decide;
+pub mod decommission;
 mod hand_over;
 pub mod hooks;
 mod progress;

@@ -746,6 +746,9 @@ impl Context {
             }
         };
         assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
+        if requested.mode.writes() {
+            self.keep_delete_hooks(name, &split.hooks).await;
+        }
         let prepared = match self.prepare(app, env, &sourced.rendered).await {
             Ok(prepared) => prepared,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
@@ -817,6 +820,27 @@ impl Context {
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
         Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
+    }
+
+    /// Keeps the PreDelete / PostDelete hooks of a render (`declared`, split from its
+    /// objects) on application `name`'s
+    /// resource ([`plan::decommission::delete_hooks`]): once the application leaves the
+    /// policy, nothing renders it any more, and its decommission runs what was kept.
+    /// A failure is logged: the pass goes on.
+    async fn keep_delete_hooks(&self, name: &str, declared: &hooks::Hooks) {
+        if !self.records {
+            return;
+        }
+        let deletes = |h: &plan::hooks::Hook| {
+            h.phases.iter().any(|(p, _)| matches!(p, plan::hooks::Phase::PreDelete | plan::hooks::Phase::PostDelete))
+        };
+        let objects: Vec<Value> =
+            declared.declared.iter().filter(|(h, _)| deletes(h)).map(|(_, m)| m.object()).collect();
+        let hooks = plan::decommission::delete_hooks(&objects);
+        let value = serde_json::to_value(&hooks).unwrap_or(Value::Null);
+        if let Err(e) = self.store.keep_hooks(name, &value).await {
+            tracing::warn!(app = %name, "keeping the delete hooks on the application's resource: {e}");
+        }
     }
 
     /// The end of a pass that stopped before comparing (`failure`): see

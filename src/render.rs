@@ -93,7 +93,12 @@ impl Manifest {
         serde_json::from_str(&self.text).unwrap_or(Value::Null)
     }
 
-    /// `apiVersion`, read without parsing the object (empty when missing).
+    /// Whether the manifest's JSON text contains `needle` (a cheap test before parsing).
+    pub fn mentions(&self, needle: &str) -> bool {
+        self.text.contains(needle)
+    }
+
+    /// `apiVersion` (empty when missing or not a string).
     pub fn api_version(&self) -> &str {
         &self.api_version
     }
@@ -101,11 +106,6 @@ impl Manifest {
     /// `kind`, read without parsing the object (empty when missing).
     pub fn kind(&self) -> &str {
         &self.kind
-    }
-
-    /// Whether the object's text contains `needle` (a cheap test before parsing it).
-    pub fn mentions(&self, needle: &str) -> bool {
-        self.text.contains(needle)
     }
 
     /// The object's size as compact JSON (bytes).

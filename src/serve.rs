@@ -166,6 +166,7 @@ pub async fn serve_elected(
         },
         token.clone(),
     ));
+    tracker.spawn(crate::decommission::run(ctx.clone(), leadership.clone(), token.clone()));
     if let Some(rx) = ctx.take_drift_receiver() {
         tracker.spawn(forward_drift(rx, scheduler.clone(), token.clone()));
     }
@@ -213,6 +214,13 @@ async fn prepare_status(ctx: &Context) {
     }
     for app in &ctx.config.applications {
         let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
+        let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
+        let record = env.map(|env| crate::plan::decommission::Record {
+            deletion_policy: app.deletion_policy(env),
+            protect_data_loss: env.sync_policy.protect_data_loss,
+            impersonate: app.impersonates(env),
+            environment: env.name.value.clone(),
+        });
         let spec = serde_json::json!({
             "repository": app.repository.value,
             "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
@@ -220,6 +228,7 @@ async fn prepare_status(ctx: &Context) {
             "path": app.path.value,
             "namespace": app.namespace.value,
             "environment": app.environment.value,
+            crate::status::store::DECOMMISSION_FIELD: record,
         });
         if let Err(e) = ctx.store.mirror(&app.name.value, &spec).await {
             tracing::warn!(app = %app.name.value, "{e}");

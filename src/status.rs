@@ -167,6 +167,13 @@ pub enum ConditionType {
     /// (plumb does not write those fields), so the application converges instead of
     /// rotating the value on every render.
     NonDeterministicRender,
+    /// The application left the policy and its decommission waits for a person: the
+    /// mass guard (`plumb decommission APP… --confirm`) or data-loss class objects
+    /// (`plumb decommission APP --approve`); the message names which and the command.
+    DecommissionPending,
+    /// The application left the policy and its objects are being deleted
+    /// (`deletionPolicy: delete|wait`): the message says what is left.
+    Decommissioning,
 }
 
 impl ConditionType {
@@ -192,6 +199,8 @@ impl ConditionType {
             Self::IgnoreDifferencesWarning => "IgnoreDifferencesWarning",
             Self::UntrackedResourceWarning => "UntrackedResourceWarning",
             Self::NonDeterministicRender => "NonDeterministicRender",
+            Self::DecommissionPending => "DecommissionPending",
+            Self::Decommissioning => "Decommissioning",
         }
     }
 

@@ -277,7 +277,7 @@ async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
     let own = [
         &cluster_wide[..],
         &[
-            "applications.plumb.dev | [] | [] | [get list watch create update patch]",
+            "applications.plumb.dev | [] | [] | [get list watch create update patch delete]",
             "applications.plumb.dev/status | [] | [] | [get update patch]",
             "configmaps | [] | [] | [get list watch delete]",
             "events | [] | [] | [create patch update]",

@@ -87,6 +87,58 @@ pub async fn suspend(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `plumb decommission APP… [--confirm] [--approve]`: records on each application's
+/// resource the confirmation that lets its decommission pass the mass guard
+/// ([`crate::plan::decommission::CONFIRM_ANNOTATION`]) and/or the approval that lets it
+/// delete its PersistentVolumeClaims, Namespaces and CRDs
+/// ([`crate::plan::decommission::APPROVE_ANNOTATION`]); both valid 24 h. An
+/// application the policy still declares may be confirmed ahead of the edit that
+/// removes it.
+///
+/// # Errors
+/// Neither flag; the resource cannot be written (e.g. 403: no `patch` on
+/// `applications.plumb.dev`). An application without a resource is reported and
+/// makes the exit code 1.
+pub async fn decommission(
+    apps: &[String],
+    (confirm, approve): (bool, bool),
+    (target, policy): (&KubeArgs, Option<&crate::config::Config>),
+) -> anyhow::Result<ExitCode> {
+    use crate::plan::decommission::{APPROVE_ANNOTATION, CONFIRM_ANNOTATION};
+    anyhow::ensure!(
+        confirm || approve,
+        "give --confirm (pass the mass guard), --approve (delete data-loss classes), or both"
+    );
+    let client = target.client().await?;
+    let namespace = target.namespace(policy);
+    let store = Store::new(client, &namespace);
+    let now = crate::status::now();
+    let mut pairs = Vec::new();
+    if confirm {
+        pairs.push((CONFIRM_ANNOTATION, Some(now.as_str())));
+    }
+    if approve {
+        pairs.push((APPROVE_ANNOTATION, Some(now.as_str())));
+    }
+    let mut missing = false;
+    for app in apps {
+        if !store.annotate_existing(app, &pairs).await? {
+            errln!("{app}: no applications.plumb.dev/{app} in namespace {namespace}: nothing to decommission");
+            missing = true;
+            continue;
+        }
+        let what: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
+        let declared = policy.is_some_and(|c| c.applications.iter().any(|a| a.name.value == *app));
+        let note =
+            if declared { " (the policy still declares it: this counts once it leaves, within 24 h)" } else { "" };
+        outln!(
+            "{app}: {} = {now}{note}; the server goes on within seconds (`plumb get {app}` shows its progress)",
+            what.join(", ")
+        );
+    }
+    Ok(if missing { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
 /// `plumb resume APP`.
 ///
 /// # Errors

@@ -6,7 +6,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_saphyr::Spanned;
 
 /// Default reconcile interval: 180 seconds, as Argo CD's `timeout.reconciliation`.
@@ -268,6 +268,50 @@ pub struct Environment {
     /// plumb's own identity needs `impersonate` on it. Unset: plumb's own identity.
     #[serde(default)]
     pub service_account_name: Option<String>,
+    /// What happens to the environment's applications' objects when an application
+    /// leaves the policy (`orphan`, `delete` or `wait`; see [`DeletionPolicy`]); an
+    /// application's own `deletionPolicy` wins. Default `orphan`.
+    #[serde(default)]
+    pub deletion_policy: Option<Spanned<String>>,
+}
+
+/// What plumb does with an application's objects once the application leaves the
+/// policy file (or the generator that produced it stops producing it): the
+/// decommission ([`crate::plan::decommission`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeletionPolicy {
+    /// The objects stay in the cluster, with plumb's tracking marks left on them; only
+    /// the `Application` resource goes (the default; Argo CD's non-cascading delete).
+    #[default]
+    Orphan,
+    /// The objects are deleted (PreDelete hooks first, reverse wave order, PostDelete
+    /// hooks after), data-loss classes only with `plumb decommission APP --approve`.
+    Delete,
+    /// As `Delete`, and the `Application` resource stays (reporting progress) until
+    /// every object is gone, finalizers included.
+    Wait,
+}
+
+impl DeletionPolicy {
+    /// `orphan`, `delete` or `wait`, as written in the policy.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Orphan => "orphan",
+            Self::Delete => "delete",
+            Self::Wait => "wait",
+        }
+    }
+
+    /// The policy named `text`; `None` for anything but `orphan`, `delete`, `wait`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "orphan" => Some(Self::Orphan),
+            "delete" => Some(Self::Delete),
+            "wait" => Some(Self::Wait),
+            _ => None,
+        }
+    }
 }
 
 /// What one application's Git may make plumb write (Argo CD's AppProject destinations
@@ -547,9 +591,24 @@ pub struct Application {
     /// replacing its environment's `serviceAccountName`.
     #[serde(default)]
     pub service_account_name: Option<String>,
+    /// What happens to this application's objects when it leaves the policy,
+    /// replacing its environment's `deletionPolicy` (see [`DeletionPolicy`]).
+    #[serde(default)]
+    pub deletion_policy: Option<Spanned<String>>,
 }
 
 impl Application {
+    /// This application's [`DeletionPolicy`] in `env`: its own, else the environment's,
+    /// else `orphan` (an unknown word, which validation refuses, also reads `orphan`:
+    /// the policy that deletes nothing).
+    pub fn deletion_policy(&self, env: &Environment) -> DeletionPolicy {
+        self.deletion_policy
+            .as_ref()
+            .or(env.deletion_policy.as_ref())
+            .and_then(|p| DeletionPolicy::parse(&p.value))
+            .unwrap_or_default()
+    }
+
     /// The user this application's writes impersonate in `env`:
     /// `system:serviceaccount:<namespace>:<serviceAccountName>`, or `None` (plumb's own
     /// identity).

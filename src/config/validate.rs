@@ -205,6 +205,9 @@ fn check_environments<'a>(config: &'a Config, problem: &mut impl FnMut(u32, Stri
                 problem(line(&o.kind), format!("environment `{}`: {m}", e.name.value));
             }
         }
+        if let Some(m) = deletion_policy_problem(e.deletion_policy.as_ref()) {
+            problem(e.deletion_policy.as_ref().map_or(0, line), format!("environment `{}`: {m}", e.name.value));
+        }
     }
     envs
 }
@@ -262,10 +265,22 @@ fn check_applications(
                 format!("application `{}`: namespace `{}` must be a DNS-1123 label", a.name.value, a.namespace.value),
             );
         }
+        if let Some(m) = deletion_policy_problem(a.deletion_policy.as_ref()) {
+            problem(a.deletion_policy.as_ref().map_or(0, line), format!("application `{}`: {m}", a.name.value));
+        }
         for m in trust_problems(config, a) {
             problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
         }
     }
+}
+
+/// What is wrong with a `deletionPolicy` value: anything but `orphan`, `delete`,
+/// `wait` (see [`super::DeletionPolicy`]).
+fn deletion_policy_problem(p: Option<&Spanned<String>>) -> Option<String> {
+    let p = p?;
+    super::DeletionPolicy::parse(&p.value)
+        .is_none()
+        .then(|| format!("deletionPolicy `{}` must be one of orphan, delete, wait", p.value))
 }
 
 /// What is wrong with an environment's sync policy limits, takeover list and
@@ -444,6 +459,46 @@ applications:
         ] {
             assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
         }
+    }
+
+    #[test]
+    fn a_deletion_policy_is_one_of_three_words_with_its_line() {
+        let text = "\
+repositories:
+  - {name: fleet, url: https://git.example/fleet.git}
+environments:
+  - name: dev
+    deletionPolicy: remove
+  - name: prod
+    deletionPolicy: delete
+applications:
+  - {name: web, repository: fleet, namespace: web, environment: dev, deletionPolicy: wait}
+  - {name: api, repository: fleet, namespace: api, environment: prod}
+  - {name: db, repository: fleet, namespace: db, environment: prod,
+     deletionPolicy: Delete}
+";
+        let msg = load_str(text, Path::new("p.yaml"), Path::new(".")).expect_err("invalid").to_string();
+        assert!(
+            msg.contains("p.yaml:5: environment `dev`: deletionPolicy `remove` must be one of orphan, delete, wait"),
+            "{msg}"
+        );
+        assert!(msg.contains("p.yaml:12: application `db`: deletionPolicy `Delete` must be one of"), "{msg}");
+        assert_eq!(msg.matches("deletionPolicy").count(), 2, "{msg}");
+        let good = text.replace("remove", "orphan").replace("Delete}", "delete}");
+        let config = load_str(&good, Path::new("p.yaml"), Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+        let policy = |app: &str| {
+            let a = config.applications.iter().find(|a| a.name.value == app).unwrap_or_else(|| panic!("{app}"));
+            let e = config
+                .environments
+                .iter()
+                .find(|e| e.name.value == a.environment.value)
+                .unwrap_or_else(|| panic!("env"));
+            a.deletion_policy(e)
+        };
+        use crate::config::DeletionPolicy;
+        assert_eq!(policy("web"), DeletionPolicy::Wait, "the application's own wins");
+        assert_eq!(policy("api"), DeletionPolicy::Delete, "the environment's default");
+        assert_eq!(policy("db"), DeletionPolicy::Delete);
     }
 
     /// Issue 12: `sensitiveFields` rules are checked with the line of the bad field.

@@ -38,6 +38,15 @@ pub enum EventReason {
     /// On the application's resource: a hook of a sync failed or timed out (Warning;
     /// [`crate::plan::hooks`]).
     HookFailed,
+    /// On the application's resource: it left the policy and the deletion of its
+    /// objects started.
+    Decommissioning,
+    /// On the application's resource: its decommission ended (objects left in place or
+    /// deleted) and the resource is deleted.
+    Decommissioned,
+    /// On the application's resource: its decommission waits for a person (mass guard,
+    /// data-loss classes; Warning).
+    DecommissionHeld,
 }
 
 impl EventReason {
@@ -61,6 +70,9 @@ impl EventReason {
             EventReason::HealthChanged => "HealthChanged",
             EventReason::ComparisonError => "ComparisonError",
             EventReason::HookFailed => "HookFailed",
+            EventReason::Decommissioning => "Decommissioning",
+            EventReason::Decommissioned => "Decommissioned",
+            EventReason::DecommissionHeld => "DecommissionHeld",
         }
     }
 
@@ -75,6 +87,9 @@ impl EventReason {
             EventReason::Sync(_) | EventReason::HookFailed => "Sync",
             EventReason::HealthChanged => "Assess",
             EventReason::ComparisonError => "Compare",
+            EventReason::Decommissioning | EventReason::Decommissioned | EventReason::DecommissionHeld => {
+                "Decommission"
+            }
             EventReason::SyncStarted
             | EventReason::Paused
             | EventReason::Resumed

@@ -1,7 +1,8 @@
 //! The statuses the passes of this process published: the one view of "the latest
 //! status of each application" that the status API, the page and the demo read. The
-//! record stage of a pass is its only writer ([`Published::publish`]); readers get
-//! shared copies and never wait on a pass.
+//! record stage of a pass writes it ([`Published::publish`]), and the decommission of
+//! an application that left the policy (its progress, then [`Published::forget`]);
+//! readers get shared copies and never wait on a pass.
 
 use std::{
     collections::BTreeMap,
@@ -30,6 +31,13 @@ impl Published {
         if let Ok(mut apps) = self.apps.write() {
             let app = status.app.clone();
             apps.entry(app).or_default().status = Some(status);
+        }
+    }
+
+    /// Forgets application `app` (its decommission ended: it has no status any more).
+    pub fn forget(&self, app: &str) {
+        if let Ok(mut apps) = self.apps.write() {
+            apps.remove(app);
         }
     }
 

@@ -61,7 +61,26 @@ pub struct Store {
     client: Client,
     /// The uid of each application's resource, as last read (see [`Store::event_object`]).
     uids: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+    /// A digest of the delete hooks last kept for each application ([`Store::keep_hooks`]).
+    hooks: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
+
+/// The field of an `Application` resource's `spec` that keeps the application's
+/// delete hooks (`crate::plan::decommission::Hooks`), written by its passes.
+pub const HOOKS_FIELD: &str = "decommissionHooks";
+
+/// The field of an `Application` resource's `spec` that keeps what a later
+/// decommission needs (`crate::plan::decommission::Record`), mirrored from the policy.
+pub const DECOMMISSION_FIELD: &str = "decommission";
+
+/// Annotation on a leaving application's resource naming the delete hook phases that
+/// ran (`PreDelete`, `PostDelete`, comma-separated), so that a phase runs once per
+/// decommission; removed when the policy declares the application again
+/// ([`Store::mirror`]).
+pub const HOOKS_RAN_ANNOTATION: &str = "plumb.dev/decommission-hooks-ran";
+
+/// The field manager of [`HOOKS_FIELD`].
+const HOOKS_MANAGER: &str = "plumb-decommission";
 
 /// Failure of the status store.
 #[derive(Debug, thiserror::Error)]
@@ -205,7 +224,10 @@ pub fn kube_conditions(status: &AppStatus, current: &[Value], generation: i64, n
                    "lastTransitionTime": since(t.as_str(), "True"), "observedGeneration": generation})
         })
         .collect();
-    let error = status.conditions.iter().find(|c| c.type_.ends_with("Error"));
+    let error = status.conditions.iter().find(|c| {
+        c.type_.ends_with("Error")
+            || matches!(c.type_, ConditionType::DecommissionPending | ConditionType::Decommissioning)
+    });
     let ready = status.sync == SyncStatus::Synced && status.health == HealthStatus::Healthy && error.is_none();
     let reason = match (error, status.sync, status.health) {
         (_, _, _) if ready => "Synced".to_string(),
@@ -230,6 +252,7 @@ impl Store {
             namespace: namespace.into(),
             client,
             uids: std::sync::Arc::default(),
+            hooks: std::sync::Arc::default(),
         }
     }
 
@@ -418,13 +441,30 @@ impl Store {
     }
 
     /// Sets the `spec` of `app`'s resource to `spec` (the policy's declaration of it),
-    /// creating the resource when missing. Writes nothing when equal.
+    /// creating the resource when missing, and forgets which delete hooks ran
+    /// ([`HOOKS_RAN_ANNOTATION`]). Writes nothing when equal.
     ///
     /// # Errors
     /// [`Error::Kube`], [`Error::Definition`].
     pub async fn mirror(&self, app: &str, spec: &Value) -> Result<(), Error> {
         let current = self.get(app).await?;
-        if current.as_ref().is_some_and(|o| &o.data["spec"] == spec) {
+        let mirrored = |o: &DynamicObject| {
+            let mut s = o.data["spec"].clone();
+            if let Some(m) = s.as_object_mut() {
+                m.remove(HOOKS_FIELD);
+            }
+            &s == spec
+        };
+        let ran = current
+            .as_ref()
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(HOOKS_RAN_ANNOTATION));
+        if ran {
+            // declared again: a later decommission runs its hooks again
+            let patch = json!({"metadata": {"annotations": {HOOKS_RAN_ANNOTATION: null}}});
+            self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        }
+        if current.as_ref().is_some_and(mirrored) {
             return Ok(());
         }
         let patch = json!({"apiVersion": API_VERSION, "kind": "Application",
@@ -465,6 +505,86 @@ impl Store {
             pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let patch = json!({"metadata": {"annotations": annotations}});
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        Ok(())
+    }
+
+    /// Sets the annotations of `pairs` on `app`'s resource when it exists (a request
+    /// about an application that must not be created by asking); false when there is
+    /// none.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn annotate_existing(&self, app: &str, pairs: &[(&str, Option<&str>)]) -> Result<bool, Error> {
+        if self.get(app).await?.is_none() {
+            return Ok(false);
+        }
+        let annotations: serde_json::Map<String, Value> =
+            pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+        let patch = json!({"metadata": {"annotations": annotations}});
+        self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+        Ok(true)
+    }
+
+    /// Keeps `hooks` (an application's delete hooks, see
+    /// [`HOOKS_FIELD`]) in `spec` of its existing resource, as
+    /// field manager `plumb-decommission` (the policy's mirror, [`Store::mirror`], leaves
+    /// the field alone). Writes nothing when this process last wrote the same, or the
+    /// resource holds it already; creates no resource.
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn keep_hooks(&self, app: &str, hooks: &Value) -> Result<(), Error> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        hooks.to_string().hash(&mut h);
+        let digest = h.finish();
+        if self.hooks.lock().ok().and_then(|m| m.get(app).copied()) == Some(digest) {
+            return Ok(());
+        }
+        let Some(current) = self.get(app).await? else { return Ok(()) };
+        if &current.data["spec"][HOOKS_FIELD] != hooks {
+            let patch = json!({"apiVersion": API_VERSION, "kind": "Application",
+                "metadata": {"name": app, "namespace": self.namespace}, "spec": {HOOKS_FIELD: hooks}});
+            let pp = PatchParams::apply(HOOKS_MANAGER).force();
+            self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map_err(Self::kube_err(app))?;
+        }
+        if let Ok(mut m) = self.hooks.lock() {
+            m.insert(app.to_string(), digest);
+        }
+        Ok(())
+    }
+
+    /// Every `Application` resource of the namespace, as stored (the decommission reads
+    /// `spec` and annotations of those the policy no longer declares).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn list_resources(&self) -> Result<Vec<DynamicObject>, Error> {
+        match self.api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => Ok(l.items),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(Self::kube_err("(list)")(e)),
+        }
+    }
+
+    /// Deletes `app`'s resource (with its status and history) if its UID is still `uid`.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] (gone already is no error).
+    pub async fn remove(&self, app: &str, uid: &str) -> Result<(), Error> {
+        let dp = kube::api::DeleteParams::default()
+            .preconditions(kube::api::Preconditions { uid: Some(uid.into()), resource_version: None });
+        match self.api.delete(app, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Self::kube_err(app)(e)),
+        }
+        if let Ok(mut m) = self.uids.lock() {
+            m.remove(app);
+        }
+        if let Ok(mut m) = self.hooks.lock() {
+            m.remove(app);
+        }
         Ok(())
     }
 
