@@ -19,8 +19,10 @@
 
 mod boundary;
 mod decide;
+pub mod depends;
 mod hand_over;
 mod progress;
+pub mod windows;
 
 use serde::Serialize;
 

@@ -167,6 +167,12 @@ pub enum ConditionType {
     /// (plumb does not write those fields), so the application converges instead of
     /// rotating the value on every render.
     NonDeterministicRender,
+    /// `dependsOn`: automated sync and selfHeal wait until every dependency is Synced
+    /// and Healthy at its current revision; the message names which and why.
+    WaitingForDependency,
+    /// A sync window holds syncs (`syncWindows`): the message names the window and
+    /// when syncs may next start.
+    SyncWindowClosed,
 }
 
 impl ConditionType {
@@ -192,6 +198,8 @@ impl ConditionType {
             Self::IgnoreDifferencesWarning => "IgnoreDifferencesWarning",
             Self::UntrackedResourceWarning => "UntrackedResourceWarning",
             Self::NonDeterministicRender => "NonDeterministicRender",
+            Self::WaitingForDependency => "WaitingForDependency",
+            Self::SyncWindowClosed => "SyncWindowClosed",
         }
     }
 
@@ -453,6 +461,10 @@ pub struct AppStatus {
     /// The value of the last sync request ([`SYNC_ANNOTATION`]) a pass acted on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sync_request: String,
+    /// What the environment's sync windows said at the last pass (the active windows,
+    /// what they hold, the next change), when any applies to the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_windows: Option<crate::plan::windows::Verdict>,
 }
 
 /// A pause of automated sync and selfHeal (`plumb suspend APP --for 2h --reason …`),

@@ -268,6 +268,10 @@ pub struct Environment {
     /// plumb's own identity needs `impersonate` on it. Unset: plumb's own identity.
     #[serde(default)]
     pub service_account_name: Option<String>,
+    /// When automated sync and selfHeal may run (Argo CD's AppProject sync windows):
+    /// see [`crate::plan::windows`]. Empty: always.
+    #[serde(default)]
+    pub sync_windows: Vec<super::SyncWindow>,
 }
 
 /// What one application's Git may make plumb write (Argo CD's AppProject destinations
@@ -547,6 +551,11 @@ pub struct Application {
     /// replacing its environment's `serviceAccountName`.
     #[serde(default)]
     pub service_account_name: Option<String>,
+    /// Applications that must be Synced and Healthy at their current revision before
+    /// this one's automated syncs and selfHeal run (see [`crate::plan::depends`]):
+    /// names of applications of this policy; no cycles.
+    #[serde(default)]
+    pub depends_on: Vec<Spanned<String>>,
 }
 
 impl Application {
