@@ -464,7 +464,35 @@ pub struct AppStatus {
     /// What the environment's sync windows said at the last pass (the active windows,
     /// what they hold, the next change), when any applies to the application.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sync_windows: Option<crate::plan::windows::Verdict>,
+    pub sync_windows: Option<SyncWindows>,
+}
+
+/// What the sync windows say for one application at one time (kept in its status;
+/// made by [`crate::plan::windows::verdict`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindows {
+    /// Why automated sync and selfHeal are held now, naming the window and when syncs
+    /// may next start; `None`: they may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
+    /// Why a person's sync is held now; `None`: it may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_closed: Option<String>,
+    /// The windows that apply and are active now, each described with its end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active: Vec<String>,
+    /// When whether automated sync may run changes next (RFC 3339, UTC); `None` when no
+    /// window applies, or nothing changes within [`crate::plan::windows::HORIZON`] window boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_change: Option<String>,
+}
+
+impl SyncWindows {
+    /// Whether any window applies (there is something to show).
+    pub fn any(&self) -> bool {
+        self.closed.is_some() || self.manual_closed.is_some() || !self.active.is_empty() || self.next_change.is_some()
+    }
 }
 
 /// A pause of automated sync and selfHeal (`plumb suspend APP --for 2h --reason …`),

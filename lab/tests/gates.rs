@@ -24,7 +24,9 @@ fn deployment(name: &str, ns: &str) -> String {
 }
 
 fn cm(name: &str, ns: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{value: \"{value}\"}}\n")
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{value: \"{value}\"}}\n"
+    )
 }
 
 fn condition(st: &AppStatus, t: ConditionType) -> Option<String> {
@@ -96,13 +98,16 @@ async fn depends_on_orders_two_applications() {
         "-o",
         "jsonpath={.status.conditions[?(@.type==\"Available\")].lastTransitionTime}",
     ]);
-    let created = kubectl(&["-n", ns, "get", "configmap", "web-config", "-o", "jsonpath={.metadata.creationTimestamp}"]);
-    let (available, created): (jiff::Timestamp, jiff::Timestamp) = (available.parse().unwrap(), created.parse().unwrap());
+    let created =
+        kubectl(&["-n", ns, "get", "configmap", "web-config", "-o", "jsonpath={.metadata.creationTimestamp}"]);
+    let (available, created): (jiff::Timestamp, jiff::Timestamp) =
+        (available.parse().unwrap(), created.parse().unwrap());
     assert!(available <= created, "db Available at {available}, web's ConfigMap created at {created}");
     plumb.stop().await;
 }
 
-const DENY_NOW: &str = "syncWindows: [{kind: deny, schedule: '* * * * *', duration: 1h, timeZone: Europe/Berlin, manualSync: MANUAL}]";
+const DENY_NOW: &str =
+    "syncWindows: [{kind: deny, schedule: '* * * * *', duration: 1h, timeZone: Europe/Berlin, manualSync: MANUAL}]";
 
 fn env(manual: bool) -> String {
     format!(
@@ -144,7 +149,7 @@ async fn a_deny_window_holds_automated_sync_and_self_heal_not_an_allowed_manual_
         "plumb-gates",
         "window",
         ns,
-        &env(true).lines().map(|l| format!("    {l}\n")).collect::<String>().trim_end().to_string(),
+        env(true).lines().map(|l| format!("    {l}\n")).collect::<String>().trim_end(),
     );
     let ctx = context_for(&policy, &a.lab.tmp.path().join("cache"), false).await;
     let r = ctx.run_pass("window", Mode::Manual { prune: true, approve: false }, None).await.unwrap();
@@ -152,7 +157,17 @@ async fn a_deny_window_holds_automated_sync_and_self_heal_not_an_allowed_manual_
     assert_eq!(kubectl(&["-n", ns, "get", "configmap", "settings", "-o", "jsonpath={.data.value}"]), "1");
 
     // drift: shown, not reverted
-    kubectl(&["-n", ns, "patch", "configmap", "settings", "--type", "merge", "-p", "{\"data\":{\"value\":\"by-hand\"}}"]);
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "configmap",
+        "settings",
+        "--type",
+        "merge",
+        "-p",
+        "{\"data\":{\"value\":\"by-hand\"}}",
+    ]);
     let r = ctx.run_pass("window", Mode::Policy, None).await.unwrap();
     assert!(r.sync.is_none(), "selfHeal held: {:?}", r.sync);
     assert_eq!(r.status.sync, SyncStatus::OutOfSync);

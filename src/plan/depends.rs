@@ -16,9 +16,8 @@
 use std::collections::BTreeMap;
 
 use crate::{
-    compare::SyncStatus,
     health::HealthStatus,
-    status::{AppStatus, SyncResult, short},
+    status::{AppStatus, SyncResult, SyncStatus, short},
 };
 
 pub use crate::config::graph::{cycle, order};
@@ -81,7 +80,8 @@ mod tests {
 
     #[test]
     fn order_puts_dependencies_first_and_names_a_cycle() {
-        let cases: [(&str, Vec<(&str, &[&str])>, Result<Vec<&str>, Vec<&str>>); 6] = [
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a [&'a str])>, Result<Vec<&'a str>, Vec<&'a str>>);
+        let cases: [Case; 6] = [
             ("no edges: by name", vec![("web", &[]), ("api", &[])], Ok(vec!["api", "web"])),
             (
                 "a chain",

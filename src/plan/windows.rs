@@ -16,8 +16,6 @@
 //!   sync is held when any window that holds it lacks `manualSync: true`;
 //! - drift is still compared and shown while a window holds syncs.
 
-use serde::{Deserialize, Serialize};
-
 pub use crate::config::{Window, WindowKind as Kind, compile_windows as compile};
 
 impl Window {
@@ -35,32 +33,7 @@ impl Window {
     }
 }
 
-/// What the sync windows say for one application at one time (kept in its status).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Verdict {
-    /// Why automated sync and selfHeal are held now, naming the window and when syncs
-    /// may next start; `None`: they may run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub closed: Option<String>,
-    /// Why a person's sync is held now; `None`: it may run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manual_closed: Option<String>,
-    /// The windows that apply and are active now, each described with its end.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub active: Vec<String>,
-    /// When whether automated sync may run changes next (RFC 3339, UTC); `None` when no
-    /// window applies, or nothing changes within [`HORIZON`] window boundaries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_change: Option<String>,
-}
-
-impl Verdict {
-    /// Whether any window applies (there is something to show).
-    pub fn any(&self) -> bool {
-        self.closed.is_some() || self.manual_closed.is_some() || !self.active.is_empty() || self.next_change.is_some()
-    }
-}
+pub use crate::status::SyncWindows as Verdict;
 
 /// How many window boundaries (starts and ends) [`verdict`] looks ahead for the next
 /// change.
