@@ -489,6 +489,23 @@ pub struct SyncWindows {
 }
 
 impl SyncWindows {
+    /// On one line: whether automated and manual syncs may run, the active windows,
+    /// the next change (`plumb get`, the status page).
+    pub fn summary(&self) -> String {
+        let state = match (&self.closed, &self.manual_closed) {
+            (None, _) => "automated sync allowed",
+            (Some(_), None) => "automated sync held, manual sync allowed",
+            (Some(_), Some(_)) => "all syncs held",
+        };
+        let active = if self.active.is_empty() {
+            "no window active".to_string()
+        } else {
+            format!("active: {}", self.active.join(", "))
+        };
+        let next = self.next_change.as_deref().map_or_else(String::new, |t| format!("; next change at {t}"));
+        format!("{state}; {active}{next}")
+    }
+
     /// Whether any window applies (there is something to show).
     pub fn any(&self) -> bool {
         self.closed.is_some() || self.manual_closed.is_some() || !self.active.is_empty() || self.next_change.is_some()

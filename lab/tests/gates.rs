@@ -137,6 +137,13 @@ async fn a_deny_window_holds_automated_sync_and_self_heal_not_an_allowed_manual_
     assert_eq!(windows.active.len(), 1, "{windows:?}");
     assert!(windows.next_change.is_none(), "a window that starts every minute for an hour never ends: {windows:?}");
     assert!(!exists(ns, "configmap/settings"), "nothing written");
+    let (code, out, err) = plumb_cli(&["get", "window", "-n", "plumb-gates"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Sync windows: all syncs held; active: deny window 1 (* * * * * Europe/Berlin, 1h) until "),
+        "plumb get shows the window: {out}"
+    );
+    assert!(out.contains("Condition:    SyncWindowClosed: automated sync is held: deny window 1"), "{out}");
 
     let r = a.pass(Mode::Manual { prune: true, approve: false }).await;
     assert!(r.sync.is_none(), "manualSync: false refuses a person's sync too: {:?}", r.sync);

@@ -190,6 +190,9 @@ pub fn get_table(s: &AppStatus) -> String {
     if let Some(r) = &s.last_sync {
         let _ = writeln!(out, "Last sync:    {} {} ({})", r.result, r.finished_at, r.reason);
     }
+    if let Some(w) = &s.sync_windows {
+        let _ = writeln!(out, "Sync windows: {}", sanitize(&w.summary()));
+    }
     for c in &s.conditions {
         let _ = writeln!(out, "Condition:    {}: {}", c.type_, sanitize(&c.message));
     }
@@ -292,6 +295,20 @@ mod tests {
             last_sync: Some(record.clone()),
             ..AppStatus::default()
         };
+        let held = crate::status::SyncWindows {
+            closed: Some("deny window 1 (0 9 * * * UTC, 1h) is active until 2026-12-02 10:00 UTC".into()),
+            active: vec!["deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC".into()],
+            next_change: Some("2026-12-02T10:00:00Z".into()),
+            ..Default::default()
+        };
+        let windowed = AppStatus { sync_windows: Some(held), ..status.clone() };
+        assert!(
+            get_table(&windowed).contains(
+                "Sync windows: automated sync held, manual sync allowed; active: deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC; next change at 2026-12-02T10:00:00Z\n"
+            ),
+            "{}",
+            get_table(&windowed)
+        );
         for text in [status_table(std::slice::from_ref(&status)), history_table(&[record]), get_table(&status)] {
             assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
             assert!(text.contains("bump\\u{1b}]0;owned\\u{7} nginx"), "{text}");
