@@ -125,6 +125,41 @@ mod tests {
         }
     }
 
+    /// Each application of a graph, from the statuses of all: what it waits for.
+    #[test]
+    fn readiness_of_each_dependent_in_a_graph() {
+        use HealthStatus::*;
+        use SyncStatus::*;
+        let at = "1a2b3c4d5e";
+        let g = graph(&[
+            ("cert-manager", &[]),
+            ("ingress", &[]),
+            ("api", &["cert-manager"]),
+            ("web", &["api", "ingress"]),
+            ("docs", &["ingress"]),
+        ]);
+        let statuses: BTreeMap<&str, AppStatus> = [
+            ("cert-manager", status(Synced, Healthy, at, Some(SyncResult::Succeeded))),
+            ("api", status(Synced, Progressing, at, Some(SyncResult::Succeeded))),
+            ("ingress", status(Synced, Healthy, at, Some(SyncResult::Succeeded))),
+        ]
+        .into_iter()
+        .collect();
+        let waits: Vec<(&str, Option<String>)> =
+            g.iter().map(|(app, ds)| (*app, waiting(ds.iter().map(|d| (*d, statuses.get(d)))))).collect();
+        let want = [
+            ("api", None),
+            ("cert-manager", None),
+            ("docs", None),
+            ("ingress", None),
+            ("web", Some("api is Progressing at 1a2b3c4".to_string())),
+        ];
+        assert_eq!(waits, want);
+        // api Healthy: web is ready too, and api's dependents are the ones to wake
+        assert_eq!(dependents(&g, "api"), ["web"]);
+        assert_eq!(dependents(&g, "ingress"), ["docs", "web"]);
+    }
+
     #[test]
     fn readiness_of_a_dependency() {
         use HealthStatus::*;
