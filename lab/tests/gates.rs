@@ -184,3 +184,53 @@ async fn a_deny_window_holds_automated_sync_and_self_heal_not_an_allowed_manual_
     assert_eq!(kubectl(&["-n", ns, "get", "configmap", "settings", "-o", "jsonpath={.data.value}"]), "by-hand");
     assert_eq!(ctx.history("window").await.unwrap().len(), 1, "only the manual sync is in the history");
 }
+
+/// A pass held by a window wakes when the window opens: an allow window that opens at
+/// the next full minute (at least 30 s away), with an hour's poll: served, the
+/// application is held until then (its status naming the opening), and synced within
+/// seconds of it, not at the poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_pass_wakes_when_the_window_opens() {
+    let ns = "gates-wake";
+    let lab = Lab::new("gates-wake");
+    lab.repo.write("app/cm.yaml", &cm("settings", ns, "1")).unwrap();
+    lab.repo.commit("first").unwrap();
+    let now = jiff::Timestamp::now();
+    let opens = jiff::Timestamp::from_second((now.as_second() + 90) / 60 * 60).unwrap();
+    let at = opens.to_zoned(jiff::tz::TimeZone::UTC);
+    let window =
+        format!("    syncWindows: [{{kind: allow, schedule: '{} {} * * *', duration: 1h}}]", at.minute(), at.hour());
+    let env = format!(
+        "    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\n{window}"
+    );
+    let policy = lab.app_policy("plumb-gates-wake", "wake", ns, &env);
+    let plumb = Plumb::start(&policy, &lab.tmp.path().join("cache")).await;
+
+    let st = wait_for("held by the window", Duration::from_secs(30), || async {
+        plumb.status("wake").await.filter(|s| condition(s, ConditionType::SyncWindowClosed).is_some())
+    })
+    .await;
+    let windows = st.sync_windows.clone().unwrap();
+    assert_eq!(windows.next_change.as_deref(), Some(opens.to_string().as_str()), "{windows:?}");
+    assert!(
+        condition(&st, ConditionType::SyncWindowClosed)
+            .unwrap()
+            .contains(&format!("syncs may start at {}", at.strftime("%Y-%m-%d %H:%M UTC"))),
+        "{:?}",
+        st.conditions
+    );
+    assert!(!exists(ns, "configmap/settings"), "nothing written before the window opens");
+
+    let st = wait_for("synced once the window opened", Duration::from_secs(150), || async {
+        plumb.status("wake").await.filter(|s| s.last_sync.is_some())
+    })
+    .await;
+    let synced_at: jiff::Timestamp = st.last_sync.as_ref().unwrap().started_at.parse().unwrap();
+    assert!(synced_at >= opens, "the sync started at {synced_at}, the window opens at {opens}");
+    assert!(
+        synced_at.duration_since(opens) < jiff::SignedDuration::from_secs(15),
+        "woken at the opening ({opens}), not at the poll: {synced_at}"
+    );
+    assert_eq!(st.last_sync.unwrap().result, SyncResult::Succeeded);
+    plumb.stop().await;
+}
