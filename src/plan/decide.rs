@@ -302,6 +302,9 @@ fn held_by_gates(
 ) -> Option<SyncReason> {
     let reason = wanted?;
     let manual = reason == SyncReason::Manual;
+    if let (Some(why), true) = (input.waiting_for, manual) {
+        tracing::warn!(app = input.app, "a manual sync runs although its dependencies are not ready: {why}");
+    }
     if let (Some(why), false) = (input.waiting_for, manual) {
         conditions.push(Condition::new(
             ConditionType::WaitingForDependency,
