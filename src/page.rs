@@ -278,6 +278,9 @@ fn summary(b: &mut String, st: &AppStatus, timings: Option<&PassTimings>) {
     row("Revision", revision(&st.revision, &st.subject));
     row("Synced revision", revision(&st.synced_revision, ""));
     row("Paused / pinned", holds(st));
+    if let Some(w) = &st.sync_windows {
+        row("Sync windows", escape(&w.summary()));
+    }
     let mut last = last_sync(st.last_sync.as_ref());
     if let Some(r) = &st.last_sync {
         let _ = write!(last, " ({})", escape(r.reason.as_str()));

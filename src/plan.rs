@@ -20,9 +20,11 @@
 mod boundary;
 mod decide;
 pub mod decommission;
+pub mod depends;
 mod hand_over;
 pub mod hooks;
 mod progress;
+pub mod windows;
 
 use serde::Serialize;
 

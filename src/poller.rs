@@ -35,7 +35,7 @@ pub const POLL_AGE_INTERVALS: u32 = 2;
 pub fn freshness(cause: Cause, interval: Duration) -> Freshness {
     match cause {
         Cause::Triggered(t) if t.wants_fresh_refs() => Freshness::Now,
-        Cause::Triggered(_) | Cause::Start | Cause::Poll | Cause::Settle => {
+        Cause::Triggered(_) | Cause::Start | Cause::Poll | Cause::Settle | Cause::Wake => {
             Freshness::Within(interval * POLL_AGE_INTERVALS)
         }
     }

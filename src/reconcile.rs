@@ -72,6 +72,16 @@ use crate::{
 };
 pub use crate::{compare::ObjectDiff, plan::Mode};
 
+/// What `env`'s sync windows say for application `app` at `now`
+/// ([`plan::windows::verdict`]); windows that do not compile (the policy was validated,
+/// so none) count as absent.
+fn windows_verdict(env: &Environment, app: &str, now: jiff::Timestamp) -> plan::windows::Verdict {
+    match plan::windows::compile(&env.sync_windows) {
+        Ok(ws) => plan::windows::verdict(&ws, app, now),
+        Err(_) => plan::windows::Verdict::default(),
+    }
+}
+
 /// How many objects are compared at once.
 const CONCURRENCY: usize = 16;
 
@@ -994,6 +1004,8 @@ impl Context {
             stall_after: crate::health::HealthSettings::from_policy(&p.env.health).stall_after,
             now: p.clock.now,
         };
+        let waiting_for = self.dependencies_waiting(p.app).await;
+        let windows = windows_verdict(p.env, p.name, p.clock.now);
         let gate = assess::Gate {
             mode,
             policy,
@@ -1001,10 +1013,34 @@ impl Context {
             fail_on_shared: options.fail_on_shared,
             rewritten: rewritten.as_deref(),
             paused: p.requested.paused,
+            waiting_for: waiting_for.as_deref(),
+            windows: &windows,
             now: p.clock.started,
         };
         let (st, excluded, decision) = assess::judged(base, &a, &gate, state);
         Judged { st, plan: the_plan, excluded, decision }
+    }
+
+    /// Why application `app`'s dependencies (`dependsOn`) are not ready
+    /// ([`plan::depends::waiting`]), from their latest published statuses (read from the
+    /// store for one this process has not passed yet); `None` when all are ready.
+    async fn dependencies_waiting(&self, app: &Application) -> Option<String> {
+        let mut statuses = Vec::new();
+        for d in &app.depends_on {
+            let name = d.value.as_str();
+            let st = match self.published.status(name) {
+                Some(st) => Some(AppStatus::clone(&st)),
+                None => match self.store.load(name).await {
+                    Ok((st, _)) => Some(st),
+                    Err(e) => {
+                        tracing::warn!(app = %app.name.value, dependency = name, "reading its status: {e}");
+                        None
+                    }
+                },
+            };
+            statuses.push((name, st));
+        }
+        plan::depends::waiting(statuses.iter().map(|(n, s)| (*n, s.as_ref())))
     }
 
     /// Stage 2: the comparisons of the application's last pass (`last`) when nothing

@@ -48,15 +48,18 @@ pub enum Trigger {
     Health,
     /// The repository's poller saw the application's revision name another commit.
     Moved,
+    /// An application this one depends on (`dependsOn`) became ready at a new
+    /// revision: its automated sync may go on now, not at the next poll.
+    Dependency,
 }
 
 impl Trigger {
     /// Whether its pass reads the remote's refs as they are now (a push, a request, a
     /// ref the poller saw move), not the repository poller's last advertisement: every
     /// trigger but [`Trigger::Drift`] and [`Trigger::Health`], changes in the cluster,
-    /// which Git did not make.
+    /// which Git did not make, and [`Trigger::Dependency`] (another application moved).
     pub fn wants_fresh_refs(self) -> bool {
-        !self.live()
+        !self.live() && self != Trigger::Dependency
     }
 
     /// Whether a change in the cluster asked for it ([`Trigger::Drift`],
@@ -80,7 +83,7 @@ impl Trigger {
         }
     }
 
-    /// `webhook`, `manual`, `drift`, `health` or `moved`, for logs.
+    /// `webhook`, `manual`, `drift`, `health`, `moved` or `dependency`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
@@ -88,6 +91,7 @@ impl Trigger {
             Trigger::Drift => "drift",
             Trigger::Health => "health",
             Trigger::Moved => "moved",
+            Trigger::Dependency => "dependency",
         }
     }
 }
@@ -104,15 +108,19 @@ pub enum Cause {
     Settle,
     /// A trigger (the first of those the pass answers).
     Triggered(Trigger),
+    /// The time the last pass asked to be looked at again ([`Scheduler::wake_at`]),
+    /// e.g. when a sync window opens.
+    Wake,
 }
 
 impl Cause {
-    /// `start`, `poll`, `settle`, or the trigger's name, for logs.
+    /// `start`, `poll`, `settle`, `wake`, or the trigger's name, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Cause::Start => "start",
             Cause::Poll => "poll",
             Cause::Settle => "settle",
+            Cause::Wake => "wake",
             Cause::Triggered(t) => t.as_str(),
         }
     }
@@ -146,6 +154,8 @@ pub struct Scheduler {
 struct Waiting {
     next: std::sync::Mutex<Option<Trigger>>,
     notify: Notify,
+    /// The instant the pass that just ran asked for the next pass by, if any.
+    wake: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Waiting {
@@ -169,6 +179,11 @@ impl Waiting {
 
     fn is_waiting(&self) -> bool {
         self.next.lock().is_ok_and(|n| n.is_some())
+    }
+
+    /// The wake-up asked for, taken.
+    fn take_wake(&self) -> Option<tokio::time::Instant> {
+        self.wake.lock().ok()?.take()
     }
 }
 
@@ -203,6 +218,18 @@ impl Scheduler {
             tracker.spawn(run_loop(run, interval, waiting, token.clone(), started.clone()));
         }
         Self { senders: Arc::new(senders) }
+    }
+
+    /// Asks that the next pass of `app` start no later than `at` ([`Cause::Wake`]),
+    /// sooner than its poll: called by its pass (e.g. a sync window opens then). The
+    /// earliest asked since the pass started counts; false for an unknown application.
+    pub fn wake_at(&self, app: &str, at: Instant) -> bool {
+        let Some(waiting) = self.senders.get(app) else { return false };
+        if let Ok(mut wake) = waiting.wake.lock() {
+            let at = tokio::time::Instant::from_std(at);
+            *wake = Some(wake.map_or(at, |w| w.min(at)));
+        }
+        true
     }
 
     /// Asks for a pass of `app`. Returns false when no such application exists. When a
@@ -264,6 +291,12 @@ async fn run_loop<F, Fut, St>(
         }
         let (wait, timer) =
             if settling { (interval.min(SETTLE_INTERVAL), Cause::Settle) } else { (jittered(interval), Cause::Poll) };
+        let (wait, timer) = match waiting.take_wake() {
+            Some(at) if at.saturating_duration_since(tokio::time::Instant::now()) < wait => {
+                (at.saturating_duration_since(tokio::time::Instant::now()), Cause::Wake)
+            }
+            _ => (wait, timer),
+        };
         let timeout = tokio::time::sleep(wait);
         tokio::pin!(timeout);
         why = loop {
@@ -343,6 +376,35 @@ mod tests {
         let actor = run_loop(pass, Duration::from_secs(1), Arc::default(), CancellationToken::new(), |_| {});
         let size = std::mem::size_of_val(&actor);
         assert!(size < 1024, "an actor's future is {size} bytes");
+    }
+
+    /// A pass that asks to be woken (a sync window opens in 40 s) gets its next pass
+    /// then, not at the 180 s poll; the wake-up is used once.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_asks_to_be_woken_before_its_poll() {
+        let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let waiting = Arc::new(Waiting::default());
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting.clone())])) };
+        let (c, s) = (causes.clone(), sched.clone());
+        let t0 = tokio::time::Instant::now();
+        let pass = move |why: Cause, (): ()| {
+            c.lock().unwrap().push((why.as_str(), t0.elapsed().as_secs()));
+            if why == Cause::Start {
+                assert!(s.wake_at("web", (tokio::time::Instant::now() + Duration::from_secs(40)).into_std()));
+            }
+            async { (false, ()) }
+        };
+        let token = CancellationToken::new();
+        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting, token.clone(), |_| {}));
+        assert!(!sched.wake_at("nope", std::time::Instant::now()));
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert_eq!(*causes.lock().unwrap(), [("start", 0), ("wake", 40)]);
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        let seen = causes.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "then the poll: {seen:?}");
+        assert_eq!(seen[2].0, "poll");
+        token.cancel();
+        task.await.unwrap();
     }
 
     /// A burst of triggers while a pass runs leads to exactly one more pass; polls

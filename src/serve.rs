@@ -510,9 +510,12 @@ fn start_actors(
         Arc::new(apps.iter().cloned().collect());
     let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
+    let handle: Arc<std::sync::OnceLock<Scheduler>> = Arc::default();
+    let own = handle.clone();
     let pass = move |app: String, cause: Cause, mut state: AppState| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
+        let scheduler = own.clone();
         let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
         let fresh = crate::poller::freshness(cause, interval);
         async move {
@@ -521,7 +524,13 @@ fn start_actors(
             let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if leadership.is_leader() {
-                policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode_of(cause)), fresh).await
+                let before = ctx.published().status(&app);
+                let settling =
+                    policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode_of(cause)), fresh).await;
+                if let (Some(s), Some(after)) = (scheduler.get(), ctx.published().status(&app)) {
+                    after_gates(&ctx.config, s, before.as_deref(), &after);
+                }
+                settling
             } else {
                 false
             };
@@ -529,7 +538,38 @@ fn start_actors(
             (settling, state)
         }
     };
-    Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token)
+    let scheduler = Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token);
+    let _ = handle.set(scheduler.clone());
+    scheduler
+}
+
+/// After a pass of application `after.app`: when it became ready for its dependents
+/// ([`crate::plan::depends::not_ready`]: Synced and Healthy at a revision it was not
+/// ready at before, `before`), a pass of each application that depends on it
+/// ([`Trigger::Dependency`]); when its sync windows change at a known time, its next
+/// pass then ([`Scheduler::wake_at`]).
+fn after_gates(
+    config: &crate::config::Config,
+    scheduler: &Scheduler,
+    before: Option<&crate::status::AppStatus>,
+    after: &crate::status::AppStatus,
+) {
+    let app = after.app.as_str();
+    let ready = |s: &crate::status::AppStatus| crate::plan::depends::not_ready(app, Some(s)).is_none();
+    let newly = ready(after) && before.is_none_or(|b| !ready(b) || b.revision != after.revision);
+    if newly {
+        for d in config.applications.iter().filter(|a| a.depends_on.iter().any(|d| d.value == app)) {
+            tracing::debug!(app = %d.name.value, dependency = app, "dependency ready: pass");
+            scheduler.trigger(&d.name.value, Trigger::Dependency);
+        }
+    }
+    let next = after.sync_windows.as_ref().and_then(|w| w.next_change.as_deref());
+    if let Some(at) = next.and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+        let left = jiff::Timestamp::now().duration_until(at);
+        let left = std::time::Duration::try_from(left).unwrap_or_default();
+        // a second late: the window has changed by then
+        scheduler.wake_at(app, std::time::Instant::now() + left + std::time::Duration::from_secs(1));
+    }
 }
 
 /// How many applications' first passes run at once when `plumb serve` starts: every

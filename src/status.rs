@@ -174,6 +174,12 @@ pub enum ConditionType {
     /// The application left the policy and its objects are being deleted
     /// (`deletionPolicy: delete|wait`): the message says what is left.
     Decommissioning,
+    /// `dependsOn`: automated sync and selfHeal wait until every dependency is Synced
+    /// and Healthy at its current revision; the message names which and why.
+    WaitingForDependency,
+    /// A sync window holds syncs (`syncWindows`): the message names the window and
+    /// when syncs may next start.
+    SyncWindowClosed,
 }
 
 impl ConditionType {
@@ -201,6 +207,8 @@ impl ConditionType {
             Self::NonDeterministicRender => "NonDeterministicRender",
             Self::DecommissionPending => "DecommissionPending",
             Self::Decommissioning => "Decommissioning",
+            Self::WaitingForDependency => "WaitingForDependency",
+            Self::SyncWindowClosed => "SyncWindowClosed",
         }
     }
 
@@ -538,6 +546,55 @@ pub struct AppStatus {
     /// The value of the last sync request ([`SYNC_ANNOTATION`]) a pass acted on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sync_request: String,
+    /// What the environment's sync windows said at the last pass (the active windows,
+    /// what they hold, the next change), when any applies to the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_windows: Option<SyncWindows>,
+}
+
+/// What the sync windows say for one application at one time (kept in its status;
+/// made by [`crate::plan::windows::verdict`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindows {
+    /// Why automated sync and selfHeal are held now, naming the window and when syncs
+    /// may next start; `None`: they may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
+    /// Why a person's sync is held now; `None`: it may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_closed: Option<String>,
+    /// The windows that apply and are active now, each described with its end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active: Vec<String>,
+    /// When whether automated sync may run changes next (RFC 3339, UTC); `None` when no
+    /// window applies, or nothing changes within [`crate::plan::windows::HORIZON`] window boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_change: Option<String>,
+}
+
+impl SyncWindows {
+    /// On one line: whether automated and manual syncs may run, the active windows,
+    /// the next change (`plumb get`, the status page).
+    pub fn summary(&self) -> String {
+        let state = match (&self.closed, &self.manual_closed) {
+            (None, _) => "automated sync allowed",
+            (Some(_), None) => "automated sync held, manual sync allowed",
+            (Some(_), Some(_)) => "all syncs held",
+        };
+        let active = if self.active.is_empty() {
+            "no window active".to_string()
+        } else {
+            format!("active: {}", self.active.join(", "))
+        };
+        let next = self.next_change.as_deref().map_or_else(String::new, |t| format!("; next change at {t}"));
+        format!("{state}; {active}{next}")
+    }
+
+    /// Whether any window applies (there is something to show).
+    pub fn any(&self) -> bool {
+        self.closed.is_some() || self.manual_closed.is_some() || !self.active.is_empty() || self.next_change.is_some()
+    }
 }
 
 /// A pause of automated sync and selfHeal (`plumb suspend APP --for 2h --reason …`),

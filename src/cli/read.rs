@@ -199,6 +199,9 @@ pub fn get_table(s: &AppStatus) -> String {
             let _ = writeln!(out, "Hook:         {}", sanitize(&h.line()));
         }
     }
+    if let Some(w) = &s.sync_windows {
+        let _ = writeln!(out, "Sync windows: {}", sanitize(&w.summary()));
+    }
     for c in &s.conditions {
         let _ = writeln!(out, "Condition:    {}: {}", c.type_, sanitize(&c.message));
     }
@@ -316,6 +319,20 @@ mod tests {
         assert!(
             lines.contains("\n    hook PreSync Job.batch/web/migrate-0123456 Failed 12s: BackoffLimitExceeded\\u{1b}[2J\n    … 2 more hook(s)\n"),
             "{lines}"
+        );
+        let held = crate::status::SyncWindows {
+            closed: Some("deny window 1 (0 9 * * * UTC, 1h) is active until 2026-12-02 10:00 UTC".into()),
+            active: vec!["deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC".into()],
+            next_change: Some("2026-12-02T10:00:00Z".into()),
+            ..Default::default()
+        };
+        let windowed = AppStatus { sync_windows: Some(held), ..status.clone() };
+        assert!(
+            get_table(&windowed).contains(
+                "Sync windows: automated sync held, manual sync allowed; active: deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC; next change at 2026-12-02T10:00:00Z\n"
+            ),
+            "{}",
+            get_table(&windowed)
         );
         for text in [status_table(std::slice::from_ref(&status)), history_table(&[record]), get_table(&status)] {
             assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");

@@ -21,6 +21,7 @@
 
 pub mod chart_version;
 mod commit_status;
+pub mod graph;
 mod health_status;
 pub mod jq;
 mod load;
@@ -28,6 +29,7 @@ pub mod model;
 pub mod repo_url;
 mod source;
 mod sync_options;
+mod sync_window;
 mod validate;
 
 pub use commit_status::{DestinationError, StatusDestination};
@@ -36,4 +38,5 @@ pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
 pub use source::{ChartSource, CrdPolicy, ImageOverride, RenderTools, SopsKeys, Source, SourceType};
 pub use sync_options::{Propagation, SYNC_OPTIONS, SyncOption, SyncOptions, check_sync_option};
+pub use sync_window::{SyncWindow, Window, WindowKind, WindowProblem, compile_windows};
 pub use validate::{Problem, validate, validate_with, warnings};

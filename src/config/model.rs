@@ -273,6 +273,10 @@ pub struct Environment {
     /// application's own `deletionPolicy` wins. Default `orphan`.
     #[serde(default)]
     pub deletion_policy: Option<Spanned<String>>,
+    /// When automated sync and selfHeal may run (Argo CD's AppProject sync windows):
+    /// see [`crate::plan::windows`]. Empty: always.
+    #[serde(default)]
+    pub sync_windows: Vec<super::SyncWindow>,
 }
 
 /// What plumb does with an application's objects once the application leaves the
@@ -595,6 +599,11 @@ pub struct Application {
     /// replacing its environment's `deletionPolicy` (see [`DeletionPolicy`]).
     #[serde(default)]
     pub deletion_policy: Option<Spanned<String>>,
+    /// Applications that must be Synced and Healthy at their current revision before
+    /// this one's automated syncs and selfHeal run (see [`crate::plan::depends`]):
+    /// names of applications of this policy; no cycles.
+    #[serde(default)]
+    pub depends_on: Vec<Spanned<String>>,
 }
 
 impl Application {

@@ -208,6 +208,11 @@ fn check_environments<'a>(config: &'a Config, problem: &mut impl FnMut(u32, Stri
         if let Some(m) = deletion_policy_problem(e.deletion_policy.as_ref()) {
             problem(e.deletion_policy.as_ref().map_or(0, line), format!("environment `{}`: {m}", e.name.value));
         }
+        if let Err(problems) = super::compile_windows(&e.sync_windows) {
+            for (at, m) in problems {
+                problem(if at > 0 { at } else { line(&e.name) }, format!("environment `{}`: {m}", e.name.value));
+            }
+        }
     }
     envs
 }
@@ -271,6 +276,35 @@ fn check_applications(
         for m in trust_problems(config, a) {
             problem(line(&a.name), format!("application `{}`: {m}", a.name.value));
         }
+    }
+    check_depends_on(config, problem);
+}
+
+/// `dependsOn`: every name is a declared application other than itself, and the graph
+/// has no cycle (the cycle named, at the line of the entry that closes it).
+fn check_depends_on(config: &Config, problem: &mut impl FnMut(u32, String)) {
+    let names: HashSet<&str> = config.applications.iter().map(|a| a.name.value.as_str()).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for a in &config.applications {
+        for d in &a.depends_on {
+            if !names.contains(d.value.as_str()) {
+                problem(
+                    line(d),
+                    format!("application `{}`: dependsOn names unknown application `{}`", a.name.value, d.value),
+                );
+            }
+        }
+        graph.insert(a.name.value.as_str(), a.depends_on.iter().map(|d| d.value.as_str()).collect::<Vec<_>>());
+    }
+    if let Some(cycle) = super::graph::cycle(&graph) {
+        let (first, second) = (cycle[0].as_str(), cycle.get(1).map_or("", String::as_str));
+        let at = config
+            .applications
+            .iter()
+            .find(|a| a.name.value == first)
+            .and_then(|a| a.depends_on.iter().find(|d| d.value == second))
+            .map_or(0, line);
+        problem(at, format!("application `{first}`: dependsOn makes a cycle: {}", cycle.join(" → ")));
     }
 }
 
@@ -499,6 +533,64 @@ applications:
         assert_eq!(policy("web"), DeletionPolicy::Wait, "the application's own wins");
         assert_eq!(policy("api"), DeletionPolicy::Delete, "the environment's default");
         assert_eq!(policy("db"), DeletionPolicy::Delete);
+    }
+
+    /// `syncWindows`: each bad field with its line.
+    #[test]
+    fn sync_windows_are_validated_with_their_line() {
+        let text = "\
+environments:
+  - name: prod
+    syncWindows:
+      - kind: deny
+        schedule: '0 9 * * 8'
+        duration: 1h
+      - {kind: allow, schedule: '0 22 * * *', duration: 0s, timeZone: Europe/Berlin}
+      - kind: allow
+        schedule: '0 22 * * *'
+        duration: 2h
+        timeZone: Europe/Nowhere
+";
+        let msg = load_str(text, Path::new("w.yaml"), Path::new(".")).expect_err("invalid").to_string();
+        for want in [
+            "w.yaml:5: environment `prod`: syncWindows[1]: schedule `0 9 * * 8` is not a cron expression",
+            "w.yaml:7: environment `prod`: syncWindows[2]: duration `0s` must be a positive duration",
+            "w.yaml:11: environment `prod`: syncWindows[3]: timeZone `Europe/Nowhere` is not an IANA time zone",
+        ] {
+            assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
+        }
+    }
+
+    /// `dependsOn`: unknown names and cycles, each with its line; the cycle named.
+    #[test]
+    fn depends_on_names_known_applications_without_a_cycle() {
+        let text = "\
+repositories: [{name: r, url: https://git.example/fleet.git}]
+environments: [{name: dev}]
+applications:
+  - {name: a, repository: r, namespace: a, environment: dev, dependsOn: [b]}
+  - {name: b, repository: r, namespace: b, environment: dev, dependsOn: [c]}
+  - name: c
+    repository: r
+    namespace: c
+    environment: dev
+    dependsOn:
+      - nope
+      - a
+  - {name: ok, repository: r, namespace: ok, environment: dev, dependsOn: [a]}
+";
+        let msg = load_str(text, Path::new("d.yaml"), Path::new(".")).expect_err("invalid").to_string();
+        for want in [
+            "d.yaml:11: application `c`: dependsOn names unknown application `nope`",
+            "d.yaml:4: application `a`: dependsOn makes a cycle: a → b → c → a",
+        ] {
+            assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
+        }
+        let fine = text
+            .replace("      - nope\n      - a\n", "      - ok2\n")
+            .replace("ok2", "b")
+            .replace("dependsOn: [c]", "dependsOn: []");
+        assert!(load_str(&fine, Path::new("d.yaml"), Path::new(".")).is_ok(), "{fine}");
     }
 
     /// Issue 12: `sensitiveFields` rules are checked with the line of the bad field.

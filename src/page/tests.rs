@@ -206,6 +206,23 @@ fn paused_and_pinned_are_shown_with_who_why_and_when() {
 }
 
 #[test]
+fn sync_windows_are_shown_with_the_next_change() {
+    let mut st = status();
+    assert!(!application(&st, &[], None, None).contains("Sync windows"), "none apply: no row");
+    st.sync_windows = Some(crate::status::SyncWindows {
+        closed: Some("deny window 1 (0 9 * * * UTC, 1h) is active until 2026-12-02 10:00 UTC".into()),
+        manual_closed: Some("same".into()),
+        active: vec!["deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC".into()],
+        next_change: Some("2026-12-02T10:00:00Z".into()),
+    });
+    let html = application(&st, &[], None, None);
+    assert!(
+        html.contains("<dt>Sync windows</dt><dd>all syncs held; active: deny window 1 (0 9 * * * UTC, 1h) until 2026-12-02 10:00 UTC; next change at 2026-12-02T10:00:00Z</dd>"),
+        "{html}"
+    );
+}
+
+#[test]
 fn history_error_and_empty_states_are_said() {
     let st = AppStatus { app: "new".into(), ..AppStatus::default() };
     let html = application(&st, &[], None, None);

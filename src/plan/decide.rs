@@ -17,7 +17,12 @@
 //!   revision (a mutating webhook or another controller owns the field);
 //! - `FailOnSharedResource=true` holds back a sync while another application tracks one
 //!   of the objects;
-//! - a guard's refusal is recorded once per revision, not at every pass.
+//! - a guard's refusal is recorded once per revision, not at every pass;
+//! - `dependsOn`: automated sync and selfHeal wait while a dependency is not ready
+//!   (condition `WaitingForDependency`, see [`super::depends`]); a person's sync runs;
+//! - sync windows: automated sync and selfHeal wait while no window allows them
+//!   (condition `SyncWindowClosed`, see [`super::windows`]); a person's sync waits too
+//!   unless the window that holds it says `manualSync: true`.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -152,6 +157,11 @@ pub struct GateInput<'a> {
     /// Automated sync and selfHeal are paused (`plumb suspend`): a policy pass only
     /// compares; a manual sync still runs.
     pub paused: bool,
+    /// Why the application's dependencies are not ready ([`super::depends::waiting`]);
+    /// `None` when they are, or it has none. Automated sync and selfHeal hold.
+    pub waiting_for: Option<&'a str>,
+    /// What the sync windows say now ([`super::windows::Verdict`]).
+    pub windows: &'a super::windows::Verdict,
     /// Now.
     pub now: Instant,
     /// Now, on the wall clock (a failed sync's backoff counts from its recorded end).
@@ -203,6 +213,7 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
         Mode::Policy if input.paused => None,
         Mode::Policy => super::sync_reason(input.policy, out_of_sync, revision_changed, false),
     };
+    let wanted = held_by_gates(input, wanted, &mut conditions);
     let (reason, heal) = match wanted {
         Some(SyncReason::SelfHeal) => self_heal_gate(input),
         Some(r) => (Some(r), None),
@@ -279,6 +290,35 @@ pub fn decide(input: &GateInput<'_>) -> Decision {
         ));
     }
     Decision { reason, conditions, heal, settled, actionable }
+}
+
+/// `wanted` unless a dependency that is not ready or a closed sync window holds it (a
+/// condition each, naming what and why); checked before selfHeal's backoff counts an
+/// attempt. A person's sync passes dependencies, and a window only with `manualSync`.
+fn held_by_gates(
+    input: &GateInput<'_>,
+    wanted: Option<SyncReason>,
+    conditions: &mut Vec<Condition>,
+) -> Option<SyncReason> {
+    let reason = wanted?;
+    let manual = reason == SyncReason::Manual;
+    if let (Some(why), true) = (input.waiting_for, manual) {
+        tracing::warn!(app = input.app, "a manual sync runs although its dependencies are not ready: {why}");
+    }
+    if let (Some(why), false) = (input.waiting_for, manual) {
+        conditions.push(Condition::new(
+            ConditionType::WaitingForDependency,
+            format!("automated sync waits for its dependencies: {why}"),
+        ));
+        return None;
+    }
+    let closed = if manual { input.windows.manual_closed.as_deref() } else { input.windows.closed.as_deref() };
+    if let Some(why) = closed {
+        let what = if manual { "a manual sync" } else { "automated sync" };
+        conditions.push(Condition::new(ConditionType::SyncWindowClosed, format!("{what} is held: {why}")));
+        return None;
+    }
+    Some(reason)
 }
 
 /// How long an automated sync must still wait when the last sync failed at this
@@ -413,6 +453,8 @@ mod tests {
         want: Option<SyncReason>,
         conditions: Vec<ConditionType>,
         settled: bool,
+        waiting_for: Option<&'static str>,
+        windows: crate::plan::windows::Verdict,
     }
 
     fn case(name: &'static str) -> Case {
@@ -431,6 +473,8 @@ mod tests {
             want: None,
             conditions: vec![],
             settled: false,
+            waiting_for: None,
+            windows: crate::plan::windows::Verdict::default(),
         }
     }
 
@@ -453,6 +497,8 @@ mod tests {
             heal,
             rewritten: c.rewritten,
             paused: c.paused,
+            waiting_for: c.waiting_for,
+            windows: &c.windows,
             now,
             wall: WALL.parse().unwrap(),
         })
@@ -601,11 +647,79 @@ mod tests {
             },
         ];
         let now = Instant::now();
-        for c in &cases {
+        let cases = cases.into_iter().chain(gated_cases());
+        for c in &cases.collect::<Vec<_>>() {
             let d = run(c, None, now);
             let types: Vec<ConditionType> = d.conditions.iter().map(|c| c.type_).collect();
             assert_eq!((d.reason, &types, d.settled), (c.want, &c.conditions, c.settled), "{}", c.name);
         }
+    }
+
+    /// The gate's cases for dependencies and sync windows.
+    fn gated_cases() -> Vec<Case> {
+        use ConditionType::*;
+        use SyncReason::*;
+        let closed = || crate::plan::windows::Verdict {
+            closed: Some("deny window 1 (0 9 * * *) is active until 10:00 UTC".into()),
+            manual_closed: Some("deny window 1 (0 9 * * *) is active until 10:00 UTC".into()),
+            ..Default::default()
+        };
+        let manual_allowed = crate::plan::windows::Verdict { manual_closed: None, ..closed() };
+        let manual = Mode::Manual { prune: false, approve: false };
+        vec![
+            Case {
+                synced_revision: "old",
+                waiting_for: Some("cert-manager is Progressing at 1a2b3c4"),
+                conditions: vec![WaitingForDependency],
+                ..case("a dependency not ready holds a new revision")
+            },
+            Case {
+                waiting_for: Some("cert-manager has never synced"),
+                conditions: vec![WaitingForDependency],
+                ..case("…and selfHeal, before its backoff counts an attempt")
+            },
+            Case {
+                mode: manual,
+                waiting_for: Some("cert-manager has never synced"),
+                want: Some(Manual),
+                ..case("a person's sync does not wait for dependencies")
+            },
+            Case {
+                out_of_sync: false,
+                plan: plan(false),
+                settled: true,
+                waiting_for: Some("cert-manager has never synced"),
+                ..case("Synced: nothing waits, no condition")
+            },
+            Case {
+                synced_revision: "old",
+                windows: closed(),
+                conditions: vec![SyncWindowClosed],
+                ..case("a closed window holds a new revision")
+            },
+            Case { windows: closed(), conditions: vec![SyncWindowClosed], ..case("…and selfHeal") },
+            Case {
+                mode: manual,
+                windows: closed(),
+                conditions: vec![SyncWindowClosed],
+                ..case("a manual sync is held without manualSync")
+            },
+            Case {
+                mode: manual,
+                windows: manual_allowed,
+                want: Some(Manual),
+                ..case("a manual sync passes with manualSync: true")
+            },
+        ]
+    }
+
+    #[test]
+    fn a_held_self_heal_keeps_its_backoff_state() {
+        let c = Case { waiting_for: Some("db is Degraded at 1a2b3c4"), ..case("held") };
+        let d = run(&c, None, Instant::now());
+        assert_eq!(d.reason, None);
+        assert_eq!(d.heal, None, "no attempt counted while held");
+        assert_eq!(d.conditions[0].message, "automated sync waits for its dependencies: db is Degraded at 1a2b3c4");
     }
 
     #[test]

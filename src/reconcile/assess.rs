@@ -350,6 +350,10 @@ pub(super) struct Gate<'a> {
     pub rewritten: Option<&'a str>,
     /// A pause is in force.
     pub paused: bool,
+    /// Why the application's dependencies are not ready ([`plan::depends::waiting`]).
+    pub waiting_for: Option<&'a str>,
+    /// What the environment's sync windows say now ([`plan::windows::verdict`]).
+    pub windows: &'a plan::windows::Verdict,
     /// The time selfHeal's backoff counts by.
     pub now: std::time::Instant,
 }
@@ -381,9 +385,12 @@ pub(super) fn judged(
         heal: state.heal.as_ref(),
         rewritten: gate.rewritten,
         paused: gate.paused,
+        waiting_for: gate.waiting_for,
+        windows: gate.windows,
         now: gate.now,
         wall: a.now,
     });
+    st.sync_windows = gate.windows.any().then(|| gate.windows.clone());
     decided(&mut st, std::mem::take(&mut decision.conditions), decision.settled);
     (st, excluded, decision)
 }
@@ -976,7 +983,19 @@ mod tests {
 
     /// What the gate of one policy pass sees.
     fn gate<'a>(policy: &'a SyncPolicy, previous: &'a AppStatus, at: Instant) -> Gate<'a> {
-        Gate { mode: Mode::Policy, policy, previous, fail_on_shared: false, rewritten: None, paused: false, now: at }
+        static OPEN: plan::windows::Verdict =
+            plan::windows::Verdict { closed: None, manual_closed: None, active: vec![], next_change: None };
+        Gate {
+            mode: Mode::Policy,
+            policy,
+            previous,
+            fail_on_shared: false,
+            rewritten: None,
+            paused: false,
+            waiting_for: None,
+            windows: &OPEN,
+            now: at,
+        }
     }
 
     /// selfHeal over a sequence of passes on one state: a drift is reverted, a drift
