@@ -137,7 +137,11 @@ async fn round(ctx: &Context) -> anyhow::Result<()> {
         let name = obj.metadata.name.as_deref().unwrap_or_default();
         if declared.contains(name) {
             let (status, _) = from_object(obj);
-            claims.complete &= !status.revision.is_empty() && status.resources_omitted == 0;
+            // a pass that failed before comparing (Unknown) has not claimed its objects yet:
+            // an application renamed in the same edit may be the one that fails
+            claims.complete &= !status.revision.is_empty()
+                && status.sync != crate::compare::SyncStatus::Unknown
+                && status.resources_omitted == 0;
             claims.objects.extend(status.resources.into_iter().map(|r| r.object));
         } else if obj.metadata.deletion_timestamp.is_none() {
             found.push(read(obj));
@@ -256,6 +260,16 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
         event(ctx, f, false, EventReason::Decommissioning, note.clone()).await;
         tracing::info!(app = %app, "{note}");
     }
+    let approved =
+        decom::stamp_valid(f.annotations.get(APPROVE_ANNOTATION).map(String::as_str), jiff::Timestamp::now());
+    if f.hooks.omitted > 0 && !approved {
+        let why = format!(
+            "{} of its delete hooks were not kept on its resource (over {} KiB, or a Secret, which readers of the resource would see) and will not run: nothing deleted until `plumb decommission {app} --approve` (valid 24 h)",
+            f.hooks.omitted,
+            decom::MAX_HOOK_BYTES / 1024
+        );
+        return hold(ctx, f, &why).await;
+    }
     if !claims.complete {
         let m = format!(
             "{app} left the policy; waiting until every application of the policy has been compared (what they claim must be known before anything is deleted)"
@@ -277,7 +291,7 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
     let cluster = writer.as_ref().unwrap_or(&ctx.cluster);
     if !f.ran(Phase::PreDelete) && f.hooks.of(Phase::PreDelete).next().is_some() {
         set_conditions(ctx, f, working(format!("{app} left the policy; running its PreDelete hooks"))).await?;
-        if let Err(e) = run_hooks(cluster, f, Phase::PreDelete).await {
+        if let Err(e) = run_hooks(cluster, f, Phase::PreDelete, &ctx.config.settings.status_namespace).await {
             let m = format!(
                 "{app}: PreDelete hook failed: {e}; nothing deleted (delete the hook's object to run it again)"
             );
@@ -290,8 +304,6 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
     }
     let objects = owned_objects(ctx, f).await?;
     let owned: Vec<Owned> = objects.iter().map(|(o, _)| o.clone()).collect();
-    let approved =
-        decom::stamp_valid(f.annotations.get(APPROVE_ANNOTATION).map(String::as_str), jiff::Timestamp::now());
     let plan = decom::delete_plan(&owned, &claims.objects, record.protect_data_loss, approved);
     let mut deleting = Vec::new();
     for &i in &plan.now {
@@ -330,7 +342,7 @@ async fn finish(ctx: &Context, f: &Found, cluster: &Cluster, plan: &DeletePlan) 
     let app = f.app();
     let mut note = format!("{app} left the policy: its objects are deleted");
     if !f.ran(Phase::PostDelete) && f.hooks.of(Phase::PostDelete).next().is_some() {
-        match run_hooks(cluster, f, Phase::PostDelete).await {
+        match run_hooks(cluster, f, Phase::PostDelete, &ctx.config.settings.status_namespace).await {
             Ok(()) => note.push_str("; PostDelete hooks completed"),
             Err(e) => note.push_str(&format!("; PostDelete hook failed: {e}")),
         }
@@ -394,9 +406,18 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
 /// Applies the hooks of `phase` in order, each waiting until it completes (a Job
 /// `Complete`, a Pod `Succeeded`; other kinds once applied), at most [`HOOK_TIMEOUT`].
 ///
+/// A delete hook is written only inside the application's own namespace (its policy,
+/// and with it its destinations, is gone; plumb's namespace `own_namespace` and RBAC
+/// objects never, [`crate::plan::Boundary`]), and never over an object that is not a
+/// hook of this application (label [`crate::plan::hooks::HOOK_OF_LABEL`]): what a
+/// Git author kept on the resource cannot reach beyond what the application could
+/// write, nor take over a namesake.
+///
 /// # Errors
-/// The hook named with why: not applied, failed, or not complete in time.
-async fn run_hooks(cluster: &Cluster, f: &Found, phase: Phase) -> Result<(), String> {
+/// The hook named with why: outside those bounds, not applied, failed, or not complete
+/// in time.
+async fn run_hooks(cluster: &Cluster, f: &Found, phase: Phase, own_namespace: &str) -> Result<(), String> {
+    let boundary = crate::plan::Boundary::new(&crate::config::Boundaries::default(), &f.namespace, own_namespace)?;
     for h in f.hooks.of(phase) {
         let mut obj = h.manifest.clone();
         let av = obj["apiVersion"].as_str().unwrap_or_default().to_string();
@@ -406,6 +427,23 @@ async fn run_hooks(cluster: &Cluster, f: &Found, phase: Phase) -> Result<(), Str
             obj["metadata"]["namespace"] = Value::from(f.namespace.clone());
         }
         let key = ObjectKey::of(&obj).ok_or_else(|| format!("{kind_name} hook without a name"))?;
+        boundary.check(&key, kind.namespaced, &obj).map_err(|why| format!("hook {key} refused: {why}"))?;
+        if let Some(live) = cluster.get(&kind, &key).await.map_err(|e| format!("{key}: {e}"))?
+            && crate::plan::hooks::hook_of(&live) != Some(f.app())
+        {
+            return Err(format!(
+                "{key} exists and is not a hook of application {} (label {}): it is left alone",
+                f.app(),
+                crate::plan::hooks::HOOK_OF_LABEL
+            ));
+        }
+        match obj.pointer_mut("/metadata/labels") {
+            Some(Value::Object(labels)) => {
+                labels.insert(crate::plan::hooks::HOOK_OF_LABEL.into(), Value::from(f.app()));
+            }
+            Some(_) => return Err(format!("{key}: metadata.labels is not a map")),
+            None => obj["metadata"]["labels"] = serde_json::json!({crate::plan::hooks::HOOK_OF_LABEL: f.app()}),
+        }
         cluster.apply(&kind, &key, &obj, false).await.map_err(|e| format!("{key}: {e}"))?;
         let deadline = tokio::time::Instant::now() + HOOK_TIMEOUT;
         loop {

@@ -398,6 +398,10 @@ struct Judged {
     /// What the roll-up leaves out.
     excluded: status::Exclusions,
     decision: plan::Decision,
+    /// Why a sync that goes on by itself (its hooks still run) waits: automated (a
+    /// dependency not ready, a closed window) and manual (a window without
+    /// `manualSync`); as the gate holds a new one ([`plan::decide`]).
+    held: (Option<status::Condition>, Option<status::Condition>),
 }
 
 /// What stage 2 gives the rest of the pass.
@@ -780,7 +784,7 @@ impl Context {
             judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         }
         timings.compare_millis = millis(stage.took);
-        let Judged { mut st, plan: the_plan, excluded, decision } = judged;
+        let Judged { mut st, plan: the_plan, excluded, decision, held } = judged;
         let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
@@ -796,7 +800,15 @@ impl Context {
             Mode::Policy => !requested.paused,
             m => matches!(m, Mode::Manual { .. }),
         };
-        let going_on = hooks_running.filter(|_| may_sync);
+        // the gates hold it between waves as they hold a new sync
+        let gate = hooks_running
+            .and_then(|l| if l.reason == plan::SyncReason::Manual { held.1.clone() } else { held.0.clone() });
+        if let Some(c) = &gate
+            && !st.conditions.iter().any(|have| have.type_ == c.type_)
+        {
+            st.conditions.push(c.clone());
+        }
+        let going_on = hooks_running.filter(|_| may_sync && gate.is_none());
         if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
             let s = sync::SyncInput {
                 snapshot: &sourced.snapshot,
@@ -1017,8 +1029,19 @@ impl Context {
             windows: &windows,
             now: p.clock.started,
         };
+        let (dependency, window) =
+            (status::ConditionType::WaitingForDependency, status::ConditionType::SyncWindowClosed);
+        let held = (
+            (waiting_for.as_deref().map(|w| (dependency, format!("automated sync waits for its dependencies: {w}"))))
+                .or_else(|| windows.closed.as_deref().map(|w| (window, format!("automated sync is held: {w}"))))
+                .map(|(t, m)| status::Condition::new(t, m)),
+            windows
+                .manual_closed
+                .as_deref()
+                .map(|w| status::Condition::new(window, format!("a manual sync is held: {w}"))),
+        );
         let (st, excluded, decision) = assess::judged(base, &a, &gate, state);
-        Judged { st, plan: the_plan, excluded, decision }
+        Judged { st, plan: the_plan, excluded, decision, held }
     }
 
     /// Why application `app`'s dependencies (`dependsOn`) are not ready

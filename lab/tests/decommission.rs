@@ -349,3 +349,42 @@ async fn pre_delete_hooks_complete_before_the_objects_go_and_post_delete_hooks_r
     assert!(ev.contains("PostDelete hooks completed"), "{ev}");
     plumb.stop().await;
 }
+
+/// A delete hook kept on the resource runs only in the application's own namespace and
+/// never over an object that is not its hook: a Git author's PreDelete Job aimed at
+/// another namespace (its sync was refused, but the hook was kept) holds the
+/// decommission with the refusal named, and nothing is created or deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_hook_outside_the_application_s_namespace_is_refused_and_nothing_is_deleted() {
+    let (status_ns, ns) = ("plumb-decom-escape", "decom-escape");
+    let lab = Lab::new("decomescape");
+    lab.repo.write("h/cfg.yaml", &cm("cfg")).unwrap();
+    lab.repo.commit("first").unwrap();
+    let apps = [App("escape-h", "h", ns, ", deletionPolicy: delete"), App("escape-k", "k", ns, "")];
+    lab.repo.write("k/cm.yaml", &cm("other")).unwrap();
+    lab.repo.commit("second").unwrap();
+    let cache = lab.tmp.path().join("cache");
+    let first = Plumb::start(&policy(&lab, status_ns, &apps), &cache).await;
+    synced(status_ns, &["escape-h", "escape-k"]).await;
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: escape\n  namespace: kube-system\n  annotations: {plumb.dev/hook: PreDelete}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: x, image: busybox}]\n";
+    lab.repo.write("h/job.yaml", job).unwrap();
+    lab.repo.commit("a hook elsewhere").unwrap();
+    // the sync refuses the hook (outside the boundary); its pass keeps it regardless
+    let _ = cli(&["refresh", "escape-h"], status_ns);
+    wait_for("the hook kept on the resource", Duration::from_secs(60), || async {
+        let r = resource(status_ns, "escape-h")?;
+        r["spec"]["decommissionHooks"]["hooks"].as_array().filter(|h| !h.is_empty()).map(|_| ())
+    })
+    .await;
+    first.stop().await;
+    let plumb = Plumb::start(&policy(&lab, status_ns, &apps[1..]), &cache).await;
+    let message = wait_for("the decommission held on the refused hook", Duration::from_secs(60), || async {
+        condition(status_ns, "escape-h", "Decommissioning").filter(|m| m.contains("refused"))
+    })
+    .await;
+    assert!(message.contains("hook Job.batch/kube-system/escape refused"), "{message}");
+    assert!(message.contains("nothing deleted"), "{message}");
+    assert!(!exists("kube-system", "job/escape"), "the hook was created outside the application's namespace");
+    assert!(exists(ns, "configmap/cfg") && !going(ns, "configmap/cfg"), "an object was deleted");
+    plumb.stop().await;
+}

@@ -159,17 +159,22 @@ pub fn is_hook(obj: &Value) -> bool {
 }
 
 /// The delete hooks among `manifests`, ordered by phase then weight then render order,
-/// keeping at most [`MAX_HOOK_BYTES`] of them (those left out counted).
+/// keeping at most [`MAX_HOOK_BYTES`] of them; those left out are counted, and so are
+/// Secrets, never kept: the resource is readable by whoever may read statuses, and a
+/// Secret's values never leave it through plumb.
 pub fn delete_hooks(manifests: &[Value]) -> Hooks {
+    let secret = |m: &Value| m["kind"] == "Secret" && m["apiVersion"] == "v1";
+    let secrets = manifests.iter().filter(|m| secret(m) && !delete_phases(m).0.is_empty()).count();
     let mut hooks: Vec<Hook> = manifests
         .iter()
+        .filter(|m| !secret(m))
         .flat_map(|m| {
             let (phases, weight) = delete_phases(m);
             phases.into_iter().map(move |phase| Hook { phase, weight, manifest: m.clone() })
         })
         .collect();
     hooks.sort_by_key(|h| (h.phase, h.weight));
-    let (mut kept, mut bytes, mut omitted) = (Vec::new(), 0usize, 0usize);
+    let (mut kept, mut bytes, mut omitted) = (Vec::new(), 0usize, secrets);
     for h in hooks {
         let size = serde_json::to_string(&h.manifest).map_or(usize::MAX, |s| s.len());
         if bytes.saturating_add(size) > MAX_HOOK_BYTES {
@@ -568,6 +573,12 @@ mod tests {
         assert_eq!((kept.hooks.len(), kept.omitted), (1, 1));
         assert_eq!(kept.of(Phase::PostDelete).count(), 1);
         assert_eq!(kept.of(Phase::PreDelete).count(), 0);
+        // a Secret is never kept (readers of the resource would see its values): counted
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s",
+            "annotations": {"helm.sh/hook": "pre-install,pre-delete"}}, "stringData": {"password": "hunter2"}});
+        let kept = delete_hooks(&[secret, manifests[0].clone()]);
+        assert_eq!((kept.hooks.len(), kept.omitted), (1, 1));
+        assert!(!serde_json::to_string(&kept).unwrap().contains("hunter2"));
     }
 
     #[test]

@@ -330,6 +330,21 @@ pub fn run_name(name: &str, revision: &str) -> String {
     format!("{base}-{short}")
 }
 
+/// Hook name `name` as the value of label [`HOOK_NAME_LABEL`]: itself when it fits a
+/// label value (at most 63 characters: Kubernetes' label syntax), else its first 54
+/// characters and 8 hex digits of its SHA-256 (distinct names stay distinct).
+pub fn name_label(name: &str) -> String {
+    if name.len() <= 63 {
+        return name.to_string();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    // a DNS name is ASCII: byte 54 is a character boundary
+    let head = name.get(..54).unwrap_or(name).trim_end_matches(['-', '.']);
+    format!("{head}-{hex}")
+}
+
 /// Which of `hooks` run in `phase` of a sync (`first`: the application's first sync),
 /// as indexes into `hooks`, by order, then kind and name.
 pub fn phase_hooks<'a>(hooks: impl IntoIterator<Item = &'a Hook>, phase: Phase, first: bool) -> Vec<usize> {
@@ -602,6 +617,19 @@ mod tests {
         assert_eq!((name.len(), name.ends_with("-0123456")), (63, true));
         let dashed = format!("{}-b", "a".repeat(54));
         assert_eq!(run_name(&dashed, rev), format!("{}-0123456", "a".repeat(54)), "no `--` left by the cut");
+    }
+
+    #[test]
+    fn a_long_hook_name_fits_its_label_and_stays_distinct() {
+        assert_eq!(name_label("migrate"), "migrate");
+        let (a, b) = (format!("{}-one", "x".repeat(70)), format!("{}-two", "x".repeat(70)));
+        let (la, lb) = (name_label(&a), name_label(&b));
+        assert!(la.len() <= 63 && lb.len() <= 63, "{la} {lb}");
+        assert_ne!(la, lb);
+        assert!(
+            la.starts_with(&"x".repeat(54)) && la.chars().last().is_some_and(|c| c.is_ascii_alphanumeric()),
+            "{la}"
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ struct Resolved<'h> {
     kind: Kind,
     /// The run's key (its name carries the revision).
     run: ObjectKey,
-    /// The declared name (label [`rules::HOOK_NAME_LABEL`]).
+    /// The declared name as label [`rules::HOOK_NAME_LABEL`] holds it ([`rules::name_label`]).
     base: String,
     body: Value,
 }
@@ -157,8 +157,9 @@ impl Io<'_> {
                 continue;
             }
             let run = ObjectKey { name: rules::run_name(&key.name, h.revision), ..key.clone() };
-            let body = run_body(body, &run, scope.app, &key.name, &h.started);
-            out.push(Resolved { hook, kind, run, base: key.name, body });
+            let base = rules::name_label(&key.name);
+            let body = run_body(body, &run, scope.app, &base, &h.started);
+            out.push(Resolved { hook, kind, run, base, body });
         }
         if refusals.is_empty() {
             Ok(out)
