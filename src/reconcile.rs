@@ -809,7 +809,13 @@ impl Context {
             st.conditions.push(c.clone());
         }
         let going_on = hooks_running.filter(|_| may_sync && gate.is_none());
-        if let Some(reason) = decision.reason.or(going_on.map(|l| l.reason)) {
+        // a person's sync or selfHeal while hooks run goes on with that sync (its runs
+        // keep running) instead of starting another that would re-create them
+        let reason = match (decision.reason, hooks_running) {
+            (Some(_), Some(l)) => Some(l.reason),
+            (wanted, _) => wanted.or(going_on.map(|l| l.reason)),
+        };
+        if let Some(reason) = reason {
             let s = sync::SyncInput {
                 snapshot: &sourced.snapshot,
                 reason,
@@ -830,7 +836,7 @@ impl Context {
         } else if decision.settled && requested.mode.writes() && hooks_running.is_none() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
         }
-        state.heal = sync::heal_after(decision.heal, decision.reason, record.as_ref());
+        state.heal = sync::heal_after(decision.heal, reason, record.as_ref());
         // kept for the next pass when it may serve it (a sync makes a record: it keeps none)
         state.compares = match (&stage.compared_from, policy_pass && record.is_none()) {
             (Some(before), true) => self.kept_compares(&read, before, &stage).map(Arc::new),

@@ -156,6 +156,28 @@ async fn a_presync_hook_past_its_timeout_fails_the_sync() {
     assert!(!exists(ns, "deploy", "web"), "nothing else is applied");
 }
 
+/// A person's sync while a PreSync hook runs goes on with that sync: the run is not
+/// deleted and created again (a half-done migration is never interrupted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_sync_while_a_hook_runs_goes_on_with_it() {
+    let ns = "hooks-manual";
+    let slow =
+        job(ns, "migrate", "plumb.dev/hook: PreSync, plumb.dev/hook-timeout: \"120\"", "registry.example/m:1", true)
+            .replace("  activeDeadlineSeconds: 1\n", "");
+    let a =
+        app("hooks-manual", ns, &[("web.yaml", &deploy(ns, "registry.example/web:1")), ("migrate.yaml", &slow)]).await;
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Running, "{}", rec.message);
+    let run = run_name("migrate", &rec.revision);
+    let uid = job_field(ns, &run, "{.metadata.uid}");
+    assert!(!uid.is_empty(), "the run exists");
+    let manual = a.pass(Mode::Manual { prune: false, approve: false }).await.sync.unwrap();
+    assert_eq!(manual.result, SyncResult::Running, "{}", manual.message);
+    assert_eq!(manual.started_at, rec.started_at, "the same sync goes on");
+    assert_eq!(job_field(ns, &run, "{.metadata.uid}"), uid, "the run was re-created");
+    assert!(!exists(ns, "deploy", "web"), "nothing else is applied while the hook runs");
+}
+
 /// Required (2): a failing PreSync Job stops the sync: the Deployment keeps its image,
 /// the sync is Failed naming the hook, the SyncFail Job runs, and a Warning Event
 /// `HookFailed` is published.
