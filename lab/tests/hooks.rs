@@ -309,6 +309,24 @@ async fn a_kept_hook_job_does_not_fail_the_next_sync_on_its_immutable_template()
     assert_eq!(image(&run_name("seed", &second.revision)), "registry.example/seed:2");
 }
 
+/// A hook's run is checked under its own name too: a Namespace hook named like the
+/// application's namespace would create another Namespace (`<name>-<rev>`) outside the
+/// destinations, and is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_hook_whose_run_leaves_the_destinations_is_refused() {
+    let ns = "hooks-nsrun";
+    let namespace = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  annotations: {{plumb.dev/hook: PreSync}}\n"
+    );
+    let a =
+        app("hooks-nsrun", ns, &[("web.yaml", &deploy(ns, "registry.example/web:1")), ("ns.yaml", &namespace)]).await;
+    let rec = a.pass(Mode::Policy).await.sync.unwrap();
+    assert_eq!(rec.result, SyncResult::Refused, "{}", rec.message);
+    let run = run_name(ns, &rec.revision);
+    assert!(rec.message.contains(&format!("hook Namespace/{ns} (run {run})")), "{}", rec.message);
+    assert!(control_plane().kubectl(&["get", "namespace", &run]).is_err(), "the run's Namespace was created");
+}
+
 /// A hook is an object of its application: one in a namespace the application may not
 /// write is refused like any object, and nothing runs (neither the hook nor the rest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,6 +57,11 @@ pub struct Window {
     pub manual_sync: bool,
 }
 
+/// A window's schedule must start within this many days of now (3,000: February 29
+/// comes at most eight years apart): one that starts more rarely, or never
+/// (`0 0 30 2 *`), is refused by validation.
+pub const RARE_DAYS: i64 = 3_000;
+
 /// A field of a sync window that does not compile: its line (0 when unknown) and why.
 pub type WindowProblem = (u32, String);
 
@@ -115,6 +120,22 @@ impl Window {
                 None
             }
         };
+        // a schedule that never (or only rarely) starts, like `0 0 30 2 *`, would make
+        // every pass search far for its occurrences: refused once, here
+        if let (Some(c), Some(tz)) = (&schedule, &tz) {
+            let now = jiff::Timestamp::now().to_zoned(tz.clone());
+            let soon = now.timestamp().checked_add(jiff::SignedDuration::from_hours(24 * RARE_DAYS)).ok();
+            let next = c.find_next_occurrence(&now, false).ok().map(|z| z.timestamp());
+            if next.is_none_or(|n| soon.is_none_or(|soon| n > soon)) {
+                problems.push((
+                    line(&w.schedule),
+                    format!(
+                        "syncWindows[{index}]: schedule `{}` does not start within {RARE_DAYS} days",
+                        w.schedule.value
+                    ),
+                ));
+            }
+        }
         let mut globs = globset::GlobSetBuilder::new();
         for g in w.applications.as_deref().unwrap_or(&["*".to_string()]) {
             match globset::Glob::new(g) {

@@ -550,15 +550,19 @@ environments:
         schedule: '0 22 * * *'
         duration: 2h
         timeZone: Europe/Nowhere
+      - {kind: deny, schedule: '0 0 30 2 *', duration: 1h}
+      - {kind: deny, schedule: '0 0 29 2 *', duration: 1h}
 ";
         let msg = load_str(text, Path::new("w.yaml"), Path::new(".")).expect_err("invalid").to_string();
         for want in [
             "w.yaml:5: environment `prod`: syncWindows[1]: schedule `0 9 * * 8` is not a cron expression",
             "w.yaml:7: environment `prod`: syncWindows[2]: duration `0s` must be a positive duration",
             "w.yaml:11: environment `prod`: syncWindows[3]: timeZone `Europe/Nowhere` is not an IANA time zone",
+            "w.yaml:12: environment `prod`: syncWindows[4]: schedule `0 0 30 2 *` does not start within 3000 days",
         ] {
             assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
         }
+        assert!(!msg.contains("syncWindows[5]"), "February 29 comes: {msg}");
     }
 
     /// `dependsOn`: unknown names and cycles, each with its line; the cycle named.

@@ -157,6 +157,11 @@ impl Io<'_> {
                 continue;
             }
             let run = ObjectKey { name: rules::run_name(&key.name, h.revision), ..key.clone() };
+            // the run's own name too: a Namespace hook's run is another Namespace
+            if let Err(why) = scope.boundary.check(&run, kind.namespaced, &body) {
+                refusals.push(format!("hook {key} (run {}) {why}", run.name));
+                continue;
+            }
             let base = rules::name_label(&key.name);
             let body = run_body(body, &run, scope.app, &base, &h.started);
             out.push(Resolved { hook, kind, run, base, body });
