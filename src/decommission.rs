@@ -77,6 +77,8 @@ struct Found {
     /// Its `spec.namespace` (the application's default namespace).
     namespace: String,
     uid: String,
+    /// Its `spec` record or hooks differ from what plumb kept ([`decom::trusted`]).
+    tampered: bool,
 }
 
 impl Found {
@@ -107,6 +109,15 @@ fn read(obj: &DynamicObject) -> Found {
     let spec = &obj.data["spec"];
     let record = spec.get(DECOMMISSION_FIELD).and_then(|r| serde_json::from_value::<Record>(r.clone()).ok());
     let hooks = spec.get(HOOKS_FIELD).and_then(|h| serde_json::from_value(h.clone()).ok()).unwrap_or_default();
+    // `spec` is writable by whoever may patch the resource; the digest in the status
+    // only by plumb: a changed record or hook is not trusted (orphan, no hook)
+    let (record, hooks, tampered) = decom::trusted(record, hooks, &status.decommission_digest);
+    if tampered {
+        tracing::warn!(
+            app = %app,
+            "spec.decommission or spec.decommissionHooks differ from what plumb kept (status.decommissionDigest): not trusted; the application is orphaned, no hook runs"
+        );
+    }
     let annotations = obj.metadata.annotations.clone().unwrap_or_default();
     let has = |t: ConditionType| status.conditions.iter().any(|c| c.type_ == t);
     let started = has(ConditionType::Decommissioning);
@@ -124,6 +135,7 @@ fn read(obj: &DynamicObject) -> Found {
         annotations,
         namespace: spec["namespace"].as_str().unwrap_or_default().to_string(),
         uid: obj.metadata.uid.clone().unwrap_or_default(),
+        tampered,
     }
 }
 
@@ -206,7 +218,14 @@ async fn orphan(ctx: &Context, f: &Found) -> anyhow::Result<()> {
         "{} left the policy (deletionPolicy orphan): its objects stay in the cluster, plumb's tracking marks left on them; its Application resource is deleted",
         f.app()
     );
-    event(ctx, f, false, EventReason::Decommissioned, note.clone()).await;
+    let note = if f.tampered {
+        format!(
+            "{note}; its spec.decommission or spec.decommissionHooks differ from what plumb kept (status.decommissionDigest), so they are not trusted: nothing deleted, no hook run"
+        )
+    } else {
+        note
+    };
+    event(ctx, f, f.tampered, EventReason::Decommissioned, note.clone()).await;
     remove(ctx, f).await?;
     tracing::info!(app = %f.app(), "decommissioned: {note}");
     Ok(())

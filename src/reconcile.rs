@@ -760,8 +760,10 @@ impl Context {
             }
         };
         assess::sourced(&mut st, &sourced.snapshot, &sourced.rendered);
-        if requested.mode.writes() {
-            self.keep_delete_hooks(name, &split.hooks).await;
+        if requested.mode.writes()
+            && let Some(digest) = self.keep_delete_hooks((name, app, env), &split.hooks).await
+        {
+            st.decommission_digest = digest;
         }
         let prepared = match self.prepare(app, env, &sourced.rendered).await {
             Ok(prepared) => prepared,
@@ -854,10 +856,16 @@ impl Context {
     /// objects) on application `name`'s
     /// resource ([`plan::decommission::delete_hooks`]): once the application leaves the
     /// policy, nothing renders it any more, and its decommission runs what was kept.
-    /// A failure is logged: the pass goes on.
-    async fn keep_delete_hooks(&self, name: &str, declared: &hooks::Hooks) {
+    /// Returns the [`plan::decommission::digest`] of what the resource now holds for a
+    /// decommission (kept in the status, which only plumb writes); `None` when nothing
+    /// was kept. A failure is logged: the pass goes on.
+    async fn keep_delete_hooks(
+        &self,
+        (name, app, env): (&str, &Application, &Environment),
+        declared: &hooks::Hooks,
+    ) -> Option<String> {
         if !self.records {
-            return;
+            return None;
         }
         let deletes = |h: &plan::hooks::Hook| {
             h.phases.iter().any(|(p, _)| matches!(p, plan::hooks::Phase::PreDelete | plan::hooks::Phase::PostDelete))
@@ -868,7 +876,9 @@ impl Context {
         let value = serde_json::to_value(&hooks).unwrap_or(Value::Null);
         if let Err(e) = self.store.keep_hooks(name, &value).await {
             tracing::warn!(app = %name, "keeping the delete hooks on the application's resource: {e}");
+            return None;
         }
+        Some(plan::decommission::digest(&plan::decommission::Record::of(app, env), &hooks))
     }
 
     /// The end of a pass that stopped before comparing (`failure`): see

@@ -215,12 +215,7 @@ async fn prepare_status(ctx: &Context) {
     for app in &ctx.config.applications {
         let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
         let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
-        let record = env.map(|env| crate::plan::decommission::Record {
-            deletion_policy: app.deletion_policy(env),
-            protect_data_loss: env.sync_policy.protect_data_loss,
-            impersonate: app.impersonates(env),
-            environment: env.name.value.clone(),
-        });
+        let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
         let spec = serde_json::json!({
             "repository": app.repository.value,
             "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),

@@ -550,6 +550,12 @@ pub struct AppStatus {
     /// what they hold, the next change), when any applies to the application.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_windows: Option<SyncWindows>,
+    /// The SHA-256 (hex) of what the last pass kept on the resource's `spec` for a
+    /// later decommission (its record and delete hooks,
+    /// [`crate::plan::decommission::digest`]): written in the status subresource, which
+    /// only plumb writes, so a `spec` changed by someone else is not trusted.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub decommission_digest: String,
 }
 
 /// What the sync windows say for one application at one time (kept in its status;

@@ -388,3 +388,43 @@ async fn a_delete_hook_outside_the_application_s_namespace_is_refused_and_nothin
     assert!(exists(ns, "configmap/cfg") && !going(ns, "configmap/cfg"), "an object was deleted");
     plumb.stop().await;
 }
+
+/// `spec` of the resource is writable by whoever may `patch` it (the operator role);
+/// the digest of what plumb kept there lives in the status, which only plumb writes.
+/// A `deletionPolicy` changed by hand from orphan to delete is not trusted: the
+/// application is orphaned, nothing deleted, and the Event says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decommission_record_changed_by_hand_is_not_trusted() {
+    let (status_ns, ns) = ("plumb-decom-tamper", "decom-tamper");
+    let lab = Lab::new("decomtamper");
+    lab.repo.write("t/cm.yaml", &cm("precious")).unwrap();
+    lab.repo.write("k/cm.yaml", &cm("other")).unwrap();
+    lab.repo.commit("first").unwrap();
+    let apps = [App("tamper-t", "t", ns, ""), App("tamper-k", "k", ns, "")];
+    let cache = lab.tmp.path().join("cache");
+    let first = Plumb::start(&policy(&lab, status_ns, &apps), &cache).await;
+    synced(status_ns, &["tamper-t", "tamper-k"]).await;
+    let kept = resource(status_ns, "tamper-t").unwrap();
+    assert_eq!(kept["spec"]["decommission"]["deletionPolicy"], "orphan");
+    assert!(kept["status"]["decommissionDigest"].as_str().is_some_and(|d| d.len() == 64), "{}", kept["status"]);
+    first.stop().await;
+    kubectl(&[
+        "-n",
+        status_ns,
+        "patch",
+        "applications.plumb.dev",
+        "tamper-t",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"decommission":{"deletionPolicy":"delete"}}}"#,
+    ]);
+    let plumb = Plumb::start(&policy(&lab, status_ns, &apps[1..]), &cache).await;
+    wait_for("the resource deleted", Duration::from_secs(60), || async {
+        resource(status_ns, "tamper-t").is_none().then_some(())
+    })
+    .await;
+    assert!(exists(ns, "configmap/precious") && !going(ns, "configmap/precious"), "a hand-made record deleted");
+    let ev = events(status_ns, "Decommissioned");
+    assert!(ev.contains("not trusted: nothing deleted, no hook run"), "{ev}");
+    plumb.stop().await;
+}

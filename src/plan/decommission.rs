@@ -91,6 +91,19 @@ pub struct Record {
     pub environment: String,
 }
 
+impl Record {
+    /// What application `app` of environment `env` leaves for its decommission, as the
+    /// policy declares it now.
+    pub fn of(app: &crate::config::Application, env: &crate::config::Environment) -> Self {
+        Self {
+            deletion_policy: app.deletion_policy(env),
+            protect_data_loss: env.sync_policy.protect_data_loss,
+            impersonate: app.impersonates(env),
+            environment: env.name.value.clone(),
+        }
+    }
+}
+
 /// The delete hooks of an application's last render, kept on its resource
 /// (`spec.decommissionHooks`, written by its passes; [`delete_hooks`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -185,6 +198,41 @@ pub fn delete_hooks(manifests: &[Value]) -> Hooks {
         kept.push(h);
     }
     Hooks { hooks: kept, omitted }
+}
+
+/// The SHA-256 (hex) of `record` and `hooks` as JSON with sorted keys: kept by each
+/// pass in the application's status (which only plumb writes) and compared, at the
+/// decommission, with what `spec` holds then (which whoever may `patch` the resource
+/// can change). Pure.
+pub fn digest(record: &Record, hooks: &Hooks) -> String {
+    use sha2::Digest as _;
+    fn sorted(v: Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut pairs: Vec<(String, Value)> = m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+                pairs.sort_by(|a, b| a.0.cmp(&b.0));
+                Value::Object(pairs.into_iter().collect())
+            }
+            Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+            other => other,
+        }
+    }
+    let both = serde_json::json!([record, hooks]);
+    let text = serde_json::to_string(&sorted(both)).unwrap_or_default();
+    sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a decommission may trust of a leaving application's resource: its `spec`
+/// record and hooks when their [`digest`] is the one its last pass kept in the status;
+/// otherwise nothing — no record (so `orphan`, guards on) and no hooks, and `true`
+/// (tampered): a `spec` changed by someone other than plumb never makes it delete or
+/// run anything. Pure.
+pub fn trusted(record: Option<Record>, hooks: Hooks, kept_digest: &str) -> (Option<Record>, Hooks, bool) {
+    match record {
+        None => (None, Hooks::default(), !hooks.hooks.is_empty()),
+        Some(r) if !kept_digest.is_empty() && digest(&r, &hooks) == kept_digest => (Some(r), hooks, false),
+        Some(_) => (None, Hooks::default(), true),
+    }
 }
 
 /// Whether an RFC 3339 `stamp` (a confirmation or approval annotation) is valid at
@@ -579,6 +627,37 @@ mod tests {
         let kept = delete_hooks(&[secret, manifests[0].clone()]);
         assert_eq!((kept.hooks.len(), kept.omitted), (1, 1));
         assert!(!serde_json::to_string(&kept).unwrap().contains("hunter2"));
+    }
+
+    #[test]
+    fn a_spec_changed_by_someone_else_is_not_trusted() {
+        let record = Record { deletion_policy: DeletionPolicy::Delete, ..Record::default() };
+        let hook = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "drain", "annotations": {"plumb.dev/hook": "PreDelete"}}});
+        let hooks = delete_hooks(&[hook]);
+        let kept = digest(&record, &hooks);
+        let (r, h, tampered) = trusted(Some(record.clone()), hooks.clone(), &kept);
+        assert!(!tampered && r == Some(record.clone()) && h == hooks);
+        // key order does not matter: the resource comes back from the API server
+        let reordered: Hooks = serde_json::from_str(&serde_json::to_string(&hooks).unwrap()).unwrap();
+        assert_eq!(digest(&record, &reordered), kept);
+        // a changed policy, identity or hook is not trusted: orphan, no hooks
+        for changed in [
+            Record { deletion_policy: DeletionPolicy::Wait, ..record.clone() },
+            Record { impersonate: Some("system:serviceaccount:web:admin".into()), ..record.clone() },
+            Record { protect_data_loss: false, ..record.clone() },
+        ] {
+            let (r, h, tampered) = trusted(Some(changed), hooks.clone(), &kept);
+            assert!(tampered && r.is_none() && h.hooks.is_empty());
+        }
+        let mut other = hooks.clone();
+        other.hooks[0].manifest["metadata"]["namespace"] = json!("kube-system");
+        assert!(trusted(Some(record.clone()), other, &kept).2);
+        // no digest kept (a resource from before): not trusted either
+        assert!(trusted(Some(record), hooks.clone(), "").2);
+        // hooks without a record: none run
+        let (r, h, tampered) = trusted(None, hooks, &kept);
+        assert!(tampered && r.is_none() && h.hooks.is_empty());
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(super) fn started(
         sync_request: requested.sync_request.clone(),
         suspended: requested.suspended.clone(),
         pinned: requested.pinned.clone(),
+        decommission_digest: previous.decommission_digest.clone(),
         conditions,
         ..AppStatus::default()
     }
