@@ -29,6 +29,7 @@ use crate::{
     plan::decommission::{
         self as decom, APPROVE_ANNOTATION, Action, CONFIRM_ANNOTATION, DeletePlan, Hooks, Leaving, Owned, Phase, Record,
     },
+    plan::hooks::HookState,
     reconcile::Context,
     status::{
         AppStatus, Condition, ConditionType, EventReason,
@@ -40,8 +41,9 @@ use crate::{
 /// How often the loop looks for applications that left the policy.
 pub const ROUND_EVERY: Duration = Duration::from_secs(3);
 
-/// The longest a hook may take to complete (Job `Complete`, Pod `Succeeded`).
-pub const HOOK_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest a hook may take to complete (Job `Complete`, Pod `Succeeded`): a sync
+/// hook's default ([`crate::plan::hooks::DEFAULT_TIMEOUT`]).
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(crate::plan::hooks::DEFAULT_TIMEOUT);
 
 pub use crate::status::store::HOOKS_RAN_ANNOTATION;
 
@@ -467,60 +469,23 @@ async fn run_hooks(cluster: &Cluster, f: &Found, phase: Phase, own_namespace: &s
         let deadline = tokio::time::Instant::now() + HOOK_TIMEOUT;
         loop {
             let live = cluster.get(&kind, &key).await.map_err(|e| format!("{key}: {e}"))?;
-            match hook_state(live.as_ref()) {
-                Some(Ok(())) => break,
-                Some(Err(why)) => return Err(format!("{key}: {why}")),
-                None if tokio::time::Instant::now() >= deadline => {
+            let Some(live) = live else { return Err(format!("{key}: gone before it completed")) };
+            match crate::plan::hooks::state_of(&live, jiff::Timestamp::now()) {
+                HookState::Succeeded(_) => break,
+                HookState::Failed(_, why) => return Err(format!("{key}: {why}")),
+                _ if tokio::time::Instant::now() >= deadline => {
                     return Err(format!("{key}: not complete after {}s", HOOK_TIMEOUT.as_secs()));
                 }
-                None => tokio::time::sleep(Duration::from_secs(1)).await,
+                _ => tokio::time::sleep(Duration::from_secs(1)).await,
             }
         }
     }
     Ok(())
 }
 
-/// Whether a hook object finished: `Some(Ok)` complete (a Job's `Complete` condition,
-/// a Pod `Succeeded`, any other kind once it exists), `Some(Err)` failed (a Job's
-/// `Failed` condition, a Pod `Failed`, gone), `None` still running. Pure.
-pub fn hook_state(live: Option<&Value>) -> Option<Result<(), String>> {
-    let Some(live) = live else { return Some(Err("gone before it completed".into())) };
-    match live["kind"].as_str() {
-        Some("Job") => {
-            let conditions = live.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-            let on = |t: &str| conditions.iter().find(|c| c["type"] == t && c["status"] == "True");
-            if on("Complete").is_some() {
-                Some(Ok(()))
-            } else {
-                on("Failed").map(|c| Err(format!("Job failed: {}", c["message"].as_str().unwrap_or_default())))
-            }
-        }
-        Some("Pod") => match live.pointer("/status/phase").and_then(Value::as_str) {
-            Some("Succeeded") => Some(Ok(())),
-            Some("Failed") => Some(Err("Pod failed".into())),
-            _ => None,
-        },
-        _ => Some(Ok(())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    #[test]
-    fn a_hook_is_done_when_its_job_completes_or_its_pod_succeeds() {
-        let job = |t: &str| json!({"kind": "Job", "status": {"conditions": [{"type": t, "status": "True", "message": "backoff"}]}});
-        assert_eq!(hook_state(Some(&job("Complete"))), Some(Ok(())));
-        assert_eq!(hook_state(Some(&job("Failed"))), Some(Err("Job failed: backoff".into())));
-        assert_eq!(hook_state(Some(&json!({"kind": "Job", "status": {}}))), None);
-        assert_eq!(hook_state(Some(&json!({"kind": "Pod", "status": {"phase": "Running"}}))), None);
-        assert_eq!(hook_state(Some(&json!({"kind": "Pod", "status": {"phase": "Succeeded"}}))), Some(Ok(())));
-        assert_eq!(hook_state(Some(&json!({"kind": "ConfigMap"}))), Some(Ok(())));
-        assert!(matches!(hook_state(None), Some(Err(_))));
-    }
 
     #[test]
     fn progress_names_what_is_deleted_waited_for_held_and_left() {

@@ -203,24 +203,30 @@ pub fn compile_windows(windows: &[SyncWindow]) -> Result<Vec<Window>, Vec<Window
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    fn spanned(s: &str) -> Spanned<String> {
-        Spanned::new(s.to_string(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
-    }
-
-    fn window(kind: &str, schedule: &str, duration: &str, tz: &str, apps: &[&str]) -> SyncWindow {
+impl SyncWindow {
+    /// A window of these fields, positions unknown (tests).
+    pub(crate) fn of(kind: &str, schedule: &str, duration: &str, tz: &str, apps: &[&str], manual: bool) -> Self {
+        let spanned =
+            |s: &str| Spanned::new(s.to_string(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN);
         SyncWindow {
             kind: spanned(kind),
             schedule: spanned(schedule),
             duration: spanned(duration),
             time_zone: Some(spanned(tz)),
             applications: Some(apps.iter().map(|s| (*s).to_string()).collect()),
-            manual_sync: false,
+            manual_sync: manual,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn window(kind: &str, schedule: &str, duration: &str, tz: &str, apps: &[&str]) -> SyncWindow {
+        SyncWindow::of(kind, schedule, duration, tz, apps, false)
     }
 
     #[test]

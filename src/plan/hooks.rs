@@ -374,6 +374,13 @@ pub fn observe(live: Option<&Value>, sync_started: &str, now: jiff::Timestamp) -
     if mark != Some(sync_started) || obj.pointer("/metadata/deletionTimestamp").is_some() {
         return HookState::NotCreated;
     }
+    state_of(obj, now)
+}
+
+/// The state of live hook object `obj` at `now`, whoever created it: a Job by its
+/// conditions (`Failed`/`FailureTarget`, `Complete`/`SuccessCriteriaMet`), a Pod by its
+/// phase, any other kind done once it exists.
+pub fn state_of(obj: &Value, now: jiff::Timestamp) -> HookState {
     let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
     let created = text("/metadata/creationTimestamp").parse::<jiff::Timestamp>().ok();
     let age = created.map_or(0, |c| u64::try_from((now.as_second() - c.as_second()).max(0)).unwrap_or(0));

@@ -118,19 +118,8 @@ mod tests {
     use super::*;
     use crate::config::SyncWindow;
 
-    fn spanned(s: &str) -> serde_saphyr::Spanned<String> {
-        serde_saphyr::Spanned::new(s.to_string(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
-    }
-
     fn window(kind: &str, schedule: &str, duration: &str, tz: &str, apps: &[&str], manual: bool) -> SyncWindow {
-        SyncWindow {
-            kind: spanned(kind),
-            schedule: spanned(schedule),
-            duration: spanned(duration),
-            time_zone: Some(spanned(tz)),
-            applications: Some(apps.iter().map(|s| (*s).to_string()).collect()),
-            manual_sync: manual,
-        }
+        SyncWindow::of(kind, schedule, duration, tz, apps, manual)
     }
 
     fn at(t: &str) -> jiff::Timestamp {
