@@ -339,7 +339,7 @@ pub fn name_label(name: &str) -> String {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(name.as_bytes());
-    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(&digest[..4]);
     // a DNS name is ASCII: byte 54 is a character boundary
     let head = name.get(..54).unwrap_or(name).trim_end_matches(['-', '.']);
     format!("{head}-{hex}")
