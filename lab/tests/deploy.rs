@@ -47,7 +47,8 @@ fn base_and_prod_overlay_pass_server_side_dry_run() {
     namespaces();
     for dir in ["", "/overlays/prod"] {
         let path = format!("{DEPLOY}{dir}");
-        let out = kubectl_ok(&["apply", "-k", &path, "--dry-run=server"]).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let out = kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-k", &path, "--dry-run=server"])
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(out.contains("deployment.apps/plumb") && out.contains("(server dry run)"), "{out}");
         assert!(out.contains("service/plumb-webhook") && out.contains("service/plumb-internal"), "{out}");
     }
