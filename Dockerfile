@@ -23,8 +23,7 @@ RUN apt-get update \
  && useradd --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin nonroot \
  && install -d -o 65532 -g 65532 /var/cache/plumb
 COPY --from=build /out/plumb /usr/local/bin/plumb
-# MIMALLOC_*: freed pages go back to the system at once (as in deploy/base)
-ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt HOME=/tmp MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt HOME=/tmp
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/plumb"]
 CMD ["serve"]

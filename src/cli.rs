@@ -121,20 +121,32 @@ pub struct LeaseArgs {
     /// after about this long.
     #[arg(long, default_value_t = 10)]
     pub lease_duration: u64,
-    /// Seconds before expiry at which the leader renews (the clock skew tolerated).
+    /// Seconds of clock-rate difference and request latency tolerated: a replica stops
+    /// a shard's writes this long before its Lease can expire.
     #[arg(long, default_value_t = 3)]
     pub lease_grace: u64,
+    /// How many shards the applications are spread over, one Lease each: every replica
+    /// holds about shards / replicas of them (with `--leader-elect`; all replicas
+    /// must agree). 1: one replica runs every application.
+    #[arg(long, env = "PLUMB_SHARDS", default_value_t = 1)]
+    pub shards: u32,
+    /// Seconds added to this replica's clock in the Lease records it writes. A test
+    /// seam for a replica whose clock is off; expiry never reads it.
+    #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
+    pub lease_clock_offset: i64,
 }
 
 impl LeaseArgs {
-    /// The Lease options, or `None` without `--leader-elect`.
+    /// The Lease options, or `None` without `--leader-elect` (and a single shard).
     pub fn options(&self, status_namespace: &str) -> Option<crate::leader::LeaseOptions> {
-        self.leader_elect.then(|| crate::leader::LeaseOptions {
+        (self.leader_elect || self.shards > 1).then(|| crate::leader::LeaseOptions {
             namespace: self.lease_namespace.clone().unwrap_or_else(|| status_namespace.to_string()),
             name: self.lease_name.clone(),
             identity: self.identity.clone().unwrap_or_else(crate::leader::default_identity),
             duration_seconds: self.lease_duration,
             grace_seconds: self.lease_grace,
+            shards: self.shards,
+            clock_offset_seconds: self.lease_clock_offset,
         })
     }
 }
@@ -143,7 +155,9 @@ impl LeaseArgs {
 enum Command {
     /// Run the reconciler: one actor per application, the webhook receiver and the API.
     /// The only command (with `sync --local`) that creates plumb's status namespace.
-    #[command(after_help = "Exit codes: 0 shut down; 1 lost the leader Lease (restart as a follower); 2 error.")]
+    #[command(
+        after_help = "Exit codes: 0 shut down; 2 error. A replica that loses a shard goes on serving the others."
+    )]
     Serve {
         #[command(flatten)]
         policy: PolicyArgs,
@@ -521,9 +535,8 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
                 notify_url,
             };
-            let ended = crate::serve::run(process, Arc::new(Metrics::default()), shutdown_signal()).await?;
-            // A leader that lost its Lease exits non-zero: the pod restarts as a follower.
-            Ok(if ended == crate::serve::Ended::LostLease { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            crate::serve::run(process, Arc::new(Metrics::default()), shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Render { app, policy, revision, cluster, explain } => {
             let cache = cache_dir(policy.cache_dir.as_deref())?;
@@ -652,7 +665,7 @@ async fn sync_here(
     let mut ctx = context(policy, kube, !dry_run).await?;
     if !dry_run {
         let ns = &ctx.config.settings.status_namespace;
-        match crate::leader::holder(ctx.cluster.client(), ns, "plumb").await? {
+        match crate::leader::holders(ctx.cluster.client(), ns, "plumb").await?.first() {
             Some(server) => {
                 errln!(
                     "local: syncing {app} from this machine; plumb server {server} serves namespace {ns}: no status written here (the server records its own)"
@@ -711,7 +724,7 @@ fn validate(files: &[PathBuf], output: Output) -> anyhow::Result<ExitCode> {
             },
         })
         .collect();
-    for r in results.iter().filter(|_| output == Output::Table) {
+    for r in results.iter().filter(|_| output.is_table()) {
         for p in &r.problems {
             errln!("{p}");
         }

@@ -43,6 +43,15 @@ pub enum Error {
     /// Discovery failed.
     #[error("discovery: {0}")]
     Discovery(#[source] Box<kube::Error>),
+    /// A write dropped: the pass's shard is no longer held by this replica
+    /// ([`crate::fence`]).
+    #[error(transparent)]
+    Fenced(#[from] crate::fence::Closed),
+}
+
+/// Before a write of `action` on `key`: `Ok` unless the pass's fence closed.
+fn fenced(action: &str, key: &ObjectKey) -> Result<(), Error> {
+    Ok(crate::fence::check(|| format!("{action} {key}"))?)
 }
 
 impl Error {
@@ -413,6 +422,9 @@ impl Cluster {
         }
         let mut body = std::borrow::Cow::Borrowed(obj);
         for _ in 0..16 {
+            if !dry_run {
+                fenced(action, key)?;
+            }
             self.count(!dry_run);
             if dry_run {
                 self.dry_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -444,6 +456,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::Request`].
     pub async fn replace_managed_fields(&self, kind: &Kind, key: &ObjectKey, fields: &Value) -> Result<(), Error> {
+        fenced("take over fields of", key)?;
         self.count(true);
         let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
             {"op": "replace", "path": "/metadata/managedFields", "value": fields}
@@ -499,6 +512,7 @@ impl Cluster {
             .map_err(|e| Error::request("replace", key, kube::Error::SerdeError(e)))?;
         let pp = kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         let live = self.get(kind, key).await?;
+        fenced("replace", key)?;
         self.count(true);
         let out = match live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")).and_then(Value::as_str) {
             Some(rv) => {
@@ -568,6 +582,7 @@ impl Cluster {
         uid: &str,
         propagation: crate::plan::Propagation,
     ) -> Result<Deleted, Error> {
+        fenced("delete", key)?;
         self.count(true);
         let dp = match propagation {
             crate::plan::Propagation::Foreground => DeleteParams::foreground(),
@@ -766,6 +781,11 @@ impl Cluster {
             action: reason.action().into(),
             secondary: None,
         };
+        if let Err(e) =
+            crate::fence::check(|| format!("event {reason} on {}", reference.name.as_deref().unwrap_or("?")))
+        {
+            return tracing::warn!("{e}");
+        }
         self.count(false);
         // A recorder of its own for each Event: kube's recorder folds Events of the same
         // reason on the same object into one series that keeps the first note, so a

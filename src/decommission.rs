@@ -50,15 +50,17 @@ pub use crate::status::store::HOOKS_RAN_ANNOTATION;
 /// How many object names a condition or Event lists before `… and N more`.
 const NAMES_SHOWN: usize = 10;
 
-/// Runs the loop until `token` is cancelled; rounds run only while this replica leads.
+/// Runs the loop until `token` is cancelled; rounds run while this replica holds a
+/// shard, and act on the leaving applications of its shards only (each inside its
+/// shard's fence, [`crate::fence`]); the mass guard weighs every leaving application.
 pub async fn run(ctx: Arc<Context>, leadership: Leadership, token: CancellationToken) {
     loop {
-        if leadership.is_leader() {
+        if leadership.holds_any() {
             // a reload or shutdown does not wait for a hook: every step is done again
             // (or found done) by the next round
             tokio::select! {
                 () = token.cancelled() => return,
-                r = round(&ctx) => if let Err(e) = r {
+                r = round(&ctx, &leadership) => if let Err(e) = r {
                     tracing::warn!("decommission: {e:#}");
                 },
             }
@@ -142,7 +144,7 @@ fn read(obj: &DynamicObject) -> Found {
 }
 
 /// One round: every leaving application handled once.
-async fn round(ctx: &Context) -> anyhow::Result<()> {
+async fn round(ctx: &Context, leadership: &Leadership) -> anyhow::Result<()> {
     let resources = ctx.store.list_resources().await?;
     let declared: HashSet<&str> = ctx.config.applications.iter().map(|a| a.name.value.as_str()).collect();
     let mut claims = Claims { objects: HashSet::new(), complete: true };
@@ -173,11 +175,15 @@ async fn round(ctx: &Context) -> anyhow::Result<()> {
     let leaving: Vec<Leaving> = found.iter().map(|f| f.leaving.clone()).collect();
     let actions = decom::decide(&leaving, &remaining, jiff::Timestamp::now());
     for (f, action) in found.iter().zip(actions) {
-        let done = match action {
-            Action::Hold(why) => hold(ctx, f, &why).await,
-            Action::Orphan => orphan(ctx, f).await,
-            Action::Delete { wait } => delete(ctx, f, wait, &claims).await,
-        };
+        let Some(fence) = leadership.fence(f.app()) else { continue };
+        let done = crate::fence::within(Some(fence), async {
+            match action {
+                Action::Hold(why) => hold(ctx, f, &why).await,
+                Action::Orphan => orphan(ctx, f).await,
+                Action::Delete { wait } => delete(ctx, f, wait, &claims).await,
+            }
+        })
+        .await;
         if let Err(e) = done {
             tracing::warn!(app = %f.app(), "decommission: {e:#}");
         }

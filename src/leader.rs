@@ -1,57 +1,128 @@
-//! Leader election for `plumb serve` with more than one replica.
+//! Shards and their Leases for `plumb serve` with more than one replica.
 //!
-//! Every replica answers probes, metrics, the status API and webhooks; only the holder
-//! of a `coordination.k8s.io/v1` Lease (default `plumb` in the status namespace) runs
-//! reconcile passes. The Lease is kept by [`kube_lease_manager`] (server-side apply,
-//! renewed `grace` seconds before it expires; another replica takes it over once it has
-//! not been renewed for `duration` seconds, so a killed leader is replaced after at most
-//! about `duration` + 1 s).
+//! Every replica answers probes, metrics, the status API and webhooks. The
+//! applications are spread over `--shards N` shards ([`crate::plan::shards::shard_of`]);
+//! each shard has a `coordination.k8s.io/v1` Lease in plumb's namespace (`plumb` for a
+//! single shard, `plumb-shard-<i>` for more), and only the replica holding a shard's
+//! Lease runs the passes of its applications. Each replica also keeps a membership
+//! Lease (`plumb-member-<identity>`), so that the others count it before it holds
+//! anything. Kubernetes is the only coordination: no replica talks to another.
 //!
-//! A follower that receives a webhook forwards it through the application's resource
-//! (`applications.plumb.dev`): it sets the annotation [`REFRESH_ANNOTATION`], and the
-//! leader, which watches those resources ([`watch_requests`]), runs a pass when the
-//! value changes. The webhook body never travels: the leader fetches the ref itself.
-//! `plumb sync`, `refresh`, `suspend` and `rollback` reach the server the same way.
+//! Every round ([`LeaseOptions::round`], a fifth of the Lease duration) a replica
+//! renews its Leases (an update carrying the `resourceVersion` it last wrote: a
+//! conflict means another replica wrote the record, and the shard is lost at once),
+//! lists the Leases (one request), and takes or releases shards as
+//! [`crate::plan::shards::moves`] says. Expiry is judged by when this replica saw a
+//! record change and by the record's own `leaseDurationSeconds`
+//! ([`crate::plan::shards::Seen`]), never by comparing clocks. A holder stops writing
+//! once its last successful renew was sent more than the renew deadline (duration minus
+//! `--lease-grace`) ago ([`crate::fence`]): before any other replica can see the Lease
+//! expire, and every write queued before is dropped. A replica that loses or releases
+//! a shard goes on serving its others; one that takes a shard over starts its
+//! applications' passes from their Application statuses.
 //!
-//! A leader that loses the Lease stops: [`Leadership::lost`] resolves and `plumb serve`
-//! exits with status 1, so that two replicas never write at the same time (the pod is
-//! restarted and comes back as a follower).
+//! A replica that receives a webhook or a request for an application it does not run
+//! forwards it through the application's resource (`applications.plumb.dev`): it sets
+//! the annotation [`REFRESH_ANNOTATION`], and the owning replica, which watches those
+//! resources ([`watch_requests`]), runs a pass when the value changes. The webhook body
+//! never travels: the owner fetches the ref itself. `plumb sync`, `refresh`, `suspend`
+//! and `rollback` reach the owner the same way.
 
 use std::{
-    collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+    time::{Duration, Instant},
 };
 
 use futures::StreamExt as _;
-use kube::{Api, Client, api::DynamicObject, runtime::watcher};
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams, PostParams},
+    runtime::watcher,
+};
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use crate::status::REFRESH_ANNOTATION;
-use crate::status::store::{Controls, SharedControls, Store};
+use crate::{
+    fence::{Fence, Hold, Holds},
+    plan::shards::{self, Seen, View},
+    status::store::{Controls, SharedControls, Store},
+};
 
-/// Where and how to hold the Lease.
+/// The label naming the election a Lease belongs to (`--lease-name`).
+pub const LEASE_OF_LABEL: &str = "plumb.dev/lease-of";
+/// The label telling a shard's Lease (`shard`) from a replica's membership (`member`).
+pub const LEASE_ROLE_LABEL: &str = "plumb.dev/lease-role";
+/// The annotation of a shard's Lease: its shard number.
+pub const SHARD_ANNOTATION: &str = "plumb.dev/shard";
+/// The annotation of every Lease: the replica's `--shards` (replicas that disagree
+/// take nothing).
+pub const SHARDS_ANNOTATION: &str = "plumb.dev/shards";
+
+/// Where and how to hold the Leases.
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
-    /// Namespace of the Lease (plumb's own namespace).
+    /// Namespace of the Leases (plumb's own namespace).
     pub namespace: String,
-    /// Lease name.
+    /// The election's name: the single shard's Lease, the prefix of the others.
     pub name: String,
     /// This replica's identity (the pod name in the cluster).
     pub identity: String,
     /// Seconds a Lease stays valid after its last renewal (> `grace`).
     pub duration_seconds: u64,
-    /// Seconds before expiry at which the holder renews (> 0); also the clock skew
-    /// tolerated between replicas.
+    /// Seconds of clock-rate difference and request latency tolerated: a holder stops
+    /// writing this long before its Lease can expire (> 0).
     pub grace_seconds: u64,
+    /// How many shards the applications are spread over (≥ 1).
+    pub shards: u32,
+    /// Seconds added to this replica's wall clock in the records it writes
+    /// (`renewTime`, `acquireTime`): a test seam for a replica whose clock is off.
+    pub clock_offset_seconds: i64,
 }
 
-/// Failure to start leader election.
+impl LeaseOptions {
+    /// The name of shard `shard`'s Lease.
+    pub fn shard_lease(&self, shard: u32) -> String {
+        if self.shards <= 1 { self.name.clone() } else { format!("{}-shard-{shard}", self.name) }
+    }
+
+    /// The name of this replica's membership Lease: the identity made a valid name
+    /// (lower case, `[a-z0-9-]`), with a hash of it when it had to change.
+    pub fn member_lease(&self) -> String {
+        let clean: String = self
+            .identity
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+            .take(200)
+            .collect();
+        let clean = clean.trim_matches('-').to_string();
+        if clean == self.identity && !clean.is_empty() {
+            format!("{}-member-{clean}", self.name)
+        } else {
+            let h = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(self.identity.as_bytes())[..4]);
+            format!("{}-member-{clean}-{h}", self.name)
+        }
+    }
+
+    /// How often a replica renews and looks at the Leases: a fifth of the duration,
+    /// between 0.5 s and 5 s.
+    pub fn round(&self) -> Duration {
+        (Duration::from_secs(self.duration_seconds) / 5).clamp(Duration::from_millis(500), Duration::from_secs(5))
+    }
+
+    /// The renew deadline ([`shards::renew_deadline`]).
+    pub fn renew_deadline(&self) -> Duration {
+        shards::renew_deadline(Duration::from_secs(self.duration_seconds), Duration::from_secs(self.grace_seconds))
+    }
+}
+
+/// Failure to start the election.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `duration_seconds` must be greater than `grace_seconds`, which must be > 0.
@@ -66,40 +137,83 @@ pub enum Error {
         /// Grace in seconds.
         grace: u64,
     },
-    /// Reading or creating the Lease failed (missing `coordination.k8s.io` rights are
-    /// named here).
+    /// `--shards` must be between 1 and [`MAX_SHARDS`]; the name must fit a label value.
+    #[error("lease {namespace}/{name}: {problem}")]
+    Options {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Reading or creating this replica's membership Lease failed (missing
+    /// `coordination.k8s.io` rights are named here).
     #[error("lease {namespace}/{name}: {source}")]
     Lease {
         /// Lease namespace.
         namespace: String,
         /// Lease name.
         name: String,
-        /// The lease manager's error.
+        /// The API error.
         #[source]
-        source: kube_lease_manager::LeaseManagerError,
+        source: kube::Error,
     },
 }
 
-/// Whether this replica may run passes now. Cheap to clone.
+/// The most shards `--shards` accepts.
+pub const MAX_SHARDS: u32 = 1024;
+
+/// Which applications this replica runs now. Cheap to clone.
 #[derive(Clone)]
 pub struct Leadership {
-    rx: watch::Receiver<bool>,
+    identity: Arc<str>,
+    shards: u32,
+    holds: Arc<Holds>,
     elected: bool,
-    lost: Arc<AtomicBool>,
+    /// The shards held, sent each time this replica takes one.
+    taken: watch::Receiver<Vec<u32>>,
 }
 
 impl Leadership {
-    /// A single replica without election: always the leader.
+    /// A single replica without election: every application, for good.
     pub fn always() -> Self {
-        let (tx, rx) = watch::channel(true);
-        // The sender is dropped: the value stays `true` for good.
+        let (tx, taken) = watch::channel(vec![0]);
+        // The sender is dropped: nothing is ever taken again.
         drop(tx);
-        Self { rx, elected: false, lost: Arc::new(AtomicBool::new(false)) }
+        Self {
+            identity: default_identity().into(),
+            shards: 1,
+            holds: Arc::new(Holds::forever(1)),
+            elected: false,
+            taken,
+        }
     }
 
-    /// True while this replica holds the Lease (always true without election).
-    pub fn is_leader(&self) -> bool {
-        *self.rx.borrow()
+    /// The shard of application `app`.
+    pub fn shard_of(&self, app: &str) -> u32 {
+        shards::shard_of(app, self.shards)
+    }
+
+    /// The fence for a pass of `app` now: `Some` while this replica holds its shard.
+    pub fn fence(&self, app: &str) -> Option<Fence> {
+        Fence::of(self.identity.clone(), self.shard_of(app), self.shards, self.holds.clone())
+    }
+
+    /// True while this replica runs the passes of `app`.
+    pub fn owns(&self, app: &str) -> bool {
+        self.holds.open(self.shard_of(app), Instant::now()).is_some()
+    }
+
+    /// True while this replica holds any shard (it polls the repositories).
+    pub fn holds_any(&self) -> bool {
+        let now = Instant::now();
+        self.holds.shards().into_iter().any(|s| self.holds.open(s, now).is_some())
+    }
+
+    /// The shards held now (open or not yet ended).
+    pub fn held(&self) -> Vec<u32> {
+        self.holds.shards()
     }
 
     /// True when this replica takes part in an election (more than one may run).
@@ -107,111 +221,385 @@ impl Leadership {
         self.elected
     }
 
-    /// True once this replica held the Lease and lost it.
-    pub fn has_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 
-    /// Resolves each time this replica becomes the leader, with `true`; with `false`
-    /// once the channel closed (shutdown, or an election without a leader task).
-    pub async fn became_leader(&mut self) -> bool {
-        loop {
-            if self.rx.changed().await.is_err() {
-                return false;
-            }
-            if *self.rx.borrow_and_update() {
-                return true;
-            }
-        }
+    /// How many shards there are.
+    pub fn shards(&self) -> u32 {
+        self.shards
     }
 
-    /// Resolves when this replica lost the Lease it held (never without election).
-    pub async fn lost(&self) {
-        let mut rx = self.rx.clone();
-        loop {
-            if self.has_lost() {
-                return;
-            }
-            if rx.changed().await.is_err() {
-                if self.has_lost() {
-                    return;
-                }
-                std::future::pending::<()>().await;
-            }
-        }
+    /// Resolves each time this replica takes a shard, with the shards it then holds;
+    /// `None` once the election ended (shutdown, or no election).
+    pub async fn taken(&mut self) -> Option<Vec<u32>> {
+        self.taken.changed().await.ok()?;
+        Some(self.taken.borrow_and_update().clone())
     }
 
-    /// Joins the election for `opts` on `tracker`, until `token` is cancelled; then the
-    /// Lease is released (when held) so that another replica takes over at once.
+    /// Joins the election for `opts` on `tracker`, until `token` is cancelled; then
+    /// every Lease held is released so that other replicas take over at once.
     ///
     /// # Errors
-    /// [`Error::Timing`] for bad durations, [`Error::Lease`] when the Lease cannot be
-    /// read or created.
+    /// [`Error::Timing`] or [`Error::Options`] for bad options, [`Error::Lease`] when
+    /// this replica's membership Lease cannot be written.
     pub async fn elect(
         client: Client,
         opts: &LeaseOptions,
         tracker: &TaskTracker,
         token: CancellationToken,
     ) -> Result<Self, Error> {
+        let (namespace, name) = (opts.namespace.clone(), opts.name.clone());
         if opts.grace_seconds == 0 || opts.duration_seconds <= opts.grace_seconds {
-            return Err(Error::Timing {
-                namespace: opts.namespace.clone(),
-                name: opts.name.clone(),
-                duration: opts.duration_seconds,
-                grace: opts.grace_seconds,
-            });
+            let (duration, grace) = (opts.duration_seconds, opts.grace_seconds);
+            return Err(Error::Timing { namespace, name, duration, grace });
         }
-        let lease_err = |source| Error::Lease { namespace: opts.namespace.clone(), name: opts.name.clone(), source };
-        let params = LeaseParams::new(opts.identity.clone(), opts.duration_seconds, opts.grace_seconds)
-            .with_field_manager(format!("plumb-lease-{}", opts.identity));
-        let manager = LeaseManagerBuilder::new(client, opts.name.clone())
-            .with_namespace(opts.namespace.clone())
-            .with_parameters(params)
-            .build()
-            .await
-            .map_err(lease_err)?;
-        let (mut lease_rx, handle) = manager.watch().await;
-        let (tx, rx) = watch::channel(*lease_rx.borrow());
-        let lost = Arc::new(AtomicBool::new(false));
-        let (lost2, identity, lease) =
-            (lost.clone(), opts.identity.clone(), format!("{}/{}", opts.namespace, opts.name));
+        let problem = if !(1..=MAX_SHARDS).contains(&opts.shards) {
+            Some(format!("--shards {} is outside 1..={MAX_SHARDS}", opts.shards))
+        } else if opts.name.len() > 40 || opts.name.is_empty() {
+            Some("the name must have 1 to 40 characters (it is a label value and a prefix)".to_string())
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(Error::Options { namespace, name, problem });
+        }
+        let mut election = Election::new(client, opts.clone());
+        let member = opts.member_lease();
+        election.renew_member(Instant::now()).await.map_err(|source| Error::Lease {
+            namespace: opts.namespace.clone(),
+            name: member,
+            source,
+        })?;
+        let (tx, taken) = watch::channel(vec![]);
+        let holds = election.holds.clone();
+        let round = opts.round();
         tracker.spawn(async move {
             loop {
+                election.round(&tx).await;
                 tokio::select! {
                     () = token.cancelled() => break,
-                    changed = lease_rx.changed() => {
-                        if changed.is_err() {
-                            tracing::error!(lease = %lease, "leader election stopped");
-                            lost2.store(true, Ordering::Release);
-                            break;
-                        }
-                        let leader = *lease_rx.borrow_and_update();
-                        if leader {
-                            tracing::info!(lease = %lease, identity = %identity, "holding the lease: this replica runs the passes");
-                        } else if *tx.borrow() {
-                            tracing::error!(lease = %lease, identity = %identity, "lost the lease: stopping so that no two replicas write");
-                            lost2.store(true, Ordering::Release);
-                        }
-                        let _ = tx.send(leader);
-                        if lost2.load(Ordering::Acquire) {
-                            break;
-                        }
+                    () = tokio::time::sleep(round) => {}
+                }
+            }
+            election.release_all().await;
+        });
+        Ok(Self { identity: opts.identity.clone().into(), shards: opts.shards, holds, elected: true, taken })
+    }
+}
+
+/// The election task's state.
+struct Election {
+    api: Api<Lease>,
+    opts: LeaseOptions,
+    holds: Arc<Holds>,
+    /// Every Lease of the election as last read or written, by name.
+    seen: HashMap<String, Seen>,
+    /// What this replica wrote last, by Lease name (the record to update).
+    records: HashMap<String, Lease>,
+    /// Shards being released, with when their writes stopped.
+    releasing: BTreeMap<u32, Instant>,
+    generation: u64,
+}
+
+/// How long one Lease request may take before the round goes on without it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Election {
+    fn new(client: Client, opts: LeaseOptions) -> Self {
+        let holds = Arc::new(Holds::with_deadline(opts.renew_deadline()));
+        Self {
+            api: Api::namespaced(client, &opts.namespace),
+            opts,
+            holds,
+            seen: HashMap::new(),
+            records: HashMap::new(),
+            releasing: BTreeMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// The wall-clock time this replica writes in its records.
+    fn wall_now(&self) -> MicroTime {
+        MicroTime(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(self.opts.clock_offset_seconds))
+    }
+
+    /// A record of Lease `name` held by `holder` (empty: released), based on `base`.
+    fn record(&self, name: &str, base: Option<&Lease>, holder: &str, role: &str, shard: Option<u32>) -> Lease {
+        let mut lease = base.cloned().unwrap_or_default();
+        let meta = &mut lease.metadata;
+        meta.name = Some(name.to_string());
+        meta.namespace = Some(self.opts.namespace.clone());
+        let labels = meta.labels.get_or_insert_default();
+        labels.insert(LEASE_OF_LABEL.into(), self.opts.name.clone());
+        labels.insert(LEASE_ROLE_LABEL.into(), role.into());
+        let notes = meta.annotations.get_or_insert_default();
+        notes.insert(SHARDS_ANNOTATION.into(), self.opts.shards.to_string());
+        if let Some(s) = shard {
+            notes.insert(SHARD_ANNOTATION.into(), s.to_string());
+        }
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let was = spec.holder_identity.clone().unwrap_or_default();
+        if was != holder && !holder.is_empty() {
+            spec.acquire_time = Some(self.wall_now());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + i32::from(!was.is_empty()));
+        }
+        spec.holder_identity = Some(holder.to_string());
+        spec.lease_duration_seconds = Some(i32::try_from(self.opts.duration_seconds).unwrap_or(i32::MAX));
+        spec.renew_time = Some(self.wall_now());
+        lease
+    }
+
+    /// Writes `lease` (an update carrying its `resourceVersion`, or a create), within
+    /// [`REQUEST_TIMEOUT`]; remembers what was written.
+    async fn write(&mut self, lease: Lease, now: Instant) -> Result<Lease, kube::Error> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let pp = PostParams::default();
+        let request = async {
+            if lease.metadata.resource_version.is_some() {
+                self.api.replace(&name, &pp, &lease).await
+            } else {
+                self.api.create(&pp, &lease).await
+            }
+        };
+        let written = match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+            Ok(r) => r?,
+            Err(_) => return Err(timeout_error(&name)),
+        };
+        self.remember(&written, now);
+        self.records.insert(name, written.clone());
+        Ok(written)
+    }
+
+    /// Records `lease` as seen at `now`.
+    fn remember(&mut self, lease: &Lease, now: Instant) {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.filter(|h| !h.is_empty());
+        let duration =
+            Duration::from_secs(spec.lease_duration_seconds.and_then(|d| u64::try_from(d).ok()).unwrap_or(0));
+        let seen = match self.seen.remove(&name) {
+            Some(s) => s.read_again(holder, version, duration, now),
+            None => Seen { holder, version, duration, changed_at: now },
+        };
+        self.seen.insert(name, seen);
+    }
+
+    /// Renews (or creates) this replica's membership Lease.
+    async fn renew_member(&mut self, now: Instant) -> Result<(), kube::Error> {
+        let name = self.opts.member_lease();
+        let base = self.records.get(&name).cloned();
+        let base = match base {
+            Some(b) => Some(b),
+            None => self.api.get_opt(&name).await?,
+        };
+        let identity = self.opts.identity.clone();
+        let lease = self.record(&name, base.as_ref(), &identity, "member", None);
+        match self.write(lease, now).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // read it again next time
+                self.records.remove(&name);
+                Err(e)
+            }
+        }
+    }
+
+    /// One round: renew, look, move.
+    async fn round(&mut self, taken: &watch::Sender<Vec<u32>>) {
+        let now = Instant::now();
+        if let Err(e) = self.renew_member(now).await {
+            tracing::warn!(lease = %self.opts.member_lease(), "renewing this replica's membership: {e}");
+        }
+        self.renew_shards().await;
+        self.finish_releases().await;
+        let listed = tokio::time::timeout(REQUEST_TIMEOUT, async {
+            let lp = ListParams::default().labels(&format!("{LEASE_OF_LABEL}={}", self.opts.name));
+            self.api.list(&lp).await
+        })
+        .await;
+        let leases = match listed {
+            Ok(Ok(l)) => l.items,
+            Ok(Err(e)) => return tracing::warn!(namespace = %self.opts.namespace, "listing the Leases: {e}"),
+            Err(_) => return tracing::warn!(namespace = %self.opts.namespace, "listing the Leases: no answer"),
+        };
+        let now = Instant::now();
+        for l in &leases {
+            self.remember(l, now);
+        }
+        let Some(view) = self.view(&leases, now) else { return };
+        let moves = shards::moves(&view);
+        let mut took = false;
+        for s in moves.acquire {
+            took |= self.acquire(s, &leases).await;
+        }
+        for s in moves.release {
+            tracing::info!(shard = s, identity = %self.opts.identity, "releasing the shard to another replica");
+            self.holds.end(s);
+            self.releasing.insert(s, Instant::now());
+        }
+        if took {
+            let _ = taken.send(self.holds.shards());
+        }
+    }
+
+    /// What this replica knows now, or `None` when a live replica runs with another
+    /// `--shards` (nothing is taken then).
+    fn view(&self, leases: &[Lease], now: Instant) -> Option<View<'_>> {
+        let mut holders = vec![None; self.opts.shards as usize];
+        let mut members = BTreeSet::new();
+        for l in leases {
+            let name = l.metadata.name.clone().unwrap_or_default();
+            let Some(seen) = self.seen.get(&name) else { continue };
+            let Some(holder) = seen.live_holder(now) else { continue };
+            let notes = l.metadata.annotations.clone().unwrap_or_default();
+            let theirs = notes.get(SHARDS_ANNOTATION).and_then(|n| n.parse::<u32>().ok());
+            if theirs.is_some_and(|n| n != self.opts.shards) {
+                tracing::error!(
+                    lease = %name, holder, shards = ?theirs,
+                    "a live replica runs with another --shards than this one's {}: taking no shard until they agree",
+                    self.opts.shards
+                );
+                return None;
+            }
+            let role = l.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
+            match role {
+                Some("member") => {
+                    members.insert(holder.to_string());
+                }
+                Some("shard") => {
+                    let shard = notes.get(SHARD_ANNOTATION).and_then(|s| s.parse::<u32>().ok());
+                    if let Some(slot) = shard.and_then(|s| holders.get_mut(s as usize)) {
+                        *slot = Some(holder.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        // what this replica holds counts as held by it, whatever it read
+        for s in self.holds.shards() {
+            if let Some(slot) = holders.get_mut(s as usize) {
+                *slot = Some(self.opts.identity.clone());
+            }
+        }
+        for s in self.releasing.keys() {
+            if let Some(slot) = holders.get_mut(*s as usize) {
+                *slot = None;
+            }
+        }
+        members.insert(self.opts.identity.clone());
+        Some(View {
+            me: &self.opts.identity,
+            shards: self.opts.shards,
+            holders,
+            members,
+            releasing: self.releasing.keys().copied().collect(),
+        })
+    }
+
+    /// Takes shard `s` (free, or expired as this replica saw it): an update carrying
+    /// the `resourceVersion` read, so that of two replicas taking it one wins.
+    async fn acquire(&mut self, s: u32, leases: &[Lease]) -> bool {
+        let name = self.opts.shard_lease(s);
+        let base = leases.iter().find(|l| l.metadata.name.as_deref() == Some(&name));
+        let identity = self.opts.identity.clone();
+        let lease = self.record(&name, base, &identity, "shard", Some(s));
+        let sent = Instant::now();
+        match self.write(lease, sent).await {
+            Ok(l) => {
+                self.generation += 1;
+                let transitions = l.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0);
+                self.holds.set(s, Hold { generation: self.generation, renewed_at: sent, transitions });
+                tracing::info!(lease = %name, shard = s, identity = %identity, transitions, "holding the shard: this replica runs its applications");
+                true
+            }
+            Err(e) => {
+                tracing::debug!(lease = %name, "taking the shard: {e}");
+                false
+            }
+        }
+    }
+
+    /// Renews every shard held. A conflict (another replica wrote the record) ends the
+    /// hold at once; another failure leaves it to close at the renew deadline, and
+    /// ends it then.
+    async fn renew_shards(&mut self) {
+        for s in self.holds.shards() {
+            let name = self.opts.shard_lease(s);
+            let Some(hold) = self.holds.get(s) else { continue };
+            let base = self.records.get(&name).cloned();
+            let identity = self.opts.identity.clone();
+            let lease = self.record(&name, base.as_ref(), &identity, "shard", Some(s));
+            let sent = Instant::now();
+            match self.write(lease, sent).await {
+                Ok(_) => self.holds.set(s, Hold { renewed_at: sent, ..hold }),
+                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {
+                    tracing::error!(lease = %name, shard = s, "lost the shard (another replica wrote its Lease): its writes stopped");
+                    self.holds.end(s);
+                    self.records.remove(&name);
+                }
+                Err(e) => {
+                    if self.holds.open(s, Instant::now()).is_none() {
+                        // when the deadline passed, on the wall clock (the fence closed then)
+                        let late =
+                            Instant::now().saturating_duration_since(hold.renewed_at + self.opts.renew_deadline());
+                        let stopped_at =
+                            jiff::Timestamp::now() - jiff::SignedDuration::try_from(late).unwrap_or_default();
+                        tracing::error!(lease = %name, shard = s, %stopped_at, "not renewed within the renew deadline: its writes stopped ({e})");
+                        self.holds.end(s);
+                        self.records.remove(&name);
+                    } else {
+                        tracing::warn!(lease = %name, shard = s, "renewing the shard: {e}");
                     }
                 }
             }
-            let _ = tx.send(false);
-            drop(tx);
-            // Dropping the receiver makes the manager release the Lease and return.
-            drop(lease_rx);
-            match tokio::time::timeout(Duration::from_secs(5), handle).await {
-                Ok(Ok(Ok(_))) => tracing::info!(lease = %lease, "lease released"),
-                Ok(Ok(Err(e))) => tracing::warn!(lease = %lease, "releasing the lease: {e}"),
-                Ok(Err(e)) => tracing::warn!(lease = %lease, "lease task: {e}"),
-                Err(_) => tracing::warn!(lease = %lease, "lease not released within 5 s"),
-            }
-        });
-        Ok(Self { rx, elected: true, lost })
+        }
     }
+
+    /// Shards released more than `grace` ago (time for a write in flight to land):
+    /// their Leases are written without a holder, for another replica to take.
+    async fn finish_releases(&mut self) {
+        let grace = Duration::from_secs(self.opts.grace_seconds);
+        let due: Vec<u32> = self.releasing.iter().filter(|(_, at)| at.elapsed() >= grace).map(|(s, _)| *s).collect();
+        for s in due {
+            self.releasing.remove(&s);
+            self.give_up(s).await;
+        }
+    }
+
+    /// Writes shard `s`'s Lease without a holder (when this replica wrote it last).
+    async fn give_up(&mut self, s: u32) {
+        let name = self.opts.shard_lease(s);
+        let Some(base) = self.records.remove(&name) else { return };
+        let lease = self.record(&name, Some(&base), "", "shard", Some(s));
+        if let Err(e) = self.write(lease, Instant::now()).await {
+            tracing::debug!(lease = %name, "releasing the shard: {e}");
+        }
+    }
+
+    /// At shutdown: stops every write, then releases every shard and the membership.
+    async fn release_all(&mut self) {
+        let held = self.holds.shards();
+        for s in &held {
+            self.holds.end(*s);
+        }
+        for s in held.into_iter().chain(std::mem::take(&mut self.releasing).into_keys()) {
+            self.give_up(s).await;
+        }
+        let member = self.opts.member_lease();
+        if let Some(base) = self.records.remove(&member) {
+            let lease = self.record(&member, Some(&base), "", "member", None);
+            let _ = self.write(lease, Instant::now()).await;
+        }
+        tracing::info!(identity = %self.opts.identity, "leases released");
+    }
+}
+
+/// A request that got no answer within [`REQUEST_TIMEOUT`], as a client error.
+fn timeout_error(name: &str) -> kube::Error {
+    kube::Error::Service(format!("lease {name}: no answer within {}s", REQUEST_TIMEOUT.as_secs()).into())
 }
 
 /// Asks the leader for a pass of `app` by stamping [`REFRESH_ANNOTATION`] (the time of
@@ -243,7 +631,7 @@ pub async fn request(
 
 /// Watches the application resources in `namespace`, keeps `shared` up to date with
 /// their requests ([`Controls`]) and calls `trigger(app)` whenever a request changes
-/// while this replica leads (a pass or sync request, a new or ended pause, a new or
+/// while this replica runs it (a pass or sync request, a new or ended pause, a new or
 /// released pin), and again when a pause ends, until `token` is cancelled. Values seen
 /// at start are remembered, not acted on (every application gets a pass when a replica
 /// starts leading anyway).
@@ -308,7 +696,7 @@ pub async fn watch_requests(
                 });
             }
         }
-        if initial || !leadership.is_leader() {
+        if initial || !leadership.owns(&app) {
             continue;
         }
         tracing::info!(app = %app, "request on applications.plumb.dev/{app}: a pass");
@@ -328,22 +716,32 @@ pub fn default_identity() -> String {
     format!("{}-{}", if host.is_empty() { "plumb" } else { &host }, std::process::id())
 }
 
-/// The identity holding Lease `namespace/name` when it is held and was renewed within
-/// its duration (a serving `plumb serve --leader-elect`); `None` when there is no such
-/// Lease, it has no holder, or it expired. A single replica without `--leader-elect`
-/// holds no Lease and is not seen here.
+/// The identities holding a live Lease of election `name` in `namespace` (serving
+/// `plumb serve --leader-elect` replicas), judged by each record's `renewTime` and
+/// duration against this machine's clock (the command line reads once; it cannot
+/// watch a record change). Empty when no replica serves; a single replica without
+/// `--leader-elect` holds no Lease and is not seen here.
 ///
 /// # Errors
 /// The API request failed (other than 404).
-pub async fn holder(client: &Client, namespace: &str, name: &str) -> Result<Option<String>, kube::Error> {
-    let api: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), namespace);
-    let Some(lease) = api.get_opt(name).await? else { return Ok(None) };
-    let Some(spec) = lease.spec else { return Ok(None) };
-    let (Some(who), Some(renewed), Some(duration)) =
-        (spec.holder_identity, spec.renew_time, spec.lease_duration_seconds)
-    else {
-        return Ok(None);
+pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default().labels(&format!("{LEASE_OF_LABEL}={name}"));
+    let leases = match api.list(&lp).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => vec![],
+        Err(e) => return Err(e),
     };
-    let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration));
-    Ok((!who.is_empty() && expires > jiff::Timestamp::now()).then_some(who))
+    let mut who: Vec<String> = leases
+        .into_iter()
+        .filter_map(|l| {
+            let spec = l.spec?;
+            let (who, renewed, duration) = (spec.holder_identity?, spec.renew_time?, spec.lease_duration_seconds?);
+            let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration));
+            (!who.is_empty() && expires > jiff::Timestamp::now()).then_some(who)
+        })
+        .collect();
+    who.sort();
+    who.dedup();
+    Ok(who)
 }

@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod compare;
 pub mod config;
 pub mod decommission;
+pub mod fence;
 pub mod forge;
 pub mod health;
 pub mod kind;

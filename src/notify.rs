@@ -133,6 +133,9 @@ impl Outgoing {
             Err(_) => return,
         };
         for text in texts {
+            if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
+                return tracing::warn!("{e}");
+            }
             let body = serde_json::json!({ "text": text }).to_string();
             let req = http::Request::post(&self.url)
                 .header(http::header::CONTENT_TYPE, "application/json")

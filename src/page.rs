@@ -281,6 +281,9 @@ fn summary(b: &mut String, st: &AppStatus, timings: Option<&PassTimings>) {
     if let Some(w) = &st.sync_windows {
         row("Sync windows", escape(&w.summary()));
     }
+    if let Some(r) = &st.reconciler {
+        row("Reconciled by", escape(&r.summary()));
+    }
     let mut last = last_sync(st.last_sync.as_ref());
     if let Some(r) = &st.last_sync {
         let _ = write!(last, " ({})", escape(r.reason.as_str()));

@@ -24,6 +24,7 @@ pub mod depends;
 mod hand_over;
 pub mod hooks;
 mod progress;
+pub mod shards;
 pub mod windows;
 
 use serde::Serialize;

@@ -5,8 +5,9 @@
 //! Everything here is wiring: it decides nothing itself.
 //!
 //! With leader election ([`serve_with`] and a [`LeaseOptions`]) every replica runs the
-//! same actors, but a replica that does not hold the Lease skips its passes and
-//! forwards the webhooks it receives to the leader (see [`crate::leader`]).
+//! same actors, but a replica runs the passes only of the applications whose shard it
+//! holds, each inside that shard's fence ([`crate::fence`]), and forwards the webhooks
+//! it receives for the others to their owners (see [`crate::leader`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -41,7 +42,7 @@ pub struct ServeHandle {
     pub tracker: TaskTracker,
     /// Scheduler (to trigger passes).
     pub scheduler: Scheduler,
-    /// Whether this replica runs passes (always, without leader election).
+    /// Which applications this replica runs (all, without leader election).
     pub leadership: Leadership,
 }
 
@@ -124,8 +125,8 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
     serve_elected(ctx, listen.bind()?, token, None, None).await
 }
 
-/// [`serve_with`], and with `lease` one replica among several: passes run only while
-/// this replica holds the Lease (see [`crate::leader`]); with `notify`, failed and
+/// [`serve_with`], and with `lease` one replica among several: an application's passes
+/// run only while this replica holds its shard (see [`crate::leader`]); with `notify`, failed and
 /// refused syncs and new Degraded health are posted (see [`crate::notify`]).
 ///
 /// # Errors
@@ -149,6 +150,9 @@ pub async fn serve_elected(
         None => Leadership::always(),
     };
     prepare_status(&ctx).await;
+    if !leadership.elected() {
+        mirror_specs(&ctx, &leadership, &[0]).await;
+    }
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     start_pollers(&ctx, &tracker, &leadership, &scheduler, &token);
@@ -197,9 +201,8 @@ pub async fn serve_elected(
 }
 
 /// The application resources (`applications.plumb.dev`): the definition installed when
-/// missing, status ConfigMaps of earlier versions moved, each resource's `spec` set to
-/// the policy's declaration. Failures are logged: passes still run (and say so when
-/// they cannot write their status).
+/// missing, status ConfigMaps of earlier versions moved. Failures are logged: passes
+/// still run (and say so when they cannot write their status).
 async fn prepare_status(ctx: &Context) {
     if let Err(e) = ctx.store.ensure_definition().await {
         tracing::error!("{e}");
@@ -212,7 +215,16 @@ async fn prepare_status(ctx: &Context) {
         Ok(_) => {}
         Err(e) => tracing::warn!("moving status ConfigMaps to applications.plumb.dev: {e}"),
     }
+}
+
+/// Each resource's `spec` set to the policy's declaration, for the applications of
+/// `shards` (just taken), each inside its shard's fence. Failures are logged.
+async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
     for app in &ctx.config.applications {
+        if !shards.contains(&leadership.shard_of(&app.name.value)) {
+            continue;
+        }
+        let Some(fence) = leadership.fence(&app.name.value) else { continue };
         let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
         let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
         let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
@@ -225,7 +237,7 @@ async fn prepare_status(ctx: &Context) {
             "environment": app.environment.value,
             crate::status::store::DECOMMISSION_FIELD: record,
         });
-        if let Err(e) = ctx.store.mirror(&app.name.value, &spec).await {
+        if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
             tracing::warn!(app = %app.name.value, "{e}");
         }
     }
@@ -239,8 +251,8 @@ fn app_intervals(ctx: &Context) -> Vec<(String, std::time::Duration)> {
 
 /// One [`Poller`] per repository: every interval (jittered) it asks the remote for its
 /// refs, within the source time limit, and triggers the applications whose revision
-/// moved. A replica that does not lead asks nothing (it runs no passes; it triggers
-/// every application when it becomes the leader).
+/// moved (those this replica runs). A replica that holds no shard asks nothing (it
+/// triggers a shard's applications when it takes the shard).
 fn start_pollers(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -253,10 +265,10 @@ fn start_pollers(
         let (ctx, leadership, scheduler, token) = (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone());
         tracker.spawn(async move {
             loop {
-                if leadership.is_leader() {
+                if leadership.holds_any() {
                     match tokio::time::timeout(limit, poller.round(ctx.sources())).await {
                         Ok(Ok(moved)) => {
-                            for app in &moved {
+                            for app in moved.iter().filter(|a| leadership.owns(a)) {
                                 tracing::debug!(app = %app, repository = poller.repository(), "revision moved");
                                 scheduler.trigger(app, Trigger::Moved);
                             }
@@ -278,8 +290,9 @@ fn start_pollers(
     }
 }
 
-/// With leader election: a pass of every application each time this replica becomes
-/// the leader.
+/// With leader election: each time this replica takes shards, the `spec` of their
+/// applications' resources set ([`mirror_specs`]) and a pass of each (which starts from
+/// its Application status: see [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -288,16 +301,18 @@ fn follow_leadership(
     token: &CancellationToken,
 ) {
     let apps: Vec<String> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
-    let (mut l, s, t) = (leadership.clone(), scheduler.clone(), token.clone());
+    let (ctx, mut l, s, t) = (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone());
     tracker.spawn(async move {
+        let mut before: Vec<u32> = vec![];
         loop {
             tokio::select! {
                 () = t.cancelled() => return,
-                became = l.became_leader() => {
-                    if !became {
-                        return;
-                    }
-                    for app in &apps {
+                taken = l.taken() => {
+                    let Some(held) = taken else { return };
+                    let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
+                    before = held;
+                    mirror_specs(&ctx, &l, &new).await;
+                    for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
                         s.trigger(app, Trigger::Manual);
                     }
                 }
@@ -306,8 +321,8 @@ fn follow_leadership(
     });
 }
 
-/// Where a follower sends the webhooks it received: the leader, through the status
-/// namespace's Lease-holder requests ([`leader::forward`]).
+/// Where a replica sends the webhooks it received for applications it does not run:
+/// their owners, through the applications' resources ([`leader::forward`]).
 pub struct Forward {
     /// plumb's client.
     pub client: kube::Client,
@@ -315,10 +330,10 @@ pub struct Forward {
     pub namespace: String,
 }
 
-/// Drains the webhook queue until it closes or `token` is cancelled: the leader
-/// triggers its actors (triggers coalesce in the scheduler: one pass running, one
-/// waiting per application, so this never blocks on a busy application); a follower
-/// forwards each application to the leader (with no `forward`, it drops them, logged).
+/// Drains the webhook queue until it closes or `token` is cancelled: the applications
+/// this replica runs trigger its actors (triggers coalesce in the scheduler: one pass
+/// running, one waiting per application, so this never blocks on a busy application);
+/// the others are forwarded to their owners (with no `forward`, dropped, logged).
 pub async fn dispatch(
     mut queue: mpsc::Receiver<server::Queued>,
     scheduler: Scheduler,
@@ -335,17 +350,19 @@ pub async fn dispatch(
             },
         };
         for app in &item.apps {
-            if leadership.is_leader() {
+            if leadership.owns(app) {
                 scheduler.trigger(app, Trigger::Webhook { received: item.received });
                 continue;
             }
             let Some(f) = &forward else {
-                tracing::warn!(app = %app, "webhook dropped: not the leader, and no leader to forward to");
+                tracing::warn!(app = %app, "webhook dropped: not run here, and nowhere to forward it");
                 continue;
             };
             match leader::forward(&f.client, &f.namespace, app).await {
-                Ok(_) => tracing::info!(app = %app, "webhook forwarded to the leader"),
-                Err(e) => tracing::warn!(app = %app, "forwarding a webhook to the leader: {e}"),
+                Ok(_) => {
+                    tracing::info!(app = %app, shard = leadership.shard_of(app), "webhook forwarded to the replica running it")
+                }
+                Err(e) => tracing::warn!(app = %app, "forwarding a webhook: {e}"),
             }
         }
     }
@@ -364,7 +381,7 @@ pub struct Process {
     pub cache_dir: std::path::PathBuf,
     /// Addresses of the three listeners.
     pub listen: Listeners,
-    /// Leader election, when more than one replica may run.
+    /// Shards and their Leases, when more than one replica may run.
     pub lease: Option<LeaseOptions>,
     /// How often the policy file is read again.
     pub reload_every: std::time::Duration,
@@ -391,17 +408,8 @@ async fn secret_changed(
     }
 }
 
-/// How [`run`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// `shutdown` resolved.
-    Shutdown,
-    /// This replica lost the Lease it held.
-    LostLease,
-}
-
-/// Runs `plumb serve` with the policy of `process` until `shutdown` resolves or the
-/// Lease is lost. When the policy file changes and the new one is valid, the actors,
+/// Runs `plumb serve` with the policy of `process` until `shutdown` resolves (a replica
+/// that loses a shard goes on with the others). When the policy file changes and the new one is valid, the actors,
 /// watches and HTTP server stop (letting running passes finish) and start again with
 /// it, on the same sockets (bound once: a connection made meanwhile waits to be
 /// accepted); an invalid one is rejected and the running policy stays
@@ -413,7 +421,7 @@ pub async fn run(
     process: Process,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<Ended> {
+) -> anyhow::Result<()> {
     let mut config = crate::config::load(&process.policy)?;
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
     let bound = process.listen.bind()?;
@@ -460,11 +468,6 @@ pub async fn run(
         }
         let next = tokio::select! {
             () = &mut shutdown => None,
-            () = handle.leadership.lost() => {
-                token.cancel();
-                handle.tracker.wait().await;
-                return Ok(Ended::LostLease);
-            }
             c = watch.next_valid(&metrics) => Some(c),
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
                 Some(config.clone())
@@ -474,7 +477,7 @@ pub async fn run(
         handle.tracker.wait().await;
         match next {
             Some(c) => config = c,
-            None => return Ok(Ended::Shutdown),
+            None => return Ok(()),
         }
     }
 }
@@ -514,14 +517,17 @@ fn start_actors(
         let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
         let fresh = crate::poller::freshness(cause, interval);
         async move {
-            // a follower's passes do nothing: they must not use up the first passes'
-            // bound it needs once it leads
-            let _permit = if leadership.is_leader() { first.permit(&app).await } else { None };
+            // the passes of an application another replica runs do nothing: they must
+            // not use up the first passes' bound this one needs once it runs them
+            let fence = leadership.fence(&app);
+            let _permit = if fence.is_some() { first.permit(&app).await } else { None };
             probes.started(&app);
-            let settling = if leadership.is_leader() {
+            let settling = if let Some(fence) = fence {
+                state.held_under(fence.hold.generation);
                 let before = ctx.published().status(&app);
-                let settling =
-                    policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode_of(cause)), fresh).await;
+                let mode = mode_of(cause);
+                let pass = policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode), fresh);
+                let settling = crate::fence::within(Some(fence), pass).await;
                 if let (Some(s), Some(after)) = (scheduler.get(), ctx.published().status(&app)) {
                     after_gates(&ctx.config, s, before.as_deref(), &after);
                 }

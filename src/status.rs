@@ -556,6 +556,43 @@ pub struct AppStatus {
     /// only plumb writes, so a `spec` changed by someone else is not trusted.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub decommission_digest: String,
+    /// The replica and shard whose pass wrote this status (`plumb serve`; see
+    /// [`crate::leader`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciler: Option<Reconciler>,
+}
+
+/// Who reconciled an application: the replica (its identity, the pod name in the
+/// cluster), the shard of the application and how many there are, and the shard
+/// Lease's `leaseTransitions` when the replica took it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconciler {
+    /// The replica's identity.
+    pub replica: String,
+    /// The application's shard (0-based).
+    pub shard: u32,
+    /// How many shards there are.
+    pub shards: u32,
+    /// The shard Lease's `leaseTransitions` when this replica took it.
+    pub lease_transitions: i32,
+}
+
+impl Reconciler {
+    /// The reconciler a pass inside `fence` names.
+    pub fn of(fence: &crate::fence::Fence) -> Self {
+        Self {
+            replica: fence.replica.to_string(),
+            shard: fence.shard,
+            shards: fence.shards,
+            lease_transitions: fence.hold.transitions,
+        }
+    }
+
+    /// `replica (shard 2/6)`.
+    pub fn summary(&self) -> String {
+        format!("{} (shard {}/{})", self.replica, self.shard, self.shards)
+    }
 }
 
 /// What the sync windows say for one application at one time (kept in its status;

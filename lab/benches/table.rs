@@ -774,9 +774,7 @@ impl Serve {
             .args(["--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"])
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .env("PLUMB_LOG", "warn")
-            // as deploy/base/deployment.yaml runs it
-            .env("MIMALLOC_PURGE_DELAY", "0")
-            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+            // as the README starts it: the allocator settings are the binary's own
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

@@ -45,7 +45,7 @@ fn namespaces() {
 #[test]
 fn base_and_prod_overlay_pass_server_side_dry_run() {
     namespaces();
-    for dir in ["", "/overlays/prod"] {
+    for dir in ["", "/overlays/prod", "/overlays/sharded"] {
         let path = format!("{DEPLOY}{dir}");
         let out = kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-k", &path, "--dry-run=server"])
             .unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -54,6 +54,11 @@ fn base_and_prod_overlay_pass_server_side_dry_run() {
     }
     let prod = kubectl(&["kustomize", &format!("{DEPLOY}/overlays/prod")]);
     assert!(prod.contains("kind: PodDisruptionBudget") && prod.contains("replicas: 2"), "{prod}");
+    let sharded = kubectl(&["kustomize", &format!("{DEPLOY}/overlays/sharded")]);
+    for part in ["replicas: 3", "- --shards=6", "- --leader-elect", "podAntiAffinity:", "maxUnavailable: 1"] {
+        assert!(sharded.contains(part), "{part}: {sharded}");
+    }
+    assert!(!sharded.contains("minAvailable"), "{sharded}");
     let base = kubectl(&["kustomize", DEPLOY]);
     assert!(!base.contains("kind: PodDisruptionBudget"), "one replica: no PDB");
     assert!(!base.contains("change-me") && !prod.contains("change-me"));

@@ -156,7 +156,7 @@ async fn the_follower_takes_over_a_killed_leaders_sync() {
     })
     .await;
     assert!(
-        read_log(&dir, &replicas[follower].identity).contains("webhook forwarded to the leader"),
+        read_log(&dir, &replicas[follower].identity).contains("webhook forwarded to the replica running it"),
         "{}",
         read_log(&dir, &replicas[follower].identity)
     );

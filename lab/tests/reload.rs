@@ -146,7 +146,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     assert!(metrics.encode().contains("plumb_app_info{app=\"reload-b\""), "{}", metrics.encode());
 
     stop.send(()).unwrap();
-    assert_eq!(running.await.unwrap().unwrap(), serve::Ended::Shutdown);
+    running.await.unwrap().unwrap();
 }
 
 /// A webhook secret given as `webhookSecretRef` is read through the API, and a rotated
@@ -224,5 +224,5 @@ async fn a_referenced_webhook_secret_is_read_and_its_rotation_applied() {
     .await;
     assert_eq!(deliver(b"first-secret", next()).await, 401, "the old secret no longer verifies");
     stop.send(()).unwrap();
-    assert_eq!(running.await.unwrap().unwrap(), serve::Ended::Shutdown);
+    running.await.unwrap().unwrap();
 }

@@ -39,16 +39,26 @@ pub fn closed_stdout(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<StdoutClosed>())
 }
 
-/// `-o table|json|yaml`.
+/// `-o table|wide|json|yaml`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
     /// Columns and lines for people; text from Git shown with control characters escaped.
     #[default]
     Table,
+    /// The table with more columns where a command has them (`plumb status`: the
+    /// replica and shard that reconciled each application); else the table.
+    Wide,
     /// One JSON document (pretty-printed).
     Json,
     /// One YAML document.
     Yaml,
+}
+
+impl Output {
+    /// Whether this is a table for people (`table` or `wide`).
+    pub fn is_table(self) -> bool {
+        matches!(self, Output::Table | Output::Wide)
+    }
 }
 
 /// Prints `value` as JSON or YAML, or the text `table` makes, to standard output.
@@ -65,7 +75,7 @@ pub fn emit<T: Serialize>(output: Output, value: &T, table: impl FnOnce() -> Str
 /// `value` cannot be serialized.
 pub fn render<T: Serialize>(output: Output, value: &T, table: impl FnOnce() -> String) -> anyhow::Result<String> {
     Ok(match output {
-        Output::Table => table(),
+        Output::Table | Output::Wide => table(),
         Output::Json => serde_json::to_string_pretty(value)? + "\n",
         Output::Yaml => {
             let text = serde_saphyr::to_string(value)?;

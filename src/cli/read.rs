@@ -95,21 +95,44 @@ pub async fn status(kube: &KubeArgs, policy: Option<&Config>, output: Output) ->
             })
             .collect(),
     };
-    emit(output, &rows, || status_table(&rows))?;
+    emit(output, &rows, || if output == Output::Wide { status_wide(&rows) } else { status_table(&rows) })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `plumb status -o wide` table: [`status_table`]'s, and the replica and shard
+/// that last reconciled each application (`status.reconciler`).
+pub fn status_wide(statuses: &[AppStatus]) -> String {
+    table_of(statuses, true)
 }
 
 /// The `plumb status` table: one row per application, its conditions under it.
 pub fn status_table(statuses: &[AppStatus]) -> String {
+    table_of(statuses, false)
+}
+
+fn table_of(statuses: &[AppStatus], wide: bool) -> String {
     let mut out = format!(
-        "{:<16} {:<8} {:<9} {:<11} {:<12} {:<36} {}\n",
-        "APP", "ENV", "REVISION", "SYNC", "HEALTH", "SUBJECT", "LAST SYNC"
+        "{:<16} {:<8} {:<9} {:<11} {:<12} {:<36} {}{}\n",
+        "APP",
+        "ENV",
+        "REVISION",
+        "SYNC",
+        "HEALTH",
+        "SUBJECT",
+        if wide { format!("{:<34} ", "LAST SYNC") } else { "LAST SYNC".into() },
+        if wide { "RECONCILER" } else { "" }
     );
     for s in statuses {
         let never = s.revision.is_empty() && s.last_sync.is_none() && s.conditions.is_empty();
         let subject = if never { "(no pass yet)".to_string() } else { sanitize(&s.subject).chars().take(36).collect() };
         let last = s.last_sync.as_ref().map_or_else(|| "-".to_string(), |r| format!("{} {}", r.result, r.finished_at));
         let rev = if s.revision.is_empty() { "-" } else { short(&s.revision) };
+        let last = if wide {
+            let by = s.reconciler.as_ref().map_or_else(|| "-".to_string(), crate::status::Reconciler::summary);
+            format!("{last:<34} {}", sanitize(&by))
+        } else {
+            last
+        };
         let _ = writeln!(
             out,
             "{:<16} {:<8} {rev:<9} {:<11} {:<12} {subject:<36} {last}",

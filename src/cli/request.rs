@@ -74,8 +74,7 @@ pub async fn run(
     };
     let request = crate::leader::request(&client, &namespace, app, key).await?;
     errln!("{app}: {key} on applications.plumb.dev/{app} in namespace {namespace} ({request})");
-    let mut progress =
-        Progress::new(std::io::stdout().is_terminal() && output == Output::Table, output == Output::Table);
+    let mut progress = Progress::new(std::io::stdout().is_terminal() && output.is_table(), output.is_table());
     let deadline = tokio::time::Instant::now() + timeout;
     let mut answered = false;
     let status = loop {

@@ -378,6 +378,9 @@ impl Notifier {
         let Some(next) = next_status(app, status, sync, last.as_ref()) else {
             return;
         };
+        if let Err(e) = crate::fence::check(|| format!("commit status of {app} on {}", next.sha)) {
+            return tracing::warn!("{e}");
+        }
         match self.post(&next).await {
             Ok(()) => {
                 tracing::info!(app, sha = %next.sha, state = next.state.as_str(), "commit status posted");

@@ -223,6 +223,16 @@ fn sync_windows_are_shown_with_the_next_change() {
 }
 
 #[test]
+fn the_replica_and_shard_that_reconciled_are_shown() {
+    let mut st = status();
+    assert!(!application(&st, &[], None, None).contains("Reconciled by"));
+    st.reconciler =
+        Some(crate::status::Reconciler { replica: "plumb-7c9<b>".into(), shard: 2, shards: 6, lease_transitions: 4 });
+    let html = application(&st, &[], None, None);
+    assert!(html.contains("<dt>Reconciled by</dt><dd>plumb-7c9&lt;b&gt; (shard 2/6)</dd>"), "{html}");
+}
+
+#[test]
 fn history_error_and_empty_states_are_said() {
     let st = AppStatus { app: "new".into(), ..AppStatus::default() };
     let html = application(&st, &[], None, None);

@@ -30,6 +30,14 @@ impl Recorder<'_> {
         started: Instant,
     ) -> Result<(), Error> {
         let result = PassResult::of(record.as_ref(), st.sync).as_str();
+        // the replica and shard of this pass (none outside `plumb serve`: the last kept)
+        let reconciler = crate::fence::current().map(|f| status::Reconciler::of(&f));
+        let reconciler = reconciler.or_else(|| previous.reconciler.clone());
+        let mut st = std::borrow::Cow::Borrowed(st);
+        if st.reconciler != reconciler {
+            st.to_mut().reconciler = reconciler;
+        }
+        let st = st.as_ref();
         if mode.writes() && self.records {
             if previous.health != st.health && !previous.app.is_empty() {
                 self.health_changed(st, previous).await;

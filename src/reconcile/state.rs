@@ -22,4 +22,19 @@ pub struct AppState {
     pub(super) hooks: Option<Arc<super::hooks::Split>>,
     /// Since when each object has been Progressing ([`crate::health::stalled`]).
     pub(super) progressing: ProgressingSince,
+    /// The generation of this replica's hold of the application's shard the last pass
+    /// ran under ([`crate::fence::Hold`]).
+    held_under: Option<u64>,
+}
+
+impl AppState {
+    /// Before a pass under hold `generation` of the application's shard: a new hold
+    /// (the shard was taken over, maybe after another replica ran the application)
+    /// forgets everything, so the pass starts from the Application's status and the
+    /// live objects, as after a restart.
+    pub fn held_under(&mut self, generation: u64) {
+        if self.held_under != Some(generation) {
+            *self = Self { held_under: Some(generation), ..Self::default() };
+        }
+    }
 }

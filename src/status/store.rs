@@ -105,6 +105,15 @@ pub enum Error {
     /// The resource definition could not be installed or did not become established.
     #[error("installing the Application resource definition (applications.plumb.dev): {0}")]
     Definition(String),
+    /// A write dropped: the pass's shard is no longer held by this replica
+    /// ([`crate::fence`]).
+    #[error(transparent)]
+    Fenced(#[from] crate::fence::Closed),
+}
+
+/// Before a write of `app`'s resource: `Ok` unless the pass's fence closed.
+fn fenced(app: &str) -> Result<(), Error> {
+    Ok(crate::fence::check(|| format!("write applications.plumb.dev/{app}"))?)
 }
 
 /// Annotation by which a server acknowledges a pass request: the value of
@@ -393,6 +402,7 @@ impl Store {
     /// [`Error::Kube`].
     pub async fn acknowledge(&self, app: &str, value: &str) -> Result<(), Error> {
         let patch = json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
+        fenced(app)?;
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
@@ -462,6 +472,7 @@ impl Store {
         if ran {
             // declared again: a later decommission runs its hooks again
             let patch = json!({"metadata": {"annotations": {HOOKS_RAN_ANNOTATION: null}}});
+            fenced(app)?;
             self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         }
         if current.as_ref().is_some_and(mirrored) {
@@ -472,10 +483,12 @@ impl Store {
                          "labels": {"app.kubernetes.io/managed-by": "plumb"}},
             "spec": spec});
         let pp = PatchParams::apply(MANAGER).force();
+        fenced(app)?;
         match self.api.patch(app, &pp, &Patch::Apply(&patch)).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.ensure_definition().await?;
+                fenced(app)?;
                 self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map(|_| ()).map_err(Self::kube_err(app))
             }
             Err(e) => Err(Self::kube_err(app)(e)),
@@ -504,6 +517,7 @@ impl Store {
         let annotations: serde_json::Map<String, Value> =
             pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let patch = json!({"metadata": {"annotations": annotations}});
+        fenced(app)?;
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
@@ -521,6 +535,7 @@ impl Store {
         let annotations: serde_json::Map<String, Value> =
             pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let patch = json!({"metadata": {"annotations": annotations}});
+        fenced(app)?;
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(true)
     }
@@ -546,6 +561,7 @@ impl Store {
             let patch = json!({"apiVersion": API_VERSION, "kind": "Application",
                 "metadata": {"name": app, "namespace": self.namespace}, "spec": {HOOKS_FIELD: hooks}});
             let pp = PatchParams::apply(HOOKS_MANAGER).force();
+            fenced(app)?;
             self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map_err(Self::kube_err(app))?;
         }
         if let Ok(mut m) = self.hooks.lock() {
@@ -574,6 +590,7 @@ impl Store {
     pub async fn remove(&self, app: &str, uid: &str) -> Result<(), Error> {
         let dp = kube::api::DeleteParams::default()
             .preconditions(kube::api::Preconditions { uid: Some(uid.into()), resource_version: None });
+        fenced(app)?;
         match self.api.delete(app, &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -645,6 +662,7 @@ impl Store {
             obj.metadata.managed_fields = None;
             obj.data["status"] = body;
             let pp = PostParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+            fenced(&name)?;
             match self.api.replace_status(&name, &pp, &obj).await {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => {

@@ -85,7 +85,7 @@ blob() { # file -> moves it into blobs/, prints "digest size"
 }
 read -r layer_digest layer_size < <(blob "$layer.gz")
 cat >"$work/config.json" <<JSON
-{"architecture":"$arch","os":"linux","config":{"User":"65532:65532","Entrypoint":["/usr/local/bin/plumb"],"Cmd":["serve"],"Env":["PATH=/usr/local/bin:/usr/bin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt","HOME=/tmp","MIMALLOC_PURGE_DELAY=0","MIMALLOC_ARENA_EAGER_COMMIT=0"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"plumb","org.opencontainers.image.version":"$tag"}},"rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]},"history":[{"created_by":"tools/image/build.sh"}]}
+{"architecture":"$arch","os":"linux","config":{"User":"65532:65532","Entrypoint":["/usr/local/bin/plumb"],"Cmd":["serve"],"Env":["PATH=/usr/local/bin:/usr/bin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt","HOME=/tmp"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"plumb","org.opencontainers.image.version":"$tag"}},"rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]},"history":[{"created_by":"tools/image/build.sh"}]}
 JSON
 printf '%s' "$(cat "$work/config.json")" >"$work/config.min.json"
 read -r config_digest config_size < <(blob "$work/config.min.json")

@@ -1,0 +1,394 @@
+//! `plumb serve --shards N` with several replicas (processes) against one control plane:
+//! every application is run by exactly one replica, a killed replica's shards pass to
+//! the others, a joining replica takes its share without two replicas writing one
+//! application, a replica whose clock is off neither loses nor steals a shard, and a
+//! replica cut off from the API server stops writing before its Lease can expire and
+//! writes nothing after the network comes back.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use plumb::{plan::shards::shard_of, status::AppStatus};
+use support::{Lab, control_plane, wait_for};
+
+/// Seconds a shard's Lease lasts without renewal in these tests (`--lease-duration`).
+const DURATION: u64 = 6;
+
+/// A `plumb serve --shards N` process, killed on drop.
+struct Replica {
+    identity: String,
+    child: Child,
+    log: PathBuf,
+}
+
+fn free_addr() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+impl Replica {
+    fn start(identity: &str, policy: &Path, dir: &Path, shards: u32, extra: &[&str], kubeconfig: &Path) -> Replica {
+        let log = dir.join(format!("{identity}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args(["serve", "--leader-elect", "--identity", identity, "--shards", &shards.to_string()])
+            .args(["--lease-duration", &DURATION.to_string(), "--lease-grace", "2", "--log-format", "json"])
+            .args(["--listen", &free_addr(), "--internal-listen", &free_addr(), "--probe-listen", &free_addr()])
+            .args(extra)
+            .arg("--config")
+            .arg(policy)
+            .arg("--cache-dir")
+            .arg(dir.join(format!("cache-{identity}")))
+            .env("KUBECONFIG", kubeconfig)
+            .env("PLUMB_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica { identity: identity.into(), child, log }
+    }
+
+    /// The JSON log lines this replica wrote so far.
+    fn lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The applications whose objects this replica wrote (its `plumb::apply` lines:
+    /// created, applied, deleted), with how many times.
+    fn object_writes(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for l in self.lines() {
+            if l["target"].as_str().is_some_and(|t| t.starts_with("plumb::apply"))
+                && let Some(app) = l["app"].as_str()
+            {
+                *out.entry(app.to_string()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    fn logged(&self, part: &str) -> bool {
+        self.lines().iter().any(|l| l["message"].as_str().is_some_and(|m| m.contains(part)))
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A fleet policy of `apps` applications (one ConfigMap each, `app-NN/`) in
+/// `status_ns`, polled every hour (passes come from the replicas, not the poller).
+fn fleet(lab: &Lab, status_ns: &str, ns: &str, apps: usize) -> PathBuf {
+    for i in 0..apps {
+        let cm = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i:02}, namespace: {ns}}}\ndata: {{k: v}}\n"
+        );
+        lab.repo.write(&format!("app-{i:02}/cm.yaml"), &cm).unwrap();
+    }
+    lab.repo.commit("fleet").unwrap();
+    let mut text = format!(
+        "settings: {{statusNamespace: {status_ns}}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n",
+        lab.url
+    );
+    for i in 0..apps {
+        text.push_str(&format!(
+            "  - {{name: app-{i:02}, repository: r, revision: main, path: app-{i:02}, namespace: {ns}, environment: e}}\n"
+        ));
+    }
+    lab.policy("policy.yaml", &text)
+}
+
+/// Every application resource's status in `status_ns`, by name.
+fn statuses(status_ns: &str) -> BTreeMap<String, AppStatus> {
+    let text =
+        control_plane().kubectl(&["-n", status_ns, "get", "applications.plumb.dev", "-o", "json"]).unwrap_or_default();
+    let list: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .filter_map(|o| {
+            let name = o["metadata"]["name"].as_str()?.to_string();
+            Some((name, serde_json::from_value(o["status"].clone()).ok()?))
+        })
+        .collect()
+}
+
+/// The replica that last reconciled each application, once every one of `apps` is
+/// Synced and named a reconciler among `replicas`.
+fn reconcilers(status_ns: &str, apps: usize, replicas: &[&str]) -> Option<BTreeMap<String, (String, u32)>> {
+    let all = statuses(status_ns);
+    let out: BTreeMap<String, (String, u32)> = all
+        .iter()
+        .filter(|(_, s)| s.sync == plumb::compare::SyncStatus::Synced)
+        .filter_map(|(n, s)| s.reconciler.as_ref().map(|r| (n.clone(), (r.replica.clone(), r.shard))))
+        .filter(|(_, (r, _))| replicas.contains(&r.as_str()))
+        .collect();
+    (out.len() == apps).then_some(out)
+}
+
+/// Each shard's replica, once one replica last ran all of a shard's applications
+/// (`None` while a shard's statuses name two, as while it changes hands); each
+/// application's shard is its rendezvous shard.
+fn shard_owners(by: &BTreeMap<String, (String, u32)>, shards: u32) -> Option<BTreeMap<u32, String>> {
+    let mut owners: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+    for (app, (replica, shard)) in by {
+        assert_eq!(*shard, shard_of(app, shards), "{app}");
+        owners.entry(*shard).or_default().insert(replica.clone());
+    }
+    owners.into_iter().map(|(s, r)| (r.len() == 1).then(|| (s, r.into_iter().next().unwrap()))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_shards_take_over_a_killed_one_and_hand_shards_to_a_new_one() {
+    const STATUS: &str = "shards-status";
+    const APPS: usize = 60;
+    let lab = Lab::new("shards");
+    let policy = fleet(&lab, STATUS, "shards-app", APPS);
+    let dir = lab.tmp.path().to_path_buf();
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let start = |id: &str| Replica::start(id, &policy, &dir, 6, &[], &kubeconfig);
+    let mut replicas = vec![start("replica-a"), start("replica-b"), start("replica-c")];
+    let three = ["replica-a", "replica-b", "replica-c"];
+    let started = Instant::now();
+    let by = wait_for("60 applications Synced, each named by its reconciler", Duration::from_secs(180), || async {
+        reconcilers(STATUS, APPS, &three)
+    })
+    .await;
+    println!("shards: 60 applications Synced over 3 replicas {:.1} s after start", started.elapsed().as_secs_f64());
+    // two shards each, whatever the order they started in (a first replica alone may
+    // take all six, and hands them over as the others join)
+    let balanced = wait_for("two shards per replica", Duration::from_secs(60), || async {
+        let owners = shard_owners(&reconcilers(STATUS, APPS, &three)?, 6)?;
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for r in owners.values() {
+            *per.entry(r.clone()).or_default() += 1;
+        }
+        (owners.len() == 6 && per.values().all(|n| *n == 2)).then_some(owners)
+    })
+    .await;
+    // every application's objects were written by one replica only
+    let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in &replicas {
+        for app in r.object_writes().into_keys() {
+            writers.entry(app).or_default().insert(r.identity.clone());
+        }
+    }
+    assert_eq!(writers.len(), APPS, "{writers:?}");
+    for (app, w) in &writers {
+        assert_eq!(w.len(), 1, "{app} written by {w:?} ({by:?})");
+    }
+    let writes_before: Vec<BTreeMap<String, usize>> = replicas.iter().map(Replica::object_writes).collect();
+
+    // SIGKILL one replica: its two shards pass to the two others
+    let victim = balanced[&0].clone();
+    let killed = Instant::now();
+    replicas.iter_mut().find(|r| r.identity == victim).unwrap().kill();
+    let survivors: Vec<&str> = three.iter().copied().filter(|r| *r != victim).collect();
+    wait_for("the killed replica's applications reconciled by the others", Duration::from_secs(60), || async {
+        reconcilers(STATUS, APPS, &survivors)
+    })
+    .await;
+    println!(
+        "shards: SIGKILL of {victim}: its applications Synced under the others {:.1} s later (Lease duration {DURATION} s)",
+        killed.elapsed().as_secs_f64()
+    );
+    for (r, before) in replicas.iter().zip(&writes_before).filter(|(r, _)| r.identity != victim) {
+        assert_eq!(&r.object_writes(), before, "{}: a takeover writes no object (all were Synced)", r.identity);
+    }
+
+    // a fourth replica joins (and the killed one is gone): 3 live replicas, 2 shards each
+    replicas.push(start("replica-d"));
+    let live: Vec<&str> = survivors.iter().copied().chain(["replica-d"]).collect();
+    wait_for("the new replica to run two shards", Duration::from_secs(90), || async {
+        let owners = shard_owners(&reconcilers(STATUS, APPS, &live)?, 6)?;
+        (owners.values().filter(|r| *r == "replica-d").count() == 2).then_some(())
+    })
+    .await;
+    for r in &replicas {
+        if r.identity == victim {
+            continue;
+        }
+        let before = writes_before.iter().zip(&replicas).find(|(_, x)| x.identity == r.identity).map(|(w, _)| w);
+        assert_eq!(
+            Some(&r.object_writes()),
+            before.or(Some(&BTreeMap::new())),
+            "{}: no object written again",
+            r.identity
+        );
+    }
+}
+
+/// The skewed replica writes `renewTime`s 30 s in the past; the other judges expiry by
+/// when it saw the record change, so it never takes the skewed replica's shard, and the
+/// skewed replica never takes the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_clock_is_30_s_off_neither_loses_nor_takes_a_shard() {
+    const STATUS: &str = "shards-skew-status";
+    let lab = Lab::new("shards-skew");
+    let policy = fleet(&lab, STATUS, "shards-skew-app", 8);
+    let dir = lab.tmp.path().to_path_buf();
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let _straight = Replica::start("straight", &policy, &dir, 2, &[], &kubeconfig);
+    let _skewed = Replica::start("skewed", &policy, &dir, 2, &["--lease-clock-offset=-30"], &kubeconfig);
+    let owners = wait_for("one shard each", Duration::from_secs(90), || async {
+        let owners = shard_owners(&reconcilers(STATUS, 8, &["straight", "skewed"])?, 2)?;
+        (owners.len() == 2 && owners.values().collect::<BTreeSet<_>>().len() == 2).then_some(owners)
+    })
+    .await;
+    let transitions = || {
+        (0..2)
+            .map(|s| {
+                let lease = format!("plumb-shard-{s}");
+                let what = "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}";
+                control_plane().kubectl(&["-n", STATUS, "get", "lease", &lease, "-o", what]).unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = transitions();
+    // five Lease durations: any judgement by renewTime would have expired the skewed
+    // replica's Lease (renewed "30 s ago") at once
+    tokio::time::sleep(Duration::from_secs(5 * DURATION)).await;
+    assert_eq!(transitions(), before, "no shard changed hands ({owners:?})");
+    let owners_after = shard_owners(&reconcilers(STATUS, 8, &["straight", "skewed"]).unwrap(), 2).unwrap();
+    assert_eq!(owners_after, owners);
+}
+
+/// A TCP proxy in front of the API server that can be cut (every connection dropped,
+/// new ones refused) and opened again.
+struct Cut {
+    addr: SocketAddr,
+    closed: Arc<Mutex<bool>>,
+    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Cut {
+    async fn start(upstream: SocketAddr) -> Cut {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let closed = Arc::new(Mutex::new(false));
+        let conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (c, k) = (closed.clone(), conns.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else { return };
+                if *c.lock().unwrap() {
+                    drop(inbound);
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                k.lock().unwrap().push(task);
+            }
+        });
+        Cut { addr, closed, conns }
+    }
+
+    fn cut(&self) {
+        *self.closed.lock().unwrap() = true;
+        for t in self.conns.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+
+    fn open(&self) {
+        *self.closed.lock().unwrap() = false;
+    }
+}
+
+/// A kubeconfig like the control plane's, reaching the API server through `via`.
+fn kubeconfig_via(via: SocketAddr, dir: &Path) -> (PathBuf, SocketAddr) {
+    let cp = control_plane();
+    let text = std::fs::read_to_string(&cp.kubeconfig).unwrap();
+    let server = cp.server.trim_start_matches("https://").to_string();
+    let upstream: SocketAddr = server.parse().unwrap();
+    let path = dir.join("via-proxy.kubeconfig");
+    std::fs::write(&path, text.replace(&server, &via.to_string())).unwrap();
+    (path, upstream)
+}
+
+/// The field `field` (RFC 3339) of the first line of `r`'s log whose message contains
+/// `part`.
+fn logged_at(r: &Replica, part: &str, field: &str) -> Option<jiff::Timestamp> {
+    r.lines()
+        .iter()
+        .find(|l| l["message"].as_str().is_some_and(|m| m.contains(part)))
+        .and_then(|l| l[field].as_str()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_stops_writing_before_its_lease_can_expire_and_writes_nothing_after() {
+    const STATUS: &str = "shards-cut-status";
+    let lab = Lab::new("shards-cut");
+    let policy = fleet(&lab, STATUS, "shards-cut-app", 4);
+    let dir = lab.tmp.path().to_path_buf();
+    let upstream: SocketAddr = control_plane().server.trim_start_matches("https://").parse().unwrap();
+    let proxy = Cut::start(upstream).await;
+    let (via, _) = kubeconfig_via(proxy.addr, &dir);
+    let cut_off = Replica::start("cut-off", &policy, &dir, 1, &[], &via);
+    wait_for("the replica behind the proxy to run every application", Duration::from_secs(90), || async {
+        reconcilers(STATUS, 4, &["cut-off"])
+    })
+    .await;
+    let other = Replica::start("other", &policy, &dir, 1, &[], &control_plane().kubeconfig);
+    // the other replica is a member, holding nothing
+    wait_for("the other replica's membership", Duration::from_secs(30), || async {
+        control_plane().kubectl(&["-n", STATUS, "get", "lease", "plumb-member-other", "-o", "name"]).ok()
+    })
+    .await;
+    let cut_at = jiff::Timestamp::now();
+    proxy.cut();
+    wait_for("the other replica to take the shard over", Duration::from_secs(60), || async {
+        reconcilers(STATUS, 4, &["other"])
+    })
+    .await;
+    // when the renew deadline passed (logged once the replica noticed), and when the
+    // other replica's take-over landed
+    let stopped =
+        logged_at(&cut_off, "its writes stopped", "stopped_at").expect("the cut-off replica stopped its writes");
+    let taken = logged_at(&other, "holding the shard", "timestamp").expect("the other replica took the shard");
+    println!(
+        "shards: cut off at {cut_at}; writes stopped at {stopped} ({:.1} s later); taken over at {taken}",
+        cut_at.duration_until(stopped).as_secs_f64()
+    );
+    assert!(stopped < taken, "the cut-off replica stopped ({stopped}) before the shard was taken ({taken})");
+    // a new commit for the new holder, then the network comes back
+    lab.repo
+        .write(
+            "app-00/extra.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: shards-cut-app}\n",
+        )
+        .unwrap();
+    lab.repo.commit("extra").unwrap();
+    let writes_before = cut_off.object_writes();
+    proxy.open();
+    tokio::time::sleep(Duration::from_secs(3 * DURATION)).await;
+    let holder = control_plane()
+        .kubectl(&["-n", STATUS, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
+        .unwrap();
+    assert_eq!(holder, "other", "the healed replica did not take the Lease back with a stale record");
+    assert_eq!(cut_off.object_writes(), writes_before, "nothing the cut-off replica queued landed");
+    let all = statuses(STATUS);
+    assert!(all.values().all(|s| s.reconciler.as_ref().is_some_and(|r| r.replica == "other")), "{all:?}");
+    assert!(!other.logged("lost the shard"), "the new holder kept it");
+}
