@@ -6,7 +6,7 @@
 //! write plumb makes for a pass (server-side apply, replace, delete, Events, the
 //! Application's status and annotations, commit statuses) calls [`check`] right before
 //! it is sent: once the hold ended (lost, released, or not renewed within the renew
-//! deadline, [`crate::plan::shards::may_write`]), or was taken again since (a new
+//! deadline, [`may_write`]), or was taken again since (a new
 //! generation), the write is dropped with [`Closed`]. A write queued before the loss
 //! is thus never sent after it. Outside [`within`] (a single replica without
 //! election, the command line) nothing is fenced.
@@ -71,7 +71,7 @@ impl Holds {
     /// The hold of `shard` while it lets writes through at `now`.
     pub fn open(&self, shard: u32, now: Instant) -> Option<Hold> {
         let h = *self.holds.read().ok()?.get(&shard)?;
-        let fresh = self.deadline.is_none_or(|d| crate::plan::shards::may_write(h.renewed_at, now, d));
+        let fresh = self.deadline.is_none_or(|d| may_write(h.renewed_at, now, d));
         fresh.then_some(h)
     }
 
@@ -86,6 +86,13 @@ impl Holds {
         s.sort_unstable();
         s
     }
+}
+
+/// Whether a holder whose last successful renew was sent at `renewed_at` may still
+/// write at `now`: less than `renew_deadline` ago. `renew_deadline` must be shorter
+/// than the Lease duration by the tolerated skew (see [`crate::plan::shards::renew_deadline`]).
+pub fn may_write(renewed_at: Instant, now: Instant, renew_deadline: Duration) -> bool {
+    now.saturating_duration_since(renewed_at) < renew_deadline
 }
 
 /// Who may write for one pass: a shard of one replica, at one generation of its hold.

@@ -17,7 +17,7 @@
 //!   releases one per round, so a replica that joins gets its share without two
 //!   replicas ever holding one shard.
 //! - A holder writes only while its last successful renew was sent less than the renew
-//!   deadline ago ([`may_write`]): duration minus the tolerated skew, so it has stopped
+//!   deadline ago ([`crate::fence::may_write`]): duration minus the tolerated skew, so it has stopped
 //!   before any other replica can see the Lease expire.
 
 use std::{
@@ -150,13 +150,6 @@ pub fn moves(view: &View) -> Moves {
     moves
 }
 
-/// Whether a holder whose last successful renew was sent at `renewed_at` may still
-/// write at `now`: less than `renew_deadline` ago. `renew_deadline` must be shorter
-/// than the Lease duration by the tolerated skew (see [`renew_deadline`]).
-pub fn may_write(renewed_at: Instant, now: Instant, renew_deadline: Duration) -> bool {
-    now.saturating_duration_since(renewed_at) < renew_deadline
-}
-
 /// The renew deadline for a Lease of `duration` tolerating `skew` (both seconds):
 /// `duration - skew`, at least one second. Another replica takes a Lease over only
 /// `duration` after it saw the last renew land, which is after the renew was sent.
@@ -167,6 +160,7 @@ pub fn renew_deadline(duration: Duration, skew: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fence::may_write;
 
     fn view<'a>(me: &'a str, shards: u32, holders: &[Option<&str>], members: &[&str]) -> View<'a> {
         View {
