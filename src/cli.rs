@@ -104,7 +104,8 @@ pub struct ReadArgs {
 /// Leader election options of `plumb serve` (see [`crate::leader`]).
 #[derive(clap::Args, Debug, Clone)]
 pub struct LeaseArgs {
-    /// Run as one replica among several: only the holder of the Lease runs passes.
+    /// Run as one replica among several: an application's passes run on the replica
+    /// holding its shard's Lease (see `--shards`; one shard: one replica runs them all).
     #[arg(long, env = "PLUMB_LEADER_ELECT")]
     pub leader_elect: bool,
     /// Namespace of the Lease; default: the policy's status namespace.

@@ -13,12 +13,15 @@ use kube::client::{Body, ClientBuilder};
 use crate::metrics::{KubeRequestLabels, Metrics};
 
 /// The Kubernetes verb of a request: `watch` (a GET with `watch=true`), `get` (any
-/// other GET, lists included), `create`, `update`, `patch`, `delete`, or the method in
-/// lower case. Pure.
+/// other GET, lists included), `dryrun` (a write with `dryRun=All`, which the API
+/// server answers without persisting: Kubernetes API concepts, "Dry-run"), `create`,
+/// `update`, `patch`, `delete`, or the method in lower case. Pure.
 pub fn verb(method: &Method, uri: &Uri) -> String {
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    let param = |want: &[&str]| uri.query().is_some_and(|q| q.split('&').any(|p| want.contains(&p)));
+    let watch = param(&["watch=true", "watch=1"]);
     match *method {
         Method::GET if watch => "watch".into(),
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE if param(&["dryRun=All"]) => "dryrun".into(),
         Method::GET => "get".into(),
         Method::POST => "create".into(),
         Method::PUT => "update".into(),
@@ -91,6 +94,9 @@ mod tests {
         assert_eq!(verb(&Method::GET, &uri("/api/v1/namespaces/a/configmaps?watchy=true")), "get");
         assert_eq!(verb(&Method::PATCH, &uri("/apis/apps/v1/namespaces/a/deployments/w?fieldManager=plumb")), "patch");
         assert_eq!(verb(&Method::POST, &uri("/api/v1/namespaces")), "create");
+        let dry = "/api/v1/namespaces/a/configmaps/c?fieldManager=plumb&dryRun=All&force=true";
+        assert_eq!(verb(&Method::PATCH, &uri(dry)), "dryrun", "a dry-run writes nothing");
+        assert_eq!(verb(&Method::PUT, &uri("/api/v1/namespaces/a/configmaps/c?dryRun=All")), "dryrun");
         assert_eq!(verb(&Method::HEAD, &uri("/")), "head");
     }
 }

@@ -171,7 +171,7 @@ pub struct Leadership {
     shards: u32,
     holds: Arc<Holds>,
     elected: bool,
-    /// The shards held, sent each time this replica takes one.
+    /// The shards held, sent each time they change (taken, released or lost).
     taken: watch::Receiver<Vec<u32>>,
 }
 
@@ -231,8 +231,9 @@ impl Leadership {
         self.shards
     }
 
-    /// Resolves each time this replica takes a shard, with the shards it then holds;
-    /// `None` once the election ended (shutdown, or no election).
+    /// Resolves each time the shards this replica holds change (taken, released or
+    /// lost), with the shards it then holds; `None` once the election ended (shutdown,
+    /// or no election).
     pub async fn taken(&mut self) -> Option<Vec<u32>> {
         self.taken.changed().await.ok()?;
         Some(self.taken.borrow_and_update().clone())
@@ -407,8 +408,19 @@ impl Election {
         }
     }
 
-    /// One round: renew, look, move.
+    /// One round: renew, look, move; the shards held then are sent on `taken` when
+    /// they changed (taken, released, or lost).
     async fn round(&mut self, taken: &watch::Sender<Vec<u32>>) {
+        let had = self.holds.shards();
+        self.look().await;
+        let held = self.holds.shards();
+        if held != had {
+            let _ = taken.send(held);
+        }
+    }
+
+    /// Renews the Leases held, then takes and releases shards as [`shards::moves`] says.
+    async fn look(&mut self) {
         let now = Instant::now();
         if let Err(e) = self.renew_member(now).await {
             tracing::warn!(lease = %self.opts.member_lease(), "renewing this replica's membership: {e}");
@@ -431,17 +443,13 @@ impl Election {
         }
         let Some(view) = self.view(&leases, now) else { return };
         let moves = shards::moves(&view);
-        let mut took = false;
         for s in moves.acquire {
-            took |= self.acquire(s, &leases).await;
+            self.acquire(s, &leases).await;
         }
         for s in moves.release {
             tracing::info!(shard = s, identity = %self.opts.identity, "releasing the shard to another replica");
             self.holds.end(s);
             self.releasing.insert(s, Instant::now());
-        }
-        if took {
-            let _ = taken.send(self.holds.shards());
         }
     }
 

@@ -44,6 +44,7 @@ mod observe;
 mod record;
 mod requests;
 mod reuse;
+mod seal;
 mod state;
 mod sync;
 
@@ -557,6 +558,17 @@ impl Context {
         self.sources.tool_runs()
     }
 
+    /// The watch cache keeps the objects of `apps` alone (`None`: every application's),
+    /// as [`LiveCache::keep_only`]: a replica keeps its shards' applications' objects.
+    /// Nothing without watches.
+    pub fn keep_watching(&self, apps: Option<std::collections::HashSet<String>>) {
+        if let Some(live) = &self.live
+            && live.keep_only(apps)
+        {
+            tracing::debug!("watch cache: keeping the objects of this replica's applications; labelled watches restart");
+        }
+    }
+
     /// How many live objects the watch cache holds (0 without watches): only objects of
     /// the policy's applications ([`crate::watch::app_selector`]).
     pub fn cached_objects(&self) -> usize {
@@ -777,6 +789,11 @@ impl Context {
         // 2. compare; the comparisons of the last pass serve again only between passes of the policy
         let policy_pass = requested.mode == Mode::Policy && revision.is_none();
         let last = state.compares.take().filter(|_| policy_pass);
+        // no comparisons of its own (a shard taken over, a restart): the last pass's seal
+        if last.is_none() && !previous.synced_seal.is_empty() && self.unseal(&scope, &split, &previous.synced_seal).await
+        {
+            tracing::debug!(app = name, "the last pass's seal holds: its objects are Synced as they were");
+        }
         let mut stage = self.compare_stage(&scope, &read, last.clone(), &st.kinds, &prepared.options).await;
         // 3–5. plan, health and status, the gate
         let mut judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
@@ -846,6 +863,9 @@ impl Context {
             (_, false) => None,
         };
         assess::ended(&mut st, &stage.kinds, record.as_ref());
+        if record.is_none() && st.sync == SyncStatus::Synced {
+            st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared);
+        }
         // 6. record
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);

@@ -202,6 +202,24 @@ impl std::fmt::Display for ChartRef {
 }
 
 impl Rendered {
+    /// SHA-256, in lower-case hex, of what comparing its objects reads of a render:
+    /// each manifest's source and text, in order, and the fields held (stable across
+    /// processes and builds: [`crate::compare::seal`] stores it). Costs one pass over
+    /// the manifests' text.
+    pub fn digest(&self) -> String {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        for m in &self.manifests {
+            for part in [m.source.as_bytes(), &[0], m.text.as_bytes(), &[0]] {
+                h.update(part);
+            }
+        }
+        for held in &self.held {
+            h.update(format!("{}\0{:?}\0{}\0", held.key, held.why, held.pointers.join(",")).as_bytes());
+        }
+        hex::encode(h.finalize())
+    }
+
     /// The renderer's name for metrics: `plain`, `kustomize` or `helm` (the first word
     /// of [`Rendered::tool`]: `plain YAML, sops 3.13.3` is `plain`).
     pub fn tool_name(&self) -> &str {

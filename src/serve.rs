@@ -150,7 +150,9 @@ pub async fn serve_elected(
         None => Leadership::always(),
     };
     prepare_status(&ctx).await;
-    if !leadership.elected() {
+    if leadership.elected() {
+        ctx.keep_watching(Some(owned_apps(&ctx, &leadership)));
+    } else {
         mirror_specs(&ctx, &leadership, &[0]).await;
     }
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
@@ -290,9 +292,11 @@ fn start_pollers(
     }
 }
 
-/// With leader election: each time this replica takes shards, the `spec` of their
-/// applications' resources set ([`mirror_specs`]) and a pass of each (which starts from
-/// its Application status: see [`crate::reconcile::AppState::held_under`]).
+/// With leader election: each time this replica takes or releases shards, the watch
+/// cache keeps their applications' objects alone ([`Context::keep_watching`]); the
+/// `spec` of the applications taken is set ([`mirror_specs`]) and each gets a pass
+/// (which starts from its Application status: see
+/// [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -311,6 +315,7 @@ fn follow_leadership(
                     let Some(held) = taken else { return };
                     let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
                     before = held;
+                    ctx.keep_watching(Some(owned_apps(&ctx, &l)));
                     mirror_specs(&ctx, &l, &new).await;
                     for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
                         s.trigger(app, Trigger::Manual);
@@ -319,6 +324,14 @@ fn follow_leadership(
             }
         }
     });
+}
+
+/// The applications of the shards this replica holds now (open or not yet ended): the
+/// objects its watch cache keeps.
+fn owned_apps(ctx: &Context, leadership: &Leadership) -> std::collections::HashSet<String> {
+    let held = leadership.held();
+    let apps = ctx.config.applications.iter().map(|a| &a.name.value);
+    apps.filter(|a| held.contains(&leadership.shard_of(a))).cloned().collect()
 }
 
 /// Where a replica sends the webhooks it received for applications it does not run:

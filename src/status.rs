@@ -560,6 +560,12 @@ pub struct AppStatus {
     /// [`crate::leader`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciler: Option<Reconciler>,
+    /// The seal of the last pass that found every object Synced and wrote nothing
+    /// ([`crate::compare::seal`], 64 hex characters): lets the next owner of the
+    /// application (another replica, a restart) skip the dry-runs while nothing changed.
+    /// Empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub synced_seal: String,
 }
 
 /// Who reconciled an application: the replica (its identity, the pod name in the

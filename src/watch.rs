@@ -28,7 +28,7 @@
 //! object as compact JSON text).
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeSet, HashMap, HashSet},
     hash::{DefaultHasher, Hash, Hasher},
     sync::{
         Arc, Mutex,
@@ -248,6 +248,8 @@ pub struct LiveCache {
     selector: String,
     /// Where each application's objects may be ([`LiveCache::within`]).
     destinations: Arc<Destinations>,
+    /// The applications whose objects the labelled watches keep ([`LiveCache::keep_only`]).
+    keep: Keep,
     /// The managed workloads and the children that own children, by uid.
     owners: Owners,
     /// How many events the labelled watches of each (group, kind) have delivered.
@@ -269,6 +271,7 @@ impl LiveCache {
             token,
             selector: app_selector(apps),
             destinations: Arc::new(Destinations::anywhere()),
+            keep: Keep::default(),
             owners: Owners::default(),
             epochs: Mutex::default(),
         }
@@ -280,6 +283,37 @@ impl LiveCache {
     pub fn within(mut self, destinations: Destinations) -> Self {
         self.destinations = Arc::new(destinations);
         self
+    }
+
+    /// Keeps the objects of `apps` alone (`None`: of every application of the policy),
+    /// for a replica that runs only some shards' applications: the objects of the others
+    /// cost it no memory, and their changes trigger nothing here. A change restarts the
+    /// labelled watches (each lists again once a pass reads its kind: one LIST per kind
+    /// and watched namespace); the children watches stay. Returns whether it changed.
+    /// Meanwhile, and for an application not kept, a read finds no ready cache and asks
+    /// the API server ([`LiveCache::list_app`] is `None`; [`LiveCache::get_arc`]'s
+    /// absence is checked there by its caller).
+    pub fn keep_only(&self, apps: Option<HashSet<String>>) -> bool {
+        {
+            let mut keep = self.keep.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if keep.as_deref() == apps.as_ref() {
+                return false;
+            }
+            *keep = apps.map(Arc::new);
+        }
+        let Ok(mut stores) = self.stores.lock() else { return true };
+        stores.retain(|(_, _, held), w| {
+            if held.labelled() {
+                w.stop.cancel();
+            }
+            !held.labelled()
+        });
+        true
+    }
+
+    /// Whether the labelled watches keep the objects of `app` ([`LiveCache::keep_only`]).
+    pub fn keeps(&self, app: &str) -> bool {
+        kept(&self.keep, app)
     }
 
     /// How many objects the labelled watches hold (all kinds).
@@ -414,12 +448,12 @@ impl LiveCache {
         let labelled = held.labelled();
         let config =
             if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
-        let destinations = self.destinations.clone();
+        let (destinations, keep) = (self.destinations.clone(), self.keep.clone());
         let events = watcher(api, config)
             .default_backoff()
             .modify(compact)
             .map_ok(slim)
-            .filter_map(move |e| future::ready(if labelled { inside(&destinations, e) } else { Some(e) }));
+            .filter_map(move |e| future::ready(if labelled { inside(&destinations, &keep, e) } else { Some(e) }));
         let stream = reflector::reflector(writer, events);
         let name = kind.resource.kind.clone();
         let at = match held {
@@ -583,6 +617,9 @@ impl LiveCache {
     /// Every cached object of `kind` labelled for `app` (in its destinations); `None`
     /// until the watches of its destinations are ready.
     pub fn list_app(&self, kind: &Kind, app: &str) -> Option<Vec<Arc<Cached>>> {
+        if !self.keeps(app) {
+            return None;
+        }
         // the watches of the application's destinations only: another destination's
         // watch failing (plumb may not list there) does not stop this one's list
         let holds = self.labelled_holds(kind).into_iter().filter(|h| match h {
@@ -625,14 +662,26 @@ pub fn by_owner(objects: impl IntoIterator<Item = Arc<Cached>>) -> ByOwner {
     out
 }
 
+/// The applications whose objects the labelled watches keep; `None`: every one.
+type Keep = Arc<std::sync::RwLock<Option<Arc<HashSet<String>>>>>;
+
+/// Whether `keep` keeps the objects of `app`.
+fn kept(keep: &Keep, app: &str) -> bool {
+    keep.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().is_none_or(|apps| apps.contains(app))
+}
+
 /// A labelled watch's event as the cache takes it: an object outside the destinations
-/// of the application its label names is not kept (one already kept, now outside, is
-/// removed as if deleted: its application looks again).
+/// of the application its label names, or of an application not kept
+/// ([`LiveCache::keep_only`]), is not kept (one already kept, now outside, is removed
+/// as if deleted: its application looks again).
 fn inside(
     destinations: &Destinations,
+    keep: &Keep,
     event: Result<watcher::Event<Cached>, watcher::Error>,
 ) -> Option<Result<watcher::Event<Cached>, watcher::Error>> {
-    let allowed = |o: &Cached| o.label(APP_LABEL).is_none_or(|app| destinations.allows(app, o.namespace()));
+    let allowed = |o: &Cached| {
+        o.label(APP_LABEL).is_none_or(|app| destinations.allows(app, o.namespace()) && kept(keep, app))
+    };
     match event {
         Ok(watcher::Event::Apply(o)) if !allowed(&o) => Some(Ok(watcher::Event::Delete(o))),
         Ok(watcher::Event::InitApply(o)) if !allowed(&o) => None,
@@ -787,11 +836,13 @@ pub fn value_hash(v: &Value) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use std::{collections::HashSet, sync::Arc};
+
     use serde_json::json;
 
     use super::{
-        APP_LABEL, Cached, Destinations, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner, app_selector, inside,
-        owning_app, value_hash,
+        APP_LABEL, Cached, Destinations, Keep, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner, app_selector, inside,
+        kept, owning_app, value_hash,
     };
 
     fn labelled(name: &str, namespace: &str, app: &str) -> Cached {
@@ -819,12 +870,30 @@ mod tests {
         assert_eq!(watched, ["shop", "shop-eu", "web"], "one watch per destination namespace");
 
         use kube::runtime::watcher::Event;
+        let every = Keep::default();
         let outside = labelled("cm", "shop", "web");
-        assert!(inside(&d, Ok(Event::InitApply(outside.clone()))).is_none(), "not listed into the cache");
-        let Some(Ok(Event::Delete(o))) = inside(&d, Ok(Event::Apply(outside))) else { panic!("removed") };
+        assert!(inside(&d, &every, Ok(Event::InitApply(outside.clone()))).is_none(), "not listed into the cache");
+        let Some(Ok(Event::Delete(o))) = inside(&d, &every, Ok(Event::Apply(outside))) else { panic!("removed") };
         assert_eq!(o.namespace(), Some("shop"));
         let home = labelled("cm", "web", "web");
-        assert!(matches!(inside(&d, Ok(Event::Apply(home))), Some(Ok(Event::Apply(_)))));
+        assert!(matches!(inside(&d, &every, Ok(Event::Apply(home))), Some(Ok(Event::Apply(_)))));
+    }
+
+    /// A replica that runs some shards keeps only their applications' objects: another
+    /// shard's application's objects are not listed into its cache, and one it stops
+    /// keeping is removed as if deleted.
+    #[test]
+    fn only_the_kept_applications_objects_are_kept() {
+        use kube::runtime::watcher::Event;
+        let d = Destinations::new([("web", vec!["web"]), ("shop", vec!["shop"])]);
+        let keep: Keep = Arc::new(std::sync::RwLock::new(Some(Arc::new(HashSet::from(["web".to_string()])))));
+        assert!(kept(&keep, "web") && !kept(&keep, "shop"));
+        assert!(matches!(inside(&d, &keep, Ok(Event::InitApply(labelled("cm", "web", "web")))), Some(Ok(_))));
+        assert!(inside(&d, &keep, Ok(Event::InitApply(labelled("cm", "shop", "shop")))).is_none(), "another shard's");
+        let Some(Ok(Event::Delete(_))) = inside(&d, &keep, Ok(Event::Apply(labelled("cm", "shop", "shop")))) else {
+            panic!("removed")
+        };
+        assert!(kept(&Keep::default(), "shop"), "no keep set: every application's");
     }
 
     /// A glob destination, or more namespaces than are watched one by one: one watch

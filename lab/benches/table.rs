@@ -1,4 +1,4 @@
-//! Benchmark: every figure of plumb's performance targets (P1–P4, P6, P7; P5's webhook
+//! Benchmark: every figure of plumb's performance targets (P1–P4, P6–P8; P5's webhook
 //! figures come from `benches/webhook.rs`, which needs no cluster), each next to its
 //! alternative and the ratio, from one run on one lab control plane (etcd +
 //! kube-apiserver + controller-manager + scheduler on loopback, fake nodes).
@@ -24,11 +24,17 @@
 //!   sync, then a poll round with no change as `plumb serve` makes it (each repository's
 //!   poller asks once, every application's poll pass reads those refs): CPU seconds,
 //!   API requests, writes, Git requests per repository.
+//! - **P8** 3,000 applications × 10 ConfigMaps (`SHARD_APPS`) served by one `plumb
+//!   serve`, and side by side by 3 replicas with `--shards 6`: time to all Synced, RSS
+//!   per replica, the memory per application; then SIGKILL of one replica: time until
+//!   its applications are Synced under the others, with the object writes and
+//!   dry-runs of the takeover.
 //!
 //! Prints one Markdown table at the end (rows of `BENCH_ROWS`, a file, are appended:
 //! `scripts/bench` puts the webhook bench's there). Run: `scripts/bench`, or this part
 //! alone: `cargo bench -p plumb-lab --bench table`. Knobs (environment): `PUSHES` (10),
-//! `PASSES` (10), `SOAK_SECS` (120), `SKIP` (comma list of P1…P7 to leave out),
+//! `PASSES` (10), `SOAK_SECS` (120), `SHARD_APPS` (3000), `SKIP` (comma list of P1…P8
+//! to leave out),
 //! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g.
 //! `heaptrack -o /tmp/p4`; with `--features system-allocator`, as heaptrack sees only
 //! malloc. plumb is then killed with SIGKILL at the end: the profile's "leaked" memory
@@ -1009,6 +1015,251 @@ async fn p7_thousand_apps(t: &mut Table) {
     );
 }
 
+// ---------------------------------------------------------------------------------- P8
+
+/// Seconds a shard's Lease lasts in P8 (`--lease-duration`, the default).
+const P8_LEASE: u64 = 10;
+
+/// A `plumb serve` process of P8: alone, or one replica of several (`--leader-elect
+/// --shards N`); JSON logs in a file, the internal listener on a known port.
+struct Replica {
+    identity: String,
+    child: Child,
+    log: PathBuf,
+    internal: std::net::SocketAddr,
+}
+
+impl Replica {
+    fn start(identity: &str, policy: &Path, dir: &Path, shards: Option<u32>) -> Replica {
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (internal, log) = (free(), dir.join(format!("{identity}.log")));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"));
+        command.args(["serve", "--identity", identity, "--log-format", "json"]);
+        if let Some(n) = shards {
+            let (n, lease) = (n.to_string(), P8_LEASE.to_string());
+            command.args(["--leader-elect", "--shards", &n, "--lease-duration", &lease]);
+        }
+        let child = command
+            .args(["--listen", &free().to_string(), "--probe-listen", &free().to_string()])
+            .args(["--internal-listen", &internal.to_string(), "-c"])
+            .arg(policy)
+            .arg("--cache-dir")
+            .arg(dir.join(format!("cache-{identity}")))
+            .env("KUBECONFIG", &control_plane().kubeconfig)
+            // the apply lines (plumb::apply, info) count the object writes
+            .env("PLUMB_LOG", "warn,plumb::apply=info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica { identity: identity.into(), child, log, internal }
+    }
+
+    /// Object writes so far (the `plumb::apply` lines: created, applied, deleted).
+    fn writes(&self) -> usize {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().filter(|l| l.contains("\"target\":\"plumb::apply")).count()
+    }
+
+    /// Requests of `verb` so far (`plumb_kube_requests_total`, every code).
+    async fn requests(&self, verb: &str) -> f64 {
+        let kubeconfig = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
+        let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+        let (_, text) = http_request(self.internal, "GET", "/metrics", &[bearer(&token)], b"").await;
+        let prefix = format!("plumb_kube_requests_total{{verb=\"{verb}\",");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    fn cpu_idle_after(&self, before: f64) -> bool {
+        cpu_seconds(&self.child.id().to_string()) - before < 0.1
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until every replica used less than 2 % of a core over 5 s (their passes are
+/// done), at most `max`.
+async fn all_idle(replicas: &[&Replica], max: Duration) {
+    let started = Instant::now();
+    loop {
+        let before: Vec<f64> = replicas.iter().map(|r| cpu_seconds(&r.child.id().to_string())).collect();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if replicas.iter().zip(&before).all(|(r, b)| r.cpu_idle_after(*b)) || started.elapsed() > max {
+            return;
+        }
+    }
+}
+
+/// Each Application in `status_ns` that is Synced, with the replica that last
+/// reconciled it (empty outside `--leader-elect`).
+async fn synced_apps(status_ns: &str) -> std::collections::BTreeMap<String, String> {
+    let ar = ApiResource {
+        group: "plumb.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "plumb.dev/v1alpha1".into(),
+        kind: "Application".into(),
+        plural: "applications".into(),
+    };
+    let client = control_plane().client().await.unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client, status_ns, &ar);
+    let Ok(list) = api.list(&ListParams::default()).await else { return Default::default() };
+    list.items
+        .into_iter()
+        .filter(|o| o.data["status"]["sync"] == "Synced")
+        .map(|o| {
+            let replica = o.data["status"]["reconciler"]["replica"].as_str().unwrap_or_default().to_string();
+            (o.metadata.name.unwrap_or_default(), replica)
+        })
+        .collect()
+}
+
+/// `SHARD_APPS` (3,000) applications × 10 ConfigMaps, served by one `plumb serve` and,
+/// side by side on the same control plane (other namespaces, other status namespace),
+/// by 3 replicas with `--shards 6`: time to all Synced, RSS per replica, the memory
+/// per application; then SIGKILL of one replica: time until its applications are
+/// Synced under the others, and the object writes and dry-runs that took.
+async fn p8_shards(t: &mut Table) {
+    let apps: usize = env_or("SHARD_APPS", 3000);
+    let lab = Lab::new("p8");
+    for a in 0..apps {
+        let objects: Vec<Value> = (0..10)
+            .map(|i| {
+                let mut cm = config_map("x", &format!("a{a:04}-cm-{i}"), &format!("value-{i}"));
+                cm["metadata"].as_object_mut().unwrap().remove("namespace");
+                cm
+            })
+            .collect();
+        lab.repo.write(&format!("apps/a{a:04}/all.yaml"), &yaml(&objects)).unwrap();
+    }
+    lab.repo.commit("applications").unwrap();
+    let env = "    syncPolicy: {automated: true, prune: true, selfHeal: true}\n    reconcileInterval: 1h";
+    let repos = [("r".to_string(), lab.url.clone())];
+    // 100 applications a namespace
+    let fleet = |set: &str| {
+        let apps: Vec<(String, String, String, String)> = (0..apps)
+            .map(|a| (format!("a{a:04}"), "r".into(), format!("apps/a{a:04}"), format!("p8-{set}-{}", a / 100)))
+            .collect();
+        let namespaces: Vec<Value> = (0..apps.len().div_ceil(100)).map(|n| namespace(&format!("p8-{set}-{n}"))).collect();
+        support::kubectl_apply(&yaml(&namespaces));
+        lab.policy(&format!("p8-{set}.yaml"), &policy_text(&format!("plumb-bench-p8-{set}"), &repos, &apps, env))
+    };
+    let dir = lab.tmp.path().to_path_buf();
+    let all_synced = |status_ns: &'static str, what: String| async move {
+        wait_for(&what, Duration::from_secs(1800), || async {
+            (synced_apps(status_ns).await.len() == apps).then_some(())
+        })
+        .await;
+    };
+
+    // one replica
+    let policy = fleet("one");
+    let one = Replica::start("p8-alone", &policy, &dir, None);
+    let started = Instant::now();
+    all_synced("plumb-bench-p8-one", format!("{apps} applications Synced by one replica")).await;
+    let one_synced = started.elapsed();
+    all_idle(&[&one], Duration::from_secs(300)).await;
+    let (one_rss, one_hwm) = rss_mib(one.child.id());
+    eprintln!("P8: one replica, {apps} applications Synced in {:.1} s; RSS {one_rss:.0} MiB (peak {one_hwm:.0} MiB)", one_synced.as_secs_f64());
+    drop(one);
+
+    // three replicas, six shards
+    let policy = fleet("three");
+    let names = ["p8-a", "p8-b", "p8-c"];
+    let mut replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, &dir, Some(6))).collect();
+    let started = Instant::now();
+    all_synced("plumb-bench-p8-three", format!("{apps} applications Synced by three replicas")).await;
+    let three_synced = started.elapsed();
+    all_idle(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(300)).await;
+    let by = synced_apps("plumb-bench-p8-three").await;
+    let rss: Vec<(String, f64, f64, usize)> = replicas
+        .iter()
+        .map(|r| {
+            let (rss, hwm) = rss_mib(r.child.id());
+            (r.identity.clone(), rss, hwm, by.values().filter(|x| **x == r.identity).count())
+        })
+        .collect();
+    let shown: Vec<String> =
+        rss.iter().map(|(id, rss, hwm, n)| format!("{id} {rss:.0} MiB (peak {hwm:.0}), {n} applications")).collect();
+    eprintln!("P8: three replicas, {apps} applications Synced in {:.1} s; {}", three_synced.as_secs_f64(), shown.join("; "));
+    let mean_rss = rss.iter().map(|r| r.1).sum::<f64>() / 3.0;
+    let mean_apps = rss.iter().map(|r| r.3 as f64).sum::<f64>() / 3.0;
+    // the memory one more application costs a replica: the single replica's RSS against
+    // the sharded replicas' mean, over the applications between them
+    let per_app_kib = (one_rss - mean_rss) * 1024.0 / (apps as f64 - mean_apps);
+
+    // SIGKILL the replica running the most applications
+    let victim = rss.iter().max_by_key(|r| r.3).unwrap().0.clone();
+    let moved: Vec<String> = by.iter().filter(|(_, r)| **r == victim).map(|(a, _)| a.clone()).collect();
+    let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.identity != victim).collect();
+    let mut before = (0usize, 0.0f64, 0.0f64);
+    for r in &survivors {
+        before.0 += r.writes();
+        before.1 += r.requests("dryrun").await;
+        before.2 += r.requests("patch").await;
+    }
+    let killed = Instant::now();
+    replicas.iter_mut().find(|r| r.identity == victim).unwrap().kill();
+    let survivor_ids: Vec<String> = survivors.iter().map(|r| r.identity.clone()).collect();
+    wait_for("the killed replica's applications Synced under the others", Duration::from_secs(900), || async {
+        let now = synced_apps("plumb-bench-p8-three").await;
+        moved.iter().all(|a| now.get(a).is_some_and(|r| survivor_ids.contains(r))).then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+    let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.identity != victim).collect();
+    all_idle(&survivors, Duration::from_secs(300)).await;
+    let mut after = (0usize, 0.0f64, 0.0f64);
+    for r in &survivors {
+        after.0 += r.writes();
+        after.1 += r.requests("dryrun").await;
+        after.2 += r.requests("patch").await;
+    }
+    let (writes, dry_runs, patches) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    drop(replicas);
+    t.add(
+        "P8",
+        format!("{apps} applications × 10 ConfigMaps: time to all Synced from start; RSS per replica once idle"),
+        format!("3 replicas, 6 shards: {:.1} s; {}", three_synced.as_secs_f64(), shown.join("; ")),
+        format!("1 replica: {:.1} s; {one_rss:.0} MiB (peak {one_hwm:.0} MiB)", one_synced.as_secs_f64()),
+        format!("{:.2}× the time; {:.2}× the RSS per replica", three_synced.as_secs_f64() / one_synced.as_secs_f64(), mean_rss / one_rss),
+        "no slower; ≈ 1/3 the RSS",
+        Some(three_synced <= one_synced.mul_f64(1.1) && mean_rss <= one_rss / 2.0),
+    );
+    t.add(
+        "P8",
+        "memory per application per replica (1 replica's RSS against the 3 replicas' mean, over the applications between them)",
+        format!("{per_app_kib:.1} KiB"),
+        "—",
+        "—",
+        "reported",
+        None,
+    );
+    t.add(
+        "P8",
+        format!("SIGKILL of the replica running {} applications: until all of them are Synced under the 2 others", moved.len()),
+        format!(
+            "{:.1} s; {writes} object writes, {dry_runs:.0} dry-runs, {patches:.0} other PATCH requests (status)",
+            takeover.as_secs_f64()
+        ),
+        "—",
+        format!("{:.1}× the Lease duration ({P8_LEASE} s)", takeover.as_secs_f64() / P8_LEASE as f64),
+        "≤ 2 × Lease duration, 0 writes",
+        Some(takeover.as_secs_f64() <= 2.0 * P8_LEASE as f64 && writes == 0),
+    );
+}
+
 /// One round of `plumb serve`'s repository pollers (one `ls-remote` each); the
 /// applications whose revision moved.
 async fn poller_round(ctx: &Context, pollers: &mut [Poller]) -> Vec<String> {
@@ -1203,6 +1454,9 @@ async fn main() {
     }
     if !skipped("P4") {
         p4_ten_by_thousand(&mut t).await;
+    }
+    if !skipped("P8") {
+        p8_shards(&mut t).await;
     }
     eprintln!("all figures in {:.0} s", started.elapsed().as_secs_f64());
     t.print();

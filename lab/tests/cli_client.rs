@@ -263,7 +263,7 @@ async fn a_local_sync_leaves_a_serving_plumbs_status_alone() {
     // a server holds plumb's Lease and has written its judgement
     let renewed = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     kubectl_apply(&format!(
-        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}, labels: {{plumb.dev/lease-of: plumb, plumb.dev/lease-role: shard}}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
     ));
     let server_says = AppStatus { health: HealthStatus::Degraded, resources: vec![], ..stored.clone() };
     app.ctx.store.save(&server_says, &history).await.unwrap();
@@ -311,7 +311,7 @@ async fn a_local_sync_announces_itself_only_when_it_records() {
     // a server holds plumb's Lease: the local sync writes no status and no status Event
     let renewed = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     kubectl_apply(&format!(
-        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}, labels: {{plumb.dev/lease-of: plumb, plumb.dev/lease-role: shard}}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
     ));
     app.commit(&[("cm.yaml", &cm(ns, "settings", "2"))], &[]);
     let (code, out, err) = plumb_cli(&["sync", "cli-events", "--local", "-c", policy]);

@@ -159,6 +159,69 @@ async fn the_comparison_after_an_own_apply_asks_no_dry_run() {
     assert_eq!(ctx.cluster.dry_runs(), dry_runs + 2, "the hand edit compared with a dry-run");
 }
 
+/// A context as a replica taking over the application (or a restarted process) has
+/// it: watches, the installation's key, nothing remembered.
+async fn taking_over(app: &App, key: &[u8]) -> Context {
+    let config = plumb::config::load(&app.policy).unwrap();
+    let cluster = plumb::cluster::Cluster::connect(Some(&control_plane().kubeconfig)).await.unwrap();
+    let metrics = Arc::new(plumb::metrics::Metrics::default());
+    Context::new(cluster, Arc::new(config), app.lab.tmp.path().join("taken"), metrics)
+        .with_watches()
+        .with_mask_key(plumb::compare::sensitive::MaskKey::new(key))
+}
+
+/// The seal the last pass left ([`plumb::compare::seal`]): a context that takes the
+/// application over judges its unchanged objects Synced with no dry-run; an object
+/// changed since, a seal changed by whoever may write the status, or another key
+/// each get the dry-runs of a cold comparison (and the change is seen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_trusts_the_last_seal_only_while_nothing_changed() {
+    let (ns, key) = ("ru-seal", b"installation key".as_slice());
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1")), ("c.yaml", cm("c", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new("plumb-ru-seal", "ru-seal", ns, ENV, &files).await;
+    // the last owner: synced, then a pass that wrote nothing seals
+    let owner = Arc::new(taking_over(&app, key).await);
+    let r = reused_pass(&owner, &app.name, None).await;
+    assert_eq!(r.status.sync, SyncStatus::Synced);
+    let sealed = app.ctx.store.load(&app.name).await.unwrap().0.synced_seal;
+    assert_eq!(sealed.len(), 64, "sealed: {sealed:?}");
+    drop(owner);
+
+    // a new owner: no dry-run, Synced, the same seal
+    let next = taking_over(&app, key).await;
+    let r = pass(&next, &app.name).await;
+    assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{:?}", r.status);
+    assert_eq!(next.cluster.dry_runs(), 0, "no dry-run of unchanged objects");
+    assert_eq!(app.ctx.store.load(&app.name).await.unwrap().0.synced_seal, sealed);
+    drop(next);
+
+    // another installation's key: a cold comparison (3 dry-runs)
+    let other = taking_over(&app, b"another key").await;
+    assert_eq!(pass(&other, &app.name).await.status.sync, SyncStatus::Synced);
+    assert_eq!(other.cluster.dry_runs(), 3, "another key's seal is not this one");
+    drop(other);
+
+    // a seal written by hand: not trusted
+    let (mut forged, history) = app.ctx.store.load(&app.name).await.unwrap();
+    forged.synced_seal = "0".repeat(64);
+    app.ctx.store.save(&forged, &history).await.unwrap();
+    let next = taking_over(&app, key).await;
+    assert_eq!(pass(&next, &app.name).await.status.sync, SyncStatus::Synced);
+    assert_eq!(next.cluster.dry_runs(), 3, "a seal nobody made with the key holds nothing");
+    drop(next);
+
+    // sealed again, then an object edited by hand: the new owner compares and sees it
+    let owner = Arc::new(taking_over(&app, key).await);
+    reused_pass(&owner, &app.name, None).await;
+    drop(owner);
+    kubectl(&["-n", ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    let next = taking_over(&app, key).await;
+    let r = pass(&next, &app.name).await;
+    assert!(next.cluster.dry_runs() >= 1, "the changed object is compared with a dry-run");
+    assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
+}
+
 /// A reloaded policy starts a new context (as `plumb serve` does), which takes nothing
 /// from the passes of the old one: the new boundaries refuse the objects at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,7 +18,7 @@ use std::{
 };
 
 use plumb::{plan::shards::shard_of, status::AppStatus};
-use support::{Lab, control_plane, wait_for};
+use support::{Lab, bearer, control_plane, http_request, reader_token, wait_for};
 
 /// Seconds a shard's Lease lasts without renewal in these tests (`--lease-duration`).
 const DURATION: u64 = 6;
@@ -28,6 +28,8 @@ struct Replica {
     identity: String,
     child: Child,
     log: PathBuf,
+    /// The internal listener (metrics).
+    internal: SocketAddr,
 }
 
 fn free_addr() -> String {
@@ -37,10 +39,11 @@ fn free_addr() -> String {
 impl Replica {
     fn start(identity: &str, policy: &Path, dir: &Path, shards: u32, extra: &[&str], kubeconfig: &Path) -> Replica {
         let log = dir.join(format!("{identity}.log"));
+        let internal = free_addr();
         let child = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
             .args(["serve", "--leader-elect", "--identity", identity, "--shards", &shards.to_string()])
             .args(["--lease-duration", &DURATION.to_string(), "--lease-grace", "2", "--log-format", "json"])
-            .args(["--listen", &free_addr(), "--internal-listen", &free_addr(), "--probe-listen", &free_addr()])
+            .args(["--listen", &free_addr(), "--internal-listen", &internal, "--probe-listen", &free_addr()])
             .args(extra)
             .arg("--config")
             .arg(policy)
@@ -52,7 +55,7 @@ impl Replica {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Replica { identity: identity.into(), child, log }
+        Replica { identity: identity.into(), child, log, internal: internal.parse().unwrap() }
     }
 
     /// The JSON log lines this replica wrote so far.
@@ -76,6 +79,13 @@ impl Replica {
             }
         }
         out
+    }
+
+    /// The dry-runs this replica asked for so far (`plumb_kube_requests_total`).
+    async fn dry_runs(&self) -> f64 {
+        let (_, text) = http_request(self.internal, "GET", "/metrics", &[bearer(reader_token())], b"").await;
+        let prefix = "plumb_kube_requests_total{verb=\"dryrun\",";
+        text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     }
 
     fn logged(&self, part: &str) -> bool {
@@ -196,6 +206,10 @@ async fn replicas_share_the_shards_take_over_a_killed_one_and_hand_shards_to_a_n
         assert_eq!(w.len(), 1, "{app} written by {w:?} ({by:?})");
     }
     let writes_before: Vec<BTreeMap<String, usize>> = replicas.iter().map(Replica::object_writes).collect();
+    let mut dry_runs_before = BTreeMap::new();
+    for r in &replicas {
+        dry_runs_before.insert(r.identity.clone(), r.dry_runs().await);
+    }
 
     // SIGKILL one replica: its two shards pass to the two others
     let victim = balanced[&0].clone();
@@ -212,6 +226,9 @@ async fn replicas_share_the_shards_take_over_a_killed_one_and_hand_shards_to_a_n
     );
     for (r, before) in replicas.iter().zip(&writes_before).filter(|(r, _)| r.identity != victim) {
         assert_eq!(&r.object_writes(), before, "{}: a takeover writes no object (all were Synced)", r.identity);
+        // the killed replica's passes sealed their judgement: nothing changed, no dry-run
+        let dry_runs = r.dry_runs().await;
+        assert_eq!(dry_runs, dry_runs_before[&r.identity], "{}: a takeover dry-runs no unchanged object", r.identity);
     }
 
     // a fourth replica joins (and the killed one is gone): 3 live replicas, 2 shards each

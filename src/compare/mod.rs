@@ -22,6 +22,7 @@ pub mod managers;
 pub mod normalize;
 pub mod object;
 pub mod pointer;
+pub mod seal;
 pub mod sensitive;
 
 /// The jq paths of `ignoreDifferences` are part of the policy language: compiled and

@@ -153,6 +153,17 @@ impl MaskKey {
         self.0.is_some()
     }
 
+    /// HMAC-SHA256 of `domain`, a NUL byte and `bytes` under this key, in lower-case
+    /// hex (64 characters); `None` without a key. `domain` keeps what is signed for one
+    /// purpose from ever equalling a signature for another (a mark signs bytes alone).
+    pub fn sign(&self, domain: &str, bytes: &[u8]) -> Option<String> {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.0.as_deref()?).ok()?;
+        mac.update(domain.as_bytes());
+        mac.update(&[0]);
+        mac.update(bytes);
+        Some(hex::encode(mac.finalize().into_bytes()))
+    }
+
     /// `(sensitive, hmac:<first 8 hex of HMAC-SHA256(key, bytes)>)`, or [`UNMARKED`].
     fn mark(&self, bytes: &[u8]) -> String {
         let Some(key) = &self.0 else { return UNMARKED.to_string() };

@@ -79,6 +79,7 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
         }
     })?;
     config.file = file.into();
+    config.digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()));
     for repo in &mut config.repositories {
         for p in
             [&mut repo.webhook_secret_file, &mut repo.token_file, &mut repo.ssh_key_file, &mut repo.known_hosts_file]

@@ -35,6 +35,11 @@ pub struct Config {
     /// The file this configuration was read from (set by the loader, not read from YAML).
     #[serde(skip)]
     pub file: PathBuf,
+    /// SHA-256 of the policy text this configuration was read from, in lower-case hex
+    /// (set by the loader): what a pass's judgement depends on besides Git and the
+    /// cluster, for the sealed comparisons of [`crate::compare::seal`].
+    #[serde(skip)]
+    pub digest: String,
 }
 
 /// Process-wide settings.

@@ -64,6 +64,15 @@ pub(super) struct Split {
     pub objects: Arc<Rendered>,
     /// Its hooks.
     pub hooks: Hooks,
+    /// [`Rendered::digest`] of `objects`, once asked for ([`Split::digest`]).
+    digest: std::sync::OnceLock<String>,
+}
+
+impl Split {
+    /// [`Rendered::digest`] of its objects, computed once per render.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| self.objects.digest())
+    }
 }
 
 /// `rendered` split into its objects and its hooks ([`rules::classify`]); the objects
@@ -75,7 +84,7 @@ pub(super) struct Split {
 pub(super) fn split(rendered: &Arc<Rendered>) -> Result<Split, crate::render::Error> {
     let from = rendered.clone();
     if !rendered.manifests.iter().any(|m| m.mentions("/hook")) {
-        return Ok(Split { from, objects: rendered.clone(), hooks: Hooks::default() });
+        return Ok(Split { from, objects: rendered.clone(), hooks: Hooks::default(), digest: Default::default() });
     }
     let mut hooks = Hooks::default();
     let mut objects = Vec::with_capacity(rendered.manifests.len());
@@ -105,7 +114,7 @@ pub(super) fn split(rendered: &Arc<Rendered>) -> Result<Split, crate::render::Er
         });
     }
     let objects = Arc::new(Rendered { manifests: objects, ..Rendered::clone(rendered) });
-    Ok(Split { from, objects, hooks })
+    Ok(Split { from, objects, hooks, digest: Default::default() })
 }
 
 /// One hook ready to run: its kind, the live key of this sync's run and the body to

@@ -160,6 +160,13 @@ impl Memo {
         })
     }
 
+    /// Remembers `key`, of the manifest hashing `manifest_hash`, as Synced against live
+    /// resourceVersion `live_rv`, without a comparison of this process (a seal said so:
+    /// [`crate::compare::seal`]).
+    pub fn remember_synced(&self, key: &ObjectKey, manifest_hash: u64, live_rv: &str) {
+        self.write(key, |r| r.compared = Some((manifest_hash, live_rv.into(), Remembered::Synced)));
+    }
+
     /// Remembers a comparison ([`Remembered::of`]).
     pub fn remember_compared(&self, manifest_hash: u64, live_rv: String, c: std::sync::Arc<Compared>) {
         let key = c.key.clone();

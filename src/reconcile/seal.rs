@@ -1,0 +1,67 @@
+//! The IO around [`crate::compare::seal`]: a pass's seal made from what it compared,
+//! and a pass without comparisons of its own (a shard just taken over, a restart)
+//! checking the last pass's seal against its render and the watch cache.
+
+use crate::{
+    compare::{
+        Compared, ObjectReason,
+        object::identity,
+        seal::{Covers, seal},
+    },
+    tracking::ObjectKey,
+};
+
+use super::{Context, compare::Scope, hooks::Split};
+
+impl Context {
+    /// The seal of a pass that compared `compared` (the objects of `split`) and wrote
+    /// nothing: made when every object is Synced against a live resourceVersion (and
+    /// there is an installation key); empty otherwise.
+    pub(super) fn seal_of(&self, scope: &Scope<'_>, split: &Split, compared: &[std::sync::Arc<Compared>]) -> String {
+        let mut objects = Vec::with_capacity(compared.len());
+        for c in compared {
+            let rv = c.live.as_ref().and_then(|l| l.resource_version());
+            match (&c.reason, rv) {
+                (ObjectReason::Synced, Some(rv)) => objects.push((&c.key, rv)),
+                _ => return String::new(),
+            }
+        }
+        if objects.is_empty() || objects.len() != split.objects.manifests.len() {
+            return String::new();
+        }
+        let covers = Covers { policy: &self.config.digest, app: scope.app, render: split.digest() };
+        seal(scope.mask_key, covers, objects).unwrap_or_default()
+    }
+
+    /// Whether `sealed` (the last pass's seal) holds for the objects of `split` as the
+    /// watch cache has them now; when it does, each is remembered Synced against its
+    /// live resourceVersion, so that comparing it needs no dry-run. Waits for the
+    /// watches of the render's kinds to list (as the comparison would); any object
+    /// missing from the cache, or written by this process since, holds nothing.
+    pub(super) async fn unseal(&self, scope: &Scope<'_>, split: &Split, sealed: &str) -> bool {
+        let Some(live) = &self.live else { return false };
+        let manifests = &split.objects.manifests;
+        self.watches_ready(manifests).await;
+        let installation = self.config.settings.installation_id.as_deref();
+        let mut found: Vec<(ObjectKey, u64, String)> = Vec::with_capacity(manifests.len());
+        for m in manifests {
+            let Ok(kind) = self.cluster.kind(m.api_version(), m.kind()).await else { return false };
+            let Some(key) = identity(&m.object(), kind.namespaced, scope.namespace) else { return false };
+            let Some(Some(cached)) = live.get_arc(&kind, &key) else { return false };
+            let Some(rv) = cached.resource_version().filter(|_| self.memo.written(&key).is_none()) else {
+                return false;
+            };
+            let hash = super::compare::prepared_hash(m.digest(), scope, installation, kind.namespaced, &m.source);
+            found.push((key, hash, rv.to_string()));
+        }
+        let covers = Covers { policy: &self.config.digest, app: scope.app, render: split.digest() };
+        let holds = seal(scope.mask_key, covers, found.iter().map(|(k, _, rv)| (k, rv.as_str())))
+            .is_some_and(|s| s == sealed && !found.is_empty());
+        if holds {
+            for (key, hash, rv) in &found {
+                self.memo.remember_synced(key, *hash, rv);
+            }
+        }
+        holds
+    }
+}
