@@ -565,7 +565,9 @@ impl Context {
         if let Some(live) = &self.live
             && live.keep_only(apps)
         {
-            tracing::debug!("watch cache: keeping the objects of this replica's applications; labelled watches restart");
+            tracing::debug!(
+                "watch cache: keeping the objects of this replica's applications; labelled watches restart"
+            );
         }
     }
 
@@ -790,7 +792,9 @@ impl Context {
         let policy_pass = requested.mode == Mode::Policy && revision.is_none();
         let last = state.compares.take().filter(|_| policy_pass);
         // no comparisons of its own (a shard taken over, a restart): the last pass's seal
-        if last.is_none() && !previous.synced_seal.is_empty() && self.unseal(&scope, &split, &previous.synced_seal).await
+        if last.is_none()
+            && !previous.synced_seal.is_empty()
+            && self.unseal(&scope, &split, &previous.synced_seal).await
         {
             tracing::debug!(app = name, "the last pass's seal holds: its objects are Synced as they were");
         }

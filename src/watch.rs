@@ -679,9 +679,8 @@ fn inside(
     keep: &Keep,
     event: Result<watcher::Event<Cached>, watcher::Error>,
 ) -> Option<Result<watcher::Event<Cached>, watcher::Error>> {
-    let allowed = |o: &Cached| {
-        o.label(APP_LABEL).is_none_or(|app| destinations.allows(app, o.namespace()) && kept(keep, app))
-    };
+    let allowed =
+        |o: &Cached| o.label(APP_LABEL).is_none_or(|app| destinations.allows(app, o.namespace()) && kept(keep, app));
     match event {
         Ok(watcher::Event::Apply(o)) if !allowed(&o) => Some(Ok(watcher::Event::Delete(o))),
         Ok(watcher::Event::InitApply(o)) if !allowed(&o) => None,

@@ -1067,10 +1067,7 @@ impl Replica {
         let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
         let (_, text) = http_request(self.internal, "GET", "/metrics", &[bearer(&token)], b"").await;
         let prefix = format!("plumb_kube_requests_total{{verb=\"{verb}\",");
-        text.lines()
-            .filter(|l| l.starts_with(&prefix))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     }
 
     fn cpu_idle_after(&self, before: f64) -> bool {
@@ -1151,7 +1148,8 @@ async fn p8_shards(t: &mut Table) {
         let apps: Vec<(String, String, String, String)> = (0..apps)
             .map(|a| (format!("a{a:04}"), "r".into(), format!("apps/a{a:04}"), format!("p8-{set}-{}", a / 100)))
             .collect();
-        let namespaces: Vec<Value> = (0..apps.len().div_ceil(100)).map(|n| namespace(&format!("p8-{set}-{n}"))).collect();
+        let namespaces: Vec<Value> =
+            (0..apps.len().div_ceil(100)).map(|n| namespace(&format!("p8-{set}-{n}"))).collect();
         support::kubectl_apply(&yaml(&namespaces));
         lab.policy(&format!("p8-{set}.yaml"), &policy_text(&format!("plumb-bench-p8-{set}"), &repos, &apps, env))
     };
@@ -1171,7 +1169,10 @@ async fn p8_shards(t: &mut Table) {
     let one_synced = started.elapsed();
     all_idle(&[&one], Duration::from_secs(300)).await;
     let (one_rss, one_hwm) = rss_mib(one.child.id());
-    eprintln!("P8: one replica, {apps} applications Synced in {:.1} s; RSS {one_rss:.0} MiB (peak {one_hwm:.0} MiB)", one_synced.as_secs_f64());
+    eprintln!(
+        "P8: one replica, {apps} applications Synced in {:.1} s; RSS {one_rss:.0} MiB (peak {one_hwm:.0} MiB)",
+        one_synced.as_secs_f64()
+    );
     drop(one);
 
     // three replicas, six shards
@@ -1192,7 +1193,11 @@ async fn p8_shards(t: &mut Table) {
         .collect();
     let shown: Vec<String> =
         rss.iter().map(|(id, rss, hwm, n)| format!("{id} {rss:.0} MiB (peak {hwm:.0}), {n} applications")).collect();
-    eprintln!("P8: three replicas, {apps} applications Synced in {:.1} s; {}", three_synced.as_secs_f64(), shown.join("; "));
+    eprintln!(
+        "P8: three replicas, {apps} applications Synced in {:.1} s; {}",
+        three_synced.as_secs_f64(),
+        shown.join("; ")
+    );
     let mean_rss = rss.iter().map(|r| r.1).sum::<f64>() / 3.0;
     let mean_apps = rss.iter().map(|r| r.3 as f64).sum::<f64>() / 3.0;
     // the memory one more application costs a replica: the single replica's RSS against
@@ -1202,16 +1207,16 @@ async fn p8_shards(t: &mut Table) {
     // SIGKILL the replica running the most applications
     let victim = rss.iter().max_by_key(|r| r.3).unwrap().0.clone();
     let moved: Vec<String> = by.iter().filter(|(_, r)| **r == victim).map(|(a, _)| a.clone()).collect();
-    let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.identity != victim).collect();
     let mut before = (0usize, 0.0f64, 0.0f64);
-    for r in &survivors {
+    for r in replicas.iter().filter(|r| r.identity != victim) {
         before.0 += r.writes();
         before.1 += r.requests("dryrun").await;
         before.2 += r.requests("patch").await;
     }
+    let survivor_ids: Vec<String> =
+        replicas.iter().filter(|r| r.identity != victim).map(|r| r.identity.clone()).collect();
     let killed = Instant::now();
     replicas.iter_mut().find(|r| r.identity == victim).unwrap().kill();
-    let survivor_ids: Vec<String> = survivors.iter().map(|r| r.identity.clone()).collect();
     wait_for("the killed replica's applications Synced under the others", Duration::from_secs(900), || async {
         let now = synced_apps("plumb-bench-p8-three").await;
         moved.iter().all(|a| now.get(a).is_some_and(|r| survivor_ids.contains(r))).then_some(())
@@ -1233,7 +1238,11 @@ async fn p8_shards(t: &mut Table) {
         format!("{apps} applications × 10 ConfigMaps: time to all Synced from start; RSS per replica once idle"),
         format!("3 replicas, 6 shards: {:.1} s; {}", three_synced.as_secs_f64(), shown.join("; ")),
         format!("1 replica: {:.1} s; {one_rss:.0} MiB (peak {one_hwm:.0} MiB)", one_synced.as_secs_f64()),
-        format!("{:.2}× the time; {:.2}× the RSS per replica", three_synced.as_secs_f64() / one_synced.as_secs_f64(), mean_rss / one_rss),
+        format!(
+            "{:.2}× the time; {:.2}× the RSS per replica",
+            three_synced.as_secs_f64() / one_synced.as_secs_f64(),
+            mean_rss / one_rss
+        ),
         "no slower; ≈ 1/3 the RSS",
         Some(three_synced <= one_synced.mul_f64(1.1) && mean_rss <= one_rss / 2.0),
     );
@@ -1248,7 +1257,10 @@ async fn p8_shards(t: &mut Table) {
     );
     t.add(
         "P8",
-        format!("SIGKILL of the replica running {} applications: until all of them are Synced under the 2 others", moved.len()),
+        format!(
+            "SIGKILL of the replica running {} applications: until all of them are Synced under the 2 others",
+            moved.len()
+        ),
         format!(
             "{:.1} s; {writes} object writes, {dry_runs:.0} dry-runs, {patches:.0} other PATCH requests (status)",
             takeover.as_secs_f64()

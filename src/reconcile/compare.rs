@@ -548,7 +548,13 @@ struct Recalled {
 /// (`digest`) and everything [`object::prepare`] makes of it (the application and its
 /// namespace, the installation, whether the kind is namespaced), and its source, which
 /// the comparison names.
-pub(super) fn prepared_hash(digest: u64, scope: &Scope<'_>, installation: Option<&str>, namespaced: bool, source: &str) -> u64 {
+pub(super) fn prepared_hash(
+    digest: u64,
+    scope: &Scope<'_>,
+    installation: Option<&str>,
+    namespaced: bool,
+    source: &str,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     (digest, scope.app, scope.namespace, installation, namespaced, source).hash(&mut h);
