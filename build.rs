@@ -12,16 +12,26 @@ fn main() {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=PLUMB_GIT_COMMIT={commit}");
-    // A new commit (or checkout) changes HEAD or the ref it points at.
+    // A new commit (or checkout) changes HEAD or the ref it points at; a commit on another
+    // branch (another worktree's) changes neither and builds nothing again.
     // (a worktree has its own HEAD; its branches live in the common directory)
-    if let Ok(out) = std::process::Command::new("git").args(["rev-parse", "--git-dir", "--git-common-dir"]).output()
+    let args = ["rev-parse", "--git-dir", "--git-common-dir", "--symbolic-full-name", "HEAD"];
+    if let Ok(out) = std::process::Command::new("git").args(args).output()
         && out.status.success()
     {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let mut dirs = text.lines();
-        let dir = dirs.next().unwrap_or_default();
-        let common = dirs.next().unwrap_or_default();
-        for path in [format!("{dir}/HEAD"), format!("{common}/refs/heads"), format!("{common}/packed-refs")] {
+        let mut lines = text.lines();
+        let dir = lines.next().unwrap_or_default();
+        let common = lines.next().unwrap_or_default();
+        // `refs/heads/main`; `HEAD` when detached (then HEAD itself holds the commit)
+        let head_ref = lines.next().filter(|r| r.starts_with("refs/")).unwrap_or("HEAD");
+        // a ref only in packed-refs gets its own file on the next commit: watch where it appears
+        let mut loose = std::path::PathBuf::from(format!("{common}/{head_ref}"));
+        if !loose.exists() {
+            loose.pop();
+        }
+        let paths = [format!("{dir}/HEAD"), loose.display().to_string(), format!("{common}/packed-refs")];
+        for path in paths {
             // a missing path would make cargo run this script on every build
             if !dir.is_empty() && std::path::Path::new(&path).exists() {
                 println!("cargo:rerun-if-changed={path}");

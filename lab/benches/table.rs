@@ -1148,9 +1148,10 @@ async fn p8_shards(t: &mut Table) {
         let apps: Vec<(String, String, String, String)> = (0..apps)
             .map(|a| (format!("a{a:04}"), "r".into(), format!("apps/a{a:04}"), format!("p8-{set}-{}", a / 100)))
             .collect();
-        let namespaces: Vec<Value> =
-            (0..apps.len().div_ceil(100)).map(|n| namespace(&format!("p8-{set}-{n}"))).collect();
-        support::kubectl_apply(&yaml(&namespaces));
+        let namespaces: String = (0..apps.len().div_ceil(100))
+            .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: p8-{set}-{n}}}\n---\n"))
+            .collect();
+        support::kubectl_apply(&namespaces);
         lab.policy(&format!("p8-{set}.yaml"), &policy_text(&format!("plumb-bench-p8-{set}"), &repos, &apps, env))
     };
     let dir = lab.tmp.path().to_path_buf();
