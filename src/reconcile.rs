@@ -46,6 +46,7 @@ mod requests;
 mod reuse;
 mod state;
 mod sync;
+mod verify;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -128,6 +129,8 @@ pub struct Context {
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::watch::Changed>>>,
     watch_token: tokio_util::sync::CancellationToken,
     memo: Memo,
+    /// Trusted keys and signature verdicts (`verifyCommits`), by application.
+    verdicts: verify::Verdicts,
     /// Clusters impersonating an application's ServiceAccount, by user name.
     writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
     /// Whether passes save status and history (false: `plumb sync --local` while a
@@ -259,10 +262,17 @@ pub enum PassFailure {
         /// Why.
         error: anyhow::Error,
     },
+    /// `verifyCommits` could not judge the revision (key files, fetch).
+    #[error("verify: {0}")]
+    Verify(#[from] verify::VerifyFailure),
+    /// The revision is not signed by a trusted key and nothing was synced before: there
+    /// is nothing trusted to compare (the `UnverifiedRevision` condition says why).
+    #[error("{0}")]
+    Unverified(String),
 }
 
 impl PassFailure {
-    /// `fetch`, `render`, `boundary` or `impersonation`: the stage that failed (the
+    /// `fetch`, `render`, `boundary`, `impersonation` or `verify`: the stage that failed (the
     /// pass's log line carries it as `stage`).
     pub fn stage(&self) -> &'static str {
         match self {
@@ -270,6 +280,7 @@ impl PassFailure {
             PassFailure::Render { .. } => "render",
             PassFailure::Boundary { .. } => "boundary",
             PassFailure::Impersonation { .. } => "impersonation",
+            PassFailure::Verify(_) | PassFailure::Unverified(_) => "verify",
         }
     }
 }
@@ -443,6 +454,7 @@ impl Context {
             watch_token: tokio_util::sync::CancellationToken::new(),
             records: true,
             memo: Memo::default(),
+            verdicts: verify::Verdicts::default(),
             writers: tokio::sync::Mutex::default(),
             controls: status::store::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
@@ -741,10 +753,31 @@ impl Context {
         // 1. source and render, and what comparing needs of the application
         let installed = !previous.synced_revision.is_empty() || previous.last_sync.is_some();
         self.sources.set_installed(name, installed);
-        let mut sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
-            Ok(sourced) => sourced,
-            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+        // the signature gate (`verifyCommits`): what the source stage may read
+        let wanted = revision.unwrap_or(&app.revision.value);
+        let checked = match verify::check(&self.verdicts, &self.sources, (app, env, repo), wanted, clock.refs_since)
+            .await
+        {
+            Ok((checked, fresh)) => {
+                if let Some((_, c)) = checked.as_ref().filter(|_| fresh) {
+                    self.metrics.count_verification(name, c.verdict.as_ref().err().map_or("verified", |e| e.reason()));
+                }
+                checked
+            }
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure.into()).await,
         };
+        let held = verify::hold(checked.as_ref(), &previous.synced_revision, None);
+        st.verification = held.verification.clone();
+        st.conditions.extend(held.condition.clone());
+        if held.stop {
+            let why = held.condition.as_ref().map(|c| c.message.clone()).unwrap_or_default();
+            return self.unsourced(state, &p, st, history, &PassFailure::Unverified(why)).await;
+        }
+        let mut sourced =
+            match self.source_stage(app, repo, held.revision.as_deref().or(revision), clock.refs_since).await {
+                Ok(sourced) => sourced,
+                Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+            };
         // hooks run around a sync: never compared, never inventory, never pruned
         let kept = state.hooks.take().filter(|s| Arc::ptr_eq(&s.from, &sourced.rendered));
         let split = match kept.map_or_else(|| hooks::split(&sourced.rendered).map(Arc::new), Ok) {
@@ -786,7 +819,11 @@ impl Context {
             judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         }
         timings.compare_millis = millis(stage.took);
-        let Judged { mut st, plan: the_plan, excluded, decision, held } = judged;
+        let Judged { mut st, plan: the_plan, excluded, decision, held: gates } = judged;
+        if st.conditions.iter().any(|c| c.type_ == status::ConditionType::UnverifiedRevision) {
+            // the tracked ref names a commit that is not deployed: not Synced, whatever runs
+            st.sync = status::SyncStatus::OutOfSync;
+        }
         let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
@@ -804,7 +841,7 @@ impl Context {
         };
         // the gates hold it between waves as they hold a new sync
         let gate = hooks_running
-            .and_then(|l| if l.reason == plan::SyncReason::Manual { held.1.clone() } else { held.0.clone() });
+            .and_then(|l| if l.reason == plan::SyncReason::Manual { gates.1.clone() } else { gates.0.clone() });
         if let Some(c) = &gate
             && !st.conditions.iter().any(|have| have.type_ == c.type_)
         {
