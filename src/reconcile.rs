@@ -754,30 +754,14 @@ impl Context {
         let installed = !previous.synced_revision.is_empty() || previous.last_sync.is_some();
         self.sources.set_installed(name, installed);
         // the signature gate (`verifyCommits`): what the source stage may read
-        let wanted = revision.unwrap_or(&app.revision.value);
-        let checked = match verify::check(&self.verdicts, &self.sources, (app, env, repo), wanted, clock.refs_since)
-            .await
-        {
-            Ok((checked, fresh)) => {
-                if let Some((_, c)) = checked.as_ref().filter(|_| fresh) {
-                    self.metrics.count_verification(name, c.verdict.as_ref().err().map_or("verified", |e| e.reason()));
-                }
-                checked
-            }
-            Err(failure) => return self.unsourced(state, &p, st, history, &failure.into()).await,
+        let trusted = match self.verify_stage(&p, &mut st, revision).await {
+            Ok(trusted) => trusted,
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
-        let held = verify::hold(checked.as_ref(), &previous.synced_revision, None);
-        st.verification = held.verification.clone();
-        st.conditions.extend(held.condition.clone());
-        if held.stop {
-            let why = held.condition.as_ref().map(|c| c.message.clone()).unwrap_or_default();
-            return self.unsourced(state, &p, st, history, &PassFailure::Unverified(why)).await;
-        }
-        let mut sourced =
-            match self.source_stage(app, repo, held.revision.as_deref().or(revision), clock.refs_since).await {
-                Ok(sourced) => sourced,
-                Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
-            };
+        let mut sourced = match self.source_stage(app, repo, trusted.as_deref().or(revision), clock.refs_since).await {
+            Ok(sourced) => sourced,
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+        };
         // hooks run around a sync: never compared, never inventory, never pruned
         let kept = state.hooks.take().filter(|s| Arc::ptr_eq(&s.from, &sourced.rendered));
         let split = match kept.map_or_else(|| hooks::split(&sourced.rendered).map(Arc::new), Ok) {
@@ -820,10 +804,7 @@ impl Context {
         }
         timings.compare_millis = millis(stage.took);
         let Judged { mut st, plan: the_plan, excluded, decision, held: gates } = judged;
-        if st.conditions.iter().any(|c| c.type_ == status::ConditionType::UnverifiedRevision) {
-            // the tracked ref names a commit that is not deployed: not Synced, whatever runs
-            st.sync = status::SyncStatus::OutOfSync;
-        }
+        verify::out_of_sync_when_unverified(&mut st);
         let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
@@ -887,6 +868,35 @@ impl Context {
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
         Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
+    }
+
+    /// The signature gate (`verifyCommits`, see `verify.rs`): checks what the pass would
+    /// read (`revision`, else the configured one), puts the check and any
+    /// `UnverifiedRevision` condition in `st`, and returns the commit the source stage
+    /// reads instead (`None`: the revision as configured; nothing to verify).
+    ///
+    /// # Errors
+    /// [`PassFailure::Verify`] when it cannot judge; [`PassFailure::Unverified`] when
+    /// the revision is not trusted and nothing was synced before.
+    async fn verify_stage(
+        &self,
+        p: &PassInput<'_>,
+        st: &mut AppStatus,
+        revision: Option<&str>,
+    ) -> Result<Option<String>, PassFailure> {
+        let wanted = revision.unwrap_or(&p.app.revision.value);
+        let apps = (p.app, p.env, p.repo);
+        let (checked, fresh) = verify::check(&self.verdicts, &self.sources, apps, wanted, p.clock.refs_since).await?;
+        if let Some((_, c)) = checked.as_ref().filter(|_| fresh) {
+            self.metrics.count_verification(p.name, c.verdict.as_ref().err().map_or("verified", |e| e.reason()));
+        }
+        let held = verify::hold(checked.as_ref(), &p.previous.synced_revision, None);
+        st.verification = held.verification;
+        st.conditions.extend(held.condition.clone());
+        if held.stop {
+            return Err(PassFailure::Unverified(held.condition.map(|c| c.message).unwrap_or_default()));
+        }
+        Ok(held.revision)
     }
 
     /// Keeps the PreDelete / PostDelete hooks of a render (`declared`, split from its

@@ -180,6 +180,14 @@ pub(super) fn hold(checked: Option<&(VerifyMode, Checked)>, synced: &str, allowe
     }
 }
 
+/// An application whose tracked ref names a commit that is not trusted is OutOfSync,
+/// whatever runs: what Git says is not what is deployed.
+pub(super) fn out_of_sync_when_unverified(st: &mut crate::status::AppStatus) {
+    if st.conditions.iter().any(|c| c.type_ == ConditionType::UnverifiedRevision) {
+        st.sync = crate::compare::SyncStatus::OutOfSync;
+    }
+}
+
 fn mode_word(mode: VerifyMode) -> &'static str {
     match mode {
         VerifyMode::Head => "commit",
