@@ -76,11 +76,14 @@ impl Signed {
     /// Writes the ConfigMap `a` with `value` and commits it, signed with `key` (SSH key
     /// file, or with `gpg:` an OpenPGP key id) or not (`None`); pushes main; the SHA.
     fn commit(&self, value: &str, key: Option<&str>) -> String {
-        let cm = format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {}}}\ndata: {{value: \"{value}\"}}\n",
-            self.ns
-        );
-        self.lab.repo.write("app/a.yaml", &cm).unwrap();
+        let sha = self.commit_here(value, key);
+        git(&self.lab.repo.work, &["push", "-q", "origin", "main"]);
+        sha
+    }
+
+    /// [`Signed::commit`] without the push.
+    fn commit_here(&self, value: &str, key: Option<&str>) -> String {
+        self.lab.repo.write("app/a.yaml", &self.cm(value)).unwrap();
         let work = &self.lab.repo.work;
         git(work, &["add", "-A"]);
         let message = format!("a = {value}");
@@ -117,8 +120,15 @@ impl Signed {
                 ),
             },
         };
-        git(work, &["push", "-q", "origin", "main"]);
         git(work, &["rev-parse", "HEAD"])
+    }
+
+    /// The ConfigMap `a` with `value`.
+    fn cm(&self, value: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {}}}\ndata: {{value: \"{value}\"}}\n",
+            self.ns
+        )
     }
 
     async fn pass(&self) -> PassReport {
@@ -191,6 +201,52 @@ async fn only_commits_signed_by_a_trusted_key_are_synced() {
     assert!(r.sync.is_some(), "{:#?}", r.status);
     assert_eq!((r.status.synced_revision.as_str(), condition(&r.status, "UnverifiedRevision")), (c4.as_str(), None));
     assert_eq!(s.live(), "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_commit_and_a_key_outside_its_window_are_refused() {
+    let s = Signed::new("tamper", "main", "{allowedSignersFile: allowed_signers}", |dir| {
+        ada_trusted(dir);
+        // carol is listed, but her window ended long before any commit of this test
+        let carol = std::fs::read_to_string(ssh_key(dir, "carol").with_extension("pub")).unwrap();
+        let mut signers = std::fs::read_to_string(dir.join("allowed_signers")).unwrap();
+        signers.push_str(&format!("carol@example.com valid-before=\"20200101\" {carol}"));
+        std::fs::write(dir.join("allowed_signers"), signers).unwrap();
+    })
+    .await;
+    let c1 = s.commit("1", Some(&s.key("ada")));
+    assert!(s.pass().await.sync.is_some());
+
+    let c2 = s.commit("2", Some(&s.key("carol")));
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(
+        why.contains(&c2[..7]) && why.contains("carol@example.com") && why.contains("outside its validity"),
+        "{why}"
+    );
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+
+    // ada signs a commit; its tree is then swapped for another before it is pushed: the
+    // signature covers content that is not what the commit holds
+    let work = s.lab.repo.work.clone();
+    let signed = s.commit_here("3", Some(&s.key("ada")));
+    let raw = git(&work, &["cat-file", "commit", &signed]);
+    s.lab.repo.write("app/a.yaml", &s.cm("tampered")).unwrap();
+    git(&work, &["add", "-A"]);
+    let tree = git(&work, &["write-tree"]);
+    let old_tree = git(&work, &["rev-parse", &format!("{signed}^{{tree}}")]);
+    let forged = raw.replacen(&format!("tree {old_tree}"), &format!("tree {tree}"), 1) + "\n";
+    let path = s.lab.tmp.path().join("forged");
+    std::fs::write(&path, forged).unwrap();
+    let c3 = git(&work, &["hash-object", "-t", "commit", "-w", &path.display().to_string()]);
+    git(&work, &["update-ref", "refs/heads/main", &c3]);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(why.contains(&c3[..7]) && why.contains("bad signature"), "{why}");
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
