@@ -180,6 +180,14 @@ async fn only_commits_signed_by_a_trusted_key_are_synced() {
     assert_eq!((r.status.sync, r.status.synced_revision.as_str()), (SyncStatus::OutOfSync, c1.as_str()));
     assert_eq!(s.live(), "1");
 
+    // a person's sync (`plumb sync`) does not deploy it either: it re-applies what runs
+    let r = s.ctx.run_pass(&s.app, Mode::Manual { prune: false, approve: false }, None).await.unwrap();
+    assert!(condition(&r.status, "UnverifiedRevision").is_some(), "{:#?}", r.status);
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+    if let Some(rec) = &r.sync {
+        assert_eq!(rec.revision, c1, "{rec:?}");
+    }
+
     // selfHeal still reverts drift, to the last synced revision
     kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
     let r = s.pass().await;
