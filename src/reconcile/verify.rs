@@ -6,7 +6,8 @@
 //! instead (what runs: selfHeal keeps reverting drift to it), with an
 //! `UnverifiedRevision` condition naming the commit, its author and why; with nothing
 //! synced yet, the pass stops there. Verdicts are kept by application and object id: a
-//! pass over a commit already checked costs a map lookup.
+//! pass over a commit already checked costs a map lookup and a `stat` of the key files;
+//! a key file that changed is read again and the application's verdicts forgotten.
 
 use std::{
     collections::HashMap,
@@ -22,12 +23,25 @@ use crate::{
 /// How many verdicts are kept before the map is emptied (each is a few hundred bytes).
 const VERDICTS: usize = 4_096;
 
-/// Each application's trusted keys (parsed once) and the verdicts of the objects its
-/// passes checked.
+/// Each application's trusted keys (parsed once per version of its key files) and the
+/// verdicts of the objects its passes checked.
 #[derive(Default)]
 pub(super) struct Verdicts {
-    keys: Mutex<HashMap<String, Arc<TrustedKeys>>>,
+    keys: Mutex<HashMap<String, (Stamp, Arc<TrustedKeys>)>>,
     seen: Mutex<HashMap<(String, String), Checked>>,
+}
+
+/// The modification time and size of each key file: a changed file (an edited
+/// allowed_signers, a ConfigMap's new version) is read again and the application's
+/// verdicts are forgotten, so a key taken off the list stops at the next pass.
+type Stamp = Vec<Option<(std::time::SystemTime, u64)>>;
+
+fn stamp(vc: &crate::config::VerifyCommits) -> Stamp {
+    [&vc.allowed_signers_file, &vc.openpgp_keyring_file]
+        .into_iter()
+        .flatten()
+        .map(|f| std::fs::metadata(&f.value).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+        .collect()
 }
 
 /// The verdict on one object, with what the status shows of it.
@@ -42,14 +56,18 @@ pub(super) struct Checked {
 }
 
 impl Verdicts {
-    /// `app`'s trusted keys, read from its key files on first use.
+    /// `app`'s trusted keys, read from its key files on first use and when they change.
     fn keys(&self, app: &str, vc: &crate::config::VerifyCommits) -> Result<Arc<TrustedKeys>, String> {
-        if let Some(k) = self.keys.lock().ok().and_then(|k| k.get(app).cloned()) {
+        let now = stamp(vc);
+        if let Some((_, k)) = self.keys.lock().ok().and_then(|k| k.get(app).cloned()).filter(|(s, _)| *s == now) {
             return Ok(k);
         }
         let keys = Arc::new(vc.trusted_keys()?);
         if let Ok(mut k) = self.keys.lock() {
-            k.insert(app.to_string(), keys.clone());
+            k.insert(app.to_string(), (now, keys.clone()));
+        }
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.retain(|(a, _), _| a != app);
         }
         Ok(keys)
     }
@@ -252,6 +270,32 @@ mod tests {
         let allowed = hold(Some(&checked(unknown)), &"a".repeat(40), Some("alice"));
         assert_eq!((allowed.revision, allowed.condition), (Some("b".repeat(40)), None));
         assert_eq!(allowed.verification.expect("shown").allowed_by, "alice");
+    }
+
+    #[test]
+    fn changed_key_files_are_read_again_and_forget_the_verdicts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("signers");
+        let ada = include_str!("../verify/testdata/ada.pub");
+        std::fs::write(&file, format!("ada {ada}")).expect("write");
+        let at = serde_saphyr::Location::UNKNOWN;
+        let vc = crate::config::VerifyCommits {
+            allowed_signers_file: Some(serde_saphyr::Spanned::new(file.clone(), at, at)),
+            ..Default::default()
+        };
+        let count = |k: Arc<TrustedKeys>| k.ssh.as_ref().map_or(0, |s| s.signers.len());
+        let v = Verdicts::default();
+        assert_eq!(v.keys("a", &vc).map(count), Ok(1));
+        let (_, seen) = checked(Err(Unverified::Unsigned));
+        v.put("a", "x", seen.clone());
+        v.put("b", "x", seen);
+        assert_eq!(v.keys("a", &vc).map(count), Ok(1));
+        assert!(v.get("a", "x").is_some(), "unchanged keys keep the verdicts");
+        std::fs::write(&file, format!("ada {ada}bob {ada}")).expect("write");
+        assert_eq!(v.keys("a", &vc).map(count), Ok(2));
+        assert!(v.get("a", "x").is_none() && v.get("b", "x").is_some());
+        std::fs::write(&file, "bob ssh-ed25519 AAAAbroken\n").expect("write");
+        assert!(v.keys("a", &vc).expect_err("bad line").contains(":1: not a public key"));
     }
 
     #[test]
