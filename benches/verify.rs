@@ -7,8 +7,9 @@
 //!    policy).
 //! 2. **The cached path**: what every later pass over the same commit adds — reading the
 //!    commit the tracked ref names from the mirror (the advertisement of the remote's refs
-//!    reused, as a pass does within its freshness) and looking the verdict up by commit id
-//!    ([`plumb::source::Pool::signed_object`] on a local repository, then a map lookup):
+//!    reused, as a pass does within its freshness), a `stat` of the key file, and looking
+//!    the verdict up by commit id ([`plumb::source::Pool::signed_object`] on a local
+//!    repository, then a map lookup):
 //!    a pass without `verifyCommits` does none of it, so this is what verification adds
 //!    to a no-op pass. An empty trip to tokio's blocking pool is printed for scale.
 //!
@@ -113,7 +114,12 @@ fn cached_path() {
     assert!(raw.is_some());
     let verdicts: HashMap<(String, String), bool> = [(("a".to_string(), commit.clone()), true)].into();
     let n = 2000;
+    let signers = tmp.path().join("allowed_signers");
+    std::fs::write(&signers, data("allowed_signers")).unwrap();
     let added = micros(n, || {
+        // the gate looks at the key files (a changed one is read again)
+        let stamp = std::fs::metadata(&signers).unwrap();
+        std::hint::black_box((stamp.modified().ok(), stamp.len()));
         let (c, _) = rt.block_on(pool.signed_object(&repo, "main", since, false)).unwrap();
         assert!(verdicts.get(&("a".to_string(), c)).copied().unwrap_or(false));
     });
