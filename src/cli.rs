@@ -625,6 +625,12 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::RenderWarning) {
         errln!("warning: {}", output::sanitize(&c.message));
     }
+    if let Some(v) = &report.status.verification {
+        errln!("signature: {}", output::sanitize(&v.summary()));
+    }
+    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::UnverifiedRevision) {
+        errln!("{}: {}", c.type_, output::sanitize(&c.message));
+    }
     if report.status.sync == crate::compare::SyncStatus::Unknown {
         for c in &report.status.conditions {
             errln!("{}: {}", c.type_, output::sanitize(&c.message));

@@ -23,7 +23,7 @@
 //! - **pure core**, values in and out: [`config`], [`render`], [`compare`] (with
 //!   [`compare::object`]: one object prepared and judged), [`health`], [`plan`] (guards,
 //!   order, the sync gate [`plan::decide`], sync progress, hand-over), [`status`]'s
-//!   types and roll-up, [`webhook`], [`tracking`].
+//!   types and roll-up, [`webhook`], [`tracking`], [`verify`] (signed commits and tags).
 //!
 //! No module imports one that imports it back (`tests/module_cycles.rs` checks).
 
@@ -57,6 +57,7 @@ pub mod server;
 pub mod source;
 pub mod status;
 pub mod tracking;
+pub mod verify;
 pub mod watch;
 pub mod webhook;
 

@@ -112,6 +112,19 @@ pub struct Metrics {
     /// (`plumb suspend`); 0 when not paused.
     pub suspended_until: Family<AppLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     app_info_current: std::sync::Mutex<std::collections::HashMap<String, AppInfoLabels>>,
+    /// Signature checks of revisions (`verifyCommits`), each revision once, by
+    /// application and result: `verified` or the reason it is not
+    /// ([`crate::verify::Unverified::reason`]).
+    pub verifications: Family<VerificationLabels, Counter>,
+}
+
+/// Labels of `plumb_revision_verifications_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerificationLabels {
+    /// Application.
+    pub app: String,
+    /// `verified`, `unsigned`, `unknown-key`, `bad-signature`, … .
+    pub result: String,
 }
 
 /// Labels of a repository's series.
@@ -236,7 +249,14 @@ impl Default for Metrics {
         let build_info = Family::<Vec<(String, String)>, Gauge>::default();
         build_info.get_or_create(&vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())]).set(1);
         registry.register("build_info", "The running plumb's version (value 1)", build_info);
+        let verifications = Family::<VerificationLabels, Counter>::default();
+        registry.register(
+            "revision_verifications",
+            "Signature checks of revisions (verifyCommits), each revision once, by application and result",
+            verifications.clone(),
+        );
         Self {
+            verifications,
             registry,
             passes,
             pass_seconds,
@@ -258,6 +278,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts the signature check of a new revision of `app` with `result` (`verified`
+    /// or the reason it is not).
+    pub fn count_verification(&self, app: &str, result: &str) {
+        self.verifications.get_or_create(&VerificationLabels { app: app.into(), result: result.into() }).inc();
+    }
+
     /// Text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -277,6 +277,9 @@ fn summary(b: &mut String, st: &AppStatus, timings: Option<&PassTimings>) {
     row("Health", word(&st.health.to_string()));
     row("Revision", revision(&st.revision, &st.subject));
     row("Synced revision", revision(&st.synced_revision, ""));
+    if let Some(v) = &st.verification {
+        row("Signature", escape(&v.summary()));
+    }
     row("Paused / pinned", holds(st));
     if let Some(w) = &st.sync_windows {
         row("Sync windows", escape(&w.summary()));

@@ -47,6 +47,7 @@ mod reuse;
 mod seal;
 mod state;
 mod sync;
+mod verify;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -129,6 +130,8 @@ pub struct Context {
     drift_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::watch::Changed>>>,
     watch_token: tokio_util::sync::CancellationToken,
     memo: Memo,
+    /// Trusted keys and signature verdicts (`verifyCommits`), by application.
+    verdicts: verify::Verdicts,
     /// Clusters impersonating an application's ServiceAccount, by user name.
     writers: tokio::sync::Mutex<HashMap<String, Arc<Cluster>>>,
     /// Whether passes save status and history (false: `plumb sync --local` while a
@@ -260,10 +263,17 @@ pub enum PassFailure {
         /// Why.
         error: anyhow::Error,
     },
+    /// `verifyCommits` could not judge the revision (key files, fetch).
+    #[error("verify: {0}")]
+    Verify(#[from] verify::VerifyFailure),
+    /// The revision is not signed by a trusted key and nothing was synced before: there
+    /// is nothing trusted to compare (the `UnverifiedRevision` condition says why).
+    #[error("{0}")]
+    Unverified(String),
 }
 
 impl PassFailure {
-    /// `fetch`, `render`, `boundary` or `impersonation`: the stage that failed (the
+    /// `fetch`, `render`, `boundary`, `impersonation` or `verify`: the stage that failed (the
     /// pass's log line carries it as `stage`).
     pub fn stage(&self) -> &'static str {
         match self {
@@ -271,6 +281,7 @@ impl PassFailure {
             PassFailure::Render { .. } => "render",
             PassFailure::Boundary { .. } => "boundary",
             PassFailure::Impersonation { .. } => "impersonation",
+            PassFailure::Verify(_) | PassFailure::Unverified(_) => "verify",
         }
     }
 }
@@ -444,6 +455,7 @@ impl Context {
             watch_token: tokio_util::sync::CancellationToken::new(),
             records: true,
             memo: Memo::default(),
+            verdicts: verify::Verdicts::default(),
             writers: tokio::sync::Mutex::default(),
             controls: status::store::SharedControls::default(),
             policy_rejected: crate::reload::Rejected::default(),
@@ -755,7 +767,12 @@ impl Context {
         // 1. source and render, and what comparing needs of the application
         let installed = !previous.synced_revision.is_empty() || previous.last_sync.is_some();
         self.sources.set_installed(name, installed);
-        let mut sourced = match self.source_stage(app, repo, revision, clock.refs_since).await {
+        // the signature gate (`verifyCommits`): what the source stage may read
+        let trusted = match self.verify_stage(&p, &mut st, revision).await {
+            Ok(trusted) => trusted,
+            Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
+        };
+        let mut sourced = match self.source_stage(app, repo, trusted.as_deref().or(revision), clock.refs_since).await {
             Ok(sourced) => sourced,
             Err(failure) => return self.unsourced(state, &p, st, history, &failure).await,
         };
@@ -807,7 +824,8 @@ impl Context {
             judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
         }
         timings.compare_millis = millis(stage.took);
-        let Judged { mut st, plan: the_plan, excluded, decision, held } = judged;
+        let Judged { mut st, plan: the_plan, excluded, decision, held: gates } = judged;
+        verify::out_of_sync_when_unverified(&mut st);
         let unmatched = self.io().unmatched_rules(app, env, &sourced.rendered).await;
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
@@ -825,7 +843,7 @@ impl Context {
         };
         // the gates hold it between waves as they hold a new sync
         let gate = hooks_running
-            .and_then(|l| if l.reason == plan::SyncReason::Manual { held.1.clone() } else { held.0.clone() });
+            .and_then(|l| if l.reason == plan::SyncReason::Manual { gates.1.clone() } else { gates.0.clone() });
         if let Some(c) = &gate
             && !st.conditions.iter().any(|have| have.type_ == c.type_)
         {
@@ -874,6 +892,35 @@ impl Context {
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
         Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
+    }
+
+    /// The signature gate (`verifyCommits`, see `verify.rs`): checks what the pass would
+    /// read (`revision`, else the configured one), puts the check and any
+    /// `UnverifiedRevision` condition in `st`, and returns the commit the source stage
+    /// reads instead (`None`: the revision as configured; nothing to verify).
+    ///
+    /// # Errors
+    /// [`PassFailure::Verify`] when it cannot judge; [`PassFailure::Unverified`] when
+    /// the revision is not trusted and nothing was synced before.
+    async fn verify_stage(
+        &self,
+        p: &PassInput<'_>,
+        st: &mut AppStatus,
+        revision: Option<&str>,
+    ) -> Result<Option<String>, PassFailure> {
+        let wanted = revision.unwrap_or(&p.app.revision.value);
+        let apps = (p.app, p.env, p.repo);
+        let (checked, fresh) = verify::check(&self.verdicts, &self.sources, apps, wanted, p.clock.refs_since).await?;
+        if let Some((_, c)) = checked.as_ref().filter(|_| fresh) {
+            self.metrics.count_verification(p.name, c.verdict.as_ref().err().map_or("verified", |e| e.reason()));
+        }
+        let held = verify::hold(checked.as_ref(), &p.previous.synced_revision, None);
+        st.verification = held.verification;
+        st.conditions.extend(held.condition.clone());
+        if held.stop {
+            return Err(PassFailure::Unverified(held.condition.map(|c| c.message).unwrap_or_default()));
+        }
+        Ok(held.revision)
     }
 
     /// Keeps the PreDelete / PostDelete hooks of a render (`declared`, split from its

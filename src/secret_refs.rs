@@ -1,7 +1,8 @@
 //! Repository secrets read from Kubernetes Secrets instead of files:
 //! `webhookSecretRef`, `tokenSecretRef` and `sshKeySecretRef` (`{name, key}`, a Secret
 //! in plumb's namespace, `settings.statusNamespace`), and an application's chart
-//! credentials (`source.chart.passwordSecretRef`, `source.chart.tokenSecretRef`).
+//! credentials (`source.chart.passwordSecretRef`, `source.chart.tokenSecretRef`), and the
+//! keys of `verifyCommits` (`allowedSignersRef`, `openpgpKeyringRef`).
 //!
 //! Before the policy is used, each referenced value is read through the API and written
 //! to a file of its own (mode 0600) under the cache directory, and the matching
@@ -81,6 +82,17 @@ pub fn any(config: &Config) -> bool {
             .iter()
             .filter_map(|a| a.source.chart.as_ref())
             .any(|c| c.password_secret_ref.is_some() || c.token_secret_ref.is_some())
+        || verify_commits(config).any(|(_, v)| v.allowed_signers_ref.is_some() || v.openpgp_keyring_ref.is_some())
+}
+
+/// Every `verifyCommits` of the policy with its owner's file-name prefix (`env-prod`,
+/// `app-web`).
+fn verify_commits(config: &Config) -> impl Iterator<Item = (String, &crate::config::VerifyCommits)> {
+    let envs =
+        config.environments.iter().filter_map(|e| Some((format!("env-{}", e.name.value), e.verify_commits.as_ref()?)));
+    let apps =
+        config.applications.iter().filter_map(|a| Some((format!("app-{}", a.name.value), a.verify_commits.as_ref()?)));
+    envs.chain(apps)
 }
 
 /// Reads every Secret `config` references from its status namespace and writes each
@@ -127,7 +139,41 @@ pub async fn materialize(client: &Client, config: &mut Config, dir: &Path) -> Re
             *file = Some(path);
         }
     }
+    materialize_verify_commits(config, &api, (&namespace, dir), &mut versions).await?;
     Ok(versions)
+}
+
+/// The `allowedSignersRef` / `openpgpKeyringRef` of every `verifyCommits`, written to
+/// `dir/<env-NAME|app-NAME>-<field>` and set as the matching `…File`.
+async fn materialize_verify_commits(
+    config: &mut Config,
+    api: &Api<Secret>,
+    (namespace, dir): (&str, &Path),
+    versions: &mut Versions,
+) -> Result<(), Error> {
+    let envs = config
+        .environments
+        .iter_mut()
+        .filter_map(|e| Some((format!("env-{}", e.name.value), e.verify_commits.as_mut()?)));
+    let apps = config
+        .applications
+        .iter_mut()
+        .filter_map(|a| Some((format!("app-{}", a.name.value), a.verify_commits.as_mut()?)));
+    for (owner, vc) in envs.chain(apps).collect::<Vec<_>>() {
+        let slots: [Slot<'_>; 2] = [
+            ("verifyCommits.allowedSignersRef", &vc.allowed_signers_ref, &mut vc.allowed_signers_file),
+            ("verifyCommits.openpgpKeyringRef", &vc.openpgp_keyring_ref, &mut vc.openpgp_keyring_file),
+        ];
+        for (field, reference, file) in slots {
+            let Some(r) = reference else { continue };
+            let (value, version) = read(api, namespace, &owner, field, r).await?;
+            let path = dir.join(format!("{owner}-{}", field.rsplit('.').next().unwrap_or(field)));
+            write_private(&path, &value).map_err(|source| Error::Write { path: path.clone(), source })?;
+            versions.insert(r.name.clone(), version);
+            *file = Some(Spanned::new(path, Location::UNKNOWN, Location::UNKNOWN));
+        }
+    }
+    Ok(())
 }
 
 /// The value of `r` (a key of a Secret in `namespace`) referenced by `owner`'s `field`,

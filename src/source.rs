@@ -454,6 +454,43 @@ impl Mirror {
         find().map(|c| Resolved { revision: c.id().to_string(), downloaded: true }).ok_or_else(not_found)
     }
 
+    /// What a signature check of `revision` reads (see [`crate::verify`]): the commit it
+    /// names now ([`Mirror::resolve_since`]) and, as `git cat-file` prints them, the raw
+    /// commit object, or with `tag` the raw annotated tag object the advertised tag
+    /// names (fetched when the mirror lacks it; `None` when `revision` is no tag or a
+    /// lightweight one, which carries no signature).
+    ///
+    /// # Errors
+    /// As [`Mirror::resolve_since`]; [`Error::Local`] when an object cannot be read.
+    pub fn signed_object(&self, revision: &str, asked: Since, tag: bool) -> Result<(Resolved, Option<Vec<u8>>), Error> {
+        let resolved = self.resolve_since(revision, asked)?;
+        let local = |source| Error::Local { dir: self.repo.path().into(), source };
+        let read = |oid: Oid| -> Result<Option<Vec<u8>>, Error> {
+            let db = self.repo.odb().map_err(local)?;
+            let object = db.read(oid).map_err(local)?;
+            let want = if tag { git2::ObjectType::Tag } else { git2::ObjectType::Commit };
+            Ok((object.kind() == want).then(|| object.data().to_vec()))
+        };
+        if !tag {
+            let oid = Oid::from_str(&resolved.revision).map_err(local)?;
+            let raw = read(oid)?;
+            return Ok((resolved, raw));
+        }
+        // the advertisement the resolve read: the tag's own id, not its peeled commit
+        let advertised = self.advertised.lock().ok().and_then(|a| a.as_ref().map(|(_, refs)| refs.clone()));
+        let named = advertised.as_deref().map(|refs| (refs, refs::named(refs, revision)));
+        let Some((refs, refs::Named::Ref(name, _))) = named else { return Ok((resolved, None)) };
+        let Some(oid) = refs.iter().find(|(n, _)| *n == name && n.starts_with("refs/tags/")).map(|(_, o)| *o) else {
+            return Ok((resolved, None));
+        };
+        if self.repo.odb().and_then(|db| db.read_header(oid)).is_err() {
+            let spec = format!("+{name}:refs/plumb/{}", name.trim_start_matches("refs/"));
+            self.fetch(&[&spec]).map_err(|source| Error::Fetch { url: self.url.clone(), source })?;
+        }
+        let raw = read(oid)?;
+        Ok((resolved, raw))
+    }
+
     /// Whether commit `new` descends from (or is) commit `old`, both in the mirror;
     /// `false` when `old` is not there after `new` was fetched with its whole history
     /// (then it is no ancestor of `new`), `None` when `new` cannot be read.

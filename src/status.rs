@@ -180,6 +180,11 @@ pub enum ConditionType {
     /// A sync window holds syncs (`syncWindows`): the message names the window and
     /// when syncs may next start.
     SyncWindowClosed,
+    /// `verifyCommits`: the newest revision is not signed by a trusted key (unsigned,
+    /// an unknown key, a bad signature, a key expired or outside its validity): it is
+    /// not synced; the message names the commit, its author and why, and the last
+    /// verified revision the application keeps.
+    UnverifiedRevision,
 }
 
 impl ConditionType {
@@ -209,6 +214,7 @@ impl ConditionType {
             Self::Decommissioning => "Decommissioning",
             Self::WaitingForDependency => "WaitingForDependency",
             Self::SyncWindowClosed => "SyncWindowClosed",
+            Self::UnverifiedRevision => "UnverifiedRevision",
         }
     }
 
@@ -566,6 +572,57 @@ pub struct AppStatus {
     /// Empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub synced_seal: String,
+    /// The signature check of the newest revision of the tracked ref (`verifyCommits`;
+    /// see [`crate::verify`]); `None` when the application verifies nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// What the signature check of a revision found (`verifyCommits`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// The commit checked (in mode `tag`: the commit the tag points at).
+    pub revision: String,
+    /// `head` (the commit is signed) or `tag` (the annotated tag is).
+    pub mode: String,
+    /// Signed by a trusted key.
+    pub verified: bool,
+    /// The author of the commit (mode `tag`: the tagger), `Name <email>`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
+    /// Who signed (allowed signers principals or OpenPGP user id), when verified.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signer: String,
+    /// The signing key's fingerprint, when the signature names one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
+    /// Why the revision is not trusted (`unsigned`, `signed by an unknown key …`),
+    /// empty when verified.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Synced anyway by `plumb sync --allow-unverified`: who asked.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub allowed_by: String,
+}
+
+impl Verification {
+    /// One line for `plumb get` and `plumb diff`: `abc1234 signed by ada@example.com
+    /// (SHA256:…)`, `abc1234 not trusted: unsigned`, or, synced anyway, who allowed it.
+    pub fn summary(&self) -> String {
+        let rev = short(&self.revision);
+        let key = if self.fingerprint.is_empty() { String::new() } else { format!(" ({})", self.fingerprint) };
+        if self.verified {
+            format!("{rev} signed by {}{key} [{}]", self.signer, self.mode)
+        } else if !self.allowed_by.is_empty() {
+            format!(
+                "{rev} not trusted: {}; synced by {} with --allow-unverified [{}]",
+                self.reason, self.allowed_by, self.mode
+            )
+        } else {
+            format!("{rev} not trusted: {} [{}]", self.reason, self.mode)
+        }
+    }
 }
 
 /// Who reconciled an application: the replica (its identity, the pod name in the

@@ -214,6 +214,9 @@ pub fn get_table(s: &AppStatus) -> String {
     if !s.synced_revision.is_empty() && s.synced_revision != s.revision {
         let _ = writeln!(out, "Synced at:    {}", short(&s.synced_revision));
     }
+    if let Some(v) = &s.verification {
+        let _ = writeln!(out, "Signature:    {}", sanitize(&v.summary()));
+    }
     let _ = writeln!(out, "Sync:         {}", s.sync);
     let _ = writeln!(out, "Health:       {}", s.health);
     if let Some(r) = &s.last_sync {

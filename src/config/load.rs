@@ -96,6 +96,12 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
             cs.token_file.value = base.join(&cs.token_file.value);
         }
     }
+    for vc in config.environments.iter_mut().filter_map(|e| e.verify_commits.as_mut()) {
+        vc.resolve(base);
+    }
+    for vc in config.applications.iter_mut().filter_map(|a| a.verify_commits.as_mut()) {
+        vc.resolve(base);
+    }
     for app in &mut config.applications {
         if let Some(keys) = &mut app.source.sops
             && keys.age_key_file.is_relative()

@@ -31,6 +31,7 @@ mod source;
 mod sync_options;
 mod sync_window;
 mod validate;
+mod verify_commits;
 
 pub use commit_status::{DestinationError, StatusDestination};
 pub use health_status::HealthStatus;
@@ -40,3 +41,4 @@ pub use source::{ChartSource, CrdPolicy, ImageOverride, RenderTools, SopsKeys, S
 pub use sync_options::{Propagation, SYNC_OPTIONS, SyncOption, SyncOptions, check_sync_option};
 pub use sync_window::{SyncWindow, Window, WindowKind, WindowProblem, compile_windows};
 pub use validate::{Problem, validate, validate_with, warnings};
+pub use verify_commits::{VerifyCommits, VerifyMode};

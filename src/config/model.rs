@@ -282,6 +282,10 @@ pub struct Environment {
     /// see [`crate::plan::windows`]. Empty: always.
     #[serde(default)]
     pub sync_windows: Vec<super::SyncWindow>,
+    /// Deploy only commits (or tags) signed by the keys it names (see
+    /// [`super::VerifyCommits`]). Unset: signatures are not checked.
+    #[serde(default)]
+    pub verify_commits: Option<super::VerifyCommits>,
 }
 
 /// What plumb does with an application's objects once the application leaves the
@@ -609,6 +613,10 @@ pub struct Application {
     /// names of applications of this policy; no cycles.
     #[serde(default)]
     pub depends_on: Vec<Spanned<String>>,
+    /// This application's signature verification, replacing its environment's as a
+    /// whole (see [`super::VerifyCommits`] and [`Application::verify_commits`]).
+    #[serde(default)]
+    pub verify_commits: Option<super::VerifyCommits>,
 }
 
 impl Application {
@@ -629,6 +637,12 @@ impl Application {
     pub fn impersonates(&self, env: &Environment) -> Option<String> {
         let sa = self.service_account_name.as_ref().or(env.service_account_name.as_ref())?;
         Some(format!("system:serviceaccount:{}:{sa}", self.namespace.value))
+    }
+
+    /// The signature verification of this application in `env`: its own
+    /// `verifyCommits`, else the environment's, else `None` (nothing verified).
+    pub fn verify_commits<'a>(&'a self, env: &'a Environment) -> Option<&'a super::VerifyCommits> {
+        self.verify_commits.as_ref().or(env.verify_commits.as_ref())
     }
 
     /// The boundaries of this application in `env`: each field given on the

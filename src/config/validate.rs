@@ -74,6 +74,7 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     let repos = check_repositories(config, files, &mut problem);
     let envs = check_environments(config, &mut problem);
     check_applications(config, (&repos, &envs), &mut problem);
+    check_verify_commits(config, files, &mut problem);
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
@@ -278,6 +279,34 @@ fn check_applications(
         }
     }
     check_depends_on(config, problem);
+}
+
+/// `verifyCommits` of environments and applications (see [`super::VerifyCommits`]): keys
+/// named, and with `files` the key files parse; mode `tag` on a revision that is a
+/// commit id cannot be met.
+fn check_verify_commits(config: &Config, files: bool, problem: &mut impl FnMut(u32, String)) {
+    for e in &config.environments {
+        for (at, m) in e.verify_commits.iter().flat_map(|v| v.problems(files)) {
+            problem(if at > 0 { at } else { line(&e.name) }, format!("environment `{}`: {m}", e.name.value));
+        }
+    }
+    for a in &config.applications {
+        for (at, m) in a.verify_commits.iter().flat_map(|v| v.problems(files)) {
+            problem(if at > 0 { at } else { line(&a.name) }, format!("application `{}`: {m}", a.name.value));
+        }
+        let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
+        let tag_mode = env.and_then(|e| a.verify_commits(e)).is_some_and(|v| v.mode == super::VerifyMode::Tag);
+        let rev = &a.revision.value;
+        if tag_mode && rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
+            problem(
+                line(&a.revision),
+                format!(
+                    "application `{}`: verifyCommits mode tag needs a tag as revision, not the commit {rev}",
+                    a.name.value
+                ),
+            );
+        }
+    }
 }
 
 /// `dependsOn`: every name is a declared application other than itself, and the graph

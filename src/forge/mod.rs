@@ -290,6 +290,8 @@ pub fn sync_detail(rec: &SyncRecord) -> String {
 /// `sync` (if any), given the status posted last (if any).
 ///
 /// - A pass that synced gives a status for the synced commit ([`state_for`]).
+/// - A pass that held back a commit `verifyCommits` does not trust gives that commit an
+///   `error` status saying it is not deployed (once).
 /// - A pass that did not sync updates the last status only while it was `pending` and
 ///   is still about the commit that runs (`synced_revision`), and only once the rollout
 ///   settles into `success`, `failure` or `error`. Nothing is posted when nothing
@@ -301,6 +303,19 @@ pub fn next_status(
     last: Option<&CommitStatus>,
 ) -> Option<CommitStatus> {
     let context = format!("plumb/{app}");
+    // a commit `verifyCommits` does not trust is never deployed: the forge says so on it
+    let untrusted =
+        st.verification.as_ref().filter(|v| !v.verified && v.allowed_by.is_empty() && !v.revision.is_empty());
+    if let (None, Some(v)) = (sync, untrusted) {
+        let detail = "not deployed: not signed by a trusted key; see plumb get";
+        let next = CommitStatus {
+            sha: v.revision.clone(),
+            state: State::Error,
+            context,
+            description: describe(st.sync, st.health, detail),
+        };
+        return if last == Some(&next) { None } else { Some(next) };
+    }
     let next = if let Some(rec) = sync {
         CommitStatus {
             sha: rec.revision.clone(),

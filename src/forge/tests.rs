@@ -213,3 +213,23 @@ fn target_url_links_to_the_application_page() {
     assert_eq!(Target { target_url: None, ..t }.link("web"), None);
     assert_eq!(status(State::Success).app(), "web");
 }
+
+#[test]
+fn an_untrusted_commit_is_marked_not_deployed_once() {
+    let untrusted = "b".repeat(40);
+    let (mut st, _) = report(None, HealthStatus::Healthy);
+    st.sync = SyncStatus::OutOfSync;
+    st.verification = Some(crate::status::Verification {
+        revision: untrusted.clone(),
+        mode: "head".into(),
+        reason: "unsigned".into(),
+        ..crate::status::Verification::default()
+    });
+    let held = next_status("web", &st, None, None).unwrap();
+    assert_eq!((held.sha.as_str(), held.state), (untrusted.as_str(), State::Error));
+    assert_eq!(held.description, "OutOfSync, Healthy: not deployed: not signed by a trusted key; see plumb get");
+    assert_eq!(next_status("web", &st, None, Some(&held)), None);
+    // verified, or allowed by a person: the usual statuses
+    st.verification.as_mut().unwrap().verified = true;
+    assert_eq!(next_status("web", &st, None, None), None);
+}

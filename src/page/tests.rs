@@ -246,3 +246,30 @@ fn history_error_and_empty_states_are_said() {
     let capped = AppStatus { resources_omitted: 7, ..status() };
     assert!(application(&capped, &[], None, None).contains("7 more object(s)"));
 }
+
+#[test]
+fn the_signature_check_is_shown_escaped() {
+    let mut st = status();
+    assert!(!application(&st, &[], None, None).contains("<dt>Signature</dt>"), "nothing verified: no row");
+    st.verification = Some(crate::status::Verification {
+        revision: SHA.into(),
+        mode: "head".into(),
+        author: "Mallory <m@example.com>".into(),
+        fingerprint: "SHA256:abc".into(),
+        reason: "signed by an unknown key SHA256:abc".into(),
+        ..crate::status::Verification::default()
+    });
+    let html = application(&st, &[], None, None);
+    assert!(
+        html.contains("<dt>Signature</dt><dd>3f2c9a1 not trusted: signed by an unknown key SHA256:abc [head]</dd>"),
+        "{html}"
+    );
+    st.verification = Some(crate::status::Verification {
+        verified: true,
+        signer: "<ada>".into(),
+        reason: String::new(),
+        ..st.verification.clone().unwrap()
+    });
+    let html = application(&st, &[], None, None);
+    assert!(html.contains("<dd>3f2c9a1 signed by &lt;ada&gt; (SHA256:abc) [head]</dd>"), "{html}");
+}

@@ -266,6 +266,33 @@ impl Pool {
         tokio::task::spawn_blocking(move || m.lock().ok()?.descends(&new, &old)).await.ok().flatten()
     }
 
+    /// The commit `wanted` of `repo` names (refs as recent as `asked` accepts) and the
+    /// raw object a signature check reads: the commit, or with `tag` the annotated tag
+    /// (see [`super::Mirror::signed_object`]), off the async threads.
+    ///
+    /// # Errors
+    /// As [`super::Mirror::resolve`].
+    pub async fn signed_object(
+        &self,
+        repo: &Repository,
+        wanted: &str,
+        asked: Since,
+        tag: bool,
+    ) -> Result<(String, Option<Vec<u8>>), FetchError> {
+        let m = self.mirror(repo)?;
+        let wanted = wanted.to_string();
+        tokio::task::spawn_blocking(move || -> Result<(String, Option<Vec<u8>>), FetchError> {
+            let mut m = m.lock().map_err(|_| FetchError::Poisoned)?;
+            let (resolved, raw) = m.signed_object(&wanted, asked, tag)?;
+            if resolved.downloaded {
+                m.maintain();
+            }
+            Ok((resolved.revision, raw))
+        })
+        .await
+        .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
+    }
+
     /// The commit `wanted` (branch, tag or SHA) of `repo` names now, fetched into the
     /// mirror when missing (see [`super::Mirror::resolve`]), off the async threads.
     ///
