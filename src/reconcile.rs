@@ -809,11 +809,8 @@ impl Context {
         let policy_pass = requested.mode == Mode::Policy && revision.is_none();
         let last = state.compares.take().filter(|_| policy_pass);
         // no comparisons of its own (a shard taken over, a restart): the last pass's seal
-        if last.is_none()
-            && !previous.synced_seal.is_empty()
-            && self.unseal(&scope, &split, &previous.synced_seal).await
-        {
-            tracing::debug!(app = name, "the last pass's seal holds: its objects are Synced as they were");
+        if last.is_none() {
+            self.unseal(&scope, &split, &previous).await;
         }
         let mut stage = self.compare_stage(&scope, &read, last.clone(), &st.kinds, &prepared.options).await;
         // 3–5. plan, health and status, the gate
@@ -885,9 +882,7 @@ impl Context {
             (_, false) => None,
         };
         assess::ended(&mut st, &stage.kinds, record.as_ref());
-        if record.is_none() && st.sync == SyncStatus::Synced {
-            st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared);
-        }
+        st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared, (&st, record.is_none()));
         // 6. record
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);

@@ -4,20 +4,31 @@
 
 use crate::{
     compare::{
-        Compared, ObjectReason,
+        Compared, ObjectReason, SyncStatus,
         object::identity,
         seal::{Covers, seal},
     },
+    status::AppStatus,
     tracking::ObjectKey,
 };
 
 use super::{Context, compare::Scope, hooks::Split};
 
 impl Context {
-    /// The seal of a pass that compared `compared` (the objects of `split`) and wrote
-    /// nothing: made when every object is Synced against a live resourceVersion (and
-    /// there is an installation key); empty otherwise.
-    pub(super) fn seal_of(&self, scope: &Scope<'_>, split: &Split, compared: &[std::sync::Arc<Compared>]) -> String {
+    /// The seal of a pass that compared `compared` (the objects of `split`), ending
+    /// with status `st`: made when it `wrote_nothing`, `st` is Synced and every object
+    /// is Synced against a live resourceVersion (and there is an installation key);
+    /// empty otherwise.
+    pub(super) fn seal_of(
+        &self,
+        scope: &Scope<'_>,
+        split: &Split,
+        compared: &[std::sync::Arc<Compared>],
+        (st, wrote_nothing): (&AppStatus, bool),
+    ) -> String {
+        if !wrote_nothing || st.sync != SyncStatus::Synced {
+            return String::new();
+        }
         let mut objects = Vec::with_capacity(compared.len());
         for c in compared {
             let rv = c.live.as_ref().and_then(|l| l.resource_version());
@@ -33,13 +44,17 @@ impl Context {
         seal(scope.mask_key, covers, objects).unwrap_or_default()
     }
 
-    /// Whether `sealed` (the last pass's seal) holds for the objects of `split` as the
-    /// watch cache has them now; when it does, each is remembered Synced against its
-    /// live resourceVersion, so that comparing it needs no dry-run. Waits for the
-    /// watches of the render's kinds to list (as the comparison would); any object
-    /// missing from the cache, or written by this process since, holds nothing.
-    pub(super) async fn unseal(&self, scope: &Scope<'_>, split: &Split, sealed: &str) -> bool {
-        let Some(live) = &self.live else { return false };
+    /// Whether the seal `previous` (the last pass's status) carries holds for the
+    /// objects of `split` as the watch cache has them now; when it does, each is
+    /// remembered Synced against its live resourceVersion, so that comparing it needs
+    /// no dry-run. Waits for the watches of the render's kinds to list (as the
+    /// comparison would); any object missing from the cache, or written by this process
+    /// since, holds nothing.
+    pub(super) async fn unseal(&self, scope: &Scope<'_>, split: &Split, previous: &AppStatus) -> bool {
+        let (Some(live), sealed) = (&self.live, previous.synced_seal.as_str()) else { return false };
+        if sealed.is_empty() {
+            return false;
+        }
         let manifests = &split.objects.manifests;
         self.watches_ready(manifests).await;
         let installation = self.config.settings.installation_id.as_deref();
@@ -58,6 +73,7 @@ impl Context {
         let holds = seal(scope.mask_key, covers, found.iter().map(|(k, _, rv)| (k, rv.as_str())))
             .is_some_and(|s| s == sealed && !found.is_empty());
         if holds {
+            tracing::debug!(app = scope.app, "the last pass's seal holds: its objects are Synced as they were");
             for (key, hash, rv) in &found {
                 self.memo.remember_synced(key, *hash, rv);
             }
