@@ -1100,24 +1100,25 @@ async fn all_idle(replicas: &[&Replica], max: Duration) {
 }
 
 /// Each Application in `status_ns` that is Synced, with the replica that last
-/// reconciled it (empty outside `--leader-elect`).
+/// reconciled it (empty outside `--leader-elect`); read with kubectl every 5 s at most
+/// (the list of thousands of statuses is tens of MB: asked more often, it would load
+/// the API server the replicas share).
 async fn synced_apps(status_ns: &str) -> std::collections::BTreeMap<String, String> {
-    let ar = ApiResource {
-        group: "plumb.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "plumb.dev/v1alpha1".into(),
-        kind: "Application".into(),
-        plural: "applications".into(),
-    };
-    let client = control_plane().client().await.unwrap();
-    let api: Api<DynamicObject> = Api::namespaced_with(client, status_ns, &ar);
-    let Ok(list) = api.list(&ListParams::default()).await else { return Default::default() };
-    list.items
-        .into_iter()
-        .filter(|o| o.data["status"]["sync"] == "Synced")
-        .map(|o| {
-            let replica = o.data["status"]["reconciler"]["replica"].as_str().unwrap_or_default().to_string();
-            (o.metadata.name.unwrap_or_default(), replica)
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let path = "{range .items[*]}{.metadata.name} {.status.sync} {.status.reconciler.replica}{\"\\n\"}{end}";
+    let ns = status_ns.to_string();
+    let text = tokio::task::spawn_blocking(move || {
+        control_plane()
+            .kubectl(&["-n", &ns, "get", "applications.plumb.dev", "-o", &format!("jsonpath={path}")])
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split(' ');
+            let (name, sync, replica) = (words.next()?, words.next()?, words.next().unwrap_or_default());
+            (sync == "Synced").then(|| (name.to_string(), replica.to_string()))
         })
         .collect()
 }
