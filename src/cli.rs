@@ -263,6 +263,13 @@ enum Command {
         /// Output format of the result (through the server).
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Sync the commit the application's status names as failing `verifyCommits`
+        /// (unsigned, unknown key, …), recorded in its history with your name. Needs the
+        /// right `allow-unverified` on the application, which the API server checks
+        /// through `deploy/admission/allow-unverified.yaml`; plumb honours it only while
+        /// that policy is installed, and only for that commit.
+        #[arg(long, conflicts_with_all = ["local", "dry_run"])]
+        allow_unverified: bool,
     },
     /// Ask the server to compare one application now (a pass under its policy) and print
     /// the new status.
@@ -548,9 +555,24 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             let ctx = context(&policy, &kube, false).await?;
             diff(&ctx, &app, revision.as_deref(), &output).await
         }
-        Command::Sync { app, config, cache_dir, local, prune, dry_run, approve, wait, timeout, output } => {
+        Command::Sync {
+            app,
+            config,
+            cache_dir,
+            local,
+            prune,
+            dry_run,
+            approve,
+            wait,
+            timeout,
+            output,
+            allow_unverified,
+        } => {
             if !local && !dry_run {
                 let policy = read::policy(config.as_deref())?;
+                if allow_unverified {
+                    request::allow_unverified(&kube, policy.as_ref(), &app).await?;
+                }
                 return request::run(&kube, policy.as_ref(), &app, Asked::Sync, (timeout, output)).await;
             }
             let config = config.context("--local and --dry-run need the policy file (-c)")?;

@@ -909,13 +909,45 @@ impl Context {
         if let Some((_, c)) = checked.as_ref().filter(|_| fresh) {
             self.metrics.count_verification(p.name, c.verdict.as_ref().err().map_or("verified", |e| e.reason()));
         }
-        let held = verify::hold(checked.as_ref(), &p.previous.synced_revision, None);
+        let (allowed, refused) = match self.allowance(p, checked.as_ref()).await {
+            Ok(by) => (by, None),
+            Err(why) => (None, Some(why)),
+        };
+        let mut held = verify::hold(checked.as_ref(), &p.previous.synced_revision, allowed.as_deref());
+        if let (Some(c), Some(why)) = (held.condition.as_mut(), refused) {
+            c.message.push_str(&format!("; {why}"));
+        }
         st.verification = held.verification;
         st.conditions.extend(held.condition.clone());
         if held.stop {
             return Err(PassFailure::Unverified(held.condition.map(|c| c.message).unwrap_or_default()));
         }
         Ok(held.revision)
+    }
+
+    /// Who allowed the unverified commit of `checked` (`plumb sync --allow-unverified`):
+    /// the user [`status::ALLOW_UNVERIFIED_ANNOTATION`] names when it names that commit
+    /// and the API server checks who writes it ([`status::ALLOW_UNVERIFIED_POLICY`]
+    /// installed as shipped). `Ok(None)`: nothing allowed, or nothing to allow; `Err`:
+    /// an allowance plumb does not honour, and why.
+    async fn allowance(
+        &self,
+        p: &PassInput<'_>,
+        checked: Option<&(crate::config::VerifyMode, verify::Checked)>,
+    ) -> Result<Option<String>, String> {
+        let Some((_, c)) = checked.filter(|(_, c)| c.verdict.is_err()) else { return Ok(None) };
+        let Some(value) = p.requested.controls.allow_unverified.as_deref() else { return Ok(None) };
+        let Some((commit, by)) = status::allowance(value) else {
+            return Err(format!("{} ignored: not `COMMIT USER`", status::ALLOW_UNVERIFIED_ANNOTATION));
+        };
+        if commit != c.commit {
+            return Ok(None);
+        }
+        let io = self.io();
+        match io.admission_enforced(status::ALLOW_UNVERIFIED_POLICY, status::ALLOW_UNVERIFIED_POLICY_YAML).await {
+            Ok(()) => Ok(Some(by.to_string())),
+            Err(e) => Err(format!("--allow-unverified by {by} not honoured: {e}")),
+        }
     }
 
     /// Keeps the PreDelete / PostDelete hooks of a render (`declared`, split from its

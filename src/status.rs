@@ -374,6 +374,10 @@ pub struct SyncRecord {
     /// Hooks run but not named in `hooks`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hooks_omitted: usize,
+    /// The revision failed `verifyCommits` and was synced because this user asked
+    /// (`plumb sync --allow-unverified`, [`ALLOW_UNVERIFIED_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub allowed_unverified_by: String,
     /// This is the application's first sync (Helm's install: `pre-install` and
     /// `post-install` hooks run, `pre-upgrade` and `post-upgrade` do not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -464,6 +468,7 @@ impl SyncRecord {
             retries: 0,
             hooks: vec![],
             hooks_omitted: 0,
+            allowed_unverified_by: String::new(),
             install: false,
         }
     }
@@ -834,6 +839,33 @@ pub const ROLLBACK_OVERRIDE_POLICY: &str = "plumb-rollback-override";
 /// changing [`ROLLBACK_OVERRIDE_ANNOTATION`] to a user without the verb `override` on
 /// `applications.plumb.dev/APP`, as shipped in `deploy/admission/`.
 pub const ROLLBACK_OVERRIDE_POLICY_YAML: &str = include_str!("../deploy/admission/rollback-override.yaml");
+
+/// Annotation that lets one commit that fails `verifyCommits` be synced
+/// (`plumb sync APP --allow-unverified`). Its value is `COMMIT USER`: the full commit
+/// id, a space, and the user who asked as the API server authenticated them. Setting or
+/// changing it needs the verb `allow-unverified` on the application's resource and a
+/// `USER` equal to the requesting user, both checked by the API server through
+/// [`ALLOW_UNVERIFIED_POLICY_YAML`]; plumb honours it only while that policy is
+/// installed as shipped, and only for the commit it names.
+pub const ALLOW_UNVERIFIED_ANNOTATION: &str = "plumb.dev/allow-unverified";
+
+/// Name of the ValidatingAdmissionPolicy and of its binding that check the
+/// `allow-unverified` right ([`ALLOW_UNVERIFIED_POLICY_YAML`]).
+pub const ALLOW_UNVERIFIED_POLICY: &str = "plumb-allow-unverified";
+
+/// The ValidatingAdmissionPolicy and binding (Kubernetes >= 1.30) that deny setting or
+/// changing [`ALLOW_UNVERIFIED_ANNOTATION`] to a user without the verb
+/// `allow-unverified` on `applications.plumb.dev/APP`, or with a value naming someone
+/// else, as shipped in `deploy/admission/`.
+pub const ALLOW_UNVERIFIED_POLICY_YAML: &str = include_str!("../deploy/admission/allow-unverified.yaml");
+
+/// The commit and the user an [`ALLOW_UNVERIFIED_ANNOTATION`] value names (`COMMIT
+/// USER`); `None` for a value of another shape. Pure.
+pub fn allowance(value: &str) -> Option<(&str, &str)> {
+    let (commit, by) = value.trim().split_once(' ')?;
+    let hex = (commit.len() == 40 || commit.len() == 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && !by.trim().is_empty()).then_some((commit, by.trim()))
+}
 
 /// Annotation of a pass request on an application's resource (value: a time): the
 /// serving leader runs a pass of the application ([`crate::leader::forward`]).

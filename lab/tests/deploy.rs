@@ -246,7 +246,7 @@ fn can(user: &str, args: &[&str]) -> String {
 /// kustomization says to when a policy names that account), plumb holds exactly: in
 /// its destination `web`, every kind there and impersonating `deployer` alone; cluster-
 /// wide, Namespaces, StorageClasses, its own resource definition, the rollback-override
-/// admission policy and its binding (by name), and the token and access reviews of its
+/// and allow-unverified admission policies and their bindings (by name), and the token and access reviews of its
 /// internal listener; in plumb-system, what the base's Role
 /// gives. It cannot read Secrets outside its namespaces, impersonate another account,
 /// or reach a node (`nodes/proxy`). Under cluster-admin it may do everything.
@@ -265,7 +265,9 @@ async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
         "customresourcedefinitions.apiextensions.k8s.io | [] | [applications.plumb.dev] | [get]",
         "namespaces | [] | [] | [get list watch]",
         "storageclasses.storage.k8s.io | [] | [] | [get]",
+        "validatingadmissionpolicies.admissionregistration.k8s.io | [] | [plumb-allow-unverified] | [get]",
         "validatingadmissionpolicies.admissionregistration.k8s.io | [] | [plumb-rollback-override] | [get]",
+        "validatingadmissionpolicybindings.admissionregistration.k8s.io | [] | [plumb-allow-unverified] | [get]",
         "validatingadmissionpolicybindings.admissionregistration.k8s.io | [] | [plumb-rollback-override] | [get]",
         "subjectaccessreviews.authorization.k8s.io | [] | [] | [create]",
         "tokenreviews.authentication.k8s.io | [] | [] | [create]",

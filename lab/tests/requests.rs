@@ -10,7 +10,10 @@ mod support;
 
 use std::{path::Path, time::Duration};
 
-use support::{Lab, Plumb, control_plane, kubectl, kubectl_apply, plumb_cli, wait_for};
+use support::{
+    Lab, Plumb, application_role, control_plane, kubectl, kubectl_apply, plumb_cli, service_account_kubeconfig,
+    wait_for,
+};
 
 fn cm(value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings}}\ndata: {{value: \"{value}\"}}\n")
@@ -147,18 +150,9 @@ async fn a_rollback_outside_the_tracked_history_needs_the_override_right() {
     // the admission policy installed: a user holding `patch` but not `override` cannot
     // write the override; the API server names the right
     kubectl_apply(plumb::status::ROLLBACK_OVERRIDE_POLICY_YAML);
-    let admin_text = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
-    let token = support::service_account_token(status_ns, "deployer");
-    let (head, rest) = admin_text.split_once("    token: ").unwrap();
-    let (_, tail) = rest.split_once('\n').unwrap();
-    let deployer = lab.tmp.path().join("deployer.kubeconfig");
-    std::fs::write(&deployer, format!("{head}    token: {token}\n{tail}")).unwrap();
-    let role = |name: &str, verbs: &str| {
-        format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {status_ns}}}\nrules: [{{apiGroups: [plumb.dev], resources: [applications], verbs: [{verbs}]}}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {status_ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: deployer, namespace: {status_ns}}}]\n"
-        )
-    };
-    kubectl_apply(&role("deployer", "get, list, watch, patch"));
+    let deployer = service_account_kubeconfig(status_ns, "deployer", &lab.tmp.path().join("deployer.kubeconfig"));
+    let role = |name: &str, verbs: &str| application_role(status_ns, name, "deployer", verbs);
+    role("deployer", "get, list, watch, patch");
     let as_deployer = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["-n", status_ns, "--kubeconfig", deployer.to_str().unwrap()]);
@@ -193,7 +187,7 @@ async fn a_rollback_outside_the_tracked_history_needs_the_override_right() {
     assert_eq!(code, 0, "{out}\n{err}");
 
     // with `override` granted, the same request is recorded and the commit runs
-    kubectl_apply(&role("deployer-override", "override"));
+    role("deployer-override", "override");
     wait_for("the forced rollback recorded", Duration::from_secs(30), || async {
         let (code, _, _) = as_deployer(&["rollback", app, &unreviewed, "--force"]);
         (code == 0).then_some(())

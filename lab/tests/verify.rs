@@ -12,6 +12,7 @@ use std::{
     path::{Path, PathBuf},
     process::Command,
     sync::Arc,
+    time::Duration,
 };
 
 use plumb::{
@@ -336,6 +337,156 @@ async fn openpgp_signed_commits_verify_against_the_keyring() {
     let v = r.status.verification.clone().unwrap();
     assert!(v.verified && v.signer == "Ada Author <ada@example.com>" && v.revision == c1, "{v:?}");
     assert_eq!(s.live(), "1");
+
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg").env("GNUPGHOME", &home).args(args).output().unwrap();
+        assert!(out.status.success(), "gpg {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let keyring = s.lab.tmp.path().join("keyring.asc");
+    let export = || std::fs::write(&keyring, gpg(&["--armor", "--export"])).unwrap();
+    let days_ago =
+        |n: i64| (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * n)).as_second().to_string() + "!";
+    let loopback = ["--batch", "--pinentry-mode", "loopback", "--passphrase", ""];
+
+    // an expired key: bob's key, made three days ago, signs a commit now; then its
+    // expiry is set to one day after it was made (gpg signs with no expired key, so the
+    // order is: sign, then expire), and the keyring lists bob
+    gpg(&[
+        &loopback[..],
+        &["--faked-system-time", &days_ago(3), "--quick-gen-key", "Bob <bob@example.com>", "ed25519", "sign", "never"],
+    ]
+    .concat());
+    let c2 = s.commit_here("2", Some("gpg:bob@example.com"));
+    let bob = String::from_utf8(gpg(&["--with-colons", "--list-keys", "bob@example.com"])).unwrap();
+    let bob = bob.lines().find_map(|l| l.strip_prefix("fpr:")).unwrap().trim_matches(':').to_string();
+    gpg(&[&loopback[..], &["--faked-system-time", &days_ago(2), "--quick-set-expire", &bob, "1d"]].concat());
+    export();
+    git(&s.lab.repo.work, &["push", "-q", "origin", "main"]);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(why.contains(&c2[..7]) && why.contains("expired") && why.contains(&bob), "{why}");
+    assert!(why.contains(&format!("keeping {}", &c1[..7])), "{why}");
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+
+    // a revoked key: ada signs a commit, then her key is revoked (the revocation
+    // certificate gpg made with the key) and the keyring exported again
+    let c3 = s.commit_here("3", Some("gpg:ada@example.com"));
+    let revocs = std::fs::read_dir(home.join("openpgp-revocs.d")).unwrap();
+    let ada_rev = revocs.map(|e| e.unwrap().path()).find(|p| !p.display().to_string().contains(&bob)).unwrap();
+    let certificate = std::fs::read_to_string(&ada_rev).unwrap().replace(":-----BEGIN", "-----BEGIN");
+    let rev_file = s.lab.tmp.path().join("ada.rev");
+    std::fs::write(&rev_file, certificate).unwrap();
+    gpg(&["--batch", "--import", rev_file.to_str().unwrap()]);
+    export();
+    git(&s.lab.repo.work, &["push", "-q", "origin", "main"]);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(why.contains(&c3[..7]) && why.contains("revoked") && why.contains("Ada Author"), "{why}");
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+
+    // selfHeal still reverts drift to c1
+    kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    assert!(s.pass().await.sync.is_some());
+    assert_eq!(s.live(), "1");
+}
+
+/// `plumb sync --allow-unverified`: honoured only while the API server checks who may
+/// write it (deploy/admission/allow-unverified.yaml), only with the right
+/// `allow-unverified`, only in the name of the one who writes it, only for the commit it
+/// names; the sync is recorded with who, and selfHeal keeps that commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_with_the_right_may_sync_an_unverified_commit_and_is_named() {
+    let s = Signed::new("allow", "main", "{allowedSignersFile: allowed_signers}", ada_trusted).await;
+    let status_ns = "plumb-verify-allow";
+    let c1 = s.commit("1", Some(&s.key("ada")));
+    assert!(s.pass().await.sync.is_some());
+    let c2 = s.commit("2", None);
+    assert!(s.pass().await.sync.is_none());
+    let allow = |kubeconfig: Option<&Path>| {
+        let mut args = vec!["sync", s.app.as_str(), "--allow-unverified", "-n", status_ns, "--timeout", "1s"];
+        if let Some(k) = kubeconfig {
+            args.extend(["--kubeconfig", k.to_str().unwrap()]);
+        }
+        plumb_cli(&args)
+    };
+
+    // without the admission policy the allowance is written (nothing checks it) and refused
+    let (_, out, err) = allow(None);
+    assert!(err.contains(&c2[..7]) && err.contains("unsigned"), "{out}{err}");
+    let r = s.pass().await;
+    // the sync the request asks re-applies what runs
+    assert!(r.sync.as_ref().is_none_or(|rec| rec.revision == c1), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(why.contains("not honoured") && why.contains("deploy/admission/allow-unverified.yaml"), "{why}");
+    assert_eq!(s.live(), "1");
+    kubectl(&["-n", status_ns, "annotate", "applications.plumb.dev", &s.app, "plumb.dev/allow-unverified-"]);
+
+    // installed: a user holding `patch` but not `allow-unverified` cannot write it
+    kubectl_apply(plumb::status::ALLOW_UNVERIFIED_POLICY_YAML);
+    let deployer = service_account_kubeconfig(status_ns, "signer", &s.lab.tmp.path().join("signer.kubeconfig"));
+    let me = format!("system:serviceaccount:{status_ns}:signer");
+    application_role(status_ns, "signer", "signer", "get, list, watch, patch");
+    let annotate_as_deployer = |value: &str| {
+        Command::new("kubectl")
+            .args(["--kubeconfig", deployer.to_str().unwrap(), "-n", status_ns, "annotate", "--overwrite"])
+            .args(["applications.plumb.dev", &s.app, &format!("plumb.dev/allow-unverified={value}")])
+            .output()
+            .unwrap()
+    };
+    // probe until the API server enforces the policy, taking each probe back
+    wait_for("the API server enforces the policy", Duration::from_secs(90), || async {
+        if annotate_as_deployer(&format!("{c2} {me}")).status.success() {
+            kubectl(&["-n", status_ns, "annotate", "applications.plumb.dev", &s.app, "plumb.dev/allow-unverified-"]);
+            return None;
+        }
+        Some(())
+    })
+    .await;
+    let (code, out, err) = allow(Some(&deployer));
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("needs the right\n`allow-unverified`") || err.contains("`allow-unverified`"), "{err}");
+    assert!(err.contains("does not hold") && err.contains(&me), "{err}");
+
+    // with the right, still not in someone else's name
+    application_role(status_ns, "signer-allow", "signer", "allow-unverified");
+    let forged = wait_for("the right granted", Duration::from_secs(30), || async {
+        let out = annotate_as_deployer(&format!("{c2} the-ceo"));
+        let text = String::from_utf8_lossy(&out.stderr).to_string();
+        (!text.contains("does not hold")).then_some((out.status.success(), text))
+    })
+    .await;
+    assert!(!forged.0 && forged.1.contains("COMMIT USER"), "{forged:?}");
+
+    // in their own name: the commit is synced, recorded with who
+    let (_, out, err) = allow(Some(&deployer));
+    assert!(err.contains(&format!("recorded as {me}")), "{out}{err}");
+    let r = s.pass().await;
+    let rec = r.sync.clone().unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert_eq!((rec.revision.as_str(), rec.allowed_unverified_by.as_str()), (c2.as_str(), me.as_str()));
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c2.as_str(), "2"));
+    let v = r.status.verification.clone().unwrap();
+    assert!(!v.verified && v.allowed_by == me && v.summary().contains("--allow-unverified"), "{v:?}");
+    assert!(condition(&r.status, "UnverifiedRevision").is_none(), "{:#?}", r.status.conditions);
+    let history = kubectl(&["-n", status_ns, "get", "applications.plumb.dev", &s.app, "-o", "json"]);
+    assert!(history.contains(&format!("\"allowed_unverified_by\": \"{me}\"")), "{history}");
+    let (_, shown, _) = plumb_cli(&["history", &s.app, "-n", status_ns]);
+    assert!(shown.contains(&format!("unverified, allowed by {me}")), "{shown}");
+
+    // selfHeal keeps the allowed commit
+    kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    assert!(s.pass().await.sync.is_some());
+    assert_eq!(s.live(), "2");
+
+    // the allowance names one commit: the next unsigned one is held at c2
+    let c3 = s.commit("3", None);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(why.contains(&c3[..7]) && why.contains(&format!("keeping {}", &c2[..7])), "{why}");
+    assert_eq!(s.live(), "2");
 }
 
 /// A script running gpg with `home` as its GNUPGHOME (git runs `gpg.program`).

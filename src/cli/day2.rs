@@ -23,7 +23,7 @@ async fn store(target: &KubeArgs) -> anyhow::Result<(kube::Client, Store)> {
 
 /// Who the API server says the caller is (a `SelfSubjectReview`, as `kubectl auth
 /// whoami`), recorded with a pause or pin; `""` when it cannot say.
-async fn whoami(client: &kube::Client) -> String {
+pub(super) async fn whoami(client: &kube::Client) -> String {
     let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
     let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
         .header("content-type", "application/json")

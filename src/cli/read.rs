@@ -181,6 +181,9 @@ pub fn history_table(history: &[SyncRecord]) -> String {
             r.pruned.len() + r.pruned_omitted,
             sanitize(&r.message)
         );
+        if !r.allowed_unverified_by.is_empty() {
+            let _ = writeln!(out, "    unverified, allowed by {}", sanitize(&r.allowed_unverified_by));
+        }
         for h in &r.hooks {
             let _ = writeln!(out, "    {}", sanitize(&h.line()));
         }

@@ -119,6 +119,49 @@ pub async fn run(
     Ok(code)
 }
 
+/// `plumb sync APP --allow-unverified`: records on `app`'s resource that the caller
+/// allows the commit its status names as failing `verifyCommits` (`COMMIT USER` in
+/// [`crate::status::ALLOW_UNVERIFIED_ANNOTATION`], USER as the API server names the
+/// caller). The API server checks the right `allow-unverified` for that write when
+/// `deploy/admission/allow-unverified.yaml` is installed; plumb honours the allowance
+/// only then, and only for that commit.
+///
+/// # Errors
+/// No such application; its revision passed verification or was never checked; the
+/// caller's name unknown (SelfSubjectReview refused); the write denied (the admission
+/// policy's message names the missing right).
+pub async fn allow_unverified(
+    kube: &KubeArgs,
+    policy: Option<&crate::config::Config>,
+    app: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let client = kube.client().await?;
+    let namespace = kube.namespace(policy);
+    let store = Store::new(client.clone(), &namespace);
+    let Some((status, _)) = store.find(app).await? else {
+        anyhow::bail!("{app}: no application of that name in namespace {namespace}")
+    };
+    let Some(v) = status.verification.filter(|v| !v.verified && !v.revision.is_empty()) else {
+        anyhow::bail!("{app}: nothing to allow: its revision is not refused by verifyCommits (see `plumb get {app}`)")
+    };
+    let who = super::day2::whoami(&client).await;
+    anyhow::ensure!(!who.is_empty(), "{app}: the API server did not say who you are (SelfSubjectReview)");
+    let value = format!("{} {who}", v.revision);
+    let pairs = [(crate::status::ALLOW_UNVERIFIED_ANNOTATION, Some(value.as_str()))];
+    store
+        .annotate_existing(app, &pairs)
+        .await
+        .with_context(|| format!("{app}: the allowance of {} not recorded", short(&v.revision)))?;
+    let by = if v.author.is_empty() { String::new() } else { format!(" by {}", sanitize(&v.author)) };
+    errln!(
+        "{app}: {}{by} allowed although it is not trusted ({}), recorded as {who}",
+        short(&v.revision),
+        sanitize(&v.reason)
+    );
+    Ok(())
+}
+
 /// The exit code of a followed request (see [`SYNC_EXIT_CODES`], [`REFRESH_EXIT_CODES`]).
 pub fn exit_code(asked: Asked, status: &AppStatus, sync: Option<&SyncRecord>) -> ExitCode {
     // a refused sync is a refusal even when a refused object leaves the comparison Unknown

@@ -239,7 +239,7 @@ impl Io<'_> {
     /// `head`) or a revision synced before (the history's successful syncs); else only
     /// with an override (`override_asked`: `force` and
     /// [`status::ROLLBACK_OVERRIDE_ANNOTATION`] naming the request's revision) while the
-    /// API server enforces the right to write it ([`Io::override_enforced`]). `Err`
+    /// API server enforces the right to write it ([`Io::admission_enforced`]). `Err`
     /// holds the refusal, naming the commit, the tracked ref and the missing right.
     ///
     /// # Errors
@@ -259,7 +259,11 @@ impl Io<'_> {
         if history.iter().any(|r| r.revision == target && r.result == status::SyncResult::Succeeded) {
             return Ok(Ok(()));
         }
-        let enforced = if override_asked { self.override_enforced().await } else { Err(String::new()) };
+        let enforced = if override_asked {
+            self.admission_enforced(status::ROLLBACK_OVERRIDE_POLICY, status::ROLLBACK_OVERRIDE_POLICY_YAML).await
+        } else {
+            Err(String::new())
+        };
         if enforced.is_ok() {
             return Ok(Ok(()));
         }
@@ -275,16 +279,16 @@ impl Io<'_> {
         )))
     }
 
-    /// Whether the API server checks the `override` right for whoever writes
-    /// [`status::ROLLBACK_OVERRIDE_ANNOTATION`]: the ValidatingAdmissionPolicy
-    /// [`status::ROLLBACK_OVERRIDE_POLICY`] and its binding (same name, action `Deny`,
-    /// for every resource it matches) are installed. `Err` says what is missing.
-    async fn override_enforced(self) -> Result<(), String> {
-        let name = status::ROLLBACK_OVERRIDE_POLICY;
+    /// Whether the API server checks a right for whoever writes an annotation: the
+    /// ValidatingAdmissionPolicy `name` and its binding (same name) are installed, the
+    /// policy's variables and validations as shipped in `shipped`
+    /// ([`status::ROLLBACK_OVERRIDE_POLICY_YAML`],
+    /// [`status::ALLOW_UNVERIFIED_POLICY_YAML`]), the binding denying every write it
+    /// matches ([`enforcing`]). `Err` says what is missing.
+    pub(super) async fn admission_enforced(self, name: &str, shipped: &str) -> Result<(), String> {
+        let file = format!("deploy/admission/{}.yaml", name.trim_start_matches("plumb-"));
         let missing = |what: &str, e: String| {
-            format!(
-                "plumb cannot tell who holds it: {what} {name} is not readable ({e}; install deploy/admission/rollback-override.yaml)"
-            )
+            format!("plumb cannot tell who holds it: {what} {name} is not readable ({e}; install {file})")
         };
         let api = "admissionregistration.k8s.io/v1";
         let key = crate::tracking::ObjectKey {
@@ -301,23 +305,9 @@ impl Io<'_> {
             }
         };
         let binding = read("ValidatingAdmissionPolicyBinding").await.map_err(|e| missing("the binding", e))?;
-        read("ValidatingAdmissionPolicy").await.map_err(|e| missing("the ValidatingAdmissionPolicy", e))?;
-        let spec = &binding["spec"];
-        let denies = spec["validationActions"].as_array().is_some_and(|a| a.iter().any(|v| v == "Deny"));
-        // the API server defaults `matchResources` to empty selectors: every object
-        let empty = |v: &serde_json::Value| v.is_null() || v.as_object().is_some_and(|o| o.is_empty());
-        let none = |v: &serde_json::Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
-        let m = &spec["matchResources"];
-        let everything = empty(&m["namespaceSelector"])
-            && empty(&m["objectSelector"])
-            && none(&m["resourceRules"])
-            && none(&m["excludeResourceRules"]);
-        if spec["policyName"] != name || !denies || !everything || !spec["paramRef"].is_null() {
-            return Err(format!(
-                "plumb cannot tell who holds it: the binding {name} does not deny every write of the policy {name}"
-            ));
-        }
-        Ok(())
+        let policy =
+            read("ValidatingAdmissionPolicy").await.map_err(|e| missing("the ValidatingAdmissionPolicy", e))?;
+        enforcing(name, shipped, &policy, &binding).map_err(|e| format!("plumb cannot tell who holds it: {e} ({file})"))
     }
 
     /// Removes a pin and its override from `app`'s resource.
@@ -328,8 +318,125 @@ impl Io<'_> {
     }
 }
 
+/// Whether `policy` and `binding` (as read from the API server) make it check what the
+/// policy `name` shipped in `shipped` checks: the policy's `variables` and
+/// `validations` are the shipped ones (an older or edited policy under the same name
+/// does not count), and the binding binds it with action `Deny` to every object it
+/// matches (the API server defaults `matchResources` to empty selectors), without
+/// parameters. `Err` names what differs. Pure.
+pub(super) fn enforcing(
+    name: &str,
+    shipped: &str,
+    policy: &serde_json::Value,
+    binding: &serde_json::Value,
+) -> Result<(), String> {
+    let wanted: serde_json::Value = serde_saphyr::from_multiple::<serde_json::Value>(shipped)
+        .ok()
+        .and_then(|docs| docs.into_iter().find(|d| d["kind"] == "ValidatingAdmissionPolicy"))
+        .ok_or_else(|| format!("the shipped policy {name} does not parse"))?;
+    // the expressions the API server evaluates; messages and formatting may differ
+    let checks = |p: &serde_json::Value| {
+        let list = |field: &str, keys: &[&str]| -> Vec<Vec<String>> {
+            p["spec"][field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| {
+                    keys.iter()
+                        .map(|k| v[*k].as_str().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" "))
+                        .collect()
+                })
+                .collect()
+        };
+        (
+            list("variables", &["name", "expression"]),
+            list("validations", &["expression"]),
+            p["spec"]["failurePolicy"].as_str().map(str::to_owned),
+        )
+    };
+    if checks(policy) != checks(&wanted) {
+        return Err(format!("the ValidatingAdmissionPolicy {name} is not the one plumb ships"));
+    }
+    let spec = &binding["spec"];
+    let denies = spec["validationActions"].as_array().is_some_and(|a| a.iter().any(|v| v == "Deny"));
+    let empty = |v: &serde_json::Value| v.is_null() || v.as_object().is_some_and(|o| o.is_empty());
+    let none = |v: &serde_json::Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+    let m = &spec["matchResources"];
+    let everything = empty(&m["namespaceSelector"])
+        && empty(&m["objectSelector"])
+        && none(&m["resourceRules"])
+        && none(&m["excludeResourceRules"]);
+    if spec["policyName"] != name || !denies || !everything || !spec["paramRef"].is_null() {
+        return Err(format!("the binding {name} does not deny every write of the policy {name}"));
+    }
+    Ok(())
+}
+
 /// ` ; claimed by NAME, not verified`, or nothing: who a request says asked (the
 /// writing client's word, see [`status::Suspension`]).
 fn claimed(who: &str) -> String {
     if who.is_empty() { String::new() } else { format!("; claimed by {who}, not verified") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shipped() -> (serde_json::Value, serde_json::Value) {
+        let docs =
+            serde_saphyr::from_multiple::<serde_json::Value>(status::ALLOW_UNVERIFIED_POLICY_YAML).expect("yaml");
+        (docs[0].clone(), docs[1].clone())
+    }
+
+    #[test]
+    fn only_the_shipped_policy_bound_to_deny_everything_counts() {
+        let name = status::ALLOW_UNVERIFIED_POLICY;
+        let yaml = status::ALLOW_UNVERIFIED_POLICY_YAML;
+        let (policy, mut binding) = shipped();
+        // as the API server returns them: defaults filled in
+        binding["spec"]["matchResources"] = json!({"namespaceSelector": {}, "objectSelector": {}});
+        assert_eq!(enforcing(name, yaml, &policy, &binding), Ok(()));
+        // a policy of that name whose checks differ (older, edited) does not count
+        let mut weaker = policy.clone();
+        weaker["spec"]["validations"].as_array_mut().expect("validations").pop();
+        let e = enforcing(name, yaml, &weaker, &binding).expect_err("weaker");
+        assert!(e.contains("not the one plumb ships"), "{e}");
+        let mut ignore = policy.clone();
+        ignore["spec"]["failurePolicy"] = json!("Ignore");
+        assert!(enforcing(name, yaml, &ignore, &binding).is_err());
+        // a binding that only warns, or matches only some objects, does not count
+        let mut warns = binding.clone();
+        warns["spec"]["validationActions"] = json!(["Warn"]);
+        assert!(enforcing(name, yaml, &policy, &warns).expect_err("warn").contains("does not deny"));
+        let mut some = binding.clone();
+        some["spec"]["matchResources"]["namespaceSelector"] = json!({"matchLabels": {"a": "b"}});
+        assert!(enforcing(name, yaml, &policy, &some).is_err());
+        // the rollback policy is not the allow-unverified one
+        let rollback =
+            serde_saphyr::from_multiple::<serde_json::Value>(status::ROLLBACK_OVERRIDE_POLICY_YAML).expect("yaml");
+        assert!(enforcing(name, yaml, &rollback[0], &binding).is_err());
+        assert_eq!(
+            enforcing(
+                status::ROLLBACK_OVERRIDE_POLICY,
+                status::ROLLBACK_OVERRIDE_POLICY_YAML,
+                &rollback[0],
+                &rollback[1]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn an_allowance_names_one_commit_and_one_user() {
+        let sha = "a".repeat(40);
+        assert_eq!(
+            status::allowance(&format!("{sha} system:serviceaccount:ci:bot")),
+            Some((sha.as_str(), "system:serviceaccount:ci:bot"))
+        );
+        assert_eq!(status::allowance(&format!("{sha} Ada Lovelace")), Some((sha.as_str(), "Ada Lovelace")));
+        assert_eq!(status::allowance(&sha), None, "no user");
+        assert_eq!(status::allowance("main alice"), None, "a branch is not a commit");
+        assert_eq!(status::allowance(&format!("{} alice", &sha[..7])), None, "a short id is not a commit");
+    }
 }

@@ -48,8 +48,17 @@ impl Io<'_> {
         if s.create_namespace {
             self.ensure_namespace(scope.writer, scope.app, scope.namespace).await;
         }
+        // a commit that failed verifyCommits, synced because a person allowed it
+        let allowed_by = st
+            .verification
+            .as_ref()
+            .filter(|v| !v.verified && !v.allowed_by.is_empty() && v.revision == s.snapshot.revision)
+            .map(|v| v.allowed_by.clone())
+            .unwrap_or_default();
         if s.last_sync.is_none_or(|l| l.result != SyncResult::Running || l.revision != st.revision) {
-            let note = format!("sync of {} ({}) started", short(&st.revision), s.reason);
+            let unverified =
+                if allowed_by.is_empty() { String::new() } else { format!("; unverified, allowed by {allowed_by}") };
+            let note = format!("sync of {} ({}) started{unverified}", short(&st.revision), s.reason);
             self.event(scope.app, false, EventReason::SyncStarted, note).await;
         }
         // a sync waiting at another revision is over: this one replaces its wait
@@ -67,6 +76,7 @@ impl Io<'_> {
             subject: s.snapshot.subject.clone(),
             started_at: s.started_at.clone(),
             chart: st.chart.clone(),
+            allowed_unverified_by: allowed_by,
             ..SyncRecord::new(s.snapshot.revision.clone(), s.reason)
         };
         let outcome = match &s.plan.refused {

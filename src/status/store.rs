@@ -161,6 +161,8 @@ pub struct Controls {
     pub pin: Option<Pin>,
     /// [`super::ROLLBACK_OVERRIDE_ANNOTATION`]'s value.
     pub pin_override: Option<String>,
+    /// [`super::ALLOW_UNVERIFIED_ANNOTATION`]'s value.
+    pub allow_unverified: Option<String>,
 }
 
 impl Controls {
@@ -200,6 +202,7 @@ impl Controls {
             suspend: parsed(app, SUSPEND_ANNOTATION, annotations.get(SUSPEND_ANNOTATION)),
             pin: parsed(app, ROLLBACK_ANNOTATION, annotations.get(ROLLBACK_ANNOTATION)),
             pin_override: annotations.get(super::ROLLBACK_OVERRIDE_ANNOTATION).cloned(),
+            allow_unverified: annotations.get(super::ALLOW_UNVERIFIED_ANNOTATION).cloned(),
         }
     }
 }

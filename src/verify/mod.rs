@@ -66,6 +66,11 @@ pub struct Verified {
     pub signer: String,
 }
 
+/// `t` (seconds since the epoch) as RFC 3339 UTC, or the number when out of range.
+fn when(t: i64) -> String {
+    jiff::Timestamp::from_second(t).map_or_else(|_| t.to_string(), |ts| ts.to_string())
+}
+
 /// Why an object is not deployable. Each variant carries what a person needs to act:
 /// the key's fingerprint, the signer, the times (seconds since the Unix epoch).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -89,15 +94,15 @@ pub enum Unverified {
         why: String,
     },
     /// The OpenPGP key had expired at the signature's creation or the committer time.
-    #[error("signed by {signer} ({fingerprint}) whose key expired at {expired_at}, before {at}")]
+    #[error("signed by {signer} ({fingerprint}) whose key expired at {}, before {}", when(*expired_at), when(*at))]
     KeyExpired {
         /// The key (or subkey).
         fingerprint: String,
         /// Its user id.
         signer: String,
-        /// When it expired.
+        /// When it expired, seconds since the epoch.
         expired_at: i64,
-        /// The time judged.
+        /// The time judged, seconds since the epoch.
         at: i64,
     },
     /// The OpenPGP key (or the subkey) carries a revocation.
@@ -110,19 +115,20 @@ pub enum Unverified {
     },
     /// The object's time is outside the signer's validity window (`valid-after` /
     /// `valid-before` of an allowed signers line, or before an OpenPGP key's creation).
-    #[error("signed by {signer} ({fingerprint}) at {at}, outside its validity{}{}",
-        valid_after.map(|t| format!(" from {t}")).unwrap_or_default(),
-        valid_before.map(|t| format!(" until {t}")).unwrap_or_default())]
+    #[error("signed by {signer} ({fingerprint}) at {}, outside its validity{}{}",
+        when(*at),
+        valid_after.map(|t| format!(" from {}", when(t))).unwrap_or_default(),
+        valid_before.map(|t| format!(" until {}", when(t))).unwrap_or_default())]
     OutsideValidity {
         /// The key.
         fingerprint: String,
         /// The principals or user id.
         signer: String,
-        /// The committer (tagger) or signature time judged.
+        /// The committer (tagger) or signature time judged, seconds since the epoch.
         at: i64,
-        /// Start of the window, if any.
+        /// Start of the window, if any, seconds since the epoch.
         valid_after: Option<i64>,
-        /// End of the window, if any.
+        /// End of the window, if any, seconds since the epoch.
         valid_before: Option<i64>,
     },
     /// The allowed signers line of the key restricts `namespaces=` and `git` is not among

@@ -184,6 +184,25 @@ pub fn service_account_token(ns: &str, name: &str) -> String {
     kubectl(&["-n", ns, "create", "token", name, "--duration", "1h"]).trim().to_string()
 }
 
+/// A kubeconfig at `path` for the shared control plane as ServiceAccount `ns/name`
+/// (created when missing, see [`service_account_token`]).
+pub fn service_account_kubeconfig(ns: &str, name: &str, path: &Path) -> PathBuf {
+    let admin = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
+    let token = service_account_token(ns, name);
+    let (head, rest) = admin.split_once("    token: ").unwrap();
+    let (_, tail) = rest.split_once('\n').unwrap();
+    std::fs::write(path, format!("{head}    token: {token}\n{tail}")).unwrap();
+    path.to_path_buf()
+}
+
+/// A Role `name` in `ns` allowing `verbs` on `applications.plumb.dev`, bound to
+/// ServiceAccount `ns/account`.
+pub fn application_role(ns: &str, name: &str, account: &str, verbs: &str) {
+    kubectl_apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules: [{{apiGroups: [plumb.dev], resources: [applications], verbs: [{verbs}]}}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {account}, namespace: {ns}}}]\n"
+    ));
+}
+
 /// Applies `yaml` to the shared control plane (`kubectl apply -f`).
 pub fn kubectl_apply(yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
