@@ -914,6 +914,17 @@ impl Context {
             Err(why) => (None, Some(why)),
         };
         let mut held = verify::hold(checked.as_ref(), &p.previous.synced_revision, allowed.as_deref());
+        // what is kept instead must be trusted too (a commit synced before verifyCommits
+        // was turned on is not): checked as any revision, its verdict kept by id
+        if let (Some(keep), Some((crate::config::VerifyMode::Head, c))) = (held.revision.clone(), checked.as_ref())
+            && keep != c.commit
+        {
+            let (kept, _) = verify::check(&self.verdicts, &self.sources, apps, &keep, p.clock.refs_since).await?;
+            let allowed = self.allowance(p, kept.as_ref()).await.ok().flatten();
+            if let Some((_, k)) = kept.as_ref().filter(|_| allowed.is_none()) {
+                held = verify::kept_untrusted(held, k);
+            }
+        }
         if let (Some(c), Some(why)) = (held.condition.as_mut(), refused) {
             c.message.push_str(&format!("; {why}"));
         }

@@ -53,6 +53,7 @@ fn ssh_key(dir: &Path, name: &str) -> PathBuf {
 /// `ns` with automated sync and selfHeal and `verifyCommits` as given, a Context.
 struct Signed {
     lab: Lab,
+    policy: PathBuf,
     ns: String,
     ctx: Arc<Context>,
     app: String,
@@ -71,7 +72,7 @@ impl Signed {
             ),
         );
         let ctx = context_for(&policy, &lab.tmp.path().join("cache"), false).await;
-        Signed { lab, ns, ctx, app: name.to_string() }
+        Signed { lab, policy, ns, ctx, app: name.to_string() }
     }
 
     /// Writes the ConfigMap `a` with `value` and commits it, signed with `key` (SSH key
@@ -369,6 +370,10 @@ async fn openpgp_signed_commits_verify_against_the_keyring() {
     assert!(why.contains(&c2[..7]) && why.contains("expired") && why.contains(&bob), "{why}");
     assert!(why.contains(&format!("keeping {}", &c1[..7])), "{why}");
     assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+    // selfHeal still reverts drift to c1, which ada's valid key signed
+    kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    assert!(s.pass().await.sync.is_some());
+    assert_eq!(s.live(), "1");
 
     // a revoked key: ada signs a commit, then her key is revoked (the revocation
     // certificate gpg made with the key) and the keyring exported again
@@ -385,12 +390,42 @@ async fn openpgp_signed_commits_verify_against_the_keyring() {
     assert!(r.sync.is_none(), "{:?}", r.sync);
     let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
     assert!(why.contains(&c3[..7]) && why.contains("revoked") && why.contains("Ada Author"), "{why}");
+    // the revocation also refuses c1, which the same key signed: nothing is trusted
+    assert!(why.contains(&format!("last synced revision {} is not trusted either", &c1[..7])), "{why}");
     assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c1.as_str(), "1"));
+}
 
-    // selfHeal still reverts drift to c1
-    kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
-    assert!(s.pass().await.sync.is_some());
+/// A commit synced before `verifyCommits` was turned on is not kept in place of an
+/// unverified one: nothing is trusted, the pass stops and selfHeal waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_synced_before_verification_is_not_kept() {
+    let s = Signed::new("late", "main", "{allowedSignersFile: allowed_signers}", ada_trusted).await;
+    let text = std::fs::read_to_string(&s.policy).unwrap();
+    let plain = s
+        .lab
+        .policy("plain.yaml", &text.replace("verifyCommits: {allowedSignersFile: allowed_signers}", "maxPause: 1h"));
+    let before = context_for(&plain, &s.lab.tmp.path().join("cache-before"), false).await;
+    let c1 = s.commit("1", None);
+    assert!(before.run_pass(&s.app, Mode::Policy, None).await.unwrap().sync.is_some());
     assert_eq!(s.live(), "1");
+
+    let c2 = s.commit("2", None);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "{:?}", r.sync);
+    let why = condition(&r.status, "UnverifiedRevision").unwrap_or_else(|| panic!("{:#?}", r.status));
+    assert!(
+        why.contains(&c2[..7]) && why.contains(&format!("last synced revision {} is not trusted either", &c1[..7])),
+        "{why}"
+    );
+    kubectl(&["-n", &s.ns, "patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"value":"by hand"}}"#]);
+    let r = s.pass().await;
+    assert!(r.sync.is_none(), "selfHeal re-applied an untrusted revision: {:?}", r.sync);
+    assert_eq!(s.live(), "by hand");
+
+    // a signed commit ends it
+    let c3 = s.commit("3", Some(&s.key("ada")));
+    let r = s.pass().await;
+    assert_eq!((r.status.synced_revision.as_str(), s.live().as_str()), (c3.as_str(), "3"));
 }
 
 /// `plumb sync --allow-unverified`: honoured only while the API server checks who may

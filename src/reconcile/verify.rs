@@ -198,6 +198,25 @@ pub(super) fn hold(checked: Option<&(VerifyMode, Checked)>, synced: &str, allowe
     }
 }
 
+/// The gate's answer `held` once the revision it keeps (the last synced one) was
+/// checked as `kept`: unchanged when `kept` verifies; else nothing is trusted to read
+/// (a revision synced before `verifyCommits` was turned on, or signed by a key since
+/// revoked): the pass stops, its condition naming both revisions. Pure.
+pub(super) fn kept_untrusted(mut held: Held, kept: &Checked) -> Held {
+    let Err(why) = &kept.verdict else { return held };
+    if let Some(c) = held.condition.as_mut()
+        && let Some((head, _)) = c.message.rsplit_once("; keeping ")
+    {
+        c.message = format!(
+            "{head}; the last synced revision {} is not trusted either: {why}; nothing is synced until a trusted revision comes",
+            short(&kept.commit)
+        );
+    }
+    held.revision = None;
+    held.stop = true;
+    held
+}
+
 /// An application whose tracked ref names a commit that is not trusted is OutOfSync,
 /// whatever runs: what Git says is not what is deployed.
 pub(super) fn out_of_sync_when_unverified(st: &mut crate::status::AppStatus) {
@@ -270,6 +289,21 @@ mod tests {
         let allowed = hold(Some(&checked(unknown)), &"a".repeat(40), Some("alice"));
         assert_eq!((allowed.revision, allowed.condition), (Some("b".repeat(40)), None));
         assert_eq!(allowed.verification.expect("shown").allowed_by, "alice");
+    }
+
+    #[test]
+    fn an_untrusted_revision_is_not_kept_either() {
+        let held = hold(Some(&checked(Err(Unverified::Unsigned))), &"a".repeat(40), None);
+        let ok = Verified { format: SignatureFormat::Ssh, fingerprint: "SHA256:x".into(), signer: "ada".into() };
+        let trusted = Checked { commit: "a".repeat(40), author: String::new(), verdict: Ok(ok) };
+        assert_eq!(kept_untrusted(held.clone(), &trusted), held);
+        let untrusted = Checked { verdict: Err(Unverified::Unsigned), ..trusted };
+        let stopped = kept_untrusted(held, &untrusted);
+        assert!(stopped.stop && stopped.revision.is_none(), "{stopped:?}");
+        assert_eq!(
+            stopped.condition.expect("condition").message,
+            "commit bbbbbbb by Mallory <m@example.com> is not trusted: unsigned; the last synced revision aaaaaaa is not trusted either: unsigned; nothing is synced until a trusted revision comes"
+        );
     }
 
     #[test]
