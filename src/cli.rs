@@ -570,8 +570,8 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         } => {
             if !local && !dry_run {
                 let policy = read::policy(config.as_deref())?;
-                if allow_unverified {
-                    request::allow_unverified(&kube, policy.as_ref(), &app).await?;
+                if allow_unverified && let Some(code) = request::allow_unverified(&kube, policy.as_ref(), &app).await? {
+                    return Ok(code);
                 }
                 return request::run(&kube, policy.as_ref(), &app, Asked::Sync, (timeout, output)).await;
             }

@@ -622,7 +622,9 @@ pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), 
 /// Stamps the request annotation `key` ([`REFRESH_ANNOTATION`] or
 /// [`crate::status::SYNC_ANNOTATION`]) with a new value (the time, RFC 3339) on `app`'s
 /// resource in `namespace`, and returns that value: the server records a sync request's
-/// value in the status (`syncRequest`) once it has acted on it.
+/// value in the status (`syncRequest`) once it has acted on it. `None` when there is
+/// no such resource: a request never creates one (a mistyped name would otherwise
+/// leave a phantom application that no server answers).
 ///
 /// # Errors
 /// The API request failed.
@@ -631,10 +633,10 @@ pub async fn request(
     namespace: &str,
     app: &str,
     key: &str,
-) -> Result<String, crate::status::store::Error> {
+) -> Result<Option<String>, crate::status::store::Error> {
     let value = crate::status::now();
-    Store::new(client.clone(), namespace).annotate(app, key, Some(&value)).await?;
-    Ok(value)
+    let found = Store::new(client.clone(), namespace).annotate_existing(app, &[(key, Some(&value))]).await?;
+    Ok(found.then_some(value))
 }
 
 /// Watches the application resources in `namespace`, keeps `shared` up to date with

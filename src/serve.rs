@@ -149,7 +149,7 @@ pub async fn serve_elected(
         Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
         None => Leadership::always(),
     };
-    prepare_status(&ctx).await;
+    prepare_status(&ctx).await?;
     if leadership.elected() {
         ctx.keep_watching(Some(owned_apps(&ctx, &leadership)));
     } else {
@@ -203,12 +203,20 @@ pub async fn serve_elected(
 }
 
 /// The application resources (`applications.plumb.dev`): the definition installed when
-/// missing, status ConfigMaps of earlier versions moved. Failures are logged: passes
-/// still run (and say so when they cannot write their status).
-async fn prepare_status(ctx: &Context) {
-    if let Err(e) = ctx.store.ensure_definition().await {
-        tracing::error!("{e}");
-        return;
+/// missing or older, status ConfigMaps of earlier versions moved. Failures are logged:
+/// passes still run (and say so when they cannot write their status).
+///
+/// # Errors
+/// The cluster's definition is newer than this plumb's
+/// ([`crate::status::store::Error::NewerDefinition`]): plumb does not start.
+async fn prepare_status(ctx: &Context) -> anyhow::Result<()> {
+    match ctx.store.ensure_definition().await {
+        Ok(()) => {}
+        Err(e @ crate::status::store::Error::NewerDefinition { .. }) => return Err(e.into()),
+        Err(e) => {
+            tracing::error!("{e}");
+            return Ok(());
+        }
     }
     match ctx.store.migrate().await {
         Ok(moved) if !moved.is_empty() => {
@@ -217,6 +225,7 @@ async fn prepare_status(ctx: &Context) {
         Ok(_) => {}
         Err(e) => tracing::warn!("moving status ConfigMaps to applications.plumb.dev: {e}"),
     }
+    Ok(())
 }
 
 /// Each resource's `spec` set to the policy's declaration, for the applications of

@@ -430,4 +430,59 @@ async fn people_read_with_plumb_viewer_and_request_with_plumb_operator() {
         annotations.contains("maintenance") && annotations.contains("system:serviceaccount:plumb-people:operator"),
         "{annotations}"
     );
+
+    // a name nobody serves: exit 1 with one short line for either role, at once, and
+    // no request creates an application (a phantom that no server would answer)
+    for who in [&viewer, &operator] {
+        for args in [&["get", "nope"][..], &["history", "nope"], &["events", "nope"]] {
+            let (code, out, err) = plumb(who, args);
+            assert_eq!(code, Some(1), "{args:?}: {out}\n{err}");
+            assert!(err.contains("no status of application `nope`") && err.len() < 300, "{args:?}: {err}");
+        }
+    }
+    let started = std::time::Instant::now();
+    for args in [
+        &["sync", "nope"][..],
+        &["refresh", "nope"],
+        &["suspend", "nope", "--for", "1h", "--reason", "r"],
+        &["resume", "nope"],
+    ] {
+        let (code, out, err) = plumb(&operator, args);
+        assert_eq!(code, Some(1), "{args:?}: {out}\n{err}");
+        assert!(err.contains("no status of application `nope`"), "{args:?}: {err}");
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+    let listed = kubectl(&["-n", ns, "get", "applications.plumb.dev", "-o", "name"]);
+    assert!(!listed.contains("nope"), "{listed}");
+    let (code, out, err) = support::plumb_cli(&["status", "-n", "nowhere"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("no applications in namespace nowhere"), "{err}");
+}
+
+/// A definition of an earlier revision (no `plumb.dev/definition-revision` label, no
+/// short names) is replaced when plumb prepares its status store: `kubectl get
+/// plumbapps` then names plumb's kind alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_application_definition_is_replaced() {
+    let _profiles = PROFILES.lock().await;
+    let admin = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
+    let store = plumb::status::store::Store::new(admin, "plumb-definition");
+    store.ensure_definition().await.unwrap();
+    let older = plumb::status::store::CRD_YAML
+        .replace(", plumb.dev/definition-revision: \"2\"", "")
+        .replace("    shortNames: [plumbapp, plumbapps]\n", "");
+    assert_ne!(older, plumb::status::store::CRD_YAML);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("older.yaml");
+    std::fs::write(&file, older).unwrap();
+    kubectl(&["replace", "-f", file.to_str().unwrap()]);
+    let labels = |path: &str| kubectl(&["get", "crd", "applications.plumb.dev", "-o", &format!("jsonpath={path}")]);
+    assert_eq!(labels("{.spec.names.shortNames}"), "");
+    store.ensure_definition().await.unwrap();
+    assert_eq!(labels("{.metadata.labels.plumb\\.dev/definition-revision}"), "2");
+    assert_eq!(labels("{.spec.names.shortNames}"), r#"["plumbapp","plumbapps"]"#);
+    wait_for("kubectl get plumbapps", Duration::from_secs(30), || async {
+        control_plane().kubectl(&["get", "plumbapps", "-A"]).ok()
+    })
+    .await;
 }

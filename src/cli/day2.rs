@@ -71,7 +71,10 @@ pub async fn suspend(
         reason: reason.to_string(),
         ..Suspension::default()
     };
-    store.annotate(app, SUSPEND_ANNOTATION, Some(&serde_json::to_string(&pause)?)).await?;
+    let value = serde_json::to_string(&pause)?;
+    if !store.annotate_existing(app, &[(SUSPEND_ANNOTATION, Some(&value))]).await? {
+        return Ok(super::read::not_found(app, &target.namespace(policy)));
+    }
     if duration < asked {
         let shown = crate::config::shown_duration;
         errln!("{app}: --for {} cut to the environment's maxPause ({})", shown(asked), shown(duration));
@@ -145,7 +148,9 @@ pub async fn decommission(
 /// The resource cannot be written.
 pub async fn resume(app: &str, target: &KubeArgs) -> anyhow::Result<ExitCode> {
     let (_, store) = store(target).await?;
-    store.annotate(app, SUSPEND_ANNOTATION, None).await?;
+    if !store.annotate_existing(app, &[(SUSPEND_ANNOTATION, None)]).await? {
+        return Ok(super::read::not_found(app, &target.namespace(None)));
+    }
     outln!("{app}: automated sync resumed");
     Ok(ExitCode::SUCCESS)
 }
@@ -195,11 +200,15 @@ pub async fn rollback(
 ) -> anyhow::Result<ExitCode> {
     let (client, store) = store(target).await?;
     if release {
-        store.annotate_all(app, &[(ROLLBACK_ANNOTATION, None), (ROLLBACK_OVERRIDE_ANNOTATION, None)]).await?;
+        if !store.annotate_existing(app, &[(ROLLBACK_ANNOTATION, None), (ROLLBACK_OVERRIDE_ANNOTATION, None)]).await? {
+            return Ok(super::read::not_found(app, &target.namespace(None)));
+        }
         outln!("{app}: pin released; automated sync follows the tracked ref again");
         return Ok(ExitCode::SUCCESS);
     }
-    let (_, history) = store.load(app).await?;
+    let Some((_, history)) = store.find(app).await? else {
+        return Ok(super::read::not_found(app, &target.namespace(None)));
+    };
     let revision = rollback_revision(&history, wanted).map_err(anyhow::Error::msg)?;
     let pin = Pin {
         revision: revision.clone(),
@@ -214,7 +223,7 @@ pub async fn rollback(
     // `override` for it (deploy/admission/rollback-override.yaml)
     let over = force.then_some(revision.as_str());
     store
-        .annotate_all(app, &[(ROLLBACK_ANNOTATION, Some(&value)), (ROLLBACK_OVERRIDE_ANNOTATION, over)])
+        .annotate_existing(app, &[(ROLLBACK_ANNOTATION, Some(&value)), (ROLLBACK_OVERRIDE_ANNOTATION, over)])
         .await
         .with_context(|| format!("rollback of {app} to {revision} not recorded"))?;
     let short: String = revision.chars().take(7).collect();

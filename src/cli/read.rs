@@ -95,6 +95,11 @@ pub async fn status(kube: &KubeArgs, policy: Option<&Config>, output: Output) ->
             })
             .collect(),
     };
+    if rows.is_empty() {
+        let namespace = kube.namespace(policy);
+        errln!("error: no applications in namespace {namespace} (is plumb's namespace another one: -n?)");
+        return Ok(ExitCode::from(1));
+    }
     emit(output, &rows, || if output == Output::Wide { status_wide(&rows) } else { status_table(&rows) })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -303,7 +308,7 @@ pub fn events_table(lines: &[EventLine]) -> String {
     out
 }
 
-fn not_found(app: &str, namespace: &str) -> ExitCode {
+pub(super) fn not_found(app: &str, namespace: &str) -> ExitCode {
     errln!(
         "error: no status of application `{app}` in namespace {namespace} (has plumb served it? is plumb's namespace another one: -n?)"
     );

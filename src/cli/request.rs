@@ -72,7 +72,9 @@ pub async fn run(
         Asked::Sync => crate::status::SYNC_ANNOTATION,
         Asked::Refresh => crate::status::REFRESH_ANNOTATION,
     };
-    let request = crate::leader::request(&client, &namespace, app, key).await?;
+    let Some(request) = crate::leader::request(&client, &namespace, app, key).await? else {
+        return Ok(super::read::not_found(app, &namespace));
+    };
     errln!("{app}: {key} on applications.plumb.dev/{app} in namespace {namespace} ({request})");
     let mut progress = Progress::new(std::io::stdout().is_terminal() && output.is_table(), output.is_table());
     let deadline = tokio::time::Instant::now() + timeout;
@@ -134,13 +136,13 @@ pub async fn allow_unverified(
     kube: &KubeArgs,
     policy: Option<&crate::config::Config>,
     app: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<ExitCode>> {
     use anyhow::Context as _;
     let client = kube.client().await?;
     let namespace = kube.namespace(policy);
     let store = Store::new(client.clone(), &namespace);
     let Some((status, _)) = store.find(app).await? else {
-        anyhow::bail!("{app}: no application of that name in namespace {namespace}")
+        return Ok(Some(super::read::not_found(app, &namespace)));
     };
     let Some(v) = status.verification.filter(|v| !v.verified && !v.revision.is_empty()) else {
         anyhow::bail!("{app}: nothing to allow: its revision is not refused by verifyCommits (see `plumb get {app}`)")
@@ -159,7 +161,7 @@ pub async fn allow_unverified(
         short(&v.revision),
         sanitize(&v.reason)
     );
-    Ok(())
+    Ok(None)
 }
 
 /// The exit code of a followed request (see [`SYNC_EXIT_CODES`], [`REFRESH_EXIT_CODES`]).

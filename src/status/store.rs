@@ -52,6 +52,43 @@ pub fn event_object(namespace: &str, app: &str, uid: Option<&str>) -> Value {
     json!({"apiVersion": API_VERSION, "kind": "Application", "metadata": metadata})
 }
 
+/// Label of the `Application` definition naming its revision, raised with every
+/// change of `deploy/base/crd.yaml` (a definition without it is revision 1).
+pub const DEFINITION_REVISION_LABEL: &str = "plumb.dev/definition-revision";
+
+/// The revision a definition's labels name ([`DEFINITION_REVISION_LABEL`]; 1 without it
+/// or for a value that is not a number).
+pub fn revision_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u32 {
+    meta.labels.as_ref().and_then(|l| l.get(DEFINITION_REVISION_LABEL)).and_then(|v| v.parse().ok()).unwrap_or(1)
+}
+
+/// What to do about the cluster's definition of revision `installed` given this
+/// plumb's `ours`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefinitionStep {
+    /// The same revision: nothing.
+    Keep,
+    /// Older: replace it by this plumb's (server-side apply).
+    Replace,
+    /// Newer: a newer plumb installed it; this one must not run against it (it would
+    /// drop fields it does not know when it writes statuses).
+    Refuse {
+        /// The cluster's revision.
+        installed: u32,
+        /// This plumb's.
+        ours: u32,
+    },
+}
+
+/// [`DefinitionStep`] for revisions `installed` and `ours`. Pure.
+pub fn definition_step(installed: u32, ours: u32) -> DefinitionStep {
+    match installed.cmp(&ours) {
+        std::cmp::Ordering::Equal => DefinitionStep::Keep,
+        std::cmp::Ordering::Less => DefinitionStep::Replace,
+        std::cmp::Ordering::Greater => DefinitionStep::Refuse { installed, ours },
+    }
+}
+
 /// Reads and writes application statuses.
 #[derive(Clone)]
 pub struct Store {
@@ -105,6 +142,18 @@ pub enum Error {
     /// The resource definition could not be installed or did not become established.
     #[error("installing the Application resource definition (applications.plumb.dev): {0}")]
     Definition(String),
+    /// The cluster serves a newer revision of the definition than this plumb knows
+    /// (label [`DEFINITION_REVISION_LABEL`]): a newer plumb installed it.
+    #[error(
+        "the cluster's Application resource definition (applications.plumb.dev) is revision {installed}, newer \
+         than this plumb's {ours}: run the plumb version that installed it, or a newer one"
+    )]
+    NewerDefinition {
+        /// The cluster's revision.
+        installed: u32,
+        /// This plumb's.
+        ours: u32,
+    },
     /// A write dropped: the pass's shard is no longer held by this replica
     /// ([`crate::fence`]).
     #[error(transparent)]
@@ -299,10 +348,13 @@ impl Store {
     }
 
     /// Installs the `Application` definition ([`CRD_YAML`]) when the cluster does not
-    /// serve it, and waits (at most 30 s) until it is established.
+    /// serve it, replaces an older revision of it ([`definition_step`]), and waits (at
+    /// most 30 s) until it is established. Without the right to replace an older one,
+    /// a warning names the command that does.
     ///
     /// # Errors
-    /// [`Error::Definition`] (no right to create it, or not established in time).
+    /// [`Error::Definition`] (no right to create it, or not established in time);
+    /// [`Error::NewerDefinition`] when the cluster's is newer than this plumb's.
     pub async fn ensure_definition(&self) -> Result<(), Error> {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
@@ -313,13 +365,32 @@ impl Store {
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
         };
+        let ours: CustomResourceDefinition =
+            serde_saphyr::from_str(CRD_YAML).map_err(|e| Error::Definition(e.to_string()))?;
         match api.get_opt(name).await {
-            Ok(Some(crd)) if established(&crd) => return Ok(()),
-            Ok(Some(_)) => {}
+            Ok(Some(crd)) => match definition_step(revision_of(&crd.metadata), revision_of(&ours.metadata)) {
+                DefinitionStep::Keep if established(&crd) => return Ok(()),
+                DefinitionStep::Keep => {}
+                DefinitionStep::Refuse { installed, ours } => return Err(Error::NewerDefinition { installed, ours }),
+                DefinitionStep::Replace => {
+                    let params = PatchParams::apply(MANAGER).force();
+                    match api.patch(name, &params, &Patch::Apply(&ours)).await {
+                        Ok(_) => tracing::info!(
+                            "replaced the Application resource definition (applications.plumb.dev) revision {} by {}",
+                            revision_of(&crd.metadata),
+                            revision_of(&ours.metadata)
+                        ),
+                        Err(e) => tracing::warn!(
+                            "the Application resource definition is revision {}, older than this plumb's {}, and \
+                             cannot be replaced ({e}): run `kubectl apply -f deploy/base/crd.yaml`",
+                            revision_of(&crd.metadata),
+                            revision_of(&ours.metadata)
+                        ),
+                    }
+                }
+            },
             Ok(None) | Err(_) => {
-                let crd: CustomResourceDefinition =
-                    serde_saphyr::from_str(CRD_YAML).map_err(|e| Error::Definition(e.to_string()))?;
-                match api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &crd).await
+                match api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &ours).await
                 {
                     Ok(_) => tracing::info!("installed the Application resource definition (applications.plumb.dev)"),
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -391,7 +462,13 @@ impl Store {
             }
             return Ok(Some((status, history)));
         }
-        let legacy = self.legacy.get_opt(&configmap_name(app)).await.map_err(Self::kube_err(app))?;
+        // a status ConfigMap of an earlier version, where the caller may read ConfigMaps
+        // (the shipped plumb-viewer and plumb-operator roles may not: for them an
+        // application without a resource is simply not found)
+        let legacy = match self.legacy.get_opt(&configmap_name(app)).await {
+            Err(kube::Error::Api(e)) if e.code == 403 => None,
+            other => other.map_err(Self::kube_err(app))?,
+        };
         Ok(match legacy {
             Some(_) => Some(self.load_legacy(app).await?),
             None => None,
@@ -708,6 +785,19 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::status::Condition;
+
+    #[test]
+    fn an_older_definition_is_replaced_and_a_newer_one_refused() {
+        let ours: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_saphyr::from_str(CRD_YAML).expect("crd");
+        let ours = revision_of(&ours.metadata);
+        assert!(ours >= 2, "the shipped definition names its revision: {ours}");
+        let unlabelled = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta::default();
+        assert_eq!(revision_of(&unlabelled), 1);
+        assert_eq!(definition_step(revision_of(&unlabelled), ours), DefinitionStep::Replace);
+        assert_eq!(definition_step(ours, ours), DefinitionStep::Keep);
+        assert_eq!(definition_step(ours + 1, ours), DefinitionStep::Refuse { installed: ours + 1, ours });
+    }
 
     fn status(sync: SyncStatus, health: HealthStatus, conditions: Vec<Condition>) -> AppStatus {
         AppStatus { app: "web".into(), revision: "0123456789".into(), sync, health, conditions, ..Default::default() }
