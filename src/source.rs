@@ -409,7 +409,7 @@ impl Mirror {
         let mut options = self.fetch_options();
         let listed = self.repo.remote_anonymous(&self.url).and_then(|mut remote| {
             let Some(spec) = &spec else {
-                let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), None)?;
+                let conn = remote.connect_auth(Direction::Fetch, Some(self.callbacks()), Some(proxy_options()))?;
                 return Ok((named_ids(conn.list()?), false));
             };
             // `download` connects with the fetch options, each request on a connection
@@ -609,7 +609,10 @@ impl Mirror {
     /// request on a connection of its own (see [`Mirror::fetch`]).
     fn fetch_options(&self) -> FetchOptions<'_> {
         let mut fo = FetchOptions::new();
-        fo.remote_callbacks(self.callbacks()).download_tags(AutotagOption::None).custom_headers(&["Connection: close"]);
+        fo.remote_callbacks(self.callbacks())
+            .download_tags(AutotagOption::None)
+            .custom_headers(&["Connection: close"])
+            .proxy_options(proxy_options());
         fo
     }
 
@@ -1142,6 +1145,15 @@ pub(crate) fn files_digest(files: &[(String, Vec<u8>)]) -> String {
         h.update(bytes);
     }
     hex::encode(h.finalize())
+}
+
+/// The proxy of a Git connection: libgit2's automatic detection, which reads Git's
+/// `http.proxy` and the environment (`HTTPS_PROXY` / `HTTP_PROXY`, lower case too, and
+/// `NO_PROXY` for the hosts reached directly), as `git` does.
+fn proxy_options() -> git2::ProxyOptions<'static> {
+    let mut proxy = git2::ProxyOptions::new();
+    proxy.auto();
+    proxy
 }
 
 #[cfg(test)]

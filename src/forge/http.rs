@@ -4,6 +4,12 @@
 //! HTTPS trusts the machine's CA certificates (`rustls-native-certs`, ring provider).
 //! When the machine has none, HTTPS requests fail their handshake while plain HTTP still
 //! works (tests on loopback).
+//!
+//! Behind a proxy: `HTTPS_PROXY` / `HTTP_PROXY` (or `ALL_PROXY`, lower case too) name
+//! it, `NO_PROXY` lists the hosts, domains and networks reached directly, as curl reads
+//! them (hyper-util's matcher). Requests through a proxy go through an HTTP `CONNECT`
+//! tunnel (TLS stays end to end; a plain `http://` destination is tunnelled too), with
+//! the proxy URL's user and password as `Proxy-Authorization: Basic`.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,8 +18,14 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::{
-    client::legacy::{Client, connect::HttpConnector},
-    rt::TokioExecutor,
+    client::{
+        legacy::{
+            Client,
+            connect::{HttpConnector, proxy::Tunnel},
+        },
+        proxy::matcher::Matcher,
+    },
+    rt::{TokioExecutor, TokioIo},
 };
 
 /// Largest response body read, in bytes (forge answers are a few KiB).
@@ -57,7 +69,56 @@ pub enum HttpError {
 /// An HTTP client with connection reuse; cheap to clone.
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    inner: Client<HttpsConnector<ProxyConnector>, Full<Bytes>>,
+}
+
+/// Opens the TCP connection of a request: straight to the destination, or a `CONNECT`
+/// tunnel through the proxy the environment names for it (see the module docs).
+#[derive(Clone)]
+pub struct ProxyConnector {
+    direct: HttpConnector,
+    proxies: Arc<Matcher>,
+}
+
+impl ProxyConnector {
+    /// Proxies as the process environment names them.
+    fn from_env() -> Self {
+        let mut direct = HttpConnector::new();
+        direct.enforce_http(false);
+        Self { direct, proxies: Arc::new(Matcher::from_env()) }
+    }
+}
+
+type Connecting = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<TokioIo<tokio::net::TcpStream>, Box<dyn std::error::Error + Send + Sync>>,
+            > + Send,
+    >,
+>;
+
+impl tower_service::Service<http::Uri> for ProxyConnector {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Connecting;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let mut direct = self.direct.clone();
+        match self.proxies.intercept(&dst) {
+            None => Box::pin(async move { direct.call(dst).await.map_err(Into::into) }),
+            Some(proxy) => {
+                let mut tunnel = Tunnel::new(proxy.uri().clone(), direct);
+                if let Some(auth) = proxy.basic_auth() {
+                    tunnel = tunnel.with_auth(auth.clone());
+                }
+                Box::pin(async move { tunnel.call(dst).await.map_err(Into::into) })
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -85,7 +146,7 @@ impl HttpClient {
                 HttpsConnectorBuilder::new().with_tls_config(config)
             }
         };
-        let connector = builder.https_or_http().enable_http1().build();
+        let connector = builder.https_or_http().enable_http1().wrap_connector(ProxyConnector::from_env());
         Ok(Self { inner: Client::builder(TokioExecutor::new()).build(connector) })
     }
 
