@@ -13,6 +13,7 @@
 //! the file, the document and the line — never silently skipped: a failed render stops
 //! the pass before compare, so nothing is pruned.
 
+pub mod compat;
 pub mod helm;
 pub mod kustomize;
 mod plain;
@@ -566,6 +567,19 @@ mod tests {
         assert_eq!(
             out.manifests[0].object(),
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}})
+        );
+    }
+
+    /// Argo CD's and Flux's annotations are read with plumb's meaning, in every render
+    /// (see `compat`); what has none is a warning naming file and document.
+    #[test]
+    fn foreign_annotations_are_translated_with_a_warning_for_the_rest() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    argocd.argoproj.io/sync-wave: \"5\"\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n";
+        let out = render_files(&[f("apps/web/a.yaml", text)]).expect("renders");
+        assert_eq!(crate::plan::sync_wave(&out.manifests[0].object()), Ok(5));
+        assert_eq!(
+            out.warnings,
+            ["apps/web/a.yaml#1: annotation kustomize.toolkit.fluxcd.io/reconcile: disabled: plumb has no per-object opt-out of reconciliation (leave the object out of Git); ignored"]
         );
     }
 

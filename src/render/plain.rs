@@ -93,6 +93,9 @@ pub(super) fn render_stream(path: &str, bytes: &[u8], strip: bool, out: &mut Ren
                     if removed.len() == 1 { "it" } else { "them" },
                 ));
             }
+            let at = item.map_or(String::new(), |n| format!(" items[{n}]"));
+            let foreign = super::compat::translate(&mut object);
+            out.warnings.extend(foreign.into_iter().map(|w| format!("{path}#{document}{at}: {w}")));
             out.manifests.push(Manifest::new(format!("{path}#{document}"), &object));
         }
     }
