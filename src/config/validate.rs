@@ -141,7 +141,11 @@ fn check_repositories<'a>(config: &'a Config, files: bool, problem: &mut impl Fn
             if files && !f.value.is_file() {
                 problem(
                     f.referenced.line() as u32,
-                    format!("repository `{}`: file {} does not exist", r.name.value, f.value.display()),
+                    format!(
+                        "repository `{}`: file {} does not exist (a policy for the cluster, whose secrets are mounted in plumb's pod: `plumb validate --skip-files`)",
+                        r.name.value,
+                        f.value.display()
+                    ),
                 );
             }
         }
