@@ -658,6 +658,13 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
     for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::UnverifiedRevision) {
         errln!("{}: {}", c.type_, output::sanitize(&c.message));
     }
+    // a pin (`plumb rollback`) replaces the tracked ref: say which revision is compared
+    if let Some(pin) = report.status.pinned.as_ref().filter(|_| revision.is_none()) {
+        errln!(
+            "comparing the pinned revision {}, not the tracked ref's head (`plumb rollback {app} --release` ends the pin)",
+            crate::status::short(&pin.revision)
+        );
+    }
     if report.status.sync == crate::compare::SyncStatus::Unknown {
         for c in &report.status.conditions {
             errln!("{}: {}", c.type_, output::sanitize(&c.message));

@@ -107,6 +107,13 @@ async fn a_pin_runs_the_commit_its_name_had_and_does_not_follow_the_branch() {
     })
     .await;
     assert_eq!(pinned["pinned"]["requested"], "stable", "{pinned}");
+    // `plumb diff` compares the pin, and says so
+    let file = lab.tmp.path().join("policy.yaml");
+    let cache = lab.tmp.path().join("diff-cache");
+    let (code, out, err) =
+        plumb_cli(&["diff", app, "-c", file.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()]);
+    assert_eq!(code, 0, "the pin is what runs: {out}\n{err}");
+    assert!(err.contains(&format!("comparing the pinned revision {}", &c1[..7])), "{err}");
 
     // a push to that branch (a commit nobody reviewed for main) is not followed
     let pushed = push_to_branch(&lab, "stable", &c1, "unreviewed");
