@@ -313,6 +313,9 @@ runs after --timeout; 2 error.")]
     Status {
         #[command(flatten)]
         read: ReadArgs,
+        /// Print again each time something changes (read every 2 s) until Ctrl-C.
+        #[arg(long, short = 'w')]
+        watch: bool,
     },
     /// The last syncs of one application, newest first.
     #[command(after_help = READ_EXIT_CODES)]
@@ -330,6 +333,9 @@ runs after --timeout; 2 error.")]
         app: String,
         #[command(flatten)]
         read: ReadArgs,
+        /// Print again each time something changes (read every 2 s) until Ctrl-C.
+        #[arg(long, short = 'w')]
+        watch: bool,
     },
     /// The Kubernetes Events about one application (syncs, prunes, health changes).
     #[command(after_help = READ_EXIT_CODES)]
@@ -603,16 +609,22 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Rollback { app, revision, release, until_next_commit, force } => {
             day2::rollback(&app, revision.as_deref(), (release, until_next_commit, force), &kube).await
         }
-        Command::Status { read } => {
+        Command::Status { read, watch } => {
             let policy = read::policy(read.config.as_deref())?;
+            if watch {
+                return read::watch(|| read::status_text(&kube, policy.as_ref(), read.output)).await;
+            }
             read::status(&kube, policy.as_ref(), read.output).await
         }
         Command::History { app, read } => {
             let policy = read::policy(read.config.as_deref())?;
             read::history(&kube, policy.as_ref(), &app, read.output).await
         }
-        Command::Get { app, read } => {
+        Command::Get { app, read, watch } => {
             let policy = read::policy(read.config.as_deref())?;
+            if watch {
+                return read::watch(|| read::get_text(&kube, policy.as_ref(), &app, read.output)).await;
+            }
             read::get(&kube, policy.as_ref(), &app, read.output).await
         }
         Command::Events { app, read } => {

@@ -143,7 +143,12 @@ async fn kubeconfig_lists_merge_and_context_selects() {
     )
     .unwrap();
     let (lab, broken) = (lab_config.to_str().unwrap(), broken.to_str().unwrap());
-    let ns = ["-n", "kube-system"];
+    // a namespace with one application's status (an empty one exits 1)
+    let admin = plumb::cluster::client(Some(&lab_config)).await.unwrap();
+    let store = plumb::status::store::Store::new(admin, "plumb-cli-kubeconfig");
+    store.ensure_namespace().await.unwrap();
+    store.save(&plumb::status::AppStatus { app: "listed".into(), ..Default::default() }, &[]).await.unwrap();
+    let ns = ["-n", "plumb-cli-kubeconfig"];
     // the first file to set current-context wins
     let (code, _, err) = plumb_with(&format!("{lab}:{broken}"), &[&["status"][..], &ns].concat());
     assert_eq!(code, 0, "{err}");
@@ -350,4 +355,53 @@ async fn diff_into_a_reader_that_stops_early_ends_quietly() {
         assert_eq!(out.status.code(), Some(0), "plumb {args:?}: {err}");
         assert!(!err.contains("panicked"), "plumb {args:?}: {err}");
     }
+}
+
+/// `plumb get APP --watch`, piped: the status as it is, then again when it changes;
+/// nothing while it does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn get_watch_prints_again_when_the_status_changes() {
+    let ns = "plumb-cli-watch";
+    let admin = plumb::cluster::client(Some(&control_plane().kubeconfig)).await.unwrap();
+    let store = plumb::status::store::Store::new(admin, ns);
+    store.ensure_namespace().await.unwrap();
+    let healthy = plumb::status::AppStatus {
+        app: "watched".into(),
+        environment: "e".into(),
+        health: plumb::health::HealthStatus::Healthy,
+        ..Default::default()
+    };
+    store.save(&healthy, &[]).await.unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+        .args(["get", "watched", "-w", "-n", ns])
+        .env("KUBECONFIG", &control_plane().kubeconfig)
+        .env("PLUMB_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next_health = |rx: &std::sync::mpsc::Receiver<String>| loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("a line within 30 s");
+        if line.starts_with("Health:") {
+            return line;
+        }
+    };
+    assert!(next_health(&rx).contains("Healthy"));
+    // unchanged: the rest of that first version, nothing more within two reads
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(!rest.iter().any(|l| l.starts_with("Health:")), "printed again without a change: {rest:?}");
+    let degraded = plumb::status::AppStatus { health: plumb::health::HealthStatus::Degraded, ..healthy };
+    store.save(&degraded, &[]).await.unwrap();
+    assert!(next_health(&rx).contains("Degraded"));
+    child.kill().unwrap();
+    let _ = child.wait();
 }

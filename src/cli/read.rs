@@ -3,12 +3,12 @@
 //! file, no Git, no secret files. The status goes through [`Store`] only, so where it
 //! is kept (today ConfigMaps `plumb-app-<app>`) is one place's business.
 
-use std::{fmt::Write as _, path::PathBuf, process::ExitCode};
+use std::{fmt::Write as _, io::IsTerminal as _, path::PathBuf, process::ExitCode};
 
 use k8s_openapi::api::core::v1::Event;
 use serde::Serialize;
 
-use super::output::{Output, emit, sanitize};
+use super::output::{Output, emit, render, sanitize};
 use crate::{
     config::Config,
     status::{AppStatus, SyncRecord, short, store::Store},
@@ -80,6 +80,18 @@ pub fn policy(file: Option<&std::path::Path>) -> anyhow::Result<Option<Config>> 
 /// # Errors
 /// Cluster unreachable or the status cannot be read.
 pub async fn status(kube: &KubeArgs, policy: Option<&Config>, output: Output) -> anyhow::Result<ExitCode> {
+    once(status_text(kube, policy, output).await?)
+}
+
+/// What `plumb status` prints, or its exit code when there is nothing to print.
+///
+/// # Errors
+/// As [`status`].
+pub async fn status_text(
+    kube: &KubeArgs,
+    policy: Option<&Config>,
+    output: Output,
+) -> anyhow::Result<Result<String, ExitCode>> {
     let listed = kube.store(policy).await?.list().await?;
     let rows = match policy {
         None => listed,
@@ -98,10 +110,53 @@ pub async fn status(kube: &KubeArgs, policy: Option<&Config>, output: Output) ->
     if rows.is_empty() {
         let namespace = kube.namespace(policy);
         errln!("error: no applications in namespace {namespace} (is plumb's namespace another one: -n?)");
-        return Ok(ExitCode::from(1));
+        return Ok(Err(ExitCode::from(1)));
     }
-    emit(output, &rows, || if output == Output::Wide { status_wide(&rows) } else { status_table(&rows) })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Ok(render(output, &rows, || if output == Output::Wide { status_wide(&rows) } else { status_table(&rows) })?))
+}
+
+/// Prints a command's text once; its exit code.
+fn once(text: Result<String, ExitCode>) -> anyhow::Result<ExitCode> {
+    match text {
+        Ok(text) => {
+            out!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// `--watch`: prints what `read` gives, then again each time it changes (read every
+/// 2 s) until interrupted (Ctrl-C, exit 0); on a terminal the screen is cleared first,
+/// piped each new version follows the last. Ends with `read`'s exit code when it has
+/// nothing to print (the application was removed).
+///
+/// # Errors
+/// As `read`.
+pub async fn watch<F, Fut>(mut read: F) -> anyhow::Result<ExitCode>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Result<String, ExitCode>>>,
+{
+    let terminal = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        match read().await? {
+            Err(code) => return Ok(code),
+            Ok(text) if text != last => {
+                if terminal {
+                    out!("\x1b[H\x1b[2J");
+                }
+                out!("{text}");
+                last = text;
+            }
+            Ok(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        }
+    }
 }
 
 /// The `plumb status -o wide` table: [`status_table`]'s, and the replica and shard
@@ -205,12 +260,24 @@ pub fn history_table(history: &[SyncRecord]) -> String {
 /// # Errors
 /// Cluster unreachable or the status cannot be read.
 pub async fn get(kube: &KubeArgs, policy: Option<&Config>, app: &str, output: Output) -> anyhow::Result<ExitCode> {
+    once(get_text(kube, policy, app, output).await?)
+}
+
+/// What `plumb get APP` prints, or its exit code when there is nothing to print.
+///
+/// # Errors
+/// As [`get`].
+pub async fn get_text(
+    kube: &KubeArgs,
+    policy: Option<&Config>,
+    app: &str,
+    output: Output,
+) -> anyhow::Result<Result<String, ExitCode>> {
     let store = kube.store(policy).await?;
     let Some((status, _)) = store.find(app).await? else {
-        return Ok(not_found(app, &kube.namespace(policy)));
+        return Ok(Err(not_found(app, &kube.namespace(policy))));
     };
-    emit(output, &status, || get_table(&status))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Ok(render(output, &status, || get_table(&status))?))
 }
 
 /// The `plumb get` text.
