@@ -365,6 +365,25 @@ impl Mirror {
         Ok(Resolved { revision: commit.id().to_string(), downloaded })
     }
 
+    /// The commit `revision` names in the advertisement already read, when that one
+    /// answers `asked` ([`Mirror::resolve_since`] would read it too): no IO, no fetch;
+    /// `None` when a resolve would have to ask the remote or the mirror, or for a
+    /// revision that is no advertised ref (a full SHA is returned as it is).
+    pub fn peek(&self, revision: &str, asked: Since) -> Option<String> {
+        if is_sha(revision) {
+            return Some(revision.to_string());
+        }
+        let last = self.advertised.lock().ok()?;
+        let (started, refs) = last.as_ref()?;
+        if !asked.answers(*started) {
+            return None;
+        }
+        match refs::named(refs, revision) {
+            refs::Named::Ref(_, oid) => Some(oid.to_string()),
+            _ => None,
+        }
+    }
+
     /// The remote's refs asked for now (one `ls-remote`: one round trip, no objects),
     /// and the advertisement asked for before, if any (by a pass or an earlier call):
     /// what a repository poller compares. Later resolves that accept refs asked for
@@ -1304,6 +1323,10 @@ mod tests {
 
         let again = Freshness::Within(std::time::Duration::from_secs(3600)).since(std::time::Instant::now());
         assert_eq!(mirror.resolve_since("main", again).expect("resolve").revision, c1, "the ask's refs, reused");
+        // a peek reads the same refs without IO, and only when they answer
+        assert_eq!(mirror.peek("main", again).as_deref(), Some(c1.as_str()));
+        assert_eq!(mirror.peek("main", Freshness::Now.since(std::time::Instant::now())), None);
+        assert_eq!(mirror.peek("nope", again), None);
         let now = Freshness::Now.since(std::time::Instant::now());
         let c2 = mirror.resolve_since("main", now).expect("resolve").revision;
         assert_ne!(c2, c1, "a fresh pass asks again and sees the push");

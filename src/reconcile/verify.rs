@@ -111,6 +111,13 @@ pub(super) async fn check(
     let name = app.name.value.as_str();
     let keys = verdicts.keys(name, vc).map_err(VerifyFailure::Keys)?;
     let tag = vc.mode == VerifyMode::Tag;
+    // the verdict on the commit the refs already read name: no trip to the mirror
+    if !tag
+        && let Some(commit) = sources.peek(repo, wanted, asked)
+        && let Some(checked) = verdicts.get(name, &commit)
+    {
+        return Ok((Some((vc.mode, checked)), false));
+    }
     let (commit, raw) = sources.signed_object(repo, wanted, asked, tag).await?;
     let kind = if tag { ObjectKind::Tag } else { ObjectKind::Commit };
     let id = format!("{}{commit}", if tag { "tag " } else { "" });

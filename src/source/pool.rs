@@ -293,6 +293,16 @@ impl Pool {
         .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
     }
 
+    /// The commit `wanted` of `repo` names in the refs already read as recent as
+    /// `asked` accepts ([`super::Mirror::peek`]), without waiting: `None` when the
+    /// mirror is busy or would have to ask the remote. For a verdict kept by commit id,
+    /// before [`Pool::signed_object`] pays a trip to the blocking pool.
+    pub fn peek(&self, repo: &Repository, wanted: &str, asked: Since) -> Option<String> {
+        let m = self.mirrors.lock().ok()?.get(&repo.name.value).cloned()?;
+        let m = m.try_lock().ok()?;
+        m.peek(wanted, asked)
+    }
+
     /// The commit `wanted` (branch, tag or SHA) of `repo` names now, fetched into the
     /// mirror when missing (see [`super::Mirror::resolve`]), off the async threads.
     ///
