@@ -1,7 +1,18 @@
-//! Records the Git commit plumb is built from as `PLUMB_GIT_COMMIT` (`plumb version`);
-//! `unknown` when not built from a Git checkout (or without `git`).
+//! Records the Git commit plumb is built from as `PLUMB_GIT_COMMIT` (`plumb version`):
+//! the environment's `PLUMB_GIT_COMMIT` when the builder gives it (the image build has
+//! no `.git`), else `git rev-parse HEAD`; `unknown` when neither says.
 
 fn main() {
+    // given by the builder (the image build has no .git): `PLUMB_GIT_COMMIT=<sha> cargo build`
+    println!("cargo:rerun-if-env-changed=PLUMB_GIT_COMMIT");
+    if let Ok(given) = std::env::var("PLUMB_GIT_COMMIT")
+        && !given.trim().is_empty()
+        && given != "unknown"
+    {
+        println!("cargo:rustc-env=PLUMB_GIT_COMMIT={}", given.trim());
+        println!("cargo:rerun-if-changed=build.rs");
+        return;
+    }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .output()
