@@ -37,6 +37,7 @@ pub mod decommission;
 pub mod fence;
 pub mod forge;
 pub mod health;
+pub mod import;
 pub mod kind;
 pub mod kube_metrics;
 pub mod leader;

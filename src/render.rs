@@ -579,7 +579,9 @@ mod tests {
         assert_eq!(crate::plan::sync_wave(&out.manifests[0].object()), Ok(5));
         assert_eq!(
             out.warnings,
-            ["apps/web/a.yaml#1: annotation kustomize.toolkit.fluxcd.io/reconcile: disabled: plumb has no per-object opt-out of reconciliation (leave the object out of Git); ignored"]
+            [
+                "apps/web/a.yaml#1: annotation kustomize.toolkit.fluxcd.io/reconcile: disabled: plumb has no per-object opt-out of reconciliation (leave the object out of Git); ignored"
+            ]
         );
     }
 
