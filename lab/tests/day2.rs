@@ -149,7 +149,10 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
     // a sync request: the server syncs the new commit (no webhook, a 1 h interval)
     lab.repo.write("app/settings.yaml", &cm("2")).unwrap();
     let c2 = lab.repo.commit("two").unwrap();
-    let asked = plumb::leader::request(&client, status_ns, app, plumb::status::SYNC_ANNOTATION).await.unwrap();
+    let asked = plumb::leader::request(&client, status_ns, app, plumb::status::SYNC_ANNOTATION)
+        .await
+        .unwrap()
+        .expect("the application exists");
     value_becomes(ns, "2").await;
     wait_for("the request recorded as handled", Duration::from_secs(30), || async {
         (resource(status_ns, app)["status"]["syncRequest"] == asked.as_str()).then_some(())

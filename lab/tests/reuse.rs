@@ -120,7 +120,10 @@ async fn a_new_commit_and_requests_compare_again() {
     reused_pass(&ctx, &app.name, None).await;
 
     // a sync request: a manual sync, compared anew
-    plumb::leader::request(&client, status_ns, &app.name, SYNC_ANNOTATION).await.unwrap();
+    plumb::leader::request(&client, status_ns, &app.name, SYNC_ANNOTATION)
+        .await
+        .unwrap()
+        .expect("the application exists");
     let reused = ctx.comparisons_reused();
     let r = pass(&ctx, &app.name).await;
     assert_eq!(ctx.comparisons_reused(), reused, "a sync request is compared anew");
@@ -128,7 +131,10 @@ async fn a_new_commit_and_requests_compare_again() {
     reused_pass(&ctx, &app.name, None).await;
 
     // a refresh request: a pass that compares anew
-    plumb::leader::request(&client, status_ns, &app.name, REFRESH_ANNOTATION).await.unwrap();
+    plumb::leader::request(&client, status_ns, &app.name, REFRESH_ANNOTATION)
+        .await
+        .unwrap()
+        .expect("the application exists");
     let reused = ctx.comparisons_reused();
     let r = pass(&ctx, &app.name).await;
     assert_eq!(ctx.comparisons_reused(), reused, "a refresh request is compared anew");
