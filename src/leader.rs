@@ -302,6 +302,9 @@ struct Election {
     /// Shards being released, with when their writes stopped.
     releasing: BTreeMap<u32, Instant>,
     generation: u64,
+    /// When this election started: for a Lease duration it takes one shard a round
+    /// ([`View::settling`]).
+    started: Instant,
 }
 
 /// How long one Lease request may take before the round goes on without it.
@@ -318,6 +321,7 @@ impl Election {
             records: HashMap::new(),
             releasing: BTreeMap::new(),
             generation: 0,
+            started: Instant::now(),
         }
     }
 
@@ -504,6 +508,7 @@ impl Election {
             holders,
             members,
             releasing: self.releasing.keys().copied().collect(),
+            settling: now.saturating_duration_since(self.started) < Duration::from_secs(self.opts.duration_seconds),
         })
     }
 

@@ -16,6 +16,10 @@
 //!   holds fewer than the floor while none is free, the replica holding the most
 //!   releases one per round, so a replica that joins gets its share without two
 //!   replicas ever holding one shard.
+//! - For its first Lease duration a replica takes at most one shard a round
+//!   ([`View::settling`]): replicas started together see each other's membership
+//!   before any takes every shard (and then hands most back: each handover is a pass of
+//!   every moved application, and the memory the first one grew stays with it).
 //! - A holder writes only while its last successful renew was sent less than the renew
 //!   deadline ago ([`crate::fence::may_write`]): duration minus the tolerated skew, so it has stopped
 //!   before any other replica can see the Lease expire.
@@ -95,6 +99,9 @@ pub struct View<'a> {
     pub members: BTreeSet<String>,
     /// The shards this replica is releasing (not to be taken again this round).
     pub releasing: BTreeSet<u32>,
+    /// This replica started less than a Lease duration ago: it takes at most one
+    /// shard this round.
+    pub settling: bool,
 }
 
 /// The shards one replica should take and give up now.
@@ -131,7 +138,8 @@ pub fn moves(view: &View) -> Moves {
     let mut moves = Moves::default();
     if count(&mine) < ceil {
         free.sort_by_key(rank);
-        moves.acquire = free.iter().copied().take((ceil - count(&mine)) as usize).collect();
+        let room = if view.settling { 1 } else { (ceil - count(&mine)) as usize };
+        moves.acquire = free.iter().copied().take(room).collect();
     }
     let least_wanted = |n: usize| {
         let mut m = mine.clone();
@@ -169,7 +177,24 @@ mod tests {
             holders: holders.iter().map(|h| h.map(String::from)).collect(),
             members: members.iter().map(|m| (*m).to_string()).collect(),
             releasing: BTreeSet::new(),
+            settling: false,
         }
+    }
+
+    /// Three replicas started together: in its first round each sees only itself
+    /// (the others' membership Leases are not written yet); settling, each takes one
+    /// shard, and in the next round (all members seen) its share, not every shard.
+    #[test]
+    fn a_replica_that_just_started_takes_one_shard_a_round() {
+        let alone = View { settling: true, ..view("a", 6, &[None; 6], &[]) };
+        assert_eq!(moves(&alone).acquire.len(), 1);
+        let settled = View { settling: false, ..alone.clone() };
+        assert_eq!(moves(&settled).acquire.len(), 6, "alone and settled: every shard");
+        let holders = [Some("a"), Some("b"), Some("c"), None, None, None];
+        let together = View { settling: true, ..view("a", 6, &holders, &["a", "b", "c"]) };
+        assert_eq!(moves(&together).acquire.len(), 1, "up to its share of 2, one a round");
+        let settled = View { settling: false, ..together };
+        assert_eq!(moves(&settled).acquire.len(), 1, "its share of 2: one more");
     }
 
     #[test]
