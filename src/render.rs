@@ -576,7 +576,7 @@ mod tests {
     fn foreign_annotations_are_translated_with_a_warning_for_the_rest() {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    argocd.argoproj.io/sync-wave: \"5\"\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n";
         let out = render_files(&[f("apps/web/a.yaml", text)]).expect("renders");
-        assert_eq!(crate::plan::sync_wave(&out.manifests[0].object()), Ok(5));
+        assert_eq!(out.manifests[0].object()["metadata"]["annotations"]["plumb.dev/sync-wave"], "5");
         assert_eq!(
             out.warnings,
             [

@@ -156,13 +156,14 @@ mod tests {
                 "annotation argocd.argoproj.io/sync-options: option `SkipDryRunOnMissingResource=true` has no plumb equivalent; ignored"
             ]
         );
-        // what plumb then reads of it
+        // what plumb then reads of it (the wave and the health check are read from the
+        // same annotations by `plan` and `health`)
         let mut o = object(a);
-        assert_eq!(crate::plan::sync_wave(&o), Ok(-2));
         let options = crate::config::SyncOptions::of_object(&o);
         assert!(options.prune_disabled && options.replace, "{options:?}");
-        assert!(crate::health::ignores_health_check(&o));
+        let before = o.clone();
         assert!(translate(&mut o).len() == 1, "translating twice adds nothing new");
+        assert_eq!(o, before);
     }
 
     #[test]
