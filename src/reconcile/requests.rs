@@ -319,9 +319,10 @@ impl Io<'_> {
 }
 
 /// Whether `policy` and `binding` (as read from the API server) make it check what the
-/// policy `name` shipped in `shipped` checks: the policy's `variables` and
-/// `validations` are the shipped ones (an older or edited policy under the same name
-/// does not count), and the binding binds it with action `Deny` to every object it
+/// policy `name` shipped in `shipped` checks: the policy's `variables`, `validations`,
+/// `failurePolicy` and the writes it matches (its resource rules, with no selector,
+/// exclusion or match condition narrowing them) are the shipped ones (an older or
+/// edited policy under the same name does not count), and the binding binds it with action `Deny` to every object it
 /// matches (the API server defaults `matchResources` to empty selectors), without
 /// parameters. `Err` names what differs. Pure.
 pub(super) fn enforcing(
@@ -348,10 +349,31 @@ pub(super) fn enforcing(
                 })
                 .collect()
         };
+        // which writes it sees: the same rules, no selector or condition narrowing them
+        let m = &p["spec"]["matchConstraints"];
+        let rules: Vec<Vec<Vec<String>>> = m["resourceRules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                ["apiGroups", "apiVersions", "operations", "resources"]
+                    .iter()
+                    .map(|k| {
+                        r[*k].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let unnarrowed = ["namespaceSelector", "objectSelector"]
+            .iter()
+            .all(|k| m[*k].is_null() || m[*k].as_object().is_some_and(|o| o.is_empty()))
+            && m["excludeResourceRules"].as_array().is_none_or(Vec::is_empty)
+            && p["spec"]["matchConditions"].as_array().is_none_or(Vec::is_empty);
         (
             list("variables", &["name", "expression"]),
             list("validations", &["expression"]),
             p["spec"]["failurePolicy"].as_str().map(str::to_owned),
+            (rules, unnarrowed),
         )
     };
     if checks(policy) != checks(&wanted) {
@@ -405,6 +427,23 @@ mod tests {
         let mut ignore = policy.clone();
         ignore["spec"]["failurePolicy"] = json!("Ignore");
         assert!(enforcing(name, yaml, &ignore, &binding).is_err());
+        // one that sees other writes, or fewer of them, does not count either
+        let mut elsewhere = policy.clone();
+        elsewhere["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!(["configmaps"]);
+        assert!(enforcing(name, yaml, &elsewhere, &binding).is_err());
+        let mut skipping = policy.clone();
+        skipping["spec"]["matchConditions"] = json!([{"name": "never", "expression": "false"}]);
+        assert!(enforcing(name, yaml, &skipping, &binding).is_err());
+        let mut selected = policy.clone();
+        selected["spec"]["matchConstraints"]["objectSelector"] = json!({"matchLabels": {"checked": "yes"}});
+        assert!(enforcing(name, yaml, &selected, &binding).is_err());
+        // as the API server returns it: selectors defaulted to empty, matchPolicy added
+        let mut defaulted = policy.clone();
+        defaulted["spec"]["matchConstraints"]["namespaceSelector"] = json!({});
+        defaulted["spec"]["matchConstraints"]["objectSelector"] = json!({});
+        defaulted["spec"]["matchConstraints"]["matchPolicy"] = json!("Equivalent");
+        defaulted["spec"]["matchConstraints"]["resourceRules"][0]["scope"] = json!("*");
+        assert_eq!(enforcing(name, yaml, &defaulted, &binding), Ok(()));
         // a binding that only warns, or matches only some objects, does not count
         let mut warns = binding.clone();
         warns["spec"]["validationActions"] = json!(["Warn"]);
