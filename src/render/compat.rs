@@ -57,7 +57,12 @@ pub fn translate(object: &mut Value) -> Vec<String> {
         let mut none = |why: &str| warnings.push(format!("annotation {key}: {value}: {why}; ignored"));
         match key.as_str() {
             k if READ_AS_IS.contains(&k) || BOOKKEEPING.contains(&k) => {}
-            "argocd.argoproj.io/sync-wave" if !has(SYNC_WAVE) => add.push((SYNC_WAVE, value.to_string())),
+            // plumb's own, when the object carries it, wins
+            "argocd.argoproj.io/sync-wave" => {
+                if !has(SYNC_WAVE) {
+                    add.push((SYNC_WAVE, value.to_string()));
+                }
+            }
             "argocd.argoproj.io/sync-options" => {
                 for opt in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {
                     match opt {
@@ -88,8 +93,10 @@ pub fn translate(object: &mut Value) -> Vec<String> {
                 options.push("Force=true".into());
             }
             "kustomize.toolkit.fluxcd.io/prune" | "kustomize.toolkit.fluxcd.io/force" => {}
-            "kustomize.toolkit.fluxcd.io/ssa" if value.eq_ignore_ascii_case("Merge") && !has(SSA) => {
-                add.push((SSA, "Merge".into()));
+            "kustomize.toolkit.fluxcd.io/ssa" if value.eq_ignore_ascii_case("Merge") => {
+                if !has(SSA) {
+                    add.push((SSA, "Merge".into()));
+                }
             }
             "kustomize.toolkit.fluxcd.io/ssa" if value.eq_ignore_ascii_case("Override") => {}
             "kustomize.toolkit.fluxcd.io/ssa" => {
@@ -98,7 +105,6 @@ pub fn translate(object: &mut Value) -> Vec<String> {
             "kustomize.toolkit.fluxcd.io/reconcile" => {
                 none("plumb has no per-object opt-out of reconciliation (leave the object out of Git)");
             }
-            _ if has_plumb_equivalent(key) => {}
             _ => none("plumb has no equivalent"),
         }
     }
@@ -114,12 +120,6 @@ pub fn translate(object: &mut Value) -> Vec<String> {
         }
     }
     warnings
-}
-
-/// Foreign annotations whose plumb equivalent the object already carries (plumb's
-/// wins; nothing to warn about).
-fn has_plumb_equivalent(key: &str) -> bool {
-    matches!(key, "argocd.argoproj.io/sync-wave" | "kustomize.toolkit.fluxcd.io/ssa")
 }
 
 #[cfg(test)]
@@ -193,6 +193,8 @@ mod tests {
             "plumb.dev/sync-wave": "1",
             "argocd.argoproj.io/sync-options": "Prune=false",
             "plumb.dev/sync-options": "Replace=true",
+            "kustomize.toolkit.fluxcd.io/ssa": "Merge",
+            "plumb.dev/ssa": "Merge",
         }));
         assert_eq!((a[SYNC_WAVE].as_str(), a[SYNC_OPTIONS].as_str()), (Some("1"), Some("Replace=true")));
         assert!(w.is_empty(), "{w:?}");
