@@ -16,14 +16,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::{path::Path, process::Command, sync::Arc, time::Instant};
+use std::{path::Path, process::Command, time::Instant};
 
-use plumb::{
-    cluster::Cluster,
-    compare::SyncStatus,
-    metrics::Metrics,
-    reconcile::{Context, Mode},
-};
+use plumb::{compare::SyncStatus, reconcile::Mode};
 use support::*;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -73,13 +68,7 @@ async fn main() {
             if control { "maxPause: 1h" } else { "verifyCommits: {allowedSignersFile: allowed_signers}" }
         ),
     );
-    let config = plumb::config::load(&policy).unwrap();
-    let cluster = Cluster::new(control_plane().client().await.unwrap()).await.unwrap();
-    let ctx = Arc::new(
-        Context::new(cluster, Arc::new(config), lab.tmp.path().join("cache"), Arc::new(Metrics::default()))
-            .with_watches(),
-    );
-    ctx.store.ensure_namespace().await.unwrap();
+    let ctx = context_for(&policy, &lab.tmp.path().join("cache"), true).await;
     for app in ["plain", "signed"] {
         let r = ctx.run_pass(app, Mode::Policy, None).await.unwrap();
         assert!(r.sync.is_some(), "{app}: {:?}", r.status.conditions);
