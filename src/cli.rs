@@ -198,6 +198,27 @@ enum Command {
         #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
         output: String,
     },
+    /// What a sync of one application at a revision (a pull request's head, a branch, a
+    /// commit) would do to the live cluster: objects to create, to update (fields, old →
+    /// new, sensitive values masked), to prune (data-loss class, held by a guard),
+    /// refused, errors. Fetched and rendered here with the same render, boundaries and
+    /// guards as a sync; nothing is written.
+    #[command(
+        after_help = "Exit codes: 0 nothing would change; 1 a sync would change something; 2 error (the revision cannot be fetched or rendered, the sync would be refused)."
+    )]
+    Preview {
+        /// Application.
+        app: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// The commit, branch, tag or ref (`refs/pull/7/head`) to preview; default the
+        /// application's revision.
+        #[arg(long)]
+        revision: Option<String>,
+        /// Output: `text` (the words of `plumb sync --dry-run`), `json` or `yaml`.
+        #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json", "yaml"])]
+        output: String,
+    },
     /// Print the rendered objects of one application (Secret values masked) as a YAML
     /// stream; the tool, its version and the render time on standard error. Needs no
     /// cluster and writes nothing.
@@ -576,6 +597,10 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             let ctx = context(&policy, &kube, false).await?;
             diff(&ctx, &app, revision.as_deref(), &output).await
         }
+        Command::Preview { app, policy, revision, output } => {
+            let ctx = context(&policy, &kube, false).await?;
+            preview_command(&ctx, &app, revision.as_deref(), &output).await
+        }
         Command::Sync {
             app,
             config,
@@ -713,6 +738,28 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
         }
     }
     Ok(ExitCode::from(u8::from(differs)))
+}
+
+/// `plumb preview`: the plan of a sync at `revision` ([`crate::preview::AppPlan`]),
+/// planned with the environment's prune setting, approvals not given.
+async fn preview_command(ctx: &Context, app: &str, revision: Option<&str>, output: &str) -> anyhow::Result<ExitCode> {
+    let prune = ctx
+        .config
+        .applications
+        .iter()
+        .find(|a| a.name.value == app)
+        .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
+        .is_some_and(|e| e.sync_policy.prune);
+    let mode = Mode::Preview { prune, approve: false };
+    let fresh = crate::source::Freshness::Now;
+    let report = ctx.pass(&mut crate::reconcile::AppState::default(), app, mode, revision, fresh).await?;
+    let plan = crate::preview::AppPlan::of(app, &report);
+    match output {
+        "json" => outln!("{}", serde_json::to_string_pretty(&plan)?),
+        "yaml" => out!("{}", serde_saphyr::to_string(&plan)?),
+        _ => out!("{}", plan.text()),
+    }
+    Ok(ExitCode::from(if plan.failed() { 2 } else { u8::from(plan.changes()) }))
 }
 
 /// `plumb sync --local`, `--dry-run` and `plumb prune`: from this machine. A local

@@ -47,6 +47,7 @@ pub mod notify;
 pub mod page;
 pub mod plan;
 pub mod poller;
+pub mod preview;
 pub mod probes;
 pub mod reconcile;
 pub mod reload;

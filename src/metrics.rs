@@ -45,7 +45,7 @@ pub struct DeliveryLabels {
     /// Event header value when it is one of [`KNOWN_EVENTS`], `other` for any other
     /// value, `none` when absent.
     pub event: String,
-    /// Outcome: `reconcile` (queued), `ignore`, `reject`, `duplicate` (a delivery already
+    /// Outcome: `reconcile` (queued), `preview` (a pull request queued for a preview), `ignore`, `reject`, `duplicate` (a delivery already
     /// queued within the dedupe window) or `overloaded` (queue full, 503).
     pub action: String,
     /// HTTP status answered.
@@ -65,6 +65,8 @@ pub const KNOWN_EVENTS: &[&str] = &[
     "repo:push",
     "repo:refs_changed",
     "diagnostics:ping",
+    "pull_request",
+    "Merge Request Hook",
 ];
 
 /// The bounded `event` label of an event header value (see [`DeliveryLabels::event`]).
@@ -116,6 +118,14 @@ pub struct Metrics {
     /// application and result: `verified` or the reason it is not
     /// ([`crate::verify::Unverified::reason`]).
     pub verifications: Family<VerificationLabels, Counter>,
+    /// Pull request previews by `result`: `posted` (comment and status on the forge),
+    /// `logged` (no `commitStatus` token: only logged), `failed` (the forge refused or
+    /// could not be reached), `skipped` (no application may be previewed: previews off,
+    /// a fork's pull request).
+    pub previews: Family<Vec<(String, String)>, Counter>,
+    /// Seconds from reading a pull request delivery to its preview posted (queue,
+    /// fetch, render, compare, forge calls).
+    pub preview_seconds: Histogram,
 }
 
 /// Labels of `plumb_revision_verifications_total`.
@@ -255,7 +265,17 @@ impl Default for Metrics {
             "Signature checks of revisions (verifyCommits), each revision once, by application and result",
             verifications.clone(),
         );
+        let previews = Family::<Vec<(String, String)>, Counter>::default();
+        registry.register("previews", "Pull request previews by result", previews.clone());
+        let preview_seconds = Histogram::new([0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]);
+        registry.register(
+            "preview_duration_seconds",
+            "Seconds from reading a pull request delivery to its preview posted",
+            preview_seconds.clone(),
+        );
         Self {
+            previews,
+            preview_seconds,
             verifications,
             registry,
             passes,

@@ -497,6 +497,30 @@ impl Context {
         self.published.timings(app)
     }
 
+    /// The commit `revision` (a branch, a ref such as `refs/pull/7/head`, a SHA) names
+    /// in application `app`'s repository, fetched into its mirror.
+    ///
+    /// # Errors
+    /// [`Error::UnknownApp`]; the fetch's error, as text.
+    pub async fn resolve_for(&self, app: &str, revision: &str) -> Result<String, String> {
+        let (_, _, repo) = self.app(app).map_err(|e| e.to_string())?;
+        self.sources.resolve(repo, revision).await.map_err(|e| e.to_string())
+    }
+
+    /// Whether application `app`'s render inputs (its path, the kustomizations it
+    /// names, its Helm value files, its environment's `sharedPaths`: see
+    /// [`source::Pool::render_inputs`]) differ between `head` and the commit it forked
+    /// from `base` (their merge base): whether a pull request from `head` into `base`
+    /// touches the application. `None` when it cannot be told (a missing commit, a
+    /// tree that cannot be read): the caller previews it.
+    pub async fn inputs_changed(&self, app: &str, base: &str, head: &str) -> Option<bool> {
+        let (_, _, repo) = self.app(app).ok()?;
+        let fork_point = self.sources.merge_base(repo, base, head).await?;
+        let before = self.sources.render_inputs(app, repo, &fork_point).await.ok()?;
+        let after = self.sources.render_inputs(app, repo, head).await.ok()?;
+        Some(before != after)
+    }
+
     /// The statuses and timings this context's passes publish (a shared view: what the
     /// status API and page read).
     pub fn published(&self) -> status::Published {

@@ -191,7 +191,9 @@ pub async fn serve_elected(
     tracker.spawn(server::serve_internal(internal_listener, internal_state, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
-    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes);
+    let previews = Arc::new(crate::preview::queue::Queue::default());
+    tracker.spawn(crate::preview::run::run(ctx.clone(), previews.clone(), token.clone()));
+    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes).with_previews(previews);
     let forward =
         Forward { client: ctx.cluster.client().clone(), namespace: ctx.config.settings.status_namespace.clone() };
     tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), Some(forward), token.clone()));

@@ -190,7 +190,7 @@ pub struct Queued {
 pub struct Outcome {
     /// The receiver's decision, unchanged.
     pub decision: Decision,
-    /// `reconcile`, `ignore`, `reject`, `duplicate` or `overloaded` (the metric's
+    /// `reconcile`, `preview`, `ignore`, `reject`, `duplicate` or `overloaded` (the metric's
     /// `action` label).
     pub outcome: &'static str,
     /// HTTP status answered: the decision's, or 200 for a duplicate, 503 for a full queue.
@@ -218,6 +218,8 @@ pub struct Intake {
     metrics: Arc<Metrics>,
     /// Body bytes held by requests being read (see [`Limits::max_buffered_bytes`]).
     buffered: Arc<Semaphore>,
+    /// Where pull request previews go ([`crate::preview::queue`]); none: not served.
+    previews: Option<Arc<crate::preview::queue::Queue>>,
 }
 
 impl Intake {
@@ -232,7 +234,22 @@ impl Intake {
     ) -> (Self, mpsc::Receiver<Queued>) {
         let (queue, rx) = mpsc::channel(queue_capacity.max(1));
         let buffered = Arc::new(Semaphore::new(Limits::default().max_buffered_bytes));
-        (Intake { receiver: Arc::new(receiver), dedupe: dedupe.map(Mutex::new), queue, metrics, buffered }, rx)
+        let intake = Intake {
+            receiver: Arc::new(receiver),
+            dedupe: dedupe.map(Mutex::new),
+            queue,
+            metrics,
+            buffered,
+            previews: None,
+        };
+        (intake, rx)
+    }
+
+    /// This intake, queueing the previews of pull requests on `previews`.
+    #[must_use]
+    pub fn with_previews(mut self, previews: Arc<crate::preview::queue::Queue>) -> Self {
+        self.previews = Some(previews);
+        self
     }
 
     /// This intake, holding at most `bytes` of request bodies at once (at least the
@@ -278,12 +295,28 @@ impl Intake {
     fn finish(&self, decision: Decision, received: Instant) -> Outcome {
         let (outcome, http_status, reason) = match decision.action {
             Action::Reconcile => self.enqueue(&decision, received),
+            Action::Preview => self.enqueue_preview(&decision, received),
             Action::Ignore => ("ignore", decision.http_status, decision.reason.clone()),
             Action::Reject => ("reject", decision.http_status, decision.reason.clone()),
         };
         let outcome = Outcome { decision, outcome, http_status, reason };
         self.record(&outcome);
         outcome
+    }
+
+    /// A pull request to preview: on the previews' queue, where a newer head of the same
+    /// pull request replaces one still waiting (so a redelivery costs nothing either).
+    fn enqueue_preview(&self, decision: &Decision, received: Instant) -> (&'static str, u16, String) {
+        let (Some(queue), Some(pull), Some(provider)) = (&self.previews, &decision.pull_request, decision.provider)
+        else {
+            return ("ignore", 200, "pull request previews are not served here; acknowledged".into());
+        };
+        let req =
+            crate::preview::queue::Request { provider, pull: pull.clone(), apps: decision.apps.clone(), received };
+        match queue.offer(req) {
+            Ok(()) => ("preview", decision.http_status, decision.reason.clone()),
+            Err(e) => ("overloaded", 503, e.to_string()),
+        }
     }
 
     fn enqueue(&self, decision: &Decision, received: Instant) -> (&'static str, u16, String) {

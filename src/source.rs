@@ -521,6 +521,13 @@ impl Mirror {
         Some(new == old || self.repo.graph_descendant_of(new, old).unwrap_or(false))
     }
 
+    /// The best common ancestor of commits `a` and `b` (`git merge-base`), both in the
+    /// mirror; `None` when either is missing or they share no history.
+    pub fn merge_base(&self, a: &str, b: &str) -> Option<String> {
+        let (a, b) = (Oid::from_str(a).ok()?, Oid::from_str(b).ok()?);
+        self.repo.merge_base(a, b).ok().map(|o| o.to_string())
+    }
+
     /// Repacks the mirror when it holds more than [`MAINTAIN_PACKS`] packs or
     /// [`MAINTAIN_LOOSE`] loose objects ([`Mirror::repack`]), then opens it again, so
     /// that the removed files' space is freed (an open repository keeps its packs

@@ -281,6 +281,76 @@ impl Gitea {
         a["id"].as_i64().context("hook answer has no id")
     }
 
+    /// Adds a Gitea-type webhook for `events` (`push`, `pull_request`,
+    /// `pull_request_sync`, …) with a JSON body signed with `secret`; returns its id.
+    ///
+    /// # Errors
+    /// When Gitea does not answer 201.
+    pub async fn create_webhook(
+        &self,
+        token: &str,
+        repo: &GiteaRepo,
+        url: &str,
+        secret: &str,
+        events: &[&str],
+    ) -> anyhow::Result<i64> {
+        let body = json!({
+            "type": "gitea",
+            "config": {"url": url, "content_type": "json", "secret": secret},
+            "events": events,
+            "branch_filter": "*",
+            "active": true,
+        });
+        let path = format!("/api/v1/repos/{}/{}/hooks", repo.owner, repo.name);
+        let a = self.expect(201, "POST", &path, Auth::Token(token), Some(&body)).await?;
+        a["id"].as_i64().context("hook answer has no id")
+    }
+
+    /// Opens a pull request of `head` (`branch`, or `owner:branch` from a fork) into
+    /// `base` of `repo` (`POST /api/v1/repos/{owner}/{repo}/pulls`); returns its number.
+    ///
+    /// # Errors
+    /// When Gitea does not answer 201.
+    pub async fn create_pull(
+        &self,
+        token: &str,
+        repo: &GiteaRepo,
+        head: &str,
+        base: &str,
+        title: &str,
+    ) -> anyhow::Result<u64> {
+        let body = json!({"head": head, "base": base, "title": title});
+        let path = format!("/api/v1/repos/{}/{}/pulls", repo.owner, repo.name);
+        let a = self.expect(201, "POST", &path, Auth::Token(token), Some(&body)).await?;
+        a["number"].as_u64().context("pull answer has no number")
+    }
+
+    /// The comments of issue or pull request `number`
+    /// (`GET /api/v1/repos/{owner}/{repo}/issues/{number}/comments`): objects with `id`,
+    /// `body`, `user.login`.
+    ///
+    /// # Errors
+    /// When Gitea does not answer 200.
+    pub async fn comments(&self, token: &str, repo: &GiteaRepo, number: u64) -> anyhow::Result<Vec<Value>> {
+        let path = format!("/api/v1/repos/{}/{}/issues/{number}/comments", repo.owner, repo.name);
+        let a = self.expect(200, "GET", &path, Auth::Token(token), None).await?;
+        Ok(a.as_array().cloned().unwrap_or_default())
+    }
+
+    /// Forks `repo` into the token's user (`POST /api/v1/repos/{owner}/{repo}/forks`).
+    ///
+    /// # Errors
+    /// When Gitea does not answer 202.
+    pub async fn fork(&self, token: &str, repo: &GiteaRepo) -> anyhow::Result<GiteaRepo> {
+        let path = format!("/api/v1/repos/{}/{}/forks", repo.owner, repo.name);
+        let a = self.expect(202, "POST", &path, Auth::Token(token), Some(&json!({}))).await?;
+        Ok(GiteaRepo {
+            owner: a["owner"]["login"].as_str().unwrap_or_default().to_string(),
+            name: a["name"].as_str().unwrap_or_default().to_string(),
+            clone_url: a["clone_url"].as_str().context("fork answer has no clone_url")?.to_string(),
+        })
+    }
+
     /// Every commit status of `sha` (`GET /api/v1/repos/{owner}/{repo}/statuses/{sha}`):
     /// objects with `status` (the state), `context`, `description`, `target_url`.
     ///

@@ -78,6 +78,32 @@ impl Repo {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
+    /// Checks out branch `name` in the work tree, creating it at the current commit
+    /// when it does not exist (`git checkout -B`-like, keeping an existing branch).
+    ///
+    /// # Errors
+    /// When git fails.
+    pub fn switch(&self, name: &str) -> anyhow::Result<()> {
+        if git(&self.work, &["rev-parse", "--verify", "-q", &format!("refs/heads/{name}")]).is_ok() {
+            git(&self.work, &["checkout", "-q", name])
+        } else {
+            git(&self.work, &["checkout", "-q", "-b", name])
+        }
+    }
+
+    /// Commits everything with `message` on the branch checked out, pushes that branch
+    /// to `origin`, and returns the commit SHA.
+    ///
+    /// # Errors
+    /// When git fails.
+    pub fn commit_branch(&self, message: &str) -> anyhow::Result<String> {
+        git(&self.work, &["add", "-A"])?;
+        git(&self.work, &["commit", "-q", "--allow-empty", "-m", message])?;
+        let branch = git_output(&self.work, &["rev-parse", "--abbrev-ref", "HEAD"])?;
+        git(&self.work, &["push", "-q", "origin", &branch])?;
+        git_output(&self.work, &["rev-parse", "HEAD"])
+    }
+
     /// Rewrites history: commits the work tree as a new root commit (no parent, so
     /// unrelated to everything before), force-pushes it to `main`, and returns its SHA.
     ///

@@ -11,7 +11,6 @@
 use std::process::ExitCode;
 
 use crate::{
-    compare::ObjectReason,
     reconcile::{AppState, Context, Mode},
     status::ConditionType,
 };
@@ -94,76 +93,9 @@ pub async fn sync_command(
     }
 }
 
-/// The plan of a preview, in the order a sync runs it: per wave, what would be
-/// created or updated (with the differing paths); then what would be pruned (with its
-/// data-loss class) and what is skipped and why; errors; a refusal.
+/// The plan of a preview as `plumb sync --dry-run` prints it ([`crate::preview::AppPlan::text`]).
 pub fn preview(report: &crate::reconcile::PassReport) -> String {
-    use std::fmt::Write as _;
-    let p = &report.plan;
-    let diffs = report.diffs();
-    let mut out = String::new();
-    if let Some(r) = &p.refused {
-        let _ = writeln!(out, "refused  {r}");
-    }
-    let multi = p.waves.len() > 1;
-    for w in &p.waves {
-        let mut header = multi.then(|| format!("wave {}:", w.wave));
-        for &i in &w.members {
-            let d = &diffs[i];
-            let unknown = report.status.resources.get(i).is_some_and(|r| r.sync == crate::compare::SyncStatus::Unknown);
-            if !unknown && !w.apply.contains(&i) {
-                continue; // Synced: nothing to do
-            }
-            let line = if unknown {
-                format!("error    {}  {}", d.object, d.reason)
-            } else if d.live.is_none() {
-                let why =
-                    if d.verdict == Some(ObjectReason::Missing) { String::new() } else { format!("  ({})", d.reason) };
-                format!("create   {}{why}", d.object)
-            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) && p.recreate.contains(&i) {
-                format!("recreate {}  delete and create (Force=true): {}", d.object, d.reason)
-            } else if matches!(d.verdict, Some(ObjectReason::Immutable(_))) {
-                format!("error    {}  {}", d.object, d.reason)
-            } else if d.verdict == Some(ObjectReason::Synced) {
-                format!("apply    {}  (ApplyOutOfSyncOnly=false)", d.object)
-            } else {
-                let paths: Vec<&str> = d.differences.iter().map(|x| x.path.as_str()).collect();
-                format!("update   {}  {}", d.object, paths.join(", "))
-            };
-            if let Some(h) = header.take() {
-                let _ = writeln!(out, "{h}");
-            }
-            let _ = writeln!(out, "{}{line}", if multi { "  " } else { "" });
-        }
-    }
-    for c in &p.prune {
-        let class =
-            crate::plan::data_loss_class(&c.key.group, &c.key.kind).map_or(String::new(), |k| format!("  [{k}]"));
-        let _ = writeln!(out, "prune    {}{class}", c.key);
-    }
-    for c in &p.prune_last {
-        let _ = writeln!(out, "prune    {}  (PruneLast: once everything is Healthy)", c.key);
-    }
-    for (object, why) in &p.skipped {
-        let _ = writeln!(out, "skip     {object}  {why}");
-    }
-    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::OrphanedResourceWarning) {
-        let _ = writeln!(out, "warning  {}", c.message);
-    }
-    if report.status.sync == crate::compare::SyncStatus::Unknown {
-        // nothing could be compared (a path that does not exist at the revision, a
-        // fetch or render error): say so, never "nothing to do"
-        for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::ComparisonError) {
-            let _ = writeln!(out, "error    {}", sanitize(&c.message));
-        }
-    }
-    for c in report.status.conditions.iter().filter(|c| c.type_ == ConditionType::SyncError) {
-        let _ = writeln!(out, "refused  {}", sanitize(&c.message));
-    }
-    if out.is_empty() {
-        let _ = writeln!(out, "nothing to do: {} at {}", report.status.sync, short(&report.status.revision));
-    }
-    out
+    crate::preview::AppPlan::of(&report.status.app, report).text()
 }
 
 /// `plumb sync --wait`: prints the sync, then re-compares every 2 s until the app is

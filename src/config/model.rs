@@ -286,6 +286,37 @@ pub struct Environment {
     /// [`super::VerifyCommits`]). Unset: signatures are not checked.
     #[serde(default)]
     pub verify_commits: Option<super::VerifyCommits>,
+    /// Previews of pull requests into the branches the environment's applications
+    /// follow (see [`crate::preview`]). Default: on, forks not previewed.
+    #[serde(default)]
+    pub previews: Previews,
+}
+
+/// `previews:` of an environment: whether a pull (merge) request whose base branch an
+/// application follows gets a comment with the plan of its head, and a commit status
+/// `plumb/preview` (posted with the repository's `commitStatus` token).
+///
+/// ```yaml
+/// previews: {enabled: true, forks: false}
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Previews {
+    /// Preview pull requests at all (default `true`; a forge sends pull request events
+    /// only when its webhook asks for them).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Also preview pull requests whose head comes from a fork (default `false`: anyone
+    /// who can fork can open one). Even then an application that decrypts SOPS files
+    /// is never rendered for a fork.
+    #[serde(default)]
+    pub forks: bool,
+}
+
+impl Default for Previews {
+    fn default() -> Self {
+        Previews { enabled: true, forks: false }
+    }
 }
 
 /// What plumb does with an application's objects once the application leaves the

@@ -36,6 +36,7 @@
 //! the IO. A failed post is logged and never fails the pass. The token is read from its
 //! file at every post, sent in a header marked sensitive, and never logged.
 
+pub mod comment;
 pub mod http;
 
 use std::{path::PathBuf, sync::Mutex, time::Duration};
@@ -192,16 +193,7 @@ impl Target {
     /// # Errors
     /// [`Error::Destination`] when the API URL does not parse.
     pub fn url(&self, sha: &str) -> Result<url::Url, Error> {
-        let bad = |why: &str| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: why.into() });
-        let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
-        u.path_segments_mut().map_err(|()| bad("cannot be a base URL"))?.pop_if_empty().extend([
-            "repos",
-            &self.owner,
-            &self.repo,
-            "statuses",
-            sha,
-        ]);
-        Ok(u)
+        self.repo_url(&["statuses", sha])
     }
 
     /// The exact request that posts `status` with `token` (pure: nothing is sent).
@@ -217,6 +209,17 @@ impl Target {
         if let Some(t) = self.link(status.app()) {
             body["target_url"] = t.into();
         }
+        let b = self.authorized(::http::Request::post(self.url(&status.sha)?.as_str()), token)?;
+        b.body(Bytes::from(body.to_string()))
+            .map_err(|e| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: e.to_string() }))
+    }
+
+    /// `b` with the forge's authorization (`token …` for Gitea, `Bearer …` for GitHub,
+    /// marked sensitive), JSON content and accept headers, and plumb's `User-Agent`.
+    ///
+    /// # Errors
+    /// [`Error::BadToken`] when the token is empty or cannot be a header value.
+    fn authorized(&self, b: ::http::request::Builder, token: &[u8]) -> Result<::http::request::Builder, Error> {
         let scheme: &[u8] = match self.provider {
             ForgeProvider::Gitea => b"token ",
             ForgeProvider::GitHub => b"Bearer ",
@@ -227,18 +230,31 @@ impl Target {
         }
         let mut auth = ::http::HeaderValue::from_bytes(&[scheme, token].concat()).map_err(|_| bad_token())?;
         auth.set_sensitive(true);
-        let mut b = ::http::Request::post(self.url(&status.sha)?.as_str())
+        let b = b
             .header(::http::header::CONTENT_TYPE, "application/json")
             .header(::http::header::USER_AGENT, USER_AGENT)
             .header(::http::header::AUTHORIZATION, auth);
-        b = match self.provider {
+        Ok(match self.provider {
             ForgeProvider::Gitea => b.header(::http::header::ACCEPT, "application/json"),
             ForgeProvider::GitHub => b
                 .header(::http::header::ACCEPT, "application/vnd.github+json")
                 .header("X-GitHub-Api-Version", "2022-11-28"),
-        };
-        b.body(Bytes::from(body.to_string()))
-            .map_err(|e| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: e.to_string() }))
+        })
+    }
+
+    /// `{api_url}/repos/{owner}/{repo}/` followed by `segments`, each percent-encoded.
+    ///
+    /// # Errors
+    /// [`Error::Destination`] when the API URL does not parse.
+    pub fn repo_url(&self, segments: &[&str]) -> Result<url::Url, Error> {
+        let bad = |why: &str| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: why.into() });
+        let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
+        u.path_segments_mut()
+            .map_err(|()| bad("cannot be a base URL"))?
+            .pop_if_empty()
+            .extend(["repos", &self.owner, &self.repo])
+            .extend(segments);
+        Ok(u)
     }
 }
 

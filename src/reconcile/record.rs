@@ -49,6 +49,11 @@ impl Recorder<'_> {
             self.signals(st, sync.as_ref()).await;
             self.comparison_errors(st, previous).await;
         }
+        // a preview (a pull request's head, `plumb sync --dry-run`) or a comparison says
+        // nothing of what runs: the application's metrics stay as its passes left them
+        if !mode.writes() {
+            return Ok(());
+        }
         self.metrics.passes.get_or_create(&PassLabels { app: st.app.clone(), result: result.into() }).inc();
         self.metrics
             .pass_seconds

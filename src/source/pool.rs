@@ -257,6 +257,14 @@ impl Pool {
         Ok(m)
     }
 
+    /// The merge base of commits `a` and `b` of `repo` ([`super::Mirror::merge_base`]),
+    /// read off the async threads.
+    pub async fn merge_base(&self, repo: &Repository, a: &str, b: &str) -> Option<String> {
+        let m = self.mirror(repo).ok()?;
+        let (a, b) = (a.to_string(), b.to_string());
+        tokio::task::spawn_blocking(move || m.lock().ok()?.merge_base(&a, &b)).await.ok().flatten()
+    }
+
     /// Whether commit `new` of `repo` descends from commit `old` (see
     /// [`super::Mirror::descends`]), read off the async threads; `None` when it cannot
     /// be told.

@@ -12,6 +12,10 @@ use super::signature::Verification;
 pub enum Action {
     /// Authenticated push to a watched ref: queue a reconcile of [`Decision::apps`] (202).
     Reconcile,
+    /// Authenticated pull request opened, pushed to or reopened whose base branch a
+    /// watched application follows: queue a preview of [`Decision::apps`] at its head
+    /// (202); nothing is synced.
+    Preview,
     /// Authenticated, nothing to do: ping, test delivery, deletion, other event, unwatched
     /// repository or ref (200). Senders treat any 2xx as success; 4xx would mark the hook
     /// failing and GitLab disables hooks after repeated failures (gitlab-org/gitlab MR 166329).
@@ -48,6 +52,8 @@ pub struct Decision {
     pub extra_pushes: Vec<Push>,
     /// The deleted ref of a Gitea-family `delete` event.
     pub deletion: Option<RefDeletion>,
+    /// The pull request of a pull request event.
+    pub pull_request: Option<super::pull::PullRequest>,
     /// Applications to reconcile, sorted and deduplicated; empty unless `Reconcile`.
     pub apps: Vec<String>,
     /// Applications whose ref this push matched but whose changed-path filter found no
@@ -80,6 +86,7 @@ impl Decision {
             push: None,
             extra_pushes: Vec::new(),
             deletion: None,
+            pull_request: None,
             apps: Vec::new(),
             skipped: Vec::new(),
             action: Action::Reject,
@@ -119,10 +126,10 @@ mod tests {
 
     #[test]
     fn action_serializes_lower_case() {
-        let names: Vec<_> = [Action::Reconcile, Action::Ignore, Action::Reject]
+        let names: Vec<_> = [Action::Reconcile, Action::Ignore, Action::Reject, Action::Preview]
             .iter()
             .filter_map(|a| serde_json::to_value(a).ok())
             .collect();
-        assert_eq!(names, ["reconcile", "ignore", "reject"]);
+        assert_eq!(names, ["reconcile", "ignore", "reject", "preview"]);
     }
 }

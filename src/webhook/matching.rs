@@ -61,13 +61,25 @@ pub(crate) fn matching_watches<'w>(
     watches: &'w [Watch],
     push: &Push,
 ) -> impl Iterator<Item = &'w Watch> {
+    watches_of(repos, verified, watches, &push.repo_keys, push.ref_kind, push.ref_name.clone())
+}
+
+/// Watches of the repositories named by `keys` whose secret verified the delivery, whose
+/// revision selects ref `kind`/`name` (a push's ref, a pull request's base branch).
+pub(crate) fn watches_of<'w>(
+    repos: &[WatchedRepository],
+    verified: &[bool],
+    watches: &'w [Watch],
+    keys: &[super::repo_key::RepoKey],
+    kind: RefKind,
+    name: String,
+) -> impl Iterator<Item = &'w Watch> {
     let repo_keys: Vec<_> = repos
         .iter()
         .zip(verified)
-        .filter(|(repo, ok)| **ok && push.repo_keys.contains(&repo.key))
+        .filter(|(repo, ok)| **ok && keys.contains(&repo.key))
         .map(|(repo, _)| repo.key.clone())
         .collect();
-    let (kind, name) = (push.ref_kind, push.ref_name.clone());
     watches
         .iter()
         .filter(move |w| repo_keys.contains(&w.repo))

@@ -50,6 +50,9 @@ pub enum PayloadError {
     /// A push payload names no repository URL that can be normalized.
     #[error("push payload names no repository URL")]
     NoRepository,
+    /// A pull request payload lacks what a preview needs.
+    #[error(transparent)]
+    Pull(#[from] super::pull::PullError),
 }
 
 /// Repository URLs found in a payload and their normalized keys.
@@ -187,6 +190,8 @@ impl Ignored {
 pub(crate) enum Event {
     /// One or more pushed refs (more only for Bitbucket, which batches ref changes).
     Push(Vec<Push>),
+    /// A pull (merge) request opened, pushed to, reopened or closed.
+    PullRequest(super::pull::PullRequest),
     Deletion(RefDeletion),
     Ignored(Ignored),
 }
@@ -209,6 +214,11 @@ pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Pars
     let repository = repository(provider, &root);
     let object_kind = str_at(&root, &["object_kind"]);
     let event_type = (provider == Provider::GitLab).then(|| object_kind.map(str::to_owned)).flatten();
+    if super::pull::is_pull_event(provider, event) {
+        let identity = repository.as_ref().filter(|r| !r.keys.is_empty()).ok_or(PayloadError::NoRepository)?;
+        let pr = super::pull::parse(provider, &root, identity)?;
+        return Ok(Parsed { event_type, repository, event: Event::PullRequest(pr) });
+    }
 
     let push_event = match provider {
         Provider::Gitea | Provider::Forgejo | Provider::Gogs => match event {

@@ -106,7 +106,35 @@ impl Receiver {
                 decision.finish(Action::Ignore, 200, DELETED)
             }
             Event::Push(pushes) => self.route_pushes(decision, provider, &verified, pushes),
+            Event::PullRequest(pr) => self.route_pull(decision, &verified, pr),
         }
+    }
+
+    /// A pull request: the applications following its base branch in a repository whose
+    /// secret verified the delivery are previewed at its head when it was opened, pushed
+    /// to or reopened. The answer reads the same whether or not a repository is configured.
+    fn route_pull(&self, mut decision: Decision, verified: &[bool], pr: super::pull::PullRequest) -> Decision {
+        let kind = super::refs::RefKind::Branch;
+        let apps: BTreeSet<String> = super::matching::watches_of(
+            &self.repositories,
+            verified,
+            &self.watches,
+            &pr.repo_keys,
+            kind,
+            pr.base.clone(),
+        )
+        .map(|w| w.app.clone())
+        .collect();
+        let previews = pr.action.previews();
+        decision.pull_request = Some(pr);
+        if !previews {
+            return decision.finish(Action::Ignore, 200, "pull request event with nothing to preview; acknowledged");
+        }
+        if apps.is_empty() {
+            return decision.finish(Action::Ignore, 200, NOTHING_WATCHED);
+        }
+        decision.apps = apps.into_iter().collect();
+        decision.finish(Action::Preview, 202, "pull request to a watched branch; preview requested")
     }
 
     /// The decision [`Receiver::decide`] makes for a body over [`Receiver::max_body_bytes`],
