@@ -177,3 +177,92 @@ async fn an_unreadable_token_file_is_named_and_nothing_is_sent() {
     assert!(matches!(err, Error::Token { .. }) && err.to_string().contains("missing-token"), "{err}");
     assert!(log.lock().unwrap().is_empty());
 }
+
+/// A stand-in for api.github.com answering the issue-comment endpoints as GitHub's REST
+/// API documents them ("List issue comments" 200 with an array, "Update an issue
+/// comment" 200 or 403 when the comment is not the token's, "Create an issue comment"
+/// 201 with the new comment), recording every request.
+async fn comment_api(list: &'static str, patch: StatusCode) -> (String, Log) {
+    let log: Log = Arc::default();
+    let app = Router::new()
+        .fallback(move |State(log): State<Log>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes| async move {
+            let answer = match method.as_str() {
+                "GET" => (StatusCode::OK, list.to_string()),
+                "PATCH" => (patch, r#"{"message": "Must have admin rights to Repository."}"#.to_string()),
+                _ => (StatusCode::CREATED, r#"{"id": 99, "body": "created"}"#.to_string()),
+            };
+            let path = format!("{}{}", uri.path(), uri.query().map_or(String::new(), |q| format!("?{q}")));
+            log.lock().unwrap().push(Recorded {
+                method,
+                path,
+                headers,
+                body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+            });
+            answer
+        })
+        .with_state(log.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/api/v3"), log)
+}
+
+fn comments(api_url: &str, token_file: &Path) -> plumb::forge::comment::Comments {
+    let cfg: CommitStatusConfig =
+        serde_saphyr::from_str(&format!("provider: github\napiUrl: {api_url}\ntokenFile: {}\n", token_file.display()))
+            .unwrap();
+    plumb::forge::comment::Comments::new(Target::new(&cfg, "git@github.example.invalid:acme/fleet.git").unwrap())
+        .unwrap()
+}
+
+/// A recorded first page of a pull request's comments (GitHub's fields, trimmed): a
+/// person's comment quoting the marker, then plumb's own.
+const LISTED: &str = r#"[
+  {"id": 1001, "user": {"login": "dev1"}, "body": "why does <!-- plumb-preview --> say prune?"},
+  {"id": 1002, "user": {"login": "plumb-bot"}, "body": "<!-- plumb-preview -->\n### plumb preview of 6c7b091 into `main`"}
+]"#;
+
+#[tokio::test]
+async fn the_preview_comment_is_found_and_edited_in_place() {
+    let (api, log) = comment_api(LISTED, StatusCode::OK).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = comments(&api, &token_file(dir.path()));
+    let body = "<!-- plumb-preview -->\n### plumb preview of 89abcde into `main`";
+    assert_eq!(c.upsert(42, None, "<!-- plumb-preview -->", body).await.unwrap(), 1002);
+    // known from before: edited straight away, no list
+    assert_eq!(c.upsert(42, Some(1002), "<!-- plumb-preview -->", body).await.unwrap(), 1002);
+    let log = log.lock().unwrap().clone();
+    let calls: Vec<(String, String)> = log.iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
+    assert_eq!(
+        calls,
+        [
+            ("GET".into(), "/api/v3/repos/acme/fleet/issues/42/comments?per_page=100".into()),
+            ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()),
+            ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()),
+        ]
+    );
+    assert_eq!(log[1].body, serde_json::json!({"body": body}));
+    assert_eq!(log[1].headers["authorization"], format!("Bearer {TOKEN}"));
+    assert_eq!(log[1].headers["accept"], "application/vnd.github+json");
+}
+
+/// No comment of plumb's yet: one is created. A marked comment the token may not edit
+/// (403): plumb creates its own rather than failing.
+#[tokio::test]
+async fn a_comment_is_created_when_none_is_plumbs_to_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, log) = comment_api("[]", StatusCode::OK).await;
+    assert_eq!(
+        comments(&api, &token_file(dir.path())).upsert(7, None, "<!-- m -->", "<!-- m -->\nx").await.unwrap(),
+        99
+    );
+    let methods: Vec<String> = log.lock().unwrap().iter().map(|r| r.method.to_string()).collect();
+    assert_eq!(methods, ["GET", "POST"]);
+    let (api, log) = comment_api(LISTED, StatusCode::FORBIDDEN).await;
+    let c = comments(&api, &token_file(dir.path()));
+    assert_eq!(c.upsert(7, None, "<!-- plumb-preview -->", "<!-- plumb-preview -->\nx").await.unwrap(), 99);
+    let calls: Vec<(String, String)> =
+        log.lock().unwrap().iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
+    assert_eq!(calls[1], ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()));
+    assert_eq!(calls[2], ("POST".into(), "/api/v3/repos/acme/fleet/issues/7/comments".into()));
+}

@@ -11,6 +11,8 @@ use serde_json::{Map, Value, json};
 use super::*;
 
 const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/webhook-vectors");
+/// plumb's own deliveries (pull request events), same layout: `tests/webhook-vectors`.
+const OWN_VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/webhook-vectors");
 
 /// Receiver from `receiver_config.json` + `secret.txt`, with the vector's
 /// `receiver_config_override` applied. Each watch entry gives one repository and one
@@ -94,6 +96,15 @@ fn observed(d: &Decision) -> Map<String, Value> {
     m.insert("delivery_id".into(), v(&d.delivery_id));
     m.insert("action".into(), v(&d.action));
     m.insert("http_status".into(), v(&d.http_status));
+    m.insert("apps".into(), v(&d.apps));
+    if let Some(p) = &d.pull_request {
+        m.insert("pull_number".into(), v(&p.number));
+        m.insert("pull_action".into(), v(&p.action));
+        m.insert("pull_head".into(), v(&p.head_sha));
+        m.insert("pull_head_ref".into(), v(&p.head_ref));
+        m.insert("pull_base".into(), v(&p.base));
+        m.insert("pull_fork".into(), v(&p.fork));
+    }
     if let Some(p) = &d.push {
         m.insert("ref".into(), v(&p.r#ref));
         m.insert("ref_kind".into(), v(&p.ref_kind));
@@ -141,6 +152,13 @@ const FIELDS: &[&str] = &[
     "changed_paths",
     "action",
     "http_status",
+    "apps",
+    "pull_number",
+    "pull_action",
+    "pull_head",
+    "pull_head_ref",
+    "pull_base",
+    "pull_fork",
 ];
 
 /// Every mismatch between the decision and `expected.json` for one vector folder.
@@ -223,7 +241,7 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
     }
 
     // Consistency of the verdict itself.
-    let reconcile = d.action == Action::Reconcile;
+    let reconcile = matches!(d.action, Action::Reconcile | Action::Preview);
     if reconcile == d.apps.is_empty() {
         errors.push(format!("action {:?} with apps {:?}", d.action, d.apps));
     }
@@ -238,7 +256,18 @@ fn check_vector(root: &Path, dir: &Path) -> Vec<String> {
 
 #[test]
 fn every_vector_matches_expected() {
-    let root = PathBuf::from(VECTORS);
+    every_vector_of(VECTORS);
+}
+
+/// The pull request deliveries of GitHub, GitLab and Gitea (`tests/webhook-vectors`,
+/// made by its `make_vectors.py`): previewed, ignored or refused as each says.
+#[test]
+fn every_pull_request_vector_matches_expected() {
+    every_vector_of(OWN_VECTORS);
+}
+
+fn every_vector_of(root: &str) {
+    let root = PathBuf::from(root);
     let entries = fs::read_dir(&root).unwrap_or_else(|e| panic!("vector folder {} unreadable: {e}", root.display()));
     let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
