@@ -63,6 +63,7 @@ impl Action {
 /// One field an update changes: its RFC 6901 path, the live value and Git's value
 /// (`None`: absent on that side), both masked when sensitive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FieldChange {
     /// `/spec/template/spec/containers/0/image`.
     pub path: String,
@@ -74,6 +75,7 @@ pub struct FieldChange {
 
 /// One line of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Step {
     /// What happens.
     pub action: Action,
@@ -95,6 +97,7 @@ pub struct Step {
 
 /// What a sync of one application at one revision would do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AppPlan {
     /// The application.
     pub app: String,

@@ -173,6 +173,33 @@ applications:
     let web = plumb.status("web").await.unwrap();
     assert_eq!((web.synced_revision.as_str(), web.sync), (c1.as_str(), SyncStatus::Synced));
 
+    // the same plan from a laptop: `plumb preview` (exit 1: a sync would change things)
+    let pull_ref = format!("refs/pull/{number}/head");
+    let config = policy.to_str().unwrap();
+    let (code, out, err) = plumb_cli(&["preview", "web", "--config", config, "--revision", &pull_ref]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert_eq!(
+        out,
+        "create   ConfigMap/preview-lab/settings\n\
+         update   Deployment.apps/preview-lab/web  /spec/template/spec/containers/0/image\n\
+         skip     PersistentVolumeClaim/preview-lab/data  prune needs approval (data-loss class PersistentVolumeClaim (its volume's data)): plumb prune web --approve, or annotate plumb.dev/prune-approved=<now, RFC 3339>\n"
+    );
+    let (code, json, err) = plumb_cli(&["preview", "web", "-c", config, "--revision", &h1, "-o", "json"]);
+    assert_eq!(code, 1, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((plan["app"].as_str(), plan["revision"].as_str()), (Some("web"), Some(h1.as_str())));
+    let update = &plan["steps"][1];
+    assert_eq!(
+        (update["action"].as_str(), update["fields"][0]["old"].as_str(), update["fields"][0]["new"].as_str()),
+        (Some("update"), Some("nginx:1.27"), Some("nginx:1.28")),
+        "{plan}"
+    );
+    assert_eq!(plan["steps"][2]["dataLoss"], "PersistentVolumeClaim (its volume's data)");
+    let (code, out, err) = plumb_cli(&["preview", "api", "-c", config, "--revision", &h1]);
+    assert_eq!((code, out.as_str()), (0, format!("nothing to do: Synced at {}\n", &h1[..7]).as_str()), "{err}");
+    let (code, _, err) = plumb_cli(&["preview", "web", "-c", config, "--revision", "no-such-branch"]);
+    assert_eq!(code, 2, "{err}");
+
     // a second push edits the same comment
     work.write("apps/web/deployment.yaml", &deployment("nginx:1.29")).unwrap();
     let h2 = work.commit_branch("web: nginx 1.29").unwrap();
