@@ -498,13 +498,14 @@ impl Context {
     }
 
     /// The commit `revision` (a branch, a ref such as `refs/pull/7/head`, a SHA) names
-    /// in application `app`'s repository, fetched into its mirror.
+    /// in application `app`'s repository, fetched into its mirror, reading an
+    /// advertisement of the remote's refs `asked` accepts.
     ///
     /// # Errors
     /// [`Error::UnknownApp`]; the fetch's error, as text.
-    pub async fn resolve_for(&self, app: &str, revision: &str) -> Result<String, String> {
+    pub async fn resolve_for(&self, app: &str, revision: &str, asked: source::Since) -> Result<String, String> {
         let (_, _, repo) = self.app(app).map_err(|e| e.to_string())?;
-        self.sources.resolve(repo, revision).await.map_err(|e| e.to_string())
+        self.sources.resolve_since(repo, revision, asked).await.map_err(|e| e.to_string())
     }
 
     /// Whether application `app`'s render inputs (its path, the kustomizations it

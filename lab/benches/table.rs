@@ -29,11 +29,16 @@
 //!   per replica, the memory per application; then SIGKILL of one replica: time until
 //!   its applications are Synced under the others, with the object writes and
 //!   dry-runs of the takeover.
+//! - **P9** a pull request previewed in a real Gitea: 100 applications × 50 ConfigMaps
+//!   in one repository, a pull request changing one ConfigMap of one of them, pushed to
+//!   `PREVIEWS` (5) times: push → plumb's comment edited (p50), plumb's own part
+//!   (delivery read → comment and status posted), API requests and dry-runs per
+//!   preview; against `kubectl diff --server-side` of that application's 50 objects.
 //!
 //! Prints one Markdown table at the end (rows of `BENCH_ROWS`, a file, are appended:
 //! `scripts/bench` puts the webhook bench's there). Run: `scripts/bench`, or this part
 //! alone: `cargo bench -p plumb-lab --bench table`. Knobs (environment): `PUSHES` (10),
-//! `PASSES` (10), `SOAK_SECS` (120), `SHARD_APPS` (3000), `SKIP` (comma list of P1…P8
+//! `PASSES` (10), `SOAK_SECS` (120), `SHARD_APPS` (3000), `PREVIEWS` (5), `SKIP` (comma list of P1…P9
 //! to leave out),
 //! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g.
 //! `heaptrack -o /tmp/p4`; with `--features system-allocator`, as heaptrack sees only
@@ -1446,6 +1451,117 @@ async fn p6(t: &mut Table) {
     );
 }
 
+// ---------------------------------------------------------------------------------- P9
+
+/// P9 (see the module docs): pull request previews through a real Gitea.
+async fn p9_previews(t: &mut Table) {
+    let pushes: usize = env_or("PREVIEWS", 5);
+    let ns = "p9";
+    let gitea = plumb_lab::Gitea::start().await.unwrap();
+    let (user, password) = ("bench", "Bench-Passw0rd");
+    gitea.create_user(user, password).await.unwrap();
+    let scopes = ["write:repository", "write:user", "write:issue"];
+    let token = gitea.create_token(user, password, "plumb", &scopes).await.unwrap();
+    let repo = gitea.create_repo(&token, "fleet", false).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = plumb_lab::Repo::init(tmp.path(), "fleet").unwrap();
+    work.set_origin(&repo.clone_url.replacen("http://", &format!("http://{user}:{token}@"), 1)).unwrap();
+    kubectl(&["create", "namespace", ns]);
+    let objects = |app: &str, changed: &str| -> Vec<Value> {
+        (0..50).map(|i| config_map(ns, &format!("{app}-cm-{i:02}"), if i == 0 { changed } else { "v0" })).collect()
+    };
+    let mut apps = String::new();
+    for a in 0..100 {
+        let app = format!("a{a:03}");
+        work.write(&format!("apps/{app}/all.yaml"), &yaml(&objects(&app, "v0"))).unwrap();
+        let _ =
+            writeln!(apps, "  - {{name: {app}, repository: fleet, path: apps/{app}, namespace: {ns}, environment: e}}");
+    }
+    work.commit("100 applications").unwrap();
+    std::fs::write(tmp.path().join("token"), &token).unwrap();
+    std::fs::write(tmp.path().join("webhook-secret"), "p9-secret").unwrap();
+    let policy = tmp.path().join("p9.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "settings: {{statusNamespace: plumb-bench-p9}}\nrepositories:\n  - {{name: fleet, url: {}, insecure: true, webhookSecretFile: webhook-secret, commitStatus: {{provider: gitea, tokenFile: token}}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true}}\n    reconcileInterval: 1h\napplications:\n{apps}",
+            repo.clone_url
+        ),
+    )
+    .unwrap();
+    let plumb = Plumb::start(&policy, &tmp.path().join("cache")).await;
+    let started = Instant::now();
+    wait_for("100 applications Synced", Duration::from_secs(900), || async {
+        let synced = plumb.ctx.statuses().await.iter().filter(|s| s.sync == SyncStatus::Synced).count();
+        (synced == 100).then_some(())
+    })
+    .await;
+    eprintln!("P9: 100 applications × 50 ConfigMaps Synced in {:.1} s", started.elapsed().as_secs_f64());
+    let hook = format!("http://{}/api/webhook", plumb.addr);
+    gitea.create_webhook(&token, &repo, &hook, "p9-secret", &["pull_request", "pull_request_sync"]).await.unwrap();
+    work.switch("pr").unwrap();
+    work.write("apps/a042/all.yaml", &yaml(&objects("a042", "v1"))).unwrap();
+    let head = work.commit_branch("a042: v1").unwrap();
+    let number = gitea.create_pull(&token, &repo, "pr", "main", "a042: v1").await.unwrap();
+    let comment_with = |sha: String| {
+        let (gitea, token, repo) = (&gitea, &token, &repo);
+        async move {
+            let all = gitea.comments(token, repo, number).await.unwrap();
+            all.into_iter().find(|c| c["body"].as_str().is_some_and(|b| b.contains(&sha[..7])))
+        }
+    };
+    wait_for("the first preview comment", Duration::from_secs(120), || comment_with(head.clone())).await;
+    let (mut wall, mut own, mut requests, mut dry_runs) = (vec![], vec![], vec![], vec![]);
+    for i in 0..pushes {
+        // one pull request is previewed at most every 10 s: each push waits that out
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        work.write("apps/a042/all.yaml", &yaml(&objects("a042", &format!("v{}", i + 2)))).unwrap();
+        let (_, text) = plumb.get("/metrics").await;
+        let (sum0, n0) = histogram(&text, "plumb_preview_duration_seconds");
+        let (r0, d0) = (plumb.ctx.cluster.requests().0, plumb.ctx.cluster.dry_runs());
+        let started = Instant::now();
+        let head = work.commit_branch(&format!("a042: v{}", i + 2)).unwrap();
+        loop {
+            if comment_with(head.clone()).await.is_some() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "no comment for {head}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wall.push(ms(started.elapsed()));
+        // the status is posted after the comment, and the preview timed once both are
+        let (sum1, n1) = wait_for("the preview timed", Duration::from_secs(30), || async {
+            let (_, text) = plumb.get("/metrics").await;
+            let (sum1, n1) = histogram(&text, "plumb_preview_duration_seconds");
+            (n1 > n0).then_some((sum1, n1))
+        })
+        .await;
+        own.push((sum1 - sum0) * 1000.0 / (n1 - n0).max(1.0));
+        requests.push((plumb.ctx.cluster.requests().0 - r0) as f64);
+        dry_runs.push((plumb.ctx.cluster.dry_runs() - d0) as f64);
+    }
+    let file = tmp.path().join("a042.json");
+    std::fs::write(&file, json_stream(&objects("a042", &format!("v{}", pushes + 1)))).unwrap();
+    let path = file.to_str().unwrap();
+    let mut kubectl_ms: Vec<f64> = (0..3)
+        .map(|_| {
+            ms(kubectl_timed(&["diff", "--server-side", "--force-conflicts", "--field-manager=plumb", "-f", path]))
+        })
+        .collect();
+    plumb.stop().await;
+    let (wall, own, req, dry, k) =
+        (median(&mut wall), median(&mut own), median(&mut requests), median(&mut dry_runs), median(&mut kubectl_ms));
+    t.add(
+        "P9",
+        format!("pull request touching 1 of 100 applications × 50 ConfigMaps (1 changed), real Gitea: its webhook → plumb's comment edited, p50 of {pushes}"),
+        format!("webhook read → comment and status posted {own:.0} ms (push → comment seen {wall:.0} ms, most of it Gitea's own queue); {req:.0} API requests, {dry:.0} dry-runs per preview"),
+        format!("kubectl diff --server-side of the application's 50 objects {k:.0} ms"),
+        format!("{:.1}×", k / own),
+        "≤ 1 s, ≤ 1 dry-run per changed object",
+        Some(own <= 1000.0 && dry <= 1.0),
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let started = Instant::now();
@@ -1471,6 +1587,9 @@ async fn main() {
     }
     if !skipped("P8") {
         p8_shards(&mut t).await;
+    }
+    if !skipped("P9") {
+        p9_previews(&mut t).await;
     }
     eprintln!("all figures in {:.0} s", started.elapsed().as_secs_f64());
     t.print();

@@ -71,6 +71,8 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<Queue>, token: CancellationToken)
 pub async fn preview(ctx: &Context, req: &Request) -> Found {
     let pull = &req.pull;
     let mut found = Found { head: pull.head_sha.clone(), plans: vec![], allowed: false };
+    let asked = crate::source::Since::at(Instant::now());
+    let mut commits: HashMap<String, (Result<String, String>, Option<String>)> = HashMap::new();
     for name in &req.apps {
         let Some(app) = ctx.config.applications.iter().find(|a| a.name.value == *name) else { continue };
         let Some(env) = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value) else {
@@ -99,15 +101,21 @@ pub async fn preview(ctx: &Context, req: &Request) -> Found {
             ));
             continue;
         }
-        let head = match ctx.resolve_for(name, &pull.head_ref).await {
-            Ok(head) => head,
-            Err(e) => {
+        // the head and the base, once per repository (one advertisement of its refs)
+        if !commits.contains_key(&app.repository.value) {
+            let head = ctx.resolve_for(name, &pull.head_ref, asked).await;
+            let base = ctx.resolve_for(name, &pull.base, asked).await.ok();
+            commits.insert(app.repository.value.clone(), (head, base));
+        }
+        let (head, base) = match &commits[&app.repository.value] {
+            (Ok(head), base) => (head.clone(), base.clone()),
+            (Err(e), _) => {
                 found.plans.push(failed(format!("fetch {}: {e}", pull.head_ref)));
                 continue;
             }
         };
         found.head.clone_from(&head);
-        if let Ok(base) = ctx.resolve_for(name, &pull.base).await
+        if let Some(base) = base
             && ctx.inputs_changed(name, &base, &head).await == Some(false)
         {
             continue;

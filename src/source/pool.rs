@@ -317,11 +317,21 @@ impl Pool {
     /// # Errors
     /// As [`super::Mirror::resolve`].
     pub async fn resolve(&self, repo: &Repository, wanted: &str) -> Result<String, FetchError> {
+        self.resolve_since(repo, wanted, Since::at(std::time::Instant::now())).await
+    }
+
+    /// [`Pool::resolve`], reading an advertisement of the remote's refs that `asked`
+    /// accepts ([`super::Mirror::resolve_since`]): refs of one repository resolved
+    /// together cost one advertisement.
+    ///
+    /// # Errors
+    /// As [`Pool::resolve`].
+    pub async fn resolve_since(&self, repo: &Repository, wanted: &str, asked: Since) -> Result<String, FetchError> {
         let m = self.mirror(repo)?;
         let wanted = wanted.to_string();
         tokio::task::spawn_blocking(move || -> Result<String, FetchError> {
             let mut m = m.lock().map_err(|_| FetchError::Poisoned)?;
-            let resolved = m.resolve(&wanted)?;
+            let resolved = m.resolve_since(&wanted, asked)?;
             if resolved.downloaded {
                 m.maintain();
             }

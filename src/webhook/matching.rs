@@ -3,7 +3,7 @@
 use globset::GlobBuilder;
 
 use super::payload::Push;
-use super::refs::{RefKind, split_ref};
+use super::refs::{RefKind, is_commit_sha, split_ref};
 use super::watched::{Watch, WatchedRepository};
 
 /// Does a watch's `revision` select the pushed ref `kind`/`name`?
@@ -42,11 +42,6 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
         .build()
         .map(|glob| glob.compile_matcher().is_match(name))
         .unwrap_or(false)
-}
-
-/// 40 (SHA-1) or 64 (SHA-256 object format) hex digits.
-pub(crate) fn is_commit_sha(text: &str) -> bool {
-    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Watches selected by one push.

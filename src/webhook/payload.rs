@@ -216,7 +216,7 @@ pub(crate) fn parse(provider: Provider, event: &str, json: &[u8]) -> Result<Pars
     let event_type = (provider == Provider::GitLab).then(|| object_kind.map(str::to_owned)).flatten();
     if super::pull::is_pull_event(provider, event) {
         let identity = repository.as_ref().filter(|r| !r.keys.is_empty()).ok_or(PayloadError::NoRepository)?;
-        let pr = super::pull::parse(provider, &root, identity)?;
+        let pr = super::pull::parse(provider, &root, (&identity.urls, &identity.keys))?;
         return Ok(Parsed { event_type, repository, event: Event::PullRequest(pr) });
     }
 

@@ -20,7 +20,6 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::payload::RepoIdentity;
 use super::provider::Provider;
 use super::repo_key::RepoKey;
 
@@ -95,11 +94,15 @@ pub(crate) fn is_pull_event(provider: Provider, event: &str) -> bool {
 }
 
 /// The pull request of an authenticated payload `root` of `provider`, whose base
-/// repository is `identity`.
+/// repository has URLs `urls` and keys `keys` (the payload's repository identity).
 ///
 /// # Errors
 /// [`PullError::MissingField`].
-pub(crate) fn parse(provider: Provider, root: &Value, identity: &RepoIdentity) -> Result<PullRequest, PullError> {
+pub(crate) fn parse(
+    provider: Provider,
+    root: &Value,
+    (urls, keys): (&[String], &[RepoKey]),
+) -> Result<PullRequest, PullError> {
     let at = |path: &[&str]| path.iter().try_fold(root, |v, k| v.get(k));
     let text =
         |path: &[&str], name| at(path).and_then(Value::as_str).map(str::to_owned).ok_or(PullError::MissingField(name));
@@ -159,7 +162,7 @@ pub(crate) fn parse(provider: Provider, root: &Value, identity: &RepoIdentity) -
             )
         }
     };
-    if !super::matching::is_commit_sha(&head_sha) {
+    if !super::refs::is_commit_sha(&head_sha) {
         return Err(PullError::MissingField("head commit SHA"));
     }
     Ok(PullRequest {
@@ -171,8 +174,8 @@ pub(crate) fn parse(provider: Provider, root: &Value, identity: &RepoIdentity) -
         fork,
         merged,
         labels,
-        repo_urls: identity.urls.clone(),
-        repo_keys: identity.keys.clone(),
+        repo_urls: urls.to_vec(),
+        repo_keys: keys.to_vec(),
     })
 }
 
@@ -184,11 +187,13 @@ mod tests {
 
     use super::*;
 
-    fn identity() -> RepoIdentity {
-        RepoIdentity {
-            urls: vec!["https://git.example.invalid/acme/config.git".into()],
-            keys: vec![RepoKey::from_url("https://git.example.invalid/acme/config.git").unwrap()],
-        }
+    fn identity() -> (Vec<String>, Vec<RepoKey>) {
+        let url = "https://git.example.invalid/acme/config.git";
+        (vec![url.into()], vec![RepoKey::from_url(url).unwrap()])
+    }
+
+    fn parse(provider: Provider, root: &Value, id: &(Vec<String>, Vec<RepoKey>)) -> Result<PullRequest, PullError> {
+        super::parse(provider, root, (&id.0, &id.1))
     }
 
     const SHA: &str = "6c7b091f75b5d420c243d39dea5c2f558e62c682";

@@ -32,3 +32,8 @@ pub fn split_ref(full: &str) -> Option<(RefKind, &str)> {
         .into_iter()
         .find_map(|kind| full.strip_prefix(kind.prefix()).filter(|name| !name.is_empty()).map(|name| (kind, name)))
 }
+
+/// 40 (SHA-1) or 64 (SHA-256 object format) hex digits.
+pub(crate) fn is_commit_sha(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
