@@ -29,6 +29,16 @@ pub struct Config {
     /// Applications: one directory of one repository, reconciled into one namespace.
     #[serde(default)]
     pub applications: Vec<Application>,
+    /// Generators of applications ([`super::generators`]); after loading, the
+    /// applications they generate are in `applications` too.
+    #[serde(default)]
+    pub application_sets: Vec<super::ApplicationSet>,
+    /// The `directories` sets whose applications are not known now (their repository
+    /// could not be listed and they generated none before): the decommission loop
+    /// leaves alone the `Application` resources naming one of them (set by
+    /// [`crate::generators`], not read from YAML).
+    #[serde(skip)]
+    pub unlisted_sets: Vec<String>,
     /// Process-wide settings.
     #[serde(default)]
     pub settings: Settings,
@@ -617,6 +627,10 @@ pub struct Application {
     /// whole (see [`super::VerifyCommits`] and [`Application::verify_commits`]).
     #[serde(default)]
     pub verify_commits: Option<super::VerifyCommits>,
+    /// The applicationSet that generated this application ([`super::generators`]);
+    /// `None` for an entry of `applications:` (set by the loader, not read from YAML).
+    #[serde(skip)]
+    pub application_set: Option<String>,
 }
 
 impl Application {
