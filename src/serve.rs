@@ -246,6 +246,7 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
             "path": app.path.value,
             "namespace": app.namespace.value,
             "environment": app.environment.value,
+            "applicationSet": app.application_set,
             crate::status::store::DECOMMISSION_FIELD: record,
         });
         if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
@@ -390,6 +391,10 @@ pub async fn dispatch(
     }
 }
 
+/// How often `plumb serve` asks the repositories of `directories` applicationSets
+/// whether they moved, at least (seconds: 15; the reload tick when longer).
+const SETS_ASK: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What `plumb serve` runs with, besides the cluster.
 #[derive(Debug, Clone)]
 pub struct Process {
@@ -445,6 +450,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut config = crate::config::load(&process.policy)?;
+    // what each applicationSet generated in the policy in force (see crate::generators)
+    let mut generated = std::collections::BTreeMap::new();
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
     let bound = process.listen.bind()?;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -467,6 +474,10 @@ pub async fn run(
         } else {
             crate::secret_refs::Versions::new()
         };
+        let mut sets = crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
+        sets.expand(&mut running, &generated, true, &metrics).await;
+        generated = crate::config::generators::generated_by_set(&running);
+        let sets_running = running.clone();
         let client = cluster.client().clone();
         let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
             .with_watches()
@@ -491,6 +502,7 @@ pub async fn run(
         let next = tokio::select! {
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
+            () = sets.moved(&sets_running, process.reload_every, &metrics) => Some(config.clone()),
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
                 Some(config.clone())
             }
