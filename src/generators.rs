@@ -159,7 +159,9 @@ impl Expander {
             if fingerprint(&next.applications) != fingerprint(&running.applications)
                 || next.unlisted_sets != running.unlisted_sets
             {
-                tracing::info!("applicationSets: a repository moved and the generated applications changed: restarting with them");
+                tracing::info!(
+                    "applicationSets: a repository moved and the generated applications changed: restarting with them"
+                );
                 return;
             }
         }

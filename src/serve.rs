@@ -474,7 +474,8 @@ pub async fn run(
         } else {
             crate::secret_refs::Versions::new()
         };
-        let mut sets = crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
+        let mut sets =
+            crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
         sets.expand(&mut running, &generated, true, &metrics).await;
         generated = crate::config::generators::generated_by_set(&running);
         let sets_running = running.clone();

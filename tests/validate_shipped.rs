@@ -28,7 +28,10 @@ fn the_repository_s_own_policies_validate() {
     let (code, out) = validate(&["config/examples/application-sets.yaml"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("config/examples/application-sets.yaml: ok (3 applications"), "{out}");
-    assert!(out.contains("applicationSet `services`: its applications are the directories of repository `fleet`"), "{out}");
+    assert!(
+        out.contains("applicationSet `services`: its applications are the directories of repository `fleet`"),
+        "{out}"
+    );
     let (code, out) = validate(&["deploy/base/policy.yaml"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("/etc/plumb/secrets/webhook-secret does not exist") && out.contains("--skip-files"), "{out}");

@@ -204,7 +204,8 @@ pub fn expand_into(
     for set in &config.application_sets {
         let set_name = &set.name.value;
         if !super::validate::is_dns_label(set_name) {
-            out.problems.push(problem(line(&set.name), format!("applicationSet name `{set_name}` must be a DNS-1123 label")));
+            out.problems
+                .push(problem(line(&set.name), format!("applicationSet name `{set_name}` must be a DNS-1123 label")));
         }
         if !names.insert(set_name.clone()) {
             out.problems.push(problem(line(&set.name), format!("applicationSet `{set_name}` is declared twice")));
@@ -257,7 +258,9 @@ pub fn expand_into(
         let mut apps = Vec::new();
         for input in &inputs {
             match fill(&set.template, input) {
-                Err((at, m)) => out.problems.push(problem(at, format!("applicationSet `{set_name}`, {}: {m}", input.what))),
+                Err((at, m)) => {
+                    out.problems.push(problem(at, format!("applicationSet `{set_name}`, {}: {m}", input.what)))
+                }
                 Ok(mut app) => {
                     let name = app.name.value.clone();
                     let here = format!("applicationSet `{set_name}`, {}", input.what);
@@ -437,7 +440,13 @@ fn fill(template: &Application, input: &Input) -> Result<Application, (u32, Stri
     let known = || input.values.keys().map(|k| format!("{{{{{k}}}}}")).collect::<Vec<_>>().join(", ");
     let sub = |field: &str, s: &mut Spanned<String>| -> Result<(), (u32, String)> {
         s.value = substitute(&s.value, &input.values).map_err(|m| {
-            (line(s), format!("template {field}: {m} (known here: {})", if known().is_empty() { "none".into() } else { known() }))
+            (
+                line(s),
+                format!(
+                    "template {field}: {m} (known here: {})",
+                    if known().is_empty() { "none".into() } else { known() }
+                ),
+            )
         })?;
         Ok(())
     };
@@ -454,7 +463,8 @@ fn fill(template: &Application, input: &Input) -> Result<Application, (u32, Stri
         sub("dependsOn", d)?;
     }
     if let Some(sa) = &mut app.service_account_name {
-        *sa = substitute(sa, &input.values).map_err(|m| (line(&template.name), format!("template serviceAccountName: {m}")))?;
+        *sa = substitute(sa, &input.values)
+            .map_err(|m| (line(&template.name), format!("template serviceAccountName: {m}")))?;
     }
     Ok(app)
 }

@@ -53,7 +53,6 @@ impl Mirror {
         out.sort();
         Ok(out)
     }
-
 }
 
 #[cfg(test)]

@@ -70,7 +70,9 @@ fn generated_names_must_be_labels_and_unique() {
     let bad = LIST.replace("{name: api, team: b, replicas: 3}", "{name: Api_1, team: b}");
     let msg = load(&bad).expect_err("bad name");
     assert!(
-        msg.contains("p.yaml:11: applicationSet `services`, element 2 (line 9): generated name `Api_1` must be a DNS-1123 label"),
+        msg.contains(
+            "p.yaml:11: applicationSet `services`, element 2 (line 9): generated name `Api_1` must be a DNS-1123 label"
+        ),
         "{msg}"
     );
     let twice = LIST.replace("{name: api, team: b, replicas: 3}", "{name: web, team: b}");
@@ -94,7 +96,12 @@ fn ordinary_checks_apply_to_generated_applications() {
 fn numbers_and_booleans_are_their_text() {
     let text = LIST.replace("path: 'apps/{{name}}'", "path: 'apps/{{name}}-{{replicas}}'");
     let msg = load(&text).expect_err("element 1 has no replicas");
-    assert!(msg.contains("element 1 (line 8): template path: unknown placeholder `{{replicas}}` (known here: {{name}}, {{team}})"), "{msg}");
+    assert!(
+        msg.contains(
+            "element 1 (line 8): template path: unknown placeholder `{{replicas}}` (known here: {{name}}, {{team}})"
+        ),
+        "{msg}"
+    );
     let mut values = BTreeMap::new();
     values.insert("n".to_string(), Scalar::Integer(3).text());
     values.insert("b".to_string(), Scalar::Bool(true).text());
@@ -173,7 +180,11 @@ fn too_many_applications_is_an_error_generating_none() {
     let dirs: Vec<&str> = dirs.iter().map(String::as_str).collect();
     let e = expand_into(&mut config, &listing(&dirs), &BTreeMap::new());
     assert_eq!(e.problems.len(), 1);
-    assert!(e.problems[0].to_string().contains("p.yaml:4: applicationSet `apps` generates 1001 applications, more than 1000"));
+    assert!(
+        e.problems[0]
+            .to_string()
+            .contains("p.yaml:4: applicationSet `apps` generates 1001 applications, more than 1000")
+    );
     assert!(config.applications.is_empty());
 }
 
