@@ -183,12 +183,14 @@ impl Expander {
     }
 }
 
-/// For one-shot commands (`diff`, `sync`): expands the `directories` sets of `config`
-/// from their repositories (mirrors under `cache_dir`, fetched now).
+/// For one-shot commands (`diff`, `sync`, `render`): expands the `directories` sets of
+/// `config` from their repositories (mirrors under `cache_dir`, fetched now). A set
+/// whose listing fails is left unexpanded, with a warning naming it: a command about
+/// another application still runs.
 ///
 /// # Errors
-/// A listing fails, or the applications it generates do not validate: the message
-/// names the set.
+/// The applications the listed directories generate do not validate: every problem,
+/// each naming its set (file:line).
 pub async fn expand_once(config: &mut Config, cache_dir: &Path) -> anyhow::Result<()> {
     if !Expander::needed(config) {
         return Ok(());
@@ -198,15 +200,17 @@ pub async fn expand_once(config: &mut Config, cache_dir: &Path) -> anyhow::Resul
     for set in &config.application_sets {
         let Generator::Directories(d) = &set.generator else { continue };
         let Some(repo) = config.repositories.iter().find(|r| r.name.value == d.repository.value) else { continue };
-        let listing = pool.directories(repo, &d.revision.value, d.depth()).await.map_err(|e| {
-            anyhow::anyhow!(
-                "applicationSet `{}`: listing the directories of repository `{}` at `{}`: {e}",
+        match pool.directories(repo, &d.revision.value, d.depth()).await {
+            Ok(listing) => {
+                listings.insert(set.name.value.clone(), listing);
+            }
+            Err(e) => tracing::warn!(
+                "applicationSet `{}`: listing the directories of repository `{}` at `{}` failed, its applications are unknown here: {e}",
                 set.name.value,
                 d.repository.value,
                 d.revision.value
-            )
-        })?;
-        listings.insert(set.name.value.clone(), listing);
+            ),
+        }
     }
     let expansion = generators::expand_into(config, &listings, &BTreeMap::new());
     let mut problems: Vec<String> = expansion.problems.iter().map(ToString::to_string).collect();

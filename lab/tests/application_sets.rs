@@ -2,7 +2,8 @@
 //! control plane: one application per directory of `apps/*` (an excluded one left
 //! out); a directory pushed later becomes an application; a directory removed takes its
 //! application out of the policy, whose objects stay (orphaned, reported); a commit that
-//! empties the generator is held at the previous applications.
+//! empties the generator is held at the previous applications. `plumb diff` lists the
+//! directories as well.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -10,7 +11,7 @@ mod support;
 use std::{sync::Arc, time::Duration};
 
 use plumb::{metrics::Metrics, serve};
-use support::{Lab, control_plane, kubectl, wait_for};
+use support::{Lab, control_plane, kubectl, plumb_cli, wait_for};
 
 const STATUS_NS: &str = "gen-status";
 const NS: &str = "gen-apps";
@@ -98,6 +99,13 @@ async fn a_directory_generator_follows_the_repository_and_never_mass_deletes() {
     assert!(resource("gen-legacy").is_none(), "apps/legacy is excluded");
     assert!(control_plane().kubectl(&["-n", NS, "get", "configmap", "gen-legacy"]).is_err());
     assert_eq!(metric(&metrics, "plumb_application_set_applications{set=\"apps\"}").as_deref(), Some("2"));
+    // one-shot commands list the directories too (their own mirror)
+    let (policy, cache) = (file.to_str().unwrap(), lab.tmp.path().join("cli-cache"));
+    let (code, out, err) = plumb_cli(&["diff", "gen-web", "-c", policy, "--cache-dir", cache.to_str().unwrap()]);
+    assert_eq!(code, 0, "gen-web is synced: no drift\n{out}{err}");
+    let (code, out, err) = plumb_cli(&["diff", "gen-legacy", "-c", policy, "--cache-dir", cache.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("no application `gen-legacy`"), "{out}{err}");
 
     // a directory pushed becomes an application
     lab.repo.write("apps/db/cm.yaml", &cm("gen-db")).unwrap();

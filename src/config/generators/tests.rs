@@ -221,3 +221,20 @@ fn depth_follows_the_deepest_include() {
     let Generator::Directories(d) = &config.application_sets[0].generator else { panic!("directories") };
     assert_eq!(d.depth(), 4);
 }
+
+/// A directory name that picks the namespace cannot pick plumb's own: the generated
+/// application is refused by the ordinary validation, naming it (other namespaces
+/// outside the environment's `destinations` are refused at the write, as for any
+/// application).
+#[test]
+fn a_directory_cannot_choose_plumb_s_own_namespace() {
+    let mut config = load(DIRS).expect("valid");
+    let e = expand_into(&mut config, &listing(&["apps/web", "apps/plumb-system"]), &BTreeMap::new());
+    assert!(e.problems.is_empty());
+    let problems: Vec<String> = crate::config::validate(&config).iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("p.yaml:7: application `plumb-system`: namespace `plumb-system` is plumb's own"),
+        "{problems:?}"
+    );
+}
