@@ -48,8 +48,8 @@ pub struct Expander {
 
 /// What one application of a policy is, for telling whether an expansion changed
 /// anything.
-fn fingerprint(apps: &[Application]) -> Vec<[&str; 7]> {
-    let mut out: Vec<[&str; 7]> = apps
+fn fingerprint(apps: &[Application]) -> Vec<[&str; 8]> {
+    let mut out: Vec<[&str; 8]> = apps
         .iter()
         .map(|a| {
             [
@@ -60,6 +60,7 @@ fn fingerprint(apps: &[Application]) -> Vec<[&str; 7]> {
                 a.namespace.value.as_str(),
                 a.environment.value.as_str(),
                 a.application_set.as_deref().unwrap_or(""),
+                if a.held.is_some() { "held" } else { "" },
             ]
         })
         .collect();

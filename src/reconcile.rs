@@ -761,6 +761,11 @@ impl Context {
         // 0. requests on the application's resource: sync, pause, pin
         let requested = self.io().requested(&previous, (app, env, repo), mode, clock.now).await?;
         let rejected = self.policy_rejected.read().ok().and_then(|r| r.clone());
+        // a generated application kept while its applicationSet is held says why
+        let rejected = match (rejected, &app.held) {
+            (Some(r), Some(h)) => Some(format!("{r}; {h}")),
+            (r, h) => r.or_else(|| h.clone()),
+        };
         let mut st = assess::started((name, &env.name.value), &previous, &requested, rejected.as_deref());
         let p = PassInput { name, app, env, repo, previous: &previous, requested: &requested, clock: &clock };
         let revision = revision.or(requested.revision.as_deref());

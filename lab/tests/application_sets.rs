@@ -144,6 +144,14 @@ async fn a_directory_generator_follows_the_repository_and_never_mass_deletes() {
         (metric(&metrics, "plumb_application_set_held{set=\"apps\"}").as_deref() == Some("1")).then_some(())
     })
     .await;
+    // each kept application says why
+    let why = wait_for("gen-web's PolicyWarning", Duration::from_secs(60), || async {
+        let r = resource("gen-web")?;
+        let c = r["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "PolicyWarning")?.clone();
+        c["message"].as_str().map(String::from)
+    })
+    .await;
+    assert!(why.contains("applicationSet `apps` generates no application now (it generated 2)"), "{why}");
     tokio::time::sleep(Duration::from_secs(8)).await;
     for app in ["gen-web", "gen-db", "gen-static"] {
         assert!(resource(app).is_some(), "{app} kept while its set is held");

@@ -39,7 +39,8 @@
 //!
 //! **Safety.** A `directories` set that generated applications before and now generates
 //! none (a bad commit moved `apps/`) is held as `allowEmpty: false` holds an empty render: its
-//! previous applications are kept and the hold is reported ([`Held`]). A directory that
+//! previous applications are kept and the hold is reported ([`Held`]; on each kept
+//! application as [`Application::held`]). A directory that
 //! disappears takes its application out of the policy, which is then decommissioned by
 //! the ordinary rules ([`crate::plan::decommission`]: orphaned by default, several at
 //! once held by the mass guard).
@@ -280,6 +281,7 @@ pub fn expand_into(
                     }
                     taken.insert(name, here);
                     app.application_set = Some(set_name.clone());
+                    app.held = None;
                     apps.push(app);
                 }
             }
@@ -291,11 +293,11 @@ pub fn expand_into(
                 "applicationSet `{set_name}` generates no application now (it generated {}): its previous applications are kept (as allowEmpty: false holds an empty render)",
                 before.len()
             );
-            out.held.push(Held { set: set_name.clone(), kept: before.len(), reason });
             for a in before {
                 taken.insert(a.name.value.clone(), format!("applicationSet `{set_name}` (held)"));
             }
-            apps = before.to_vec();
+            apps = before.iter().map(|a| Application { held: Some(reason.clone()), ..a.clone() }).collect();
+            out.held.push(Held { set: set_name.clone(), kept: before.len(), reason });
         }
         out.generated.insert(set_name.clone(), apps.len());
         generated.extend(apps);

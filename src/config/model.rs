@@ -631,6 +631,11 @@ pub struct Application {
     /// `None` for an entry of `applications:` (set by the loader, not read from YAML).
     #[serde(skip)]
     pub application_set: Option<String>,
+    /// Why this generated application is kept from an earlier expansion although its
+    /// set generates nothing now ([`super::generators::Held`]): shown on it as a
+    /// `PolicyWarning` condition. Set by the expansion, not read from YAML.
+    #[serde(skip)]
+    pub held: Option<String>,
 }
 
 impl Application {

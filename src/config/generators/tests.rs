@@ -158,6 +158,11 @@ fn an_emptied_directories_set_keeps_its_previous_applications() {
     assert_eq!(e.held[0].kept, 2);
     assert!(e.held[0].reason.contains("applicationSet `apps` generates no application now (it generated 2)"));
     assert_eq!(names(&config).len(), 2);
+    assert!(config.applications.iter().all(|a| a.held.as_deref() == Some(e.held[0].reason.as_str())));
+    // the directories back: generated afresh, no longer held
+    let previous = generated_by_set(&config);
+    let e = expand_into(&mut config, &listing(&["apps/web"]), &previous);
+    assert!(e.held.is_empty() && config.applications.iter().all(|a| a.held.is_none()));
     // with nothing before, an empty set is just empty
     let e = expand_into(&mut config, &listing(&[]), &BTreeMap::new());
     assert!(e.held.is_empty() && config.applications.is_empty());
