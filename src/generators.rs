@@ -7,9 +7,9 @@
 //!   commit its revision names now ([`crate::source::Pool::directories`]) and expanded;
 //!   its applications must validate with the rest of the policy. A set whose listing
 //!   fails, or whose new applications do not validate (a directory named `Web_UI`), keeps
-//!   the applications it generated before (none at start: then its applications are
-//!   not declared, and the decommission loop leaves their `Application` resources alone,
-//!   [`Config::unlisted_sets`]). A set that generated applications and now generates none
+//!   the applications it generated before (at start: those its `Application` resources
+//!   record, [`recorded`]; when there are none, the decommission loop leaves the
+//!   resources naming the set alone, [`Config::unlisted_sets`]). A set that generated applications and now generates none
 //!   is held at its previous ones ([`crate::config::generators::Held`]). Each of these is
 //!   a log line and `plumb_application_set_held{set}` = 1.
 //! - **Moving** ([`Expander::moved`]): on every reload tick, at most once per
@@ -182,6 +182,32 @@ impl Expander {
         }
         false
     }
+}
+
+/// What the `directories` sets of `config` generated before this process started, read
+/// from the `Application` resources in `store` (see
+/// [`generators::recorded_by_set`]); empty when they cannot be read (logged).
+pub async fn recorded(store: &crate::status::store::Store, config: &Config) -> BTreeMap<String, Vec<Application>> {
+    if !Expander::needed(config) {
+        return BTreeMap::new();
+    }
+    let resources = match store.list_resources().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(
+                "applicationSets: the Application resources cannot be read, no earlier applications known: {e}"
+            );
+            return BTreeMap::new();
+        }
+    };
+    let recorded: Vec<(String, String)> = resources
+        .iter()
+        .filter_map(|r| {
+            let spec = &r.data["spec"];
+            Some((spec["applicationSet"].as_str()?.to_string(), spec["path"].as_str()?.to_string()))
+        })
+        .collect();
+    generators::recorded_by_set(config, &recorded)
 }
 
 /// For one-shot commands (`diff`, `sync`, `render`): expands the `directories` sets of

@@ -474,6 +474,11 @@ pub async fn run(
         } else {
             crate::secret_refs::Versions::new()
         };
+        if generated.is_empty() {
+            // a process's first expansion: what the sets generated before, from their resources
+            let store = crate::status::store::Store::new(cluster.client().clone(), &running.settings.status_namespace);
+            generated = crate::generators::recorded(&store, &running).await;
+        }
         let mut sets =
             crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
         sets.expand(&mut running, &generated, true, &metrics).await;

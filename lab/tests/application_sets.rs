@@ -2,7 +2,7 @@
 //! control plane: one application per directory of `apps/*` (an excluded one left
 //! out); a directory pushed later becomes an application; a directory removed takes its
 //! application out of the policy, whose objects stay (orphaned, reported); a commit that
-//! empties the generator is held at the previous applications. `plumb diff` lists the
+//! empties the generator is held at the previous applications, across a restart too. `plumb diff` lists the
 //! directories as well.
 #![allow(clippy::unwrap_used)]
 
@@ -86,7 +86,7 @@ async fn a_directory_generator_follows_the_repository_and_never_mass_deletes() {
         reload_every: Duration::from_millis(500),
         notify_url: None,
     };
-    let running = tokio::spawn(serve::run(process, metrics.clone(), async move {
+    let running = tokio::spawn(serve::run(process.clone(), metrics.clone(), async move {
         let _ = stopped.await;
     }));
 
@@ -160,7 +160,28 @@ async fn a_directory_generator_follows_the_repository_and_never_mass_deletes() {
         assert!(control_plane().kubectl(&["-n", NS, "get", "configmap", cm]).is_ok(), "{cm} stays");
     }
     assert_eq!(metric(&metrics, "plumb_application_set_applications{set=\"apps\"}").as_deref(), Some("2"));
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
 
+    // a restart while held: the applications are rebuilt from their resources, still held
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(serve::run(
+        serve::Process { listen: serve::Listeners { public: free(), internal: free(), probes: free() }, ..process },
+        metrics.clone(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    wait_for("the set held after a restart", Duration::from_secs(60), || async {
+        (metric(&metrics, "plumb_application_set_held{set=\"apps\"}").as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for app in ["gen-web", "gen-db"] {
+        assert!(resource(app).is_some(), "{app} kept across the restart");
+    }
+    assert_eq!(metric(&metrics, "plumb_application_set_applications{set=\"apps\"}").as_deref(), Some("2"));
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 }

@@ -318,6 +318,36 @@ pub fn generated_by_set(config: &Config) -> BTreeMap<String, Vec<Application>> {
     out
 }
 
+/// What the `directories` sets of `config` generated before this process started,
+/// rebuilt from `recorded` (set name, `spec.path` of each `Application` resource naming
+/// a set, as `plumb serve` wrote them): each path the set's globs still match is filled
+/// into its template again. The `previous` of the first [`expand_into`] of a process, so
+/// that a set emptied or unlisted across a restart keeps its applications too. A
+/// recorded path the globs do not match, or that does not fill, is left out (a
+/// resource's `spec` is writable by whoever may patch it: it never adds a path the
+/// generator could not have listed).
+pub fn recorded_by_set(config: &Config, recorded: &[(String, String)]) -> BTreeMap<String, Vec<Application>> {
+    let mut out: BTreeMap<String, Vec<Application>> = BTreeMap::new();
+    for set in &config.application_sets {
+        let Generator::Directories(d) = &set.generator else { continue };
+        let (problems, Some(matcher)) = directory_matcher(set, d) else { continue };
+        if !problems.is_empty() {
+            continue;
+        }
+        let paths: Vec<String> =
+            recorded.iter().filter(|(s, _)| *s == set.name.value).map(|(_, p)| p.clone()).collect();
+        for input in directory_inputs(&paths, &matcher) {
+            if let Ok(mut app) = fill(&set.template, &input)
+                && super::validate::is_dns_label(&app.name.value)
+            {
+                app.application_set = Some(set.name.value.clone());
+                out.entry(set.name.value.clone()).or_default().push(app);
+            }
+        }
+    }
+    out
+}
+
 /// One line per `directories` set of `config`: its applications come from its
 /// repository, which a command that does not read it (`plumb validate`) cannot list.
 pub fn unlisted_notes(config: &Config) -> Vec<String> {

@@ -243,3 +243,21 @@ fn a_directory_cannot_choose_plumb_s_own_namespace() {
         "{problems:?}"
     );
 }
+
+/// After a restart, what a set generated is rebuilt from the resources' recorded paths,
+/// only those its globs match: an emptied set is held across a restart too.
+#[test]
+fn previous_applications_are_rebuilt_from_recorded_paths() {
+    let mut config = load(DIRS).expect("valid");
+    let recorded: Vec<(String, String)> =
+        [("apps", "apps/web"), ("apps", "apps/legacy"), ("apps", "infra/secrets"), ("other", "apps/x")]
+            .iter()
+            .map(|(s, p)| (s.to_string(), p.to_string()))
+            .collect();
+    let previous = recorded_by_set(&config, &recorded);
+    assert_eq!(previous.len(), 1);
+    assert_eq!(previous["apps"].iter().map(|a| a.path.value.as_str()).collect::<Vec<_>>(), ["apps/web"]);
+    let e = expand_into(&mut config, &listing(&["services/web"]), &previous);
+    assert_eq!(e.held.len(), 1);
+    assert_eq!(names(&config), [("web", "apps/web", Some("apps"))]);
+}
