@@ -13,8 +13,10 @@
 //!   is held at its previous ones ([`crate::config::generators::Held`]). Each of these is
 //!   a log line and `plumb_application_set_held{set}` = 1.
 //! - **Moving** ([`Expander::moved`]): on every reload tick, at most once per
-//!   `ask_every`, the remotes are asked for the sets' revisions (one `ls-remote` each;
-//!   nothing downloaded or listed when the commit is the one expanded last); a changed
+//!   `ask_every` — or at once when the refs `plumb serve`'s passes read last (a
+//!   webhook's pass) name a new commit — the remotes are asked for the sets' revisions
+//!   (one `ls-remote` each; nothing downloaded or listed when the commit is the one
+//!   expanded last); a changed
 //!   commit is expanded, and a policy whose applications changed is returned, for
 //!   `plumb serve` to restart its actors with as after a policy reload. A directory
 //!   gone takes its application out of the policy: the decommission rules apply
@@ -44,6 +46,8 @@ pub struct Expander {
     asked: Option<Instant>,
     /// The commit each set was last listed at, by set name.
     commits: BTreeMap<String, String>,
+    /// The last commit [`Expander::seen_moved`] acted on, by set name.
+    peeked: BTreeMap<String, String>,
 }
 
 /// What one application of a policy is, for telling whether an expansion changed
@@ -74,7 +78,7 @@ impl Expander {
     /// every `ask_every` in [`Expander::moved`].
     pub fn new(cache_dir: &Path, config: &Config, ask_every: Duration) -> Self {
         let pool = Pool::new(cache_dir.to_path_buf(), Arc::new(config.clone())).with_limits(config.settings.limits);
-        Self { pool, ask_every, asked: None, commits: BTreeMap::new() }
+        Self { pool, ask_every, asked: None, commits: BTreeMap::new(), peeked: BTreeMap::new() }
     }
 
     /// Whether `config` has a `directories` set (else there is nothing to do).
@@ -139,16 +143,17 @@ impl Expander {
 
     /// Resolves when a `directories` set's repository moved and its expansion changes
     /// the applications of `running` (the policy in force, expanded): checked every
-    /// `tick`, the remotes asked at most every `ask_every`. Never resolves when `running`
+    /// `tick`, the remotes asked at most every `ask_every`, or at once when the refs the
+    /// passes read (`passes`) name a new commit. Never resolves when `running`
     /// has no `directories` set. The caller expands again ([`Expander::expand`]) and
     /// restarts with the result.
-    pub async fn moved(&mut self, running: &Config, tick: Duration, metrics: &Metrics) {
+    pub async fn moved(&mut self, running: &Config, passes: &Pool, tick: Duration, metrics: &Metrics) {
         if !Self::needed(running) {
             return std::future::pending().await;
         }
         loop {
             tokio::time::sleep(tick).await;
-            if self.asked.is_some_and(|at| at.elapsed() < self.ask_every) {
+            if self.asked.is_some_and(|at| at.elapsed() < self.ask_every) && !self.seen_moved(running, passes) {
                 continue;
             }
             self.asked = Some(Instant::now());
@@ -166,6 +171,28 @@ impl Expander {
                 return;
             }
         }
+    }
+
+    /// Whether the refs the passes read last (`passes`: the pool of `plumb serve`'s
+    /// passes, whose webhook-triggered passes ask the remote at once) name another commit
+    /// for a set's revision than it was listed at: no IO ([`Pool::peek`]), so a push
+    /// announced by a webhook is expanded at the next tick rather than the next ask.
+    /// Each commit seen so once: an advertisement older than the last listing does not
+    /// ask again at every tick.
+    fn seen_moved(&mut self, config: &Config, passes: &Pool) -> bool {
+        let since = crate::source::Freshness::Within(self.ask_every).since(Instant::now());
+        let mut seen = false;
+        for set in &config.application_sets {
+            let Generator::Directories(d) = &set.generator else { continue };
+            let Some(repo) = config.repositories.iter().find(|r| r.name.value == d.repository.value) else { continue };
+            let Some(commit) = passes.peek(repo, &d.revision.value, since) else { continue };
+            let name = &set.name.value;
+            if self.commits.get(name).is_some_and(|c| *c != commit) && self.peeked.get(name) != Some(&commit) {
+                self.peeked.insert(name.clone(), commit);
+                seen = true;
+            }
+        }
+        seen
     }
 
     /// Whether a `directories` set's revision names another commit than it was listed

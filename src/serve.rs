@@ -491,8 +491,9 @@ pub async fn run(
         ctx.store.ensure_namespace().await?;
         let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
         let token = CancellationToken::new();
+        let ctx = Arc::new(ctx);
         let handle =
-            serve_elected(Arc::new(ctx), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
+            serve_elected(ctx.clone(), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
                 .await?;
         tracing::info!(
             "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
@@ -508,7 +509,7 @@ pub async fn run(
         let next = tokio::select! {
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
-            () = sets.moved(&sets_running, process.reload_every, &metrics) => Some(config.clone()),
+            () = sets.moved(&sets_running, ctx.sources(), process.reload_every, &metrics) => Some(config.clone()),
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
                 Some(config.clone())
             }
