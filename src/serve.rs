@@ -239,16 +239,18 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
         let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
         let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
         let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
-        let spec = serde_json::json!({
+        let mut spec = serde_json::json!({
             "repository": app.repository.value,
             "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
             "revision": app.revision.value,
             "path": app.path.value,
             "namespace": app.namespace.value,
             "environment": app.environment.value,
-            "applicationSet": app.application_set,
             crate::status::store::DECOMMISSION_FIELD: record,
         });
+        if let (Some(set), Some(m)) = (&app.application_set, spec.as_object_mut()) {
+            m.insert("applicationSet".into(), set.clone().into());
+        }
         if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
             tracing::warn!(app = %app.name.value, "{e}");
         }
