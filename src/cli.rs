@@ -551,6 +551,7 @@ pub async fn context(policy: &PolicyArgs, kube: &KubeArgs, writes: bool) -> anyh
     if crate::secret_refs::any(&config) {
         crate::secret_refs::materialize(cluster.client(), &mut config, &cache.join(".secrets")).await?;
     }
+    crate::generators::expand_once(&mut config, &cache).await?;
     let key = match crate::serve::mask_key(cluster.client(), &config.settings.status_namespace, false).await {
         Ok(key) => key,
         Err(e) => {
@@ -843,6 +844,10 @@ struct Validated {
     problems: Vec<String>,
     /// What is valid but weakens a boundary ([`config::warnings`]).
     warnings: Vec<String>,
+    /// What `validate` could not expand: applicationSets whose applications come from
+    /// a repository's directories ([`config::generators::unlisted_notes`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 fn validate(files: &[PathBuf], skip_files: bool, output: Output) -> anyhow::Result<ExitCode> {
@@ -858,6 +863,7 @@ fn validate(files: &[PathBuf], skip_files: bool, output: Output) -> anyhow::Resu
                 repositories: c.repositories.len(),
                 problems: vec![],
                 warnings: config::warnings(&c),
+                notes: config::generators::unlisted_notes(&c),
             },
             Err(e) => Validated {
                 file: f.clone(),
@@ -867,6 +873,7 @@ fn validate(files: &[PathBuf], skip_files: bool, output: Output) -> anyhow::Resu
                 repositories: 0,
                 problems: e.to_string().lines().map(str::to_string).collect(),
                 warnings: vec![],
+                notes: vec![],
             },
         })
         .collect();
@@ -876,6 +883,9 @@ fn validate(files: &[PathBuf], skip_files: bool, output: Output) -> anyhow::Resu
         }
         for w in &r.warnings {
             errln!("{}: warning: {w}", r.file.display());
+        }
+        for n in &r.notes {
+            errln!("{}: note: {n}", r.file.display());
         }
     }
     output::emit(output, &results, || {

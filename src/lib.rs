@@ -36,6 +36,7 @@ pub mod config;
 pub mod decommission;
 pub mod fence;
 pub mod forge;
+pub mod generators;
 pub mod health;
 pub mod import;
 pub mod kind;

@@ -100,6 +100,11 @@ pub struct Metrics {
     pub policy_reloads: Family<Vec<(String, String)>, Counter>,
     /// 1 while the policy file on disk was rejected (the previous one is in force).
     pub policy_rejected: Gauge,
+    /// Applications each applicationSet generates, by `set` (see [`crate::generators`]).
+    pub application_set_applications: Family<Vec<(String, String)>, Gauge>,
+    /// 1 while an applicationSet with a `directories` generator runs other applications
+    /// than its repository says now (emptied, listing failed, new ones rejected), by `set`.
+    pub application_set_held: Family<Vec<(String, String)>, Gauge>,
     /// 1 per application, labelled with what it runs: see [`AppInfoLabels`].
     pub app_info: Family<AppInfoLabels, Gauge>,
     /// Unix time in seconds of the last sync of each application, by result
@@ -228,6 +233,18 @@ impl Default for Metrics {
         );
         let policy_reloads = Family::<Vec<(String, String)>, Counter>::default();
         let policy_rejected = Gauge::default();
+        let application_set_applications = Family::<Vec<(String, String)>, Gauge>::default();
+        registry.register(
+            "application_set_applications",
+            "Applications each applicationSet generates, by set",
+            application_set_applications.clone(),
+        );
+        let application_set_held = Family::<Vec<(String, String)>, Gauge>::default();
+        registry.register(
+            "application_set_held",
+            "1 while an applicationSet keeps previous applications instead of what its repository says now, by set",
+            application_set_held.clone(),
+        );
         let app_info = Family::<AppInfoLabels, Gauge>::default();
         let last_sync_timestamp = Family::<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
@@ -287,6 +304,8 @@ impl Default for Metrics {
             webhook_to_pass_seconds,
             policy_reloads,
             policy_rejected,
+            application_set_applications,
+            application_set_held,
             app_info,
             last_sync_timestamp,
             kube_requests,

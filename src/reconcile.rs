@@ -763,6 +763,16 @@ impl Context {
         report
     }
 
+    /// The `PolicyWarning` of `app`'s passes: why the policy file on disk is not in
+    /// force, and why a generated application is kept while its applicationSet is held.
+    fn policy_warning(&self, app: &Application) -> Option<String> {
+        let rejected = self.policy_rejected.read().ok().and_then(|r| r.clone());
+        match (rejected, &app.held) {
+            (Some(r), Some(h)) => Some(format!("{r}; {h}")),
+            (r, h) => r.or_else(|| h.clone()),
+        }
+    }
+
     /// One pass of application `name` from `state` (what its last pass left; updated for
     /// the next), reading refs of the remotes as recent as `fresh` asks: a pass of the
     /// poll timer reads those its repository's poller asked for (see
@@ -785,7 +795,7 @@ impl Context {
         let (previous, history) = self.previous(state, name).await?;
         // 0. requests on the application's resource: sync, pause, pin
         let requested = self.io().requested(&previous, (app, env, repo), mode, clock.now).await?;
-        let rejected = self.policy_rejected.read().ok().and_then(|r| r.clone());
+        let rejected = self.policy_warning(app);
         let mut st = assess::started((name, &env.name.value), &previous, &requested, rejected.as_deref());
         let p = PassInput { name, app, env, repo, previous: &previous, requested: &requested, clock: &clock };
         let revision = revision.or(requested.revision.as_deref());

@@ -241,7 +241,7 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
         let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
         let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
         let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
-        let spec = serde_json::json!({
+        let mut spec = serde_json::json!({
             "repository": app.repository.value,
             "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
             "revision": app.revision.value,
@@ -250,6 +250,9 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
             "environment": app.environment.value,
             crate::status::store::DECOMMISSION_FIELD: record,
         });
+        if let (Some(set), Some(m)) = (&app.application_set, spec.as_object_mut()) {
+            m.insert("applicationSet".into(), set.clone().into());
+        }
         if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
             tracing::warn!(app = %app.name.value, "{e}");
         }
@@ -392,6 +395,10 @@ pub async fn dispatch(
     }
 }
 
+/// How often `plumb serve` asks the repositories of `directories` applicationSets
+/// whether they moved, at least (seconds: 15; the reload tick when longer).
+const SETS_ASK: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What `plumb serve` runs with, besides the cluster.
 #[derive(Debug, Clone)]
 pub struct Process {
@@ -447,6 +454,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut config = crate::config::load(&process.policy)?;
+    // what each applicationSet generated in the policy in force (see crate::generators)
+    let mut generated = std::collections::BTreeMap::new();
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
     let bound = process.listen.bind()?;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -469,6 +478,16 @@ pub async fn run(
         } else {
             crate::secret_refs::Versions::new()
         };
+        if generated.is_empty() {
+            // a process's first expansion: what the sets generated before, from their resources
+            let store = crate::status::store::Store::new(cluster.client().clone(), &running.settings.status_namespace);
+            generated = crate::generators::recorded(&store, &running).await;
+        }
+        let mut sets =
+            crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
+        sets.expand(&mut running, &generated, true, &metrics).await;
+        generated = crate::config::generators::generated_by_set(&running);
+        let sets_running = running.clone();
         let client = cluster.client().clone();
         let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
             .with_watches()
@@ -476,8 +495,9 @@ pub async fn run(
         ctx.store.ensure_namespace().await?;
         let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
         let token = CancellationToken::new();
+        let ctx = Arc::new(ctx);
         let handle =
-            serve_elected(Arc::new(ctx), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
+            serve_elected(ctx.clone(), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
                 .await?;
         tracing::info!(
             "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
@@ -493,6 +513,7 @@ pub async fn run(
         let next = tokio::select! {
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
+            () = sets.moved(&sets_running, ctx.sources(), process.reload_every, &metrics) => Some(config.clone()),
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
                 Some(config.clone())
             }

@@ -14,6 +14,7 @@
 //! objects its refs reach ([`Mirror::maintain`]), so what a force-push left behind goes.
 
 pub mod chart;
+mod directories;
 mod pool;
 pub mod refs;
 
@@ -28,6 +29,7 @@ use git2::{
 };
 use sha2::Digest;
 
+pub use directories::MAX_LISTED_DIRECTORIES;
 pub use pool::{CAPABILITIES_MAX_AGE_SECONDS, Desired, FetchError, Pool};
 
 /// How to authenticate to a repository.
@@ -159,6 +161,17 @@ pub enum Error {
     /// A file is too large, or there are too many (see [`crate::limits`]).
     #[error(transparent)]
     Limit(#[from] crate::limits::Exceeded),
+    /// A directory listing for an applicationSet's `directories` generator found more
+    /// than [`MAX_LISTED_DIRECTORIES`] directories down to the depth its globs reach.
+    #[error("{revision}: more than {limit} directories down to depth {depth}; narrow the generator's include globs")]
+    TooManyDirectories {
+        /// Commit SHA.
+        revision: String,
+        /// The depth listed (path segments).
+        depth: usize,
+        /// [`MAX_LISTED_DIRECTORIES`].
+        limit: usize,
+    },
     /// Reading the local mirror failed.
     #[error("repository cache {dir}: {source}")]
     Local {

@@ -147,7 +147,8 @@ pub enum ConditionType {
     /// one: automated sync holds until a person syncs.
     HistoryRewritten,
     /// The policy file on disk was changed and rejected (its errors, file:line): the
-    /// application runs the previous policy.
+    /// application runs the previous policy. Also: a generated application kept while
+    /// its applicationSet generates nothing (held, [`crate::config::generators::Held`]).
     PolicyWarning,
     /// `plumb suspend`: automated sync and selfHeal are paused until a time; the
     /// message names who paused, why and until when.

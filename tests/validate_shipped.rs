@@ -1,4 +1,5 @@
-//! The repository's own policy files validate: `config/dev.yaml` as it is, and the
+//! The repository's own policy files validate: `config/dev.yaml` and the example of
+//! `applicationSets:` as they are, and the
 //! install's `deploy/base/policy.yaml` with `--skip-files` (its webhook secret is
 //! mounted in plumb's pod, not on the machine running `plumb validate`); without the
 //! flag the missing file is named with the way out.
@@ -24,6 +25,13 @@ fn the_repository_s_own_policies_validate() {
     let (code, out) = validate(&["--skip-files", "deploy/base/policy.yaml"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("deploy/base/policy.yaml: ok"), "{out}");
+    let (code, out) = validate(&["config/examples/application-sets.yaml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("config/examples/application-sets.yaml: ok (3 applications"), "{out}");
+    assert!(
+        out.contains("applicationSet `services`: its applications are the directories of repository `fleet`"),
+        "{out}"
+    );
     let (code, out) = validate(&["deploy/base/policy.yaml"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("/etc/plumb/secrets/webhook-secret does not exist") && out.contains("--skip-files"), "{out}");

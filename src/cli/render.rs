@@ -55,7 +55,9 @@ pub async fn run(
     revision: Option<&str>,
     (target, explain): (Option<Target>, bool),
 ) -> anyhow::Result<ExitCode> {
-    let config: Arc<Config> = Arc::new(config::load_without_secrets(config_file)?);
+    let mut config = config::load_without_secrets(config_file)?;
+    crate::generators::expand_once(&mut config, cache).await?;
+    let config: Arc<Config> = Arc::new(config);
     let a = config
         .applications
         .iter()

@@ -99,26 +99,36 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
     for vc in config.environments.iter_mut().filter_map(|e| e.verify_commits.as_mut()) {
         vc.resolve(base);
     }
-    for vc in config.applications.iter_mut().filter_map(|a| a.verify_commits.as_mut()) {
+    let templates = config.application_sets.iter_mut().map(|s| &mut s.template);
+    for app in config.applications.iter_mut().chain(templates) {
+        resolve_files(app, base);
+    }
+    // `list` sets now; `directories` sets need their repository (see super::generators)
+    let expansion = super::generators::expand_into(&mut config, &Default::default(), &Default::default());
+    let mut problems = expansion.problems;
+    problems.extend(super::validate_with(&config, files));
+    if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
+}
+
+/// Makes the files application `app` names (SOPS key, chart credentials and keyrings,
+/// verifyCommits keys) relative to `base` when they are relative.
+fn resolve_files(app: &mut super::Application, base: &Path) {
+    if let Some(vc) = app.verify_commits.as_mut() {
         vc.resolve(base);
     }
-    for app in &mut config.applications {
-        if let Some(keys) = &mut app.source.sops
-            && keys.age_key_file.is_relative()
-        {
-            keys.age_key_file = base.join(&keys.age_key_file);
-        }
+    if let Some(keys) = &mut app.source.sops
+        && keys.age_key_file.is_relative()
+    {
+        keys.age_key_file = base.join(&keys.age_key_file);
     }
     // chart credentials and keyrings are files of the policy too
-    for c in config.applications.iter_mut().filter_map(|a| a.source.chart.as_mut()) {
+    if let Some(c) = app.source.chart.as_mut() {
         for p in [&mut c.password_file, &mut c.token_file, &mut c.keyring_file].into_iter().flatten() {
             if p.is_relative() {
                 *p = base.join(&*p);
             }
         }
     }
-    let problems = super::validate_with(&config, files);
-    if problems.is_empty() { Ok(config) } else { Err(Error::Invalid { problems }) }
 }
 
 fn first_line(s: &str) -> String {

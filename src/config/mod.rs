@@ -15,12 +15,16 @@
 //!   - {name: web, repository: fleet, revision: main, path: apps/web, namespace: web, environment: dev}
 //! ```
 //!
+//! An optional `applicationSets:` list generates applications from a template
+//! ([`generators`]).
+//!
 //! Loading ([`load`]) parses with serde-saphyr (unknown keys rejected), then
 //! [`validate`] checks references and values and reports **every** problem with the
 //! file and line it comes from. The model itself ([`model`]) is plain data.
 
 pub mod chart_version;
 mod commit_status;
+pub mod generators;
 pub mod graph;
 mod health_status;
 pub mod jq;
@@ -34,6 +38,7 @@ mod validate;
 mod verify_commits;
 
 pub use commit_status::{DestinationError, StatusDestination};
+pub use generators::{ApplicationSet, Generator};
 pub use health_status::HealthStatus;
 pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;

@@ -29,6 +29,16 @@ pub struct Config {
     /// Applications: one directory of one repository, reconciled into one namespace.
     #[serde(default)]
     pub applications: Vec<Application>,
+    /// Generators of applications ([`super::generators`]); after loading, the
+    /// applications they generate are in `applications` too.
+    #[serde(default)]
+    pub application_sets: Vec<super::ApplicationSet>,
+    /// The `directories` sets whose applications are not known now (their repository
+    /// could not be listed and they generated none before): the decommission loop
+    /// leaves alone the `Application` resources naming one of them (set by
+    /// [`crate::generators`], not read from YAML).
+    #[serde(skip)]
+    pub unlisted_sets: Vec<String>,
     /// Process-wide settings.
     #[serde(default)]
     pub settings: Settings,
@@ -648,6 +658,15 @@ pub struct Application {
     /// whole (see [`super::VerifyCommits`] and [`Application::verify_commits`]).
     #[serde(default)]
     pub verify_commits: Option<super::VerifyCommits>,
+    /// The applicationSet that generated this application ([`super::generators`]);
+    /// `None` for an entry of `applications:` (set by the loader, not read from YAML).
+    #[serde(skip)]
+    pub application_set: Option<String>,
+    /// Why this generated application is kept from an earlier expansion although its
+    /// set generates nothing now ([`super::generators::Held`]): shown on it as a
+    /// `PolicyWarning` condition. Set by the expansion, not read from YAML.
+    #[serde(skip)]
+    pub held: Option<String>,
 }
 
 impl Application {

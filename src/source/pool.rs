@@ -341,6 +341,34 @@ impl Pool {
         .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
     }
 
+    /// The commit `wanted` of `repo` names now (fetched into the mirror when missing)
+    /// and its directories down to `depth` path segments (see
+    /// [`super::Mirror::directories`]), off the async threads: what an applicationSet's
+    /// `directories` generator expands ([`crate::config::generators::Listing`]).
+    ///
+    /// # Errors
+    /// As [`super::Mirror::resolve`]; [`super::Error::TooManyDirectories`].
+    pub async fn directories(
+        &self,
+        repo: &Repository,
+        wanted: &str,
+        depth: usize,
+    ) -> Result<crate::config::generators::Listing, FetchError> {
+        let m = self.mirror(repo)?;
+        let wanted = wanted.to_string();
+        tokio::task::spawn_blocking(move || -> Result<crate::config::generators::Listing, FetchError> {
+            let mut m = m.lock().map_err(|_| FetchError::Poisoned)?;
+            let resolved = m.resolve(&wanted)?;
+            if resolved.downloaded {
+                m.maintain();
+            }
+            let directories = m.directories(&resolved.revision, depth)?;
+            Ok(crate::config::generators::Listing { commit: resolved.revision, directories })
+        })
+        .await
+        .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))
+    }
+
     /// The repository paths application `app`'s symlinks may point into besides its own
     /// path: its environment's `sharedPaths`.
     fn shared_paths(&self, app: &str) -> Vec<String> {
