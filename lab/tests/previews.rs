@@ -200,31 +200,41 @@ applications:
     let (code, _, err) = plumb_cli(&["preview", "web", "-c", config, "--revision", "no-such-branch"]);
     assert_eq!(code, 2, "{err}");
 
-    // a second push edits the same comment; it also names an object outside web's
-    // boundaries (a ConfigMap of kube-system holding the cluster's client CA): refused,
-    // neither read nor shown
+    // a second push edits the same comment
     work.write("apps/web/deployment.yaml", &deployment("nginx:1.29")).unwrap();
+    let h2 = work.commit_branch("web: nginx 1.29").unwrap();
+    let comment_of = |sha: String| {
+        let (gitea, token, repo) = (&gitea, &token, &repo);
+        async move {
+            let mine = plumb_comments(gitea, token, repo, number).await;
+            mine.into_iter().find(|c| c["body"].as_str().is_some_and(|b| b.contains(&sha[..7])))
+        }
+    };
+    let edited =
+        wait_for("the comment edited for the second push", Duration::from_secs(90), || comment_of(h2.clone())).await;
+    assert_eq!(edited["id"], first["id"], "edited in place");
+    assert_eq!(plumb_comments(&gitea, &token, &repo, number).await.len(), 1, "one comment per pull request");
+    assert!(edited["body"].as_str().unwrap().contains("`nginx:1.27` → `nginx:1.29`"), "{edited}");
+    assert_eq!(preview_status(&gitea, &token, &repo, &h2).await["status"], "success");
+
+    // a third names an object outside web's boundaries (a ConfigMap of kube-system
+    // holding the cluster's client CA): the sync would be refused, nothing written; the
+    // object is neither read nor shown
     work.write(
         "apps/web/steal.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extension-apiserver-authentication\n  namespace: kube-system\ndata: {}\n",
     )
     .unwrap();
-    let h2 = work.commit_branch("web: nginx 1.29").unwrap();
-    let edited = wait_for("the comment edited for the second push", Duration::from_secs(90), || async {
-        let mine = plumb_comments(&gitea, &token, &repo, number).await;
-        mine.into_iter().find(|c| c["body"].as_str().is_some_and(|b| b.contains(&h2[..7])))
-    })
-    .await;
-    assert_eq!(edited["id"], first["id"], "edited in place");
-    assert_eq!(plumb_comments(&gitea, &token, &repo, number).await.len(), 1, "one comment per pull request");
-    let body = edited["body"].as_str().unwrap();
-    assert!(body.contains("`nginx:1.27` → `nginx:1.29`"), "{body}");
+    let h3 = work.commit_branch("web: steal").unwrap();
+    let refused = wait_for("the comment of the refused head", Duration::from_secs(90), || comment_of(h3.clone())).await;
+    let body = refused["body"].as_str().unwrap();
+    assert!(body.contains("| `web` | Unknown | 0 | 0 | 0 | 0 | 2 |"), "{body}");
     assert!(
-        body.contains("- ❌ error `ConfigMap/kube-system/extension-apiserver-authentication`: `refused: (apps/web/steal.yaml) outside the application's boundaries"),
+        body.contains("- ⛔ refused: `sync refused, nothing written: ConfigMap/kube-system/extension-apiserver-authentication (apps/web/steal.yaml#1) outside the application's boundaries"),
         "{body}"
     );
     assert!(!body.contains("BEGIN CERTIFICATE") && !body.contains("client-ca-file"), "{body}");
-    let status = preview_status(&gitea, &token, &repo, &h2).await;
+    let status = preview_status(&gitea, &token, &repo, &h3).await;
     assert_eq!(
         (status["status"].as_str(), status["description"].as_str()),
         (Some("failure"), Some("plan failed for web")),
