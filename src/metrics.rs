@@ -183,6 +183,40 @@ pub struct AppInfoLabels {
     pub health_status: String,
 }
 
+/// A gauge per applicationSet (label `set`).
+type SetGauges = Family<Vec<(String, String)>, Gauge>;
+
+/// `plumb_application_set_applications{set}` and `plumb_application_set_held{set}`,
+/// registered.
+fn application_set_metrics(registry: &mut Registry) -> (SetGauges, SetGauges) {
+    let applications = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "application_set_applications",
+        "Applications each applicationSet generates, by set",
+        applications.clone(),
+    );
+    let held = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "application_set_held",
+        "1 while an applicationSet keeps previous applications instead of what its repository says now, by set",
+        held.clone(),
+    );
+    (applications, held)
+}
+
+/// `plumb_previews_total{result}` and `plumb_preview_duration_seconds`, registered.
+fn preview_metrics(registry: &mut Registry) -> (Family<Vec<(String, String)>, Counter>, Histogram) {
+    let previews = Family::<Vec<(String, String)>, Counter>::default();
+    registry.register("previews", "Pull request previews by result", previews.clone());
+    let seconds = Histogram::new([0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]);
+    registry.register(
+        "preview_duration_seconds",
+        "Seconds from reading a pull request delivery to its preview posted",
+        seconds.clone(),
+    );
+    (previews, seconds)
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("plumb");
@@ -233,18 +267,7 @@ impl Default for Metrics {
         );
         let policy_reloads = Family::<Vec<(String, String)>, Counter>::default();
         let policy_rejected = Gauge::default();
-        let application_set_applications = Family::<Vec<(String, String)>, Gauge>::default();
-        registry.register(
-            "application_set_applications",
-            "Applications each applicationSet generates, by set",
-            application_set_applications.clone(),
-        );
-        let application_set_held = Family::<Vec<(String, String)>, Gauge>::default();
-        registry.register(
-            "application_set_held",
-            "1 while an applicationSet keeps previous applications instead of what its repository says now, by set",
-            application_set_held.clone(),
-        );
+        let (application_set_applications, application_set_held) = application_set_metrics(&mut registry);
         let app_info = Family::<AppInfoLabels, Gauge>::default();
         let last_sync_timestamp = Family::<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
@@ -282,14 +305,7 @@ impl Default for Metrics {
             "Signature checks of revisions (verifyCommits), each revision once, by application and result",
             verifications.clone(),
         );
-        let previews = Family::<Vec<(String, String)>, Counter>::default();
-        registry.register("previews", "Pull request previews by result", previews.clone());
-        let preview_seconds = Histogram::new([0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]);
-        registry.register(
-            "preview_duration_seconds",
-            "Seconds from reading a pull request delivery to its preview posted",
-            preview_seconds.clone(),
-        );
+        let (previews, preview_seconds) = preview_metrics(&mut registry);
         Self {
             previews,
             preview_seconds,
