@@ -183,6 +183,27 @@ pub struct AppInfoLabels {
     pub health_status: String,
 }
 
+/// A gauge by applicationSet (label `set`).
+type SetGauge = Family<Vec<(String, String)>, Gauge>;
+
+/// The applicationSet gauges, registered in `registry`: the applications each set
+/// generates, and 1 while a set keeps its previous ones (by set).
+fn application_set_gauges(registry: &mut Registry) -> (SetGauge, SetGauge) {
+    let applications = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "application_set_applications",
+        "Applications each applicationSet generates, by set",
+        applications.clone(),
+    );
+    let held = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "application_set_held",
+        "1 while an applicationSet keeps previous applications instead of what its repository or forge says now, by set",
+        held.clone(),
+    );
+    (applications, held)
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("plumb");
@@ -233,18 +254,7 @@ impl Default for Metrics {
         );
         let policy_reloads = Family::<Vec<(String, String)>, Counter>::default();
         let policy_rejected = Gauge::default();
-        let application_set_applications = Family::<Vec<(String, String)>, Gauge>::default();
-        registry.register(
-            "application_set_applications",
-            "Applications each applicationSet generates, by set",
-            application_set_applications.clone(),
-        );
-        let application_set_held = Family::<Vec<(String, String)>, Gauge>::default();
-        registry.register(
-            "application_set_held",
-            "1 while an applicationSet keeps previous applications instead of what its repository says now, by set",
-            application_set_held.clone(),
-        );
+        let (application_set_applications, application_set_held) = application_set_gauges(&mut registry);
         let app_info = Family::<AppInfoLabels, Gauge>::default();
         let last_sync_timestamp = Family::<PassLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(

@@ -330,36 +330,8 @@ pub fn expand_into(
             ));
             continue;
         }
-        let mut apps = Vec::new();
-        for input in &inputs {
-            match fill_set(set, input) {
-                Err((at, m)) => {
-                    out.problems.push(problem(at, format!("applicationSet `{set_name}`, {}: {m}", input.what)))
-                }
-                Ok(mut app) => {
-                    let name = app.name.value.clone();
-                    let here = format!("applicationSet `{set_name}`, {}", input.what);
-                    if !super::validate::is_dns_label(&name) {
-                        out.problems.push(problem(
-                            line(&app.name),
-                            format!("{here}: generated name `{name}` must be a DNS-1123 label"),
-                        ));
-                        continue;
-                    }
-                    if let Some(by) = taken.get(&name) {
-                        out.problems.push(problem(
-                            line(&app.name),
-                            format!("{here}: generated name `{name}` is already declared ({by})"),
-                        ));
-                        continue;
-                    }
-                    taken.insert(name, here);
-                    app.application_set = Some(set_name.clone());
-                    app.held = None;
-                    apps.push(app);
-                }
-            }
-        }
+        let (mut apps, problems) = generate(set, &inputs, &mut taken);
+        out.problems.extend(problems.into_iter().map(|(at, m)| problem(at, m)));
         let before = previous.get(set_name).map_or(&[][..], Vec::as_slice);
         // a `pullRequests` set is never held: no open pull request in a successful answer
         // is legitimate (a failed listing gave no listing: kept above)
@@ -555,6 +527,42 @@ fn directory_inputs(directories: &[String], m: &Matcher) -> Vec<Input> {
         .collect()
 }
 
+/// The applications `set` generates from `inputs` and the problems (line, message) of
+/// those it cannot: a template that does not fill, a generated name that is no DNS-1123
+/// label or is `taken` already (each generated name is added to `taken`).
+fn generate(
+    set: &ApplicationSet,
+    inputs: &[Input],
+    taken: &mut BTreeMap<String, String>,
+) -> (Vec<Application>, Vec<(u32, String)>) {
+    let set_name = &set.name.value;
+    let (mut apps, mut problems) = (Vec::new(), Vec::new());
+    for input in inputs {
+        match fill_set(set, input) {
+            Err((at, m)) => problems.push((at, format!("applicationSet `{set_name}`, {}: {m}", input.what))),
+            Ok(mut app) => {
+                let name = app.name.value.clone();
+                let here = format!("applicationSet `{set_name}`, {}", input.what);
+                if !super::validate::is_dns_label(&name) {
+                    problems
+                        .push((line(&app.name), format!("{here}: generated name `{name}` must be a DNS-1123 label")));
+                    continue;
+                }
+                if let Some(by) = taken.get(&name) {
+                    problems
+                        .push((line(&app.name), format!("{here}: generated name `{name}` is already declared ({by})")));
+                    continue;
+                }
+                taken.insert(name, here);
+                app.application_set = Some(set_name.clone());
+                app.held = None;
+                apps.push(app);
+            }
+        }
+    }
+    (apps, problems)
+}
+
 /// The problems of a `pullRequests` generator (line, message): an unknown repository,
 /// one without `commitStatus` (no forge to ask), an empty label.
 fn pulls_problems(config: &Config, set_name: &str, p: &PullRequestsGenerator) -> Vec<(u32, String)> {
@@ -592,7 +600,7 @@ fn pull_inputs(config: &Config, set: &ApplicationSet, p: &PullRequestsGenerator,
     let mut chosen: Vec<&OpenPull> = pulls
         .iter()
         .filter(|pr| forks || !pr.fork)
-        .filter(|pr| p.labels.iter().all(|l| pr.labels.iter().any(|have| *have == l.value)))
+        .filter(|pr| p.labels.iter().all(|l| pr.labels.contains(&l.value)))
         .collect();
     chosen.sort_by_key(|pr| pr.number);
     chosen.dedup_by_key(|pr| pr.number);
