@@ -100,7 +100,11 @@ applicationSets:
     work.switch("feature").unwrap();
     work.write("app/cm.yaml", &cm("feature")).unwrap();
     let head = work.commit_branch("feature").unwrap();
-    let labelled = gitea.create_pull(&token, &repo, "feature", "main", "feature").await.unwrap();
+    // Gitea takes a moment after a push before it knows the branch (404 until then)
+    let labelled = wait_for("the labelled pull request opened", Duration::from_secs(60), || async {
+        gitea.create_pull(&token, &repo, "feature", "main", "feature").await.ok()
+    })
+    .await;
     let path = format!("/api/v1/repos/{OWNER}/fleet/issues/{labelled}/labels");
     let (code, answer) = gitea
         .call(
@@ -116,7 +120,10 @@ applicationSets:
     work.switch("other").unwrap();
     work.write("app/cm.yaml", &cm("other")).unwrap();
     work.commit_branch("other").unwrap();
-    let unlabelled = gitea.create_pull(&token, &repo, "other", "main", "other").await.unwrap();
+    let unlabelled = wait_for("the unlabelled pull request opened", Duration::from_secs(60), || async {
+        gitea.create_pull(&token, &repo, "other", "main", "other").await.ok()
+    })
+    .await;
 
     let app = format!("pr-{labelled}");
     let ns = app.clone();
