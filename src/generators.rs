@@ -1,7 +1,8 @@
-//! ApplicationSets with a `directories` generator, expanded from their repositories
-//! (the pure expansion is [`crate::config::generators`]): the IO of reading each set's
-//! directories from plumb's Git mirror, and, for `plumb serve`, noticing when a
-//! repository moved.
+//! ApplicationSets with a `directories` or `pullRequests` generator, expanded from their
+//! repositories (the pure expansion is [`crate::config::generators`]): the IO of reading
+//! each set's directories from plumb's Git mirror or its open pull requests from the
+//! forge ([`crate::forge::pulls`]), and, for `plumb serve`, noticing when a repository
+//! moved or its pull requests changed.
 //!
 //! - **Expanding** ([`Expander::expand`]): each `directories` set is listed at the
 //!   commit its revision names now ([`crate::source::Pool::directories`]) and expanded;
@@ -21,6 +22,16 @@
 //!   `plumb serve` to restart its actors with as after a policy reload. A directory
 //!   gone takes its application out of the policy: the decommission rules apply
 //!   (orphaned by default; several at once held by the mass guard).
+//! - **Pull requests**: a `pullRequests` set is listed again at every ask (at most once
+//!   per `ask_every`: `plumb serve` asks at most every max(reload interval, 15 s)); a
+//!   pull request webhook does not make it ask sooner. A pull request closed or merged
+//!   takes its application (a preview environment) out of the policy: its
+//!   `deletionPolicy` (`delete` unless its template says otherwise) applies, behind the
+//!   prune and mass guards. A listing that fails (the forge answers 500, the token is
+//!   refused, more than [`crate::forge::pulls::MAX_OPEN_PULLS`]) keeps the set's previous
+//!   applications — at start, when it has none, the resources naming the set are left
+//!   alone ([`Config::unlisted_sets`]) — so an outage never deletes preview
+//!   environments; an empty list in a successful answer removes the last one.
 
 use std::{
     collections::BTreeMap,
@@ -32,8 +43,9 @@ use std::{
 use crate::{
     config::{
         Application, Config,
-        generators::{self, Generator, Listing},
+        generators::{self, ApplicationSet, Generator, Listing},
     },
+    forge::{HttpClient, Target, pulls},
     metrics::Metrics,
     source::Pool,
 };
@@ -48,6 +60,9 @@ pub struct Expander {
     commits: BTreeMap<String, String>,
     /// The last commit [`Expander::seen_moved`] acted on, by set name.
     peeked: BTreeMap<String, String>,
+    /// The client asking forges for pull requests (built when a `pullRequests` set
+    /// exists and the client can be).
+    client: Option<HttpClient>,
 }
 
 /// What one application of a policy is, for telling whether an expansion changed
@@ -78,15 +93,66 @@ impl Expander {
     /// every `ask_every` in [`Expander::moved`].
     pub fn new(cache_dir: &Path, config: &Config, ask_every: Duration) -> Self {
         let pool = Pool::new(cache_dir.to_path_buf(), Arc::new(config.clone())).with_limits(config.settings.limits);
-        Self { pool, ask_every, asked: None, commits: BTreeMap::new(), peeked: BTreeMap::new() }
+        let client = if Self::asks_forge(config) {
+            HttpClient::new()
+                .inspect_err(|e| tracing::error!("applicationSets: no HTTP client to list pull requests: {e}"))
+                .ok()
+        } else {
+            None
+        };
+        Self { pool, ask_every, asked: None, commits: BTreeMap::new(), peeked: BTreeMap::new(), client }
     }
 
-    /// Whether `config` has a `directories` set (else there is nothing to do).
+    /// Whether `config` has a `directories` or `pullRequests` set (else there is nothing
+    /// to do).
     pub fn needed(config: &Config) -> bool {
-        config.application_sets.iter().any(|s| matches!(s.generator, Generator::Directories(_)))
+        config.application_sets.iter().any(|s| !matches!(s.generator, Generator::List(_)))
     }
 
-    /// Expands every `directories` set of `config` from its repository, keeping what
+    /// Whether `config` has a `pullRequests` set (listed again at every ask).
+    pub fn asks_forge(config: &Config) -> bool {
+        config.application_sets.iter().any(|s| matches!(s.generator, Generator::PullRequests(_)))
+    }
+
+    /// What set `set` of `config` lists now: its directories (from the mirror) or its
+    /// open pull requests (from the forge); `None` for a `list` set or when the listing
+    /// fails (logged: its previous applications stay).
+    async fn list(&self, config: &Config, set: &ApplicationSet) -> Option<Listing> {
+        let name = &set.name.value;
+        match &set.generator {
+            Generator::List(_) => None,
+            Generator::Directories(d) => {
+                let repo = config.repositories.iter().find(|r| r.name.value == d.repository.value)?;
+                match self.pool.directories(repo, &d.revision.value, d.depth()).await {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        tracing::error!(set = %name, "applicationSet `{name}`: listing the directories of repository `{}` at `{}` failed, its previous applications stay: {e}", d.repository.value, d.revision.value);
+                        None
+                    }
+                }
+            }
+            Generator::PullRequests(p) => {
+                let repo = config.repositories.iter().find(|r| r.name.value == p.repository.value)?;
+                let listed = match (&repo.commit_status, &self.client) {
+                    (Some(cfg), Some(client)) => match Target::new(cfg, &repo.url.value) {
+                        Ok(target) => pulls::open_pulls(&target, client).await.map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    },
+                    _ => Err("no commitStatus block or no HTTP client".to_string()),
+                };
+                match listed {
+                    Ok(pulls) => Some(Listing { commit: String::new(), directories: Vec::new(), pulls }),
+                    Err(e) => {
+                        tracing::error!(set = %name, "applicationSet `{name}`: listing the open pull requests of repository `{}` failed, its previous applications stay: {e}", p.repository.value);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Expands every `directories` and `pullRequests` set of `config` from its repository
+    /// or forge, keeping what
     /// each generated in `previous` (by set name: [`generators::generated_by_set`] of the
     /// policy in force) where the new expansion cannot be used (see the module docs).
     /// `files`: whether validation checks that secret files exist (as the loader did).
@@ -100,19 +166,17 @@ impl Expander {
         let mut accepted: BTreeMap<String, Listing> = BTreeMap::new();
         let mut held: BTreeMap<String, bool> = BTreeMap::new();
         for set in &config.application_sets {
-            let Generator::Directories(d) = &set.generator else { continue };
+            if matches!(set.generator, Generator::List(_)) {
+                continue;
+            }
             let name = set.name.value.clone();
             held.insert(name.clone(), true);
-            let Some(repo) = config.repositories.iter().find(|r| r.name.value == d.repository.value) else { continue };
-            let listing = match self.pool.directories(repo, &d.revision.value, d.depth()).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::error!(set = %name, "applicationSet `{name}`: listing the directories of repository `{}` at `{}` failed, its previous applications stay: {e}", d.repository.value, d.revision.value);
-                    continue;
-                }
-            };
+            let Some(listing) = self.list(config, set).await else { continue };
             let commit = listing.commit.clone();
-            self.commits.insert(name.clone(), commit.clone());
+            let at = if commit.is_empty() { "the open pull requests".to_string() } else { format!("commit {commit}") };
+            if !commit.is_empty() {
+                self.commits.insert(name.clone(), commit.clone());
+            }
             let mut trial = config.clone();
             let mut with = accepted.clone();
             with.insert(name.clone(), listing);
@@ -123,7 +187,7 @@ impl Expander {
                 accepted = with;
                 held.insert(name, expansion.held.iter().any(|h| h.set == set.name.value));
             } else {
-                tracing::error!(set = %name, "applicationSet `{name}`: its applications at commit {commit} are rejected, its previous applications stay:\n{}", problems.join("\n"));
+                tracing::error!(set = %name, "applicationSet `{name}`: its applications at {at} are rejected, its previous applications stay:\n{}", problems.join("\n"));
             }
         }
         let expansion = generators::expand_into(config, &accepted, previous);
@@ -141,11 +205,12 @@ impl Expander {
         }
     }
 
-    /// Resolves when a `directories` set's repository moved and its expansion changes
-    /// the applications of `running` (the policy in force, expanded): checked every
+    /// Resolves when a `directories` set's repository moved, or a `pullRequests` set's
+    /// open pull requests changed, and the expansion changes the applications of
+    /// `running` (the policy in force, expanded): checked every
     /// `tick`, the remotes asked at most every `ask_every`, or at once when the refs the
     /// passes read (`passes`) name a new commit. Never resolves when `running`
-    /// has no `directories` set. The caller expands again ([`Expander::expand`]) and
+    /// has no `directories` or `pullRequests` set. The caller expands again ([`Expander::expand`]) and
     /// restarts with the result.
     pub async fn moved(&mut self, running: &Config, passes: &Pool, tick: Duration, metrics: &Metrics) {
         if !Self::needed(running) {
@@ -157,7 +222,7 @@ impl Expander {
                 continue;
             }
             self.asked = Some(Instant::now());
-            if !self.any_moved(running).await && running.unlisted_sets.is_empty() {
+            if !self.any_moved(running).await && running.unlisted_sets.is_empty() && !Self::asks_forge(running) {
                 continue;
             }
             let mut next = running.clone();

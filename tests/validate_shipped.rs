@@ -1,5 +1,6 @@
-//! The repository's own policy files validate: `config/dev.yaml` and the example of
-//! `applicationSets:` as they are, and the
+//! The repository's own policy files validate: `config/dev.yaml` as it is, the example of
+//! `applicationSets:` with `--skip-files` (its forge token is a file of the machine
+//! running `plumb serve`), and the
 //! install's `deploy/base/policy.yaml` with `--skip-files` (its webhook secret is
 //! mounted in plumb's pod, not on the machine running `plumb validate`); without the
 //! flag the missing file is named with the way out.
@@ -25,11 +26,15 @@ fn the_repository_s_own_policies_validate() {
     let (code, out) = validate(&["--skip-files", "deploy/base/policy.yaml"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("deploy/base/policy.yaml: ok"), "{out}");
-    let (code, out) = validate(&["config/examples/application-sets.yaml"]);
+    let (code, out) = validate(&["--skip-files", "config/examples/application-sets.yaml"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("config/examples/application-sets.yaml: ok (3 applications"), "{out}");
     assert!(
         out.contains("applicationSet `services`: its applications are the directories of repository `fleet`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("applicationSet `pulls`: its applications are the open pull requests of repository `fleet` labelled `preview`"),
         "{out}"
     );
     let (code, out) = validate(&["deploy/base/policy.yaml"]);

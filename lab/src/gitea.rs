@@ -325,6 +325,22 @@ impl Gitea {
         a["number"].as_u64().context("pull answer has no number")
     }
 
+    /// Closes pull request `number` of `repo` without merging it
+    /// (`PATCH /api/v1/repos/{owner}/{repo}/pulls/{number}` with `{"state": "closed"}`,
+    /// Gitea's `repoEditPullRequest`).
+    ///
+    /// # Errors
+    /// When Gitea does not answer 201 (Gitea's answer to an edit).
+    pub async fn close_pull(&self, token: &str, repo: &GiteaRepo, number: u64) -> anyhow::Result<()> {
+        let path = format!("/api/v1/repos/{}/{}/pulls/{number}", repo.owner, repo.name);
+        let (status, answer) =
+            self.call("PATCH", &path, Some(Auth::Token(token)), Some(&json!({"state": "closed"}))).await?;
+        if !(200..300).contains(&status) || answer["state"] != "closed" {
+            bail!("PATCH {path}: expected the pull request closed, got {status}: {answer}");
+        }
+        Ok(())
+    }
+
     /// The comments of issue or pull request `number`
     /// (`GET /api/v1/repos/{owner}/{repo}/issues/{number}/comments`): objects with `id`,
     /// `body`, `user.login`.

@@ -25,6 +25,18 @@
 //!   `{{path.basename}}` (`web`). The directories are read from plumb's Git mirror by
 //!   the caller ([`Listing`]): this module is pure.
 //!
+//! - **pullRequests**: one application per open pull request of a repository — a
+//!   *preview environment* (Argo CD's pull request generator, simpler). The open pull
+//!   requests are read from the forge's API by the caller (with the repository's
+//!   `commitStatus` token, [`crate::forge::pulls`]) and given as a [`Listing`]'s
+//!   [`Listing::pulls`]; `labels` keeps only those carrying all of them; a pull request
+//!   from a fork is generated only when the template's environment has
+//!   `previews: {forks: true}`. Placeholders `{{number}}`, `{{branch}}` (the head
+//!   branch as a DNS-1123 label, [`branch_label`]), `{{head_sha}}` and
+//!   `{{head_short_sha}}` (7 hex). The template's `deletionPolicy` defaults to `delete`
+//!   (a preview environment is meant to go away with its pull request; the decommission
+//!   guards still apply); its revision is usually `refs/pull/{{number}}/head`.
+//!
 //! Placeholders are replaced in `name`, `repository`, `revision`, `path`, `namespace`,
 //! `environment`, `deletionPolicy`, `serviceAccountName` and `dependsOn`; other fields
 //! are copied from the template as they are.
@@ -40,7 +52,11 @@
 //! **Safety.** A `directories` set that generated applications before and now generates
 //! none (a bad commit moved `apps/`) is held as `allowEmpty: false` holds an empty render: its
 //! previous applications are kept and the hold is reported ([`Held`]; on each kept
-//! application as [`Application::held`]). A directory that
+//! application as [`Application::held`]). A `pullRequests` set is not held: no open
+//! pull request in a successful answer of the forge is the legitimate end of the last
+//! preview environment; a listing that fails (the forge answers 500, the token is
+//! refused) gives no [`Listing`], and a set without one keeps what it generated before
+//! ([`Expansion::unlisted`]). A directory that
 //! disappears takes its application out of the policy, which is then decommissioned by
 //! the ordinary rules ([`crate::plan::decommission`]: orphaned by default, several at
 //! once held by the mass guard).
@@ -71,7 +87,8 @@ pub struct ApplicationSet {
     pub template: Application,
 }
 
-/// The generator of an [`ApplicationSet`]: exactly one of `list` or `directories`.
+/// The generator of an [`ApplicationSet`]: exactly one of `list`, `directories` or
+/// `pullRequests`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub enum Generator {
@@ -79,6 +96,36 @@ pub enum Generator {
     List(ListGenerator),
     /// One application per matching directory of a repository.
     Directories(DirectoriesGenerator),
+    /// One application (a preview environment) per open pull request of a repository.
+    PullRequests(PullRequestsGenerator),
+}
+
+/// `pullRequests: {repository, labels}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PullRequestsGenerator {
+    /// Name of a [`super::Repository`] with a `commitStatus` block (its forge API and
+    /// token list the open pull requests).
+    pub repository: Spanned<String>,
+    /// Labels a pull request must all carry to get an application (none: every open
+    /// pull request).
+    #[serde(default)]
+    pub labels: Vec<Spanned<String>>,
+}
+
+/// One open pull request, as the forge lists it (see [`crate::forge::pulls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenPull {
+    /// Its number (`refs/pull/{number}/head` is its head).
+    pub number: u64,
+    /// Its head branch, as the forge names it (`feature/Login`).
+    pub branch: String,
+    /// Its head commit (40 hex).
+    pub head_sha: String,
+    /// Its labels' names.
+    pub labels: Vec<String>,
+    /// Whether its head comes from another repository (a fork).
+    pub fork: bool,
 }
 
 /// `list: {elements: [{key: value, …}, …]}`.
@@ -145,8 +192,9 @@ fn default_revision() -> Spanned<String> {
     Spanned::new("main".to_string(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
 }
 
-/// The directories of one `directories` generator's repository at one commit: what the
-/// caller read from the Git mirror.
+/// What the caller read for one set: the directories of one `directories` generator's
+/// repository at one commit (from the Git mirror), or the open pull requests of a
+/// `pullRequests` generator's repository (from the forge).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     /// The commit listed (40 hex).
@@ -154,6 +202,9 @@ pub struct Listing {
     /// Every directory path (no leading or trailing `/`) down to the generator's
     /// [`DirectoriesGenerator::depth`].
     pub directories: Vec<String>,
+    /// The open pull requests (a `pullRequests` set; at most
+    /// [`crate::forge::pulls::MAX_OPEN_PULLS`]).
+    pub pulls: Vec<OpenPull>,
 }
 
 /// A set held at its previous applications because it now generates none.
@@ -212,8 +263,8 @@ pub fn expand_into(
             out.problems.push(problem(line(&set.name), format!("applicationSet `{set_name}` is declared twice")));
             continue;
         }
-        let inputs = match &set.generator {
-            Generator::List(l) => list_inputs(l),
+        let listed: Result<Vec<Input>, Input> = match &set.generator {
+            Generator::List(l) => Ok(list_inputs(l)),
             Generator::Directories(d) => {
                 let (problems, matcher) = directory_matcher(set, d);
                 out.problems.extend(problems.into_iter().map(|(at, m)| problem(at, m)));
@@ -226,24 +277,47 @@ pub fn expand_into(
                 }
                 let Some(matcher) = matcher else { continue };
                 match listings.get(set_name) {
-                    Some(listing) => directory_inputs(&listing.directories, &matcher),
-                    None => {
-                        // the template is checked against a directory of the globs' shape
-                        let sample = directory_inputs(&["apps/example".to_string()], &Matcher::everything());
-                        if let Some(Err((at, m))) = sample.first().map(|i| fill(&set.template, i)) {
-                            out.problems.push(problem(at, format!("applicationSet `{set_name}`: {m}")));
-                        }
-                        // its directories are not known now: what it generated before stays
-                        out.unlisted.push(set_name.clone());
-                        let kept = previous.get(set_name).cloned().unwrap_or_default();
-                        for a in &kept {
-                            taken.insert(a.name.value.clone(), format!("applicationSet `{set_name}`"));
-                        }
-                        out.generated.insert(set_name.clone(), kept.len());
-                        generated.extend(kept);
-                        continue;
-                    }
+                    Some(listing) => Ok(directory_inputs(&listing.directories, &matcher)),
+                    // the template is checked against a directory of the globs' shape
+                    None => Err(directory_inputs(&["apps/example".to_string()], &Matcher::everything())
+                        .into_iter()
+                        .next()
+                        .unwrap_or_else(|| Input { what: String::new(), values: BTreeMap::new() })),
                 }
+            }
+            Generator::PullRequests(p) => {
+                let problems = pulls_problems(config, set_name, p);
+                if !problems.is_empty() {
+                    out.problems.extend(problems.into_iter().map(|(at, m)| problem(at, m)));
+                    continue;
+                }
+                match listings.get(set_name) {
+                    Some(listing) => Ok(pull_inputs(config, set, p, &listing.pulls)),
+                    None => Err(pull_input(&OpenPull {
+                        number: 1,
+                        branch: "example".into(),
+                        head_sha: "0".repeat(40),
+                        labels: Vec::new(),
+                        fork: false,
+                    })),
+                }
+            }
+        };
+        let inputs = match listed {
+            Ok(inputs) => inputs,
+            Err(sample) => {
+                if let Err((at, m)) = fill_set(set, &sample) {
+                    out.problems.push(problem(at, format!("applicationSet `{set_name}`: {m}")));
+                }
+                // its directories or pull requests are not known now: what it generated before stays
+                out.unlisted.push(set_name.clone());
+                let kept = previous.get(set_name).cloned().unwrap_or_default();
+                for a in &kept {
+                    taken.insert(a.name.value.clone(), format!("applicationSet `{set_name}`"));
+                }
+                out.generated.insert(set_name.clone(), kept.len());
+                generated.extend(kept);
+                continue;
             }
         };
         if inputs.len() > MAX_GENERATED {
@@ -256,37 +330,11 @@ pub fn expand_into(
             ));
             continue;
         }
-        let mut apps = Vec::new();
-        for input in &inputs {
-            match fill(&set.template, input) {
-                Err((at, m)) => {
-                    out.problems.push(problem(at, format!("applicationSet `{set_name}`, {}: {m}", input.what)))
-                }
-                Ok(mut app) => {
-                    let name = app.name.value.clone();
-                    let here = format!("applicationSet `{set_name}`, {}", input.what);
-                    if !super::validate::is_dns_label(&name) {
-                        out.problems.push(problem(
-                            line(&app.name),
-                            format!("{here}: generated name `{name}` must be a DNS-1123 label"),
-                        ));
-                        continue;
-                    }
-                    if let Some(by) = taken.get(&name) {
-                        out.problems.push(problem(
-                            line(&app.name),
-                            format!("{here}: generated name `{name}` is already declared ({by})"),
-                        ));
-                        continue;
-                    }
-                    taken.insert(name, here);
-                    app.application_set = Some(set_name.clone());
-                    app.held = None;
-                    apps.push(app);
-                }
-            }
-        }
+        let (mut apps, problems) = generate(set, &inputs, &mut taken);
+        out.problems.extend(problems.into_iter().map(|(at, m)| problem(at, m)));
         let before = previous.get(set_name).map_or(&[][..], Vec::as_slice);
+        // a `pullRequests` set is never held: no open pull request in a successful answer
+        // is legitimate (a failed listing gave no listing: kept above)
         let from_git = matches!(set.generator, Generator::Directories(_));
         if from_git && apps.is_empty() && inputs.is_empty() && !before.is_empty() {
             let reason = format!(
@@ -348,8 +396,9 @@ pub fn recorded_by_set(config: &Config, recorded: &[(String, String)]) -> BTreeM
     out
 }
 
-/// One line per `directories` set of `config`: its applications come from its
-/// repository, which a command that does not read it (`plumb validate`) cannot list.
+/// One line per `directories` or `pullRequests` set of `config`: its applications come
+/// from its repository or its forge, which a command that does not read them
+/// (`plumb validate`) cannot list.
 pub fn unlisted_notes(config: &Config) -> Vec<String> {
     config
         .application_sets
@@ -361,6 +410,19 @@ pub fn unlisted_notes(config: &Config) -> Vec<String> {
                 d.repository.value,
                 d.revision.value,
                 d.include.iter().map(|g| format!("`{}`", g.value)).collect::<Vec<_>>().join(", ")
+            )),
+            Generator::PullRequests(p) => Some(format!(
+                "applicationSet `{}`: its applications are the open pull requests of repository `{}`{}: `plumb serve` lists them from the forge; only its template is checked here",
+                s.name.value,
+                p.repository.value,
+                if p.labels.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " labelled {}",
+                        p.labels.iter().map(|l| format!("`{}`", l.value)).collect::<Vec<_>>().join(", ")
+                    )
+                }
             )),
             Generator::List(_) => None,
         })
@@ -463,6 +525,130 @@ fn directory_inputs(directories: &[String], m: &Matcher) -> Vec<Input> {
             ]),
         })
         .collect()
+}
+
+/// The applications `set` generates from `inputs` and the problems (line, message) of
+/// those it cannot: a template that does not fill, a generated name that is no DNS-1123
+/// label or is `taken` already (each generated name is added to `taken`).
+fn generate(
+    set: &ApplicationSet,
+    inputs: &[Input],
+    taken: &mut BTreeMap<String, String>,
+) -> (Vec<Application>, Vec<(u32, String)>) {
+    let set_name = &set.name.value;
+    let (mut apps, mut problems) = (Vec::new(), Vec::new());
+    for input in inputs {
+        match fill_set(set, input) {
+            Err((at, m)) => problems.push((at, format!("applicationSet `{set_name}`, {}: {m}", input.what))),
+            Ok(mut app) => {
+                let name = app.name.value.clone();
+                let here = format!("applicationSet `{set_name}`, {}", input.what);
+                if !super::validate::is_dns_label(&name) {
+                    problems
+                        .push((line(&app.name), format!("{here}: generated name `{name}` must be a DNS-1123 label")));
+                    continue;
+                }
+                if let Some(by) = taken.get(&name) {
+                    problems
+                        .push((line(&app.name), format!("{here}: generated name `{name}` is already declared ({by})")));
+                    continue;
+                }
+                taken.insert(name, here);
+                app.application_set = Some(set_name.clone());
+                app.held = None;
+                apps.push(app);
+            }
+        }
+    }
+    (apps, problems)
+}
+
+/// The problems of a `pullRequests` generator (line, message): an unknown repository,
+/// one without `commitStatus` (no forge to ask), an empty label.
+fn pulls_problems(config: &Config, set_name: &str, p: &PullRequestsGenerator) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    match config.repositories.iter().find(|r| r.name.value == p.repository.value) {
+        None => out.push((
+            line(&p.repository),
+            format!("applicationSet `{set_name}`: unknown repository `{}`", p.repository.value),
+        )),
+        Some(r) if r.commit_status.is_none() => out.push((
+            line(&p.repository),
+            format!(
+                "applicationSet `{set_name}`: pullRequests needs repository `{}` to have a `commitStatus` block (its forge API and token list the open pull requests)",
+                p.repository.value
+            ),
+        )),
+        Some(_) => {}
+    }
+    for l in &p.labels {
+        if l.value.trim().is_empty() {
+            out.push((line(l), format!("applicationSet `{set_name}`: pullRequests.labels has an empty label")));
+        }
+    }
+    out
+}
+
+/// The inputs of a `pullRequests` set: the open pull requests carrying all its labels,
+/// forks only when the template's environment has `previews.forks`, by number.
+fn pull_inputs(config: &Config, set: &ApplicationSet, p: &PullRequestsGenerator, pulls: &[OpenPull]) -> Vec<Input> {
+    let forks = config
+        .environments
+        .iter()
+        .find(|e| e.name.value == set.template.environment.value)
+        .is_some_and(|e| e.previews.forks);
+    let mut chosen: Vec<&OpenPull> = pulls
+        .iter()
+        .filter(|pr| forks || !pr.fork)
+        .filter(|pr| p.labels.iter().all(|l| pr.labels.contains(&l.value)))
+        .collect();
+    chosen.sort_by_key(|pr| pr.number);
+    chosen.dedup_by_key(|pr| pr.number);
+    chosen.into_iter().map(pull_input).collect()
+}
+
+fn pull_input(pr: &OpenPull) -> Input {
+    Input {
+        what: format!("pull request #{}", pr.number),
+        values: BTreeMap::from([
+            ("number".to_string(), pr.number.to_string()),
+            ("branch".to_string(), branch_label(&pr.branch)),
+            ("head_sha".to_string(), pr.head_sha.clone()),
+            ("head_short_sha".to_string(), pr.head_sha.chars().take(7).collect()),
+        ]),
+    }
+}
+
+/// A head branch as a DNS-1123 label, for `{{branch}}`: lower case, each run of
+/// characters other than `a-z`, `0-9` one `-`, no `-` at either end, at most 63
+/// characters (RFC 1123, as Kubernetes names require); `branch` when nothing is left.
+/// `feature/Login_Page` → `feature-login-page`.
+pub fn branch_label(branch: &str) -> String {
+    let mut out = String::new();
+    for c in branch.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.truncate(63);
+    let out = out.trim_end_matches('-');
+    if out.is_empty() { "branch".to_string() } else { out.to_string() }
+}
+
+/// [`fill`] with the defaults of the set's generator: a `pullRequests` application is
+/// deleted with its objects when its pull request closes (`deletionPolicy: delete`)
+/// unless its template says otherwise, and marked [`Application::preview`].
+fn fill_set(set: &ApplicationSet, input: &Input) -> Result<Application, (u32, String)> {
+    let mut app = fill(&set.template, input)?;
+    if matches!(set.generator, Generator::PullRequests(_)) {
+        app.preview = true;
+        if app.deletion_policy.is_none() {
+            app.deletion_policy = Some(Spanned::new("delete".to_string(), set.name.referenced, set.name.defined));
+        }
+    }
+    Ok(app)
 }
 
 /// `template` with every placeholder replaced from `input`; the first unknown one is

@@ -667,6 +667,12 @@ pub struct Application {
     /// `PolicyWarning` condition. Set by the expansion, not read from YAML.
     #[serde(skip)]
     pub held: Option<String>,
+    /// Whether a `pullRequests` set generated this application (a preview environment,
+    /// [`super::generators`]): when it leaves, the environment it empties is no reason to
+    /// hold its decommission ([`crate::plan::decommission::decide`]). Set by the
+    /// expansion, not read from YAML.
+    #[serde(skip)]
+    pub preview: bool,
 }
 
 impl Application {

@@ -38,6 +38,7 @@
 
 pub mod comment;
 pub mod http;
+pub mod pulls;
 
 use std::{path::PathBuf, sync::Mutex, time::Duration};
 

@@ -363,7 +363,7 @@ impl Pool {
                 m.maintain();
             }
             let directories = m.directories(&resolved.revision, depth)?;
-            Ok(crate::config::generators::Listing { commit: resolved.revision, directories })
+            Ok(crate::config::generators::Listing { commit: resolved.revision, directories, pulls: Vec::new() })
         })
         .await
         .unwrap_or_else(|e| Err(FetchError::Task(e.to_string())))

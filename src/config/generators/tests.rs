@@ -119,7 +119,11 @@ const DIRS: &str = "applicationSets:
 fn listing(dirs: &[&str]) -> BTreeMap<String, Listing> {
     BTreeMap::from([(
         "apps".to_string(),
-        Listing { commit: "c".repeat(40), directories: dirs.iter().map(ToString::to_string).collect() },
+        Listing {
+            commit: "c".repeat(40),
+            directories: dirs.iter().map(ToString::to_string).collect(),
+            pulls: Vec::new(),
+        },
     )])
 }
 
@@ -260,4 +264,130 @@ fn previous_applications_are_rebuilt_from_recorded_paths() {
     let e = expand_into(&mut config, &listing(&["services/web"]), &previous);
     assert_eq!(e.held.len(), 1);
     assert_eq!(names(&config), [("web", "apps/web", Some("apps"))]);
+}
+
+const PULLS: &str = "applicationSets:
+  - name: previews
+    generator:
+      pullRequests: {repository: forge, labels: [preview]}
+    template: {name: 'pr-{{number}}', namespace: 'pr-{{number}}', repository: forge,
+               revision: 'refs/pull/{{number}}/head', path: app, environment: dev}
+";
+
+const FORGE: &str = "  - name: forge
+    url: 'https://gitea.example.com/acme/config.git'
+    commitStatus: {provider: gitea, apiUrl: 'https://gitea.example.com/api/v1', tokenFile: Cargo.toml}
+";
+
+fn load_pulls(sets: &str, forks: bool) -> Result<Config, String> {
+    let head = HEAD.replace("]\nenvironments", &format!("]\n{FORGE}environments")).replace(
+        "repositories: [{name: fleet, url: 'https://git.example.com/fleet.git'}]",
+        "repositories:\n  - {name: fleet, url: 'https://git.example.com/fleet.git'}",
+    );
+    let head = if forks { head.replace("[{name: dev}]", "[{name: dev, previews: {forks: true}}]") } else { head };
+    let text = format!("{head}{sets}");
+    crate::config::load_str(&text, Path::new("p.yaml"), Path::new(".")).map_err(|e| e.to_string())
+}
+
+fn pull(number: u64, branch: &str, labels: &[&str], fork: bool) -> OpenPull {
+    OpenPull {
+        number,
+        branch: branch.into(),
+        head_sha: format!("{number:0>40}"),
+        labels: labels.iter().map(ToString::to_string).collect(),
+        fork,
+    }
+}
+
+fn pulls(list: Vec<OpenPull>) -> BTreeMap<String, Listing> {
+    BTreeMap::from([("previews".to_string(), Listing { pulls: list, ..Listing::default() })])
+}
+
+#[test]
+fn pull_requests_make_labelled_non_fork_previews_deleted_by_default() {
+    let mut config = load_pulls(PULLS, false).expect("valid without a listing");
+    assert!(config.applications.is_empty());
+    let open = vec![
+        pull(7, "feature/Login", &["preview", "x"], false),
+        pull(8, "no-label", &[], false),
+        pull(9, "from-fork", &["preview"], true),
+        pull(3, "fix", &["preview"], false),
+    ];
+    let e = expand_into(&mut config, &pulls(open.clone()), &BTreeMap::new());
+    assert!(e.problems.is_empty(), "{:?}", e.problems);
+    let got: Vec<(&str, &str, &str)> = config
+        .applications
+        .iter()
+        .map(|a| (a.name.value.as_str(), a.namespace.value.as_str(), a.revision.value.as_str()))
+        .collect();
+    assert_eq!(got, [("pr-3", "pr-3", "refs/pull/3/head"), ("pr-7", "pr-7", "refs/pull/7/head")]);
+    let env = &config.environments[0];
+    assert_eq!(config.applications[0].deletion_policy(env), crate::config::DeletionPolicy::Delete);
+    // the environment's previews.forks lets forks in
+    let mut config = load_pulls(PULLS, true).expect("valid");
+    expand_into(&mut config, &pulls(open), &BTreeMap::new());
+    assert_eq!(config.applications.len(), 3);
+}
+
+#[test]
+fn a_template_deletion_policy_and_branch_placeholders_win() {
+    let text = PULLS.replace("path: app,", "path: app, deletionPolicy: orphan,").replace(
+        "name: 'pr-{{number}}'",
+        "name: '{{branch}}-{{head_short_sha}}', serviceAccountName: 'sa-{{head_sha}}'",
+    );
+    let mut config = load_pulls(&text, false).expect("valid");
+    expand_into(&mut config, &pulls(vec![pull(12, "Feature/Login_Page", &["preview"], false)]), &BTreeMap::new());
+    let a = &config.applications[0];
+    assert_eq!(a.name.value, "feature-login-page-0000000");
+    assert_eq!(a.service_account_name.as_deref(), Some(format!("sa-{:0>40}", 12).as_str()));
+    assert_eq!(a.deletion_policy(&config.environments[0]), crate::config::DeletionPolicy::Orphan);
+}
+
+#[test]
+fn branch_labels_are_dns_labels() {
+    assert_eq!(branch_label("feature/Login_Page"), "feature-login-page");
+    assert_eq!(branch_label("--a//b--"), "a-b");
+    assert_eq!(branch_label("///"), "branch");
+    assert_eq!(branch_label(&"x".repeat(80)).len(), 63);
+    assert!(crate::config::validate::is_dns_label(&branch_label(&format!("{}-y", "x".repeat(62)))));
+}
+
+/// The safety of preview environments: a failed listing (no listing) keeps them all; an
+/// empty list from a successful answer is the legitimate close of the last one (not
+/// held as an emptied directories set is).
+#[test]
+fn a_failed_listing_keeps_previews_and_an_empty_answer_removes_them() {
+    let mut config = load_pulls(PULLS, false).expect("valid");
+    expand_into(
+        &mut config,
+        &pulls(vec![pull(1, "a", &["preview"], false), pull(2, "b", &["preview"], false)]),
+        &BTreeMap::new(),
+    );
+    let previous = generated_by_set(&config);
+    let e = expand_into(&mut config, &BTreeMap::new(), &previous);
+    assert_eq!(e.unlisted, ["previews"]);
+    assert_eq!(config.applications.len(), 2, "the forge failed: both stay");
+    let e = expand_into(&mut config, &pulls(vec![pull(2, "b", &["preview"], false)]), &previous);
+    assert!(e.held.is_empty());
+    assert_eq!(config.applications.len(), 1, "#1 closed");
+    let previous = generated_by_set(&config);
+    let e = expand_into(&mut config, &pulls(Vec::new()), &previous);
+    assert!(e.held.is_empty() && e.unlisted.is_empty());
+    assert!(config.applications.is_empty(), "the last one closed: not held");
+}
+
+#[test]
+fn pull_requests_need_a_forge_and_known_placeholders() {
+    let msg = load(
+        &PULLS
+            .replace("repository: forge, labels", "repository: fleet, labels")
+            .replace("repository: forge,", "repository: fleet,"),
+    )
+    .expect_err("fleet has no commitStatus");
+    assert!(
+        msg.contains("p.yaml:6") && msg.contains("needs repository `fleet` to have a `commitStatus` block"),
+        "{msg}"
+    );
+    let msg = load_pulls(&PULLS.replace("path: app", "path: '{{path}}'"), false).expect_err("no {{path}} here");
+    assert!(msg.contains("unknown placeholder `{{path}}`") && msg.contains("{{head_short_sha}}"), "{msg}");
 }
