@@ -744,13 +744,7 @@ async fn diff(ctx: &Context, app: &str, revision: Option<&str>, output: &str) ->
 /// `plumb preview`: the plan of a sync at `revision` ([`crate::preview::AppPlan`]),
 /// planned with the environment's prune setting, approvals not given.
 async fn preview_command(ctx: &Context, app: &str, revision: Option<&str>, output: &str) -> anyhow::Result<ExitCode> {
-    let prune = ctx
-        .config
-        .applications
-        .iter()
-        .find(|a| a.name.value == app)
-        .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
-        .is_some_and(|e| e.sync_policy.prune);
+    let prune = policy_prune(&ctx.config, app);
     let mode = Mode::Preview { prune, approve: false };
     let fresh = crate::source::Freshness::Now;
     let report = ctx.pass(&mut crate::reconcile::AppState::default(), app, mode, revision, fresh).await?;
@@ -789,14 +783,16 @@ async fn sync_here(
             ),
         }
     }
-    let policy_prune = ctx
-        .config
-        .applications
-        .iter()
-        .find(|a| a.name.value == app)
-        .and_then(|a| ctx.config.environments.iter().find(|e| e.name.value == a.environment.value))
-        .is_some_and(|e| e.sync_policy.prune);
+    let policy_prune = policy_prune(&ctx.config, app);
     local::sync_command(&ctx, app, prune.unwrap_or(policy_prune), approve, dry_run, wait, timeout).await
+}
+
+/// Whether application `app`'s environment prunes (`syncPolicy.prune`); false for an
+/// unknown application (the pass then says it is unknown).
+fn policy_prune(config: &config::Config, app: &str) -> bool {
+    let a = config.applications.iter().find(|a| a.name.value == app);
+    a.and_then(|a| config.environments.iter().find(|e| e.name.value == a.environment.value))
+        .is_some_and(|e| e.sync_policy.prune)
 }
 
 /// One policy file as `plumb validate -o json` prints it.

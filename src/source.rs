@@ -1214,7 +1214,8 @@ mod tests {
         (tmp, work, mirror)
     }
 
-    fn git(dir: &Path, args: &[&str]) {
+    /// Runs git in `dir` with a fixed identity (also the directories listing's tests).
+    pub(super) fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
             .args(args)
             .current_dir(dir)

@@ -57,24 +57,9 @@ impl Mirror {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
 
     use super::*;
-    use crate::source::Credentials;
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .status()
-            .expect("git runs")
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    use crate::source::{Credentials, tests::git};
 
     #[test]
     fn lists_real_directories_down_to_a_depth() {
