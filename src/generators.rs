@@ -23,11 +23,13 @@
 //!   gone takes its application out of the policy: the decommission rules apply
 //!   (orphaned by default; several at once held by the mass guard).
 //! - **Pull requests**: a `pullRequests` set is listed again at every ask (at most once
-//!   per `ask_every`: `plumb serve` asks at most every max(reload interval, 15 s)); a
-//!   pull request webhook does not make it ask sooner. A pull request closed or merged
+//!   per `ask_every`: `plumb serve` asks at most every max(reload interval, 15 s)), and
+//!   at the next tick after an authenticated pull request webhook (opened, closed,
+//!   labelled: any action; [`crate::preview::queue::Queue::events`]). A pull request closed or merged
 //!   takes its application (a preview environment) out of the policy: its
 //!   `deletionPolicy` (`delete` unless its template says otherwise) applies, behind the
-//!   prune and mass guards. A listing that fails (the forge answers 500, the token is
+//!   data-loss guards; pull requests closed together are not held by the mass guard
+//!   while their set is in the policy ([`crate::plan::decommission::decide`]). A listing that fails (the forge answers 500, the token is
 //!   refused, more than [`crate::forge::pulls::MAX_OPEN_PULLS`]) keeps the set's previous
 //!   applications — at start, when it has none, the resources naming the set are left
 //!   alone ([`Config::unlisted_sets`]) — so an outage never deletes preview
@@ -60,6 +62,8 @@ pub struct Expander {
     commits: BTreeMap<String, String>,
     /// The last commit [`Expander::seen_moved`] acted on, by set name.
     peeked: BTreeMap<String, String>,
+    /// The pull request events counted when the forges were last asked.
+    pull_events: u64,
     /// The client asking forges for pull requests (built when a `pullRequests` set
     /// exists and the client can be).
     client: Option<HttpClient>,
@@ -100,7 +104,7 @@ impl Expander {
         } else {
             None
         };
-        Self { pool, ask_every, asked: None, commits: BTreeMap::new(), peeked: BTreeMap::new(), client }
+        Self { pool, ask_every, asked: None, commits: BTreeMap::new(), peeked: BTreeMap::new(), pull_events: 0, client }
     }
 
     /// Whether `config` has a `directories` or `pullRequests` set (else there is nothing
@@ -209,19 +213,31 @@ impl Expander {
     /// open pull requests changed, and the expansion changes the applications of
     /// `running` (the policy in force, expanded): checked every
     /// `tick`, the remotes asked at most every `ask_every`, or at once when the refs the
-    /// passes read (`passes`) name a new commit. Never resolves when `running`
+    /// passes read (`passes`) name a new commit or a pull request event was
+    /// authenticated (`pulls` counts them). Never resolves when `running`
     /// has no `directories` or `pullRequests` set. The caller expands again ([`Expander::expand`]) and
     /// restarts with the result.
-    pub async fn moved(&mut self, running: &Config, passes: &Pool, tick: Duration, metrics: &Metrics) {
+    pub async fn moved(
+        &mut self,
+        running: &Config,
+        (passes, pulls): (&Pool, &crate::preview::queue::Queue),
+        tick: Duration,
+        metrics: &Metrics,
+    ) {
         if !Self::needed(running) {
             return std::future::pending().await;
         }
         loop {
             tokio::time::sleep(tick).await;
-            if self.asked.is_some_and(|at| at.elapsed() < self.ask_every) && !self.seen_moved(running, passes) {
+            let events = pulls.events();
+            if self.asked.is_some_and(|at| at.elapsed() < self.ask_every)
+                && !self.seen_moved(running, passes)
+                && (events == self.pull_events || !Self::asks_forge(running))
+            {
                 continue;
             }
             self.asked = Some(Instant::now());
+            self.pull_events = events;
             if !self.any_moved(running).await && running.unlisted_sets.is_empty() && !Self::asks_forge(running) {
                 continue;
             }

@@ -176,7 +176,9 @@ pub fn not_found(app: &str) -> String {
     page(&format!("plumb: {app}"), &body)
 }
 
-fn page(title: &str, body: &str) -> String {
+/// A whole HTML document titled `title` (escaped) around `body` (HTML, already escaped),
+/// with the page's inline style; served with [`CONTENT_SECURITY_POLICY`].
+pub fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=en>\n<head>\n<meta charset=utf-8>\n<meta name=viewport content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
         escape(title)

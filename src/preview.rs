@@ -387,6 +387,7 @@ fn cut(text: &str, max: usize) -> String {
     if text.len() <= max { text.to_string() } else { format!("{}…", &text[..text.floor_char_boundary(max)]) }
 }
 
+pub mod page;
 pub mod queue;
 pub mod run;
 

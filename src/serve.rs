@@ -44,6 +44,8 @@ pub struct ServeHandle {
     pub scheduler: Scheduler,
     /// Which applications this replica runs (all, without leader election).
     pub leadership: Leadership,
+    /// The previews' queue, which also counts pull request events.
+    pub previews: Arc<crate::preview::queue::Queue>,
 }
 
 /// [`serve_with`], the internal listener and the probes on free ports of `listen`'s
@@ -182,18 +184,20 @@ pub async fn serve_elected(
     let unsynced = move || watches.upgrade().map_or_else(Vec::new, |c| c.watches_unsynced());
     tracker.spawn(server::serve_probes(probe_listener, crate::probes::router(probes, unsynced), token.clone()));
     let internal_addr = internal_listener.local_addr()?;
+    let shown = Arc::new(crate::preview::page::Shown::default());
     let internal_state = server::InternalState {
         reviewer: Arc::new(crate::auth::Reviewer::new(ctx.cluster.client().clone())),
         metrics: ctx.metrics.clone(),
         published: ctx.published(),
         store: ctx.store.clone(),
+        previews: shown.clone(),
     };
     tracker.spawn(server::serve_internal(internal_listener, internal_state, token.clone()));
     let (intake, queue) =
         server::Intake::new(receiver, Some(Dedupe::default()), limits.queue_capacity, ctx.metrics.clone());
     let previews = Arc::new(crate::preview::queue::Queue::default());
-    tracker.spawn(crate::preview::run::run(ctx.clone(), previews.clone(), token.clone()));
-    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes).with_previews(previews);
+    tracker.spawn(crate::preview::run::run(ctx.clone(), previews.clone(), shown, token.clone()));
+    let intake = intake.with_buffered_bytes(limits.max_buffered_bytes).with_previews(previews.clone());
     let forward =
         Forward { client: ctx.cluster.client().clone(), namespace: ctx.config.settings.status_namespace.clone() };
     tracker.spawn(dispatch(queue, scheduler.clone(), leadership.clone(), Some(forward), token.clone()));
@@ -201,7 +205,7 @@ pub async fn serve_elected(
     let app = server::router(state, &limits);
     tracker.spawn(server::serve_http(listener, app, limits, token));
     tracker.close();
-    Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler, leadership })
+    Ok(ServeHandle { addr, internal_addr, probe_addr, tracker, scheduler, leadership, previews })
 }
 
 /// The application resources (`applications.plumb.dev`): the definition installed when
@@ -513,7 +517,9 @@ pub async fn run(
         let next = tokio::select! {
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
-            () = sets.moved(&sets_running, ctx.sources(), process.reload_every, &metrics) => Some(config.clone()),
+            () = sets.moved(&sets_running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
+                Some(config.clone())
+            }
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
                 Some(config.clone())
             }

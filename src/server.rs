@@ -8,6 +8,7 @@
 //! | internal | `GET /metrics` | Prometheus text format |
 //! | internal | `GET /` | the status page: HTML list of applications ([`crate::page`]) |
 //! | internal | `GET /applications/{app}` | the status page of one application (404 when it has no status) |
+//! | internal | `GET /previews/{repository}/{number}` | the last preview of a pull request ([`crate::preview::page`]; 404 when none is kept) |
 //!
 //! Every request to the internal listener needs a Kubernetes bearer token whose user
 //! holds the route's right ([`crate::auth`]): 401 without a valid token, 403 without
@@ -293,6 +294,9 @@ impl Intake {
     }
 
     fn finish(&self, decision: Decision, received: Instant) -> Outcome {
+        if let (Some(previews), Some(_)) = (&self.previews, &decision.pull_request) {
+            previews.note_event();
+        }
         let (outcome, http_status, reason) = match decision.action {
             Action::Reconcile => self.enqueue(&decision, received),
             Action::Preview => self.enqueue_preview(&decision, received),
@@ -406,6 +410,8 @@ pub struct InternalState {
     pub metrics: Arc<Metrics>,
     /// Who may read ([`crate::auth`]).
     pub reviewer: Arc<Reviewer>,
+    /// The last previews of pull requests, for their view.
+    pub previews: Arc<crate::preview::page::Shown>,
 }
 
 /// The internal router: the status API ([`auth::STATUS_API`]) and the metrics
@@ -423,6 +429,10 @@ pub fn internal_router(state: InternalState) -> Router {
         .route(
             "/applications/{app}",
             get(page_app).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
+        )
+        .route(
+            "/previews/{repository}/{number}",
+            get(page_preview).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
         )
         .with_state(state)
 }
@@ -703,6 +713,16 @@ async fn page_app(
     }
 }
 
+async fn page_preview(
+    State(state): State<InternalState>,
+    axum::extract::Path((repository, number)): axum::extract::Path<(String, u64)>,
+) -> Response {
+    match state.previews.get(&repository, number) {
+        Some(p) => html(StatusCode::OK, crate::preview::page::html(&p)),
+        None => html(StatusCode::NOT_FOUND, crate::preview::page::not_found(&repository, number)),
+    }
+}
+
 async fn metrics(State(state): State<InternalState>) -> impl IntoResponse {
     ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
 }
@@ -817,6 +837,37 @@ mod tests {
         assert!(text.contains(
             "plumb_webhook_deliveries_total{provider=\"gitlab\",event=\"Push Hook\",action=\"overloaded\",code=\"503\"} 1"
         ));
+    }
+
+    /// Every authenticated pull request event is counted for the `pullRequests`
+    /// applicationSets (a close previews nothing but changes the open list); a forged
+    /// one, or a push, counts nothing.
+    #[test]
+    fn authenticated_pull_request_events_are_counted() {
+        let (intake, _queue) = Intake::new(receiver(), Some(Dedupe::default()), 8, Arc::new(Metrics::default()));
+        let previews = Arc::new(crate::preview::queue::Queue::default());
+        let intake = intake.with_previews(previews.clone());
+        let closed = serde_json::json!({
+            "object_kind": "merge_request",
+            "project": {"git_http_url": format!("{URL}.git"), "web_url": URL},
+            "object_attributes": {"iid": 12, "action": "close", "state": "closed", "target_branch": "main",
+                "source_branch": "bump", "source_project_id": 7, "target_project_id": 7,
+                "last_commit": {"id": "6".repeat(40)}},
+        })
+        .to_string()
+        .into_bytes();
+        let headers = |token: &str, id: &str| {
+            let mut h = gitlab(token, id);
+            h[1].1 = "Merge Request Hook".into();
+            h
+        };
+        let t = Instant::now();
+        let forged = intake.handle(&headers("guess", "m-1"), &closed, t);
+        assert_eq!((forged.http_status, previews.events()), (401, 0));
+        let real = intake.handle(&headers(SECRET, "m-2"), &closed, t);
+        assert_eq!((real.outcome, real.http_status, previews.events()), ("ignore", 200, 1));
+        intake.handle(&gitlab(SECRET, "p-1"), &push(&"2".repeat(40)), t);
+        assert_eq!(previews.events(), 1);
     }
 
     /// An unauthenticated sender cannot claim a delivery id or a push before the forge

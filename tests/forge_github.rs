@@ -179,7 +179,8 @@ async fn an_unreadable_token_file_is_named_and_nothing_is_sent() {
 }
 
 /// A stand-in for api.github.com answering the issue-comment endpoints as GitHub's REST
-/// API documents them ("List issue comments" 200 with an array, "Update an issue
+/// API documents them ("Get the authenticated user" 200 with its `login`, "List issue
+/// comments" 200 with an array, "Update an issue
 /// comment" 200 or 403 when the comment is not the token's, "Create an issue comment"
 /// 201 with the new comment), recording every request.
 async fn comment_api(list: &'static str, patch: StatusCode) -> (String, Log) {
@@ -187,6 +188,7 @@ async fn comment_api(list: &'static str, patch: StatusCode) -> (String, Log) {
     let app = Router::new()
         .fallback(move |State(log): State<Log>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes| async move {
             let answer = match method.as_str() {
+                "GET" if uri.path().ends_with("/user") => (StatusCode::OK, r#"{"id": 3, "login": "plumb-bot"}"#.to_string()),
                 "GET" => (StatusCode::OK, list.to_string()),
                 "PATCH" => (patch, r#"{"message": "Must have admin rights to Repository."}"#.to_string()),
                 _ => (StatusCode::CREATED, r#"{"id": 99, "body": "created"}"#.to_string()),
@@ -236,14 +238,15 @@ async fn the_preview_comment_is_found_and_edited_in_place() {
     assert_eq!(
         calls,
         [
+            ("GET".into(), "/api/v3/user".into()),
             ("GET".into(), "/api/v3/repos/acme/fleet/issues/42/comments?per_page=100".into()),
             ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()),
             ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()),
         ]
     );
-    assert_eq!(log[1].body, serde_json::json!({"body": body}));
-    assert_eq!(log[1].headers["authorization"], format!("Bearer {TOKEN}"));
-    assert_eq!(log[1].headers["accept"], "application/vnd.github+json");
+    assert_eq!(log[2].body, serde_json::json!({"body": body}));
+    assert_eq!(log[2].headers["authorization"], format!("Bearer {TOKEN}"));
+    assert_eq!(log[2].headers["accept"], "application/vnd.github+json");
 }
 
 /// No comment of plumb's yet: one is created. A marked comment the token may not edit
@@ -257,12 +260,27 @@ async fn a_comment_is_created_when_none_is_plumbs_to_edit() {
         99
     );
     let methods: Vec<String> = log.lock().unwrap().iter().map(|r| r.method.to_string()).collect();
-    assert_eq!(methods, ["GET", "POST"]);
+    assert_eq!(methods, ["GET", "GET", "POST"]);
     let (api, log) = comment_api(LISTED, StatusCode::FORBIDDEN).await;
     let c = comments(&api, &token_file(dir.path()));
     assert_eq!(c.upsert(7, None, "<!-- plumb-preview -->", "<!-- plumb-preview -->\nx").await.unwrap(), 99);
     let calls: Vec<(String, String)> =
         log.lock().unwrap().iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
-    assert_eq!(calls[1], ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()));
-    assert_eq!(calls[2], ("POST".into(), "/api/v3/repos/acme/fleet/issues/7/comments".into()));
+    assert_eq!(calls[2], ("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/1002".into()));
+    assert_eq!(calls[3], ("POST".into(), "/api/v3/repos/acme/fleet/issues/7/comments".into()));
+}
+
+/// A reader's comment that starts with the marker is not plumb's: the forge would let
+/// the token edit it, but plumb creates its own instead and never sends an edit.
+#[tokio::test]
+async fn a_readers_marked_comment_is_never_overwritten() {
+    const FORGED: &str = r#"[{"id": 2001, "user": {"login": "mallory"}, "body": "<!-- plumb-preview -->\nall green, merge"}]"#;
+    let dir = tempfile::tempdir().unwrap();
+    let (api, log) = comment_api(FORGED, StatusCode::OK).await;
+    let c = comments(&api, &token_file(dir.path()));
+    assert_eq!(c.upsert(7, None, "<!-- plumb-preview -->", "<!-- plumb-preview -->\nplan").await.unwrap(), 99);
+    let calls: Vec<(String, String)> =
+        log.lock().unwrap().iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
+    assert!(!calls.iter().any(|(m, _)| m == "PATCH"), "{calls:?}");
+    assert_eq!(calls.last().unwrap(), &("POST".into(), "/api/v3/repos/acme/fleet/issues/7/comments".into()));
 }

@@ -1,8 +1,9 @@
 //! Pull request previews against a real Gitea: a pull request that changes a
 //! Deployment's image, adds a ConfigMap and removes a PersistentVolumeClaim gets one
 //! comment whose plan lists exactly those (the claim with its data-loss class), edited
-//! in place after a second push, and a `plumb/preview` commit status; nothing in the
-//! cluster changes. A fork's pull request is not previewed by default.
+//! in place after a second push, and a `plumb/preview` commit status linking to the
+//! status page's preview view, which shows the whole plan; nothing in the cluster
+//! changes. A fork's pull request is not previewed by default.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -105,7 +106,7 @@ repositories:
     url: {url}
     insecure: true
     webhookSecretFile: webhook-secret
-    commitStatus: {{provider: gitea, tokenFile: gitea-token}}
+    commitStatus: {{provider: gitea, tokenFile: gitea-token, previewUrl: 'https://plumb.example.invalid/previews/{{repository}}/{{number}}'}}
 environments:
   - name: dev
     syncPolicy: {{automated: true, prune: true, selfHeal: true}}
@@ -167,6 +168,18 @@ applications:
     let status = preview_status(&gitea, &token, &repo, &h1).await;
     assert_eq!(status["status"], "success", "{status}");
     assert_eq!(status["description"], "1 of 1 applications would change", "{status}");
+    let view = format!("/previews/fleet/{number}");
+    assert_eq!(status["target_url"], format!("https://plumb.example.invalid{view}"), "{status}");
+
+    // the whole plan on the status page's preview view, behind the status right
+    assert_eq!(http_request(plumb.internal, "GET", &view, &[], b"").await.0, 401);
+    let (code, page) = http_request(plumb.internal, "GET", &view, &[bearer(reader_token())], b"").await;
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains(&format!("pull request {number} of fleet")), "{page}");
+    assert!(page.contains("<code>nginx:1.27</code> → <code>nginx:1.28</code>"), "{page}");
+    assert!(page.contains("PersistentVolumeClaim/preview-lab/data"), "{page}");
+    let (code, _) = http_request(plumb.internal, "GET", "/previews/fleet/999", &[bearer(reader_token())], b"").await;
+    assert_eq!(code, 404);
 
     // nothing in the cluster changed, and the application still runs main
     assert_eq!(versions(), before);

@@ -1,9 +1,10 @@
 //! An applicationSet with a `pullRequests` generator under `plumb serve`, against a real
 //! Gitea and control plane: a pull request opened with the `preview` label becomes an
 //! application `pr-N` deployed from `refs/pull/N/head` into namespace `pr-N`; one
-//! without the label does not; closing the pull request takes the application out of
-//! the policy and deletes its objects (`deletionPolicy: delete`, this generator's
-//! default).
+//! without the label does not, until it is labelled; closing both pull requests
+//! together takes both applications out of the policy and deletes their objects
+//! (`deletionPolicy: delete`, this generator's default; the mass guard holds edits, not
+//! pull requests the forge says are closed).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -137,16 +138,38 @@ applicationSets:
     assert_eq!(value.trim(), "feature", "deployed from the pull request's head {head}");
     assert!(resource(&format!("pr-{unlabelled}")).is_none(), "no preview label, no application");
 
-    // closed: the application goes and its objects are deleted
+    // labelled later: its preview environment too
+    let path = format!("/api/v1/repos/{OWNER}/fleet/issues/{unlabelled}/labels");
+    let (code, answer) = gitea
+        .call(
+            "POST",
+            &path,
+            Some(plumb_lab::GiteaAuth::Token(&token)),
+            Some(&serde_json::json!({"labels": [label_id]})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{answer}");
+    let other = format!("pr-{unlabelled}");
+    wait_for(&format!("{other} synced"), Duration::from_secs(180), || async {
+        resource(&other).filter(|r| r["status"]["sync"] == "Synced")
+    })
+    .await;
+
+    // both closed together: the applications go and their objects are deleted (the
+    // mass guard holds an edit, not pull requests the forge says are closed)
     gitea.close_pull(&token, &repo, labelled).await.unwrap();
-    wait_for(&format!("{app}'s Application resource deleted"), Duration::from_secs(180), || async {
-        resource(&app).is_none().then_some(())
-    })
-    .await;
-    wait_for("the preview's ConfigMap deleted", Duration::from_secs(60), || async {
-        control_plane().kubectl(&["-n", &ns, "get", "configmap", "preview"]).is_err().then_some(())
-    })
-    .await;
+    gitea.close_pull(&token, &repo, unlabelled).await.unwrap();
+    for (app, ns) in [(&app, &ns), (&other, &other)] {
+        wait_for(&format!("{app}'s Application resource deleted"), Duration::from_secs(180), || async {
+            resource(app).is_none().then_some(())
+        })
+        .await;
+        wait_for(&format!("{app}'s ConfigMap deleted"), Duration::from_secs(60), || async {
+            control_plane().kubectl(&["-n", ns, "get", "configmap", "preview"]).is_err().then_some(())
+        })
+        .await;
+    }
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 }

@@ -12,7 +12,8 @@ pub struct StatusDestination {
     /// API base URL, without a trailing slash (`https://api.github.com`,
     /// `http://127.0.0.1:3000/api/v1`).
     pub api_url: String,
-    /// Repository owner (user or organization).
+    /// Repository owner (user or organization; on GitLab the namespace, which may hold
+    /// subgroups: `group/subgroup`).
     pub owner: String,
     /// Repository name, without `.git`.
     pub repo: String,
@@ -41,7 +42,8 @@ pub enum DestinationError {
 impl CommitStatusConfig {
     /// The destination for this `commitStatus` of the repository cloned from
     /// `repo_url`: owner and repository are the last two path segments of the URL (any
-    /// shape [`RepoKey`] accepts: https, ssh, scp-style); the API URL is the configured
+    /// shape [`RepoKey`] accepts: https, ssh, scp-style; on GitLab the owner is every
+    /// segment before the last, the project's namespace); the API URL is the configured
     /// one or the provider's default.
     ///
     /// # Errors
@@ -50,15 +52,21 @@ impl CommitStatusConfig {
         let no_owner = || DestinationError::NoOwnerRepo { url: repo_url.to_string() };
         let key = RepoKey::from_url(repo_url).ok_or_else(no_owner)?;
         let mut segs = key.as_str().split('/').skip(1).collect::<Vec<_>>();
-        let (Some(repo), Some(owner)) = (segs.pop(), segs.pop()) else {
+        let (Some(repo), Some(last)) = (segs.pop(), segs.pop()) else {
             return Err(no_owner());
+        };
+        // a GitLab project lives in a namespace of groups and subgroups
+        let owner = match self.provider.value {
+            ForgeProvider::GitLab => [segs.as_slice(), &[last]].concat().join("/"),
+            ForgeProvider::Gitea | ForgeProvider::GitHub => last.to_string(),
         };
         let api_url = match (&self.api_url, self.provider.value) {
             (Some(u), _) => u.value.trim().trim_end_matches('/').to_string(),
             (None, ForgeProvider::GitHub) => "https://api.github.com".to_string(),
-            (None, ForgeProvider::Gitea) => match url::Url::parse(repo_url) {
+            (None, p @ (ForgeProvider::Gitea | ForgeProvider::GitLab)) => match url::Url::parse(repo_url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") => {
-                    format!("{}/api/v1", u.origin().ascii_serialization())
+                    let path = if p == ForgeProvider::GitLab { "/api/v4" } else { "/api/v1" };
+                    format!("{}{path}", u.origin().ascii_serialization())
                 }
                 _ => {
                     return Err(DestinationError::ApiUrl {
@@ -72,6 +80,6 @@ impl CommitStatusConfig {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
             _ => return Err(DestinationError::ApiUrl { url: api_url, why: "must be an absolute http(s) URL".into() }),
         }
-        Ok(StatusDestination { api_url, owner: owner.to_string(), repo: repo.to_string() })
+        Ok(StatusDestination { api_url, owner, repo: repo.to_string() })
     }
 }

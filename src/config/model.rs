@@ -161,6 +161,7 @@ impl Repository {
             return Some(match cs.provider.value {
                 ForgeProvider::Gitea => Provider::Gitea,
                 ForgeProvider::GitHub => Provider::GitHub,
+                ForgeProvider::GitLab => Provider::GitLab,
             });
         }
         let host = crate::webhook::RepoKey::from_url(&self.url.value)?;
@@ -189,10 +190,11 @@ pub struct SecretRef {
 ///
 /// ```yaml
 /// commitStatus:
-///   provider: gitea                     # or github
+///   provider: gitea                     # or github, gitlab
 ///   tokenFile: /etc/plumb/forge-token   # API token; one trailing newline stripped
 ///   apiUrl: https://git.example.com/api/v1          # optional, see below
 ///   targetUrl: https://plumb.example.com/applications/{app}   # optional link; {app}: the application
+///   previewUrl: https://plumb.example.com/previews/{repository}/{number}   # optional
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -207,7 +209,8 @@ pub struct CommitStatusConfig {
     pub api_url: Option<Spanned<String>>,
     /// File holding the API token (needs write access to commit statuses: Gitea scope
     /// `write:repository`; GitHub fine-grained "Commit statuses: write" or classic
-    /// `repo:status`). Read at every post, so it can be rotated in place.
+    /// `repo:status`; GitLab scope `api` with the Developer role). Read at every post, so
+    /// it can be rotated in place.
     pub token_file: Spanned<PathBuf>,
     /// Link shown with each status; every `{app}` in it is replaced by the application's
     /// name (percent-encoded), so it can point at the application's status page, e.g.
@@ -215,6 +218,13 @@ pub struct CommitStatusConfig {
     /// absent.
     #[serde(default)]
     pub target_url: Option<String>,
+    /// Link to the whole plan of a pull request's preview, sent with its `plumb/preview`
+    /// status and in a comment cut to the forge's size: every `{repository}` is replaced
+    /// by the policy's name of the repository and every `{number}` by the pull request's
+    /// number, e.g. `https://plumb.example.com/previews/{repository}/{number}` (the
+    /// status page's preview view, see [`crate::preview::page`]). Omitted when absent.
+    #[serde(default)]
+    pub preview_url: Option<String>,
 }
 
 /// A forge whose commit-status API plumb can call.
@@ -226,6 +236,10 @@ pub enum ForgeProvider {
     /// GitHub and GitHub Enterprise Server: `POST /repos/{owner}/{repo}/statuses/{sha}`.
     #[serde(rename = "github")]
     GitHub,
+    /// GitLab (gitlab.com or self-managed): `POST /projects/{id}/statuses/{sha}` under
+    /// `/api/v4`, the project's path as its id.
+    #[serde(rename = "gitlab")]
+    GitLab,
 }
 
 /// The sync policy of one environment.

@@ -20,7 +20,7 @@
 //! text of an API error, which may quote Git values or cluster internals. The four states are the
 //! ones both APIs accept (Gitea also has `warning`, unused).
 //!
-//! Both forges take the same JSON body `{state, target_url, description, context}`;
+//! Gitea and GitHub take the same JSON body `{state, target_url, description, context}`;
 //! `target_url` is the policy's `targetUrl` with `{app}` replaced by the application's
 //! name ([`Target::link`]), so a status can link to the application's status page.
 //!
@@ -30,6 +30,12 @@
 //!   `Authorization: Bearer …`, `Accept: application/vnd.github+json`,
 //!   `X-GitHub-Api-Version: 2022-11-28` and a `User-Agent` (required by GitHub's REST API
 //!   documentation, "Create a commit status", answer 201).
+//! - **GitLab**, `POST {apiUrl}/projects/{namespace%2Fproject}/statuses/{sha}` with
+//!   `PRIVATE-TOKEN: …` (GitLab's REST API "Commit statuses", "Set the pipeline status of
+//!   a commit", answer 201): the body names the context `name` instead of `context`, and
+//!   GitLab's states are `pending`, `success` and `failed` (both `failure` and `error`
+//!   are sent as `failed`). GitLab refuses to set a status to the state it already has
+//!   (400, "Cannot transition status"): plumb reads that answer as posted.
 //!
 //! The pure part — which status follows a pass ([`next_status`]) and the exact request
 //! for a forge ([`Target::request`]) — takes values and returns values; [`Notifier`] does
@@ -83,6 +89,15 @@ impl State {
             Self::Success => "success",
             Self::Failure => "failure",
             Self::Error => "error",
+        }
+    }
+
+    /// The word `provider`'s API takes: [`State::as_str`], except on GitLab, which has
+    /// no `failure` or `error` and takes `failed` for both.
+    pub fn word(self, provider: ForgeProvider) -> &'static str {
+        match (provider, self) {
+            (ForgeProvider::GitLab, Self::Failure | Self::Error) => "failed",
+            _ => self.as_str(),
         }
     }
 }
@@ -202,10 +217,11 @@ impl Target {
     /// # Errors
     /// [`Error::Destination`]; [`Error::BadToken`] when the token cannot be a header value.
     pub fn request(&self, status: &CommitStatus, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
+        let context = if self.provider == ForgeProvider::GitLab { "name" } else { "context" };
         let mut body = serde_json::json!({
-            "state": status.state.as_str(),
+            "state": status.state.word(self.provider),
             "description": status.description,
-            "context": status.context,
+            context: status.context,
         });
         if let Some(t) = self.link(status.app()) {
             body["target_url"] = t.into();
@@ -215,15 +231,17 @@ impl Target {
             .map_err(|e| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: e.to_string() }))
     }
 
-    /// `b` with the forge's authorization (`token …` for Gitea, `Bearer …` for GitHub,
-    /// marked sensitive), JSON content and accept headers, and plumb's `User-Agent`.
+    /// `b` with the forge's authorization (`Authorization: token …` for Gitea,
+    /// `Authorization: Bearer …` for GitHub, `PRIVATE-TOKEN: …` for GitLab; marked
+    /// sensitive), JSON content and accept headers, and plumb's `User-Agent`.
     ///
     /// # Errors
     /// [`Error::BadToken`] when the token is empty or cannot be a header value.
     fn authorized(&self, b: ::http::request::Builder, token: &[u8]) -> Result<::http::request::Builder, Error> {
-        let scheme: &[u8] = match self.provider {
-            ForgeProvider::Gitea => b"token ",
-            ForgeProvider::GitHub => b"Bearer ",
+        let (header, scheme): (&str, &[u8]) = match self.provider {
+            ForgeProvider::Gitea => ("authorization", b"token "),
+            ForgeProvider::GitHub => ("authorization", b"Bearer "),
+            ForgeProvider::GitLab => ("private-token", b""),
         };
         let bad_token = || Error::BadToken { file: self.token_file.clone() };
         if token.is_empty() {
@@ -234,28 +252,48 @@ impl Target {
         let b = b
             .header(::http::header::CONTENT_TYPE, "application/json")
             .header(::http::header::USER_AGENT, USER_AGENT)
-            .header(::http::header::AUTHORIZATION, auth);
+            .header(header, auth);
         Ok(match self.provider {
-            ForgeProvider::Gitea => b.header(::http::header::ACCEPT, "application/json"),
+            ForgeProvider::Gitea | ForgeProvider::GitLab => b.header(::http::header::ACCEPT, "application/json"),
             ForgeProvider::GitHub => b
                 .header(::http::header::ACCEPT, "application/vnd.github+json")
                 .header("X-GitHub-Api-Version", "2022-11-28"),
         })
     }
 
-    /// `{api_url}/repos/{owner}/{repo}/` followed by `segments`, each percent-encoded.
+    /// The repository's API URL followed by `segments`, each percent-encoded:
+    /// `{api_url}/repos/{owner}/{repo}/…` on Gitea and GitHub,
+    /// `{api_url}/projects/{owner%2Frepo}/…` on GitLab (the project's path as its id).
     ///
     /// # Errors
     /// [`Error::Destination`] when the API URL does not parse.
     pub fn repo_url(&self, segments: &[&str]) -> Result<url::Url, Error> {
         let bad = |why: &str| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why: why.into() });
         let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(&e.to_string()))?;
+        let project = format!("{}/{}", self.owner, self.repo);
+        let repo: [&str; 3] = match self.provider {
+            ForgeProvider::GitLab => ["projects", &project, ""],
+            ForgeProvider::Gitea | ForgeProvider::GitHub => ["repos", &self.owner, &self.repo],
+        };
         u.path_segments_mut()
             .map_err(|()| bad("cannot be a base URL"))?
             .pop_if_empty()
-            .extend(["repos", &self.owner, &self.repo])
+            .extend(repo.into_iter().filter(|s| !s.is_empty()))
             .extend(segments);
         Ok(u)
+    }
+
+    /// The request asking who the token belongs to: `GET {api_url}/user` on every
+    /// forge (Gitea `userGetCurrent`, GitHub "Get the authenticated user", GitLab "Get
+    /// the current user"); read with [`user_name`].
+    ///
+    /// # Errors
+    /// [`Error::Destination`], [`Error::BadToken`].
+    pub fn current_user(&self, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
+        let bad = |why: String| Error::from(DestinationError::ApiUrl { url: self.api_url.clone(), why });
+        let mut u = url::Url::parse(&self.api_url).map_err(|e| bad(e.to_string()))?;
+        u.path_segments_mut().map_err(|()| bad("cannot be a base URL".into()))?.pop_if_empty().push("user");
+        self.authorized(::http::Request::get(u.as_str()), token)?.body(Bytes::new()).map_err(|e| bad(e.to_string()))
     }
 }
 
@@ -360,6 +398,28 @@ pub fn next_status(
     }
 }
 
+/// The login of a user object as the forge answers it: `login` on Gitea and GitHub,
+/// `username` on GitLab; `None` when it has neither.
+pub fn user_name(user: &serde_json::Value) -> Option<&str> {
+    user["login"].as_str().or_else(|| user["username"].as_str())
+}
+
+/// Sends `req` with `client` and reads at most `max` bytes of the answer.
+///
+/// # Errors
+/// [`Error::Http`] (transport, timeout, too large), [`Error::Rejected`] when the forge
+/// answers other than 2xx (with the redacted URL and the first 300 bytes of the answer).
+pub async fn send(client: &HttpClient, req: ::http::Request<Bytes>, max: usize) -> Result<Bytes, Error> {
+    let url = crate::config::repo_url::redact(&req.uri().to_string());
+    let (code, _, body) = client.exchange(req, POST_TIMEOUT, max).await?;
+    if code.is_success() {
+        Ok(body)
+    } else {
+        let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+        Err(Error::Rejected { url, status: code.as_u16(), body })
+    }
+}
+
 /// Posts commit statuses for one application; remembers the last one posted.
 #[derive(Debug)]
 pub struct Notifier {
@@ -430,17 +490,26 @@ impl Notifier {
     /// [`Error::Token`], [`Error::BadToken`], [`Error::Http`], or [`Error::Rejected`]
     /// when the forge answers other than 2xx.
     pub async fn post(&self, status: &CommitStatus) -> Result<(), Error> {
-        let file = &self.target.token_file;
-        let token = read_secret(file).map_err(|source| Error::Token { file: file.clone(), source })?;
-        let req = self.target.request(status, &token)?;
-        let url = crate::config::repo_url::redact(&req.uri().to_string());
-        let (code, body) = self.client.send(req, POST_TIMEOUT).await?;
-        if code.is_success() {
+        post_status(&self.target, &self.client, status).await
+    }
+}
+
+/// Posts `status` to `target` with `client`, the token read from its file now.
+///
+/// # Errors
+/// [`Error::Token`], [`Error::BadToken`], [`Error::Http`], or [`Error::Rejected`] when
+/// the forge answers other than 2xx — except GitLab's 400 "Cannot transition status",
+/// which says the commit already has that state, and counts as posted.
+pub async fn post_status(target: &Target, client: &HttpClient, status: &CommitStatus) -> Result<(), Error> {
+    let file = &target.token_file;
+    let token = read_secret(file).map_err(|source| Error::Token { file: file.clone(), source })?;
+    match send(client, target.request(status, &token)?, http::MAX_RESPONSE_BYTES).await {
+        Err(Error::Rejected { status: 400, body, .. })
+            if target.provider == ForgeProvider::GitLab && body.contains("Cannot transition status") =>
+        {
             Ok(())
-        } else {
-            let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-            Err(Error::Rejected { url, status: code.as_u16(), body })
         }
+        r => r.map(drop),
     }
 }
 

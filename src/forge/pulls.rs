@@ -10,6 +10,12 @@
 //! `base: {repo: {full_name}}` and `labels: [{name}]`; a head repository other than the
 //! base's (or none: a deleted fork) is a fork.
 //!
+//! GitLab (its REST API "Merge requests", "List project merge requests"):
+//! `GET {apiUrl}/projects/{id}/merge_requests?state=opened&per_page=100&page=N`, an array
+//! of merge requests with `iid` (the number; `refs/merge-requests/{iid}/head` is its
+//! head), `sha`, `source_branch` and `labels` (names); a `source_project_id` other than
+//! `target_project_id` is a fork.
+//!
 //! Pages are read until one is empty (a server whose page is smaller than asked is
 //! still read to the end): at most [`MAX_OPEN_PULLS`] pull requests, each page at most
 //! [`MAX_PULLS_BYTES`]. Any failure — transport, a status other than 2xx, an answer that
@@ -61,10 +67,12 @@ impl Target {
     /// # Errors
     /// [`Error::Destination`], [`Error::BadToken`].
     pub fn list_open_pulls(&self, page: u32, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
-        let mut url = self.repo_url(&["pulls"])?;
+        let mut url =
+            self.repo_url(&[if self.provider == ForgeProvider::GitLab { "merge_requests" } else { "pulls" }])?;
         url.set_query(Some(&match self.provider {
             ForgeProvider::Gitea => format!("state=open&limit=50&page={page}"),
             ForgeProvider::GitHub => format!("state=open&per_page=100&page={page}"),
+            ForgeProvider::GitLab => format!("state=opened&per_page=100&page={page}"),
         }));
         self.authorized(::http::Request::get(url.as_str()), token)?
             .body(Bytes::new())
@@ -72,29 +80,38 @@ impl Target {
     }
 }
 
-/// The pull requests of one page of a list answer (see the module docs).
+/// The pull requests of one page of `provider`'s list answer (see the module docs).
 ///
 /// # Errors
-/// A message when the answer is not a JSON array, or an item lacks `number`, `head.ref`
-/// or `head.sha`: the whole answer is refused, never read in part.
-pub fn parse_pulls(answer: &[u8]) -> Result<Vec<OpenPull>, String> {
+/// A message when the answer is not a JSON array, or an item lacks its number, head
+/// branch or head SHA (`number`, `head.ref`, `head.sha`; GitLab `iid`, `source_branch`,
+/// `sha`): the whole answer is refused, never read in part.
+pub fn parse_pulls(provider: ForgeProvider, answer: &[u8]) -> Result<Vec<OpenPull>, String> {
     let list: Vec<serde_json::Value> = serde_json::from_slice(answer).map_err(|e| e.to_string())?;
+    let gitlab = provider == ForgeProvider::GitLab;
+    let (number, branch, sha) =
+        if gitlab { ("/iid", "/source_branch", "/sha") } else { ("/number", "/head/ref", "/head/sha") };
     list.iter()
         .enumerate()
         .map(|(i, p)| {
-            let missing = |field: &str| format!("item {i} has no {field}");
-            let number = p["number"].as_u64().ok_or_else(|| missing("number"))?;
-            let branch = p["head"]["ref"].as_str().ok_or_else(|| missing("head.ref"))?.to_string();
-            let head_sha = p["head"]["sha"].as_str().ok_or_else(|| missing("head.sha"))?.to_string();
+            let missing = |field: &str| format!("item {i} has no {}", field[1..].replace('/', "."));
+            let number = p.pointer(number).and_then(|v| v.as_u64()).ok_or_else(|| missing(number))?;
+            let branch = p.pointer(branch).and_then(|v| v.as_str()).ok_or_else(|| missing(branch))?.to_string();
+            let head_sha = p.pointer(sha).and_then(|v| v.as_str()).ok_or_else(|| missing(sha))?.to_string();
             if head_sha.len() != 40 || !head_sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("item {i}: head.sha is not a commit SHA"));
+                return Err(format!("item {i}: {} is not a commit SHA", &sha[1..].replace('/', ".")));
             }
+            // GitHub and Gitea: `[{name}]`; GitLab: `["name"]`
             let labels = p["labels"]
                 .as_array()
-                .map(|ls| ls.iter().filter_map(|l| l["name"].as_str().map(str::to_string)).collect())
+                .map(|ls| ls.iter().filter_map(|l| l["name"].as_str().or(l.as_str()).map(str::to_string)).collect())
                 .unwrap_or_default();
-            let head_repo = p["head"]["repo"]["full_name"].as_str();
-            let fork = head_repo.is_none() || head_repo != p["base"]["repo"]["full_name"].as_str();
+            let fork = if gitlab {
+                p["source_project_id"].as_u64().is_none() || p["source_project_id"] != p["target_project_id"]
+            } else {
+                let head_repo = p["head"]["repo"]["full_name"].as_str();
+                head_repo.is_none() || head_repo != p["base"]["repo"]["full_name"].as_str()
+            };
             Ok(OpenPull { number, branch, head_sha, labels, fork })
         })
         .collect()
@@ -118,7 +135,7 @@ pub async fn open_pulls(target: &Target, client: &HttpClient) -> Result<Vec<Open
             let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
             return Err(Error::Rejected { url, status: code.as_u16(), body }.into());
         }
-        let pulls = parse_pulls(&body).map_err(|why| PullsError::BadAnswer { url, why })?;
+        let pulls = parse_pulls(target.provider, &body).map_err(|why| PullsError::BadAnswer { url, why })?;
         if pulls.is_empty() {
             return Ok(out);
         }
@@ -178,7 +195,7 @@ mod tests {
                 {{"number": 9, "head": {{"ref": "y", "sha": "{sha}", "repo": null}},
                  "base": {{"repo": {{"full_name": "acme/config"}}}}}}]"#
         );
-        let pulls = parse_pulls(answer.as_bytes()).unwrap();
+        let pulls = parse_pulls(ForgeProvider::GitHub, answer.as_bytes()).unwrap();
         assert_eq!(
             pulls[0],
             OpenPull {
@@ -190,15 +207,50 @@ mod tests {
             }
         );
         assert!(pulls[1].fork && pulls[2].fork);
-        assert_eq!(parse_pulls(b"[]").unwrap(), []);
+        assert_eq!(parse_pulls(ForgeProvider::Gitea, b"[]").unwrap(), []);
     }
 
     /// An error body or a broken item lists nothing (the caller keeps what it had).
     #[test]
     fn refuses_what_is_not_a_list_of_pull_requests() {
-        assert!(parse_pulls(br#"{"message": "Not Found"}"#).is_err());
-        assert!(parse_pulls(b"<html>502</html>").is_err());
-        assert!(parse_pulls(br#"[{"number": 1, "head": {"ref": "a"}}]"#).is_err());
-        assert!(parse_pulls(br#"[{"number": 1, "head": {"ref": "a", "sha": "../x"}}]"#).is_err());
+        assert!(parse_pulls(ForgeProvider::GitHub, br#"{"message": "Not Found"}"#).is_err());
+        assert!(parse_pulls(ForgeProvider::GitHub, b"<html>502</html>").is_err());
+        assert!(parse_pulls(ForgeProvider::GitHub, br#"[{"number": 1, "head": {"ref": "a"}}]"#).is_err());
+        assert!(parse_pulls(ForgeProvider::GitHub, br#"[{"number": 1, "head": {"ref": "a", "sha": "../x"}}]"#).is_err());
+        let e = parse_pulls(ForgeProvider::GitLab, br#"[{"iid": 1, "sha": "abc"}]"#).unwrap_err();
+        assert_eq!(e, "item 0 has no source_branch");
+    }
+
+    /// GitLab's list (a recorded answer's shape, fields trimmed): `iid`, `sha`,
+    /// `source_branch`, labels as names; a merge request from another project is a fork.
+    #[test]
+    fn gitlab_merge_requests() {
+        let mut t = target(ForgeProvider::GitLab, "https://gitlab.com/api/v4");
+        t.owner = "acme/platform".into();
+        let r = t.list_open_pulls(1, b"glpat").unwrap();
+        assert_eq!(
+            r.uri().to_string(),
+            "https://gitlab.com/api/v4/projects/acme%2Fplatform%2Fconfig/merge_requests?state=opened&per_page=100&page=1"
+        );
+        assert_eq!(r.headers()["private-token"], "glpat");
+        let sha = "b".repeat(40);
+        let answer = format!(
+            r#"[{{"id": 91, "iid": 4, "sha": "{sha}", "source_branch": "feature/x", "target_branch": "main",
+                 "source_project_id": 12, "target_project_id": 12, "labels": ["preview", "backend"]}},
+                {{"id": 92, "iid": 5, "sha": "{sha}", "source_branch": "main", "target_branch": "main",
+                 "source_project_id": 77, "target_project_id": 12, "labels": []}}]"#
+        );
+        let pulls = parse_pulls(ForgeProvider::GitLab, answer.as_bytes()).unwrap();
+        assert_eq!(
+            pulls[0],
+            OpenPull {
+                number: 4,
+                branch: "feature/x".into(),
+                head_sha: sha,
+                labels: vec!["preview".into(), "backend".into()],
+                fork: false
+            }
+        );
+        assert!(pulls[1].fork);
     }
 }

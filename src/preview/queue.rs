@@ -129,9 +129,23 @@ impl Pending {
 pub struct Queue {
     pending: Mutex<Pending>,
     wake: tokio::sync::Notify,
+    /// Authenticated pull request events seen, of any action (opened, closed, labelled):
+    /// a `pullRequests` applicationSet lists again at its next tick rather than its
+    /// next ask ([`crate::generators::Expander::moved`]).
+    events: std::sync::atomic::AtomicU64,
 }
 
 impl Queue {
+    /// Counts one authenticated pull request event.
+    pub fn note_event(&self) {
+        self.events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many authenticated pull request events were seen so far.
+    pub fn events(&self) -> u64 {
+        self.events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Queues `req` ([`Pending::offer`]) and wakes the worker.
     ///
     /// # Errors

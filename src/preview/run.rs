@@ -10,17 +10,25 @@
 //! 3. runs a pass of each in [`Mode::Preview`] at the head: the same render, boundaries
 //!    and guards as a sync, against the live cluster, writing nothing (no object, no
 //!    status, no metric of the application);
-//! 4. posts the plans as one comment, edited in place on the next head
-//!    ([`crate::forge::comment`]), and a commit status `plumb/preview` on the head:
-//!    `success` when every plan was computed, `failure` when one could not be (a render
-//!    error) or would be refused. Both go with the repository's `commitStatus` token;
-//!    without one the plans are only logged.
+//! 4. keeps the plans for the status page's preview view ([`super::page`]) and posts
+//!    them as one comment, edited in place on the next head ([`crate::forge::comment`]),
+//!    and a commit status `plumb/preview` on the head: `success` when every plan was
+//!    computed, `failure` when one could not be (a render error) or would be refused.
+//!    Both go with the repository's `commitStatus` token, through one HTTP client per
+//!    repository; the status and a comment cut to the forge's size link to the view when
+//!    the repository has `commitStatus.previewUrl`. Without `commitStatus` the plans are
+//!    only logged and shown.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{AppPlan, COMMENT_MARKER, MAX_COMMENT_BYTES, PullHead, queue::Queue, queue::Request};
+use super::{
+    AppPlan, COMMENT_MARKER, MAX_COMMENT_BYTES, PullHead,
+    page::{Preview, Shown},
+    queue::Queue,
+    queue::Request,
+};
 use crate::{
     forge::{CommitStatus, State, Target, comment::Comments},
     reconcile::{AppState, Context, Mode},
@@ -38,10 +46,9 @@ pub struct Found {
     pub allowed: bool,
 }
 
-/// Runs previews off `queue` until `token` is cancelled.
-pub async fn run(ctx: Arc<Context>, queue: Arc<Queue>, token: CancellationToken) {
-    // plumb's comment on each pull request, once posted: edited, never added again
-    let mut comments: HashMap<(String, u64), u64> = HashMap::new();
+/// Runs previews off `queue` until `token` is cancelled, keeping each in `shown`.
+pub async fn run(ctx: Arc<Context>, queue: Arc<Queue>, shown: Arc<Shown>, token: CancellationToken) {
+    let mut forges = Forges::default();
     loop {
         let req = tokio::select! {
             () = token.cancelled() => return,
@@ -50,7 +57,7 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<Queue>, token: CancellationToken)
         let started = Instant::now();
         let found = preview(&ctx, &req).await;
         let computed_ms = started.elapsed().as_millis();
-        let result = if found.allowed { post(&ctx, &req, &found, &mut comments).await } else { "skipped" };
+        let result = if found.allowed { post(&ctx, &req, &found, &shown, &mut forges).await } else { "skipped" };
         ctx.metrics.previews.get_or_create(&vec![("result".to_string(), result.to_string())]).inc();
         if result == "posted" {
             ctx.metrics.preview_seconds.observe(req.received.elapsed().as_secs_f64());
@@ -64,6 +71,27 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<Queue>, token: CancellationToken)
             since_delivery_ms = req.received.elapsed().as_millis(),
             "pull request previewed"
         );
+    }
+}
+
+/// The worker's forge clients, one per repository of the policy (its name), and
+/// plumb's comment on each pull request once posted: edited, never added again.
+#[derive(Default)]
+struct Forges {
+    clients: HashMap<String, Arc<Comments>>,
+    comments: HashMap<(String, u64), u64>,
+}
+
+impl Forges {
+    /// The client for repository `name` posting to `target`: the one made before, unless
+    /// the policy changed where it posts.
+    fn client(&mut self, name: &str, target: &Target) -> Result<Arc<Comments>, crate::forge::Error> {
+        if let Some(c) = self.clients.get(name).filter(|c| c.target() == target) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Comments::new(target.clone())?);
+        self.clients.insert(name.to_string(), c.clone());
+        Ok(c)
     }
 }
 
@@ -130,31 +158,46 @@ pub async fn preview(ctx: &Context, req: &Request) -> Found {
     found
 }
 
-/// Posts `found` on `req`'s pull request: the comment (edited when `comments` knows
-/// it) and the commit status. Returns `posted`, `logged` (no token to post with) or
-/// `failed`; failures are logged.
-async fn post(ctx: &Context, req: &Request, found: &Found, comments: &mut HashMap<(String, u64), u64>) -> &'static str {
+/// Keeps `found` in `shown` and posts it on `req`'s pull request: the comment (edited
+/// when `forges` knows it) and the commit status. Returns `posted`, `logged` (no token
+/// to post with) or `failed`; failures are logged.
+async fn post(ctx: &Context, req: &Request, found: &Found, shown: &Shown, forges: &mut Forges) -> &'static str {
     let pull = &req.pull;
-    let key = (pull.repo_keys.first().map(|k| k.as_str().to_string()).unwrap_or_default(), pull.number);
-    let Some(target) = target_of(ctx, &req.apps) else {
+    let Some(Destination { repository, target, preview_url }) = repository_of(ctx, &req.apps) else {
+        return "skipped";
+    };
+    shown.put(Preview {
+        repository: repository.clone(),
+        number: pull.number,
+        head: found.head.clone(),
+        base: pull.base.clone(),
+        at: crate::status::now(),
+        plans: found.plans.clone(),
+    });
+    let Some(target) = target else {
         for p in &found.plans {
             tracing::info!(pull = pull.number, app = %p.app, "preview (no commitStatus to post it with):\n{}", p.text());
         }
         return "logged";
     };
+    let link = preview_url.map(|t| super::page::link(&t, &repository, pull.number));
+    let client = match forges.client(&repository, &target) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(pull = pull.number, "preview not posted: {e}");
+            return "failed";
+        }
+    };
     // a pull request that touches nothing gets no comment, unless it had one to correct
-    let known = comments.get(&key).copied();
+    let key = (repository, pull.number);
+    let known = forges.comments.get(&key).copied();
     let mut ok = true;
     if !found.plans.is_empty() || known.is_some() {
         let head = PullHead { number: pull.number, sha: found.head.clone(), base: pull.base.clone() };
-        let body = super::comment(&head, &found.plans, None, MAX_COMMENT_BYTES);
-        let posted = match Comments::new(target.clone()) {
-            Ok(c) => c.upsert(pull.number, known, COMMENT_MARKER, &body).await,
-            Err(e) => Err(e),
-        };
-        match posted {
+        let body = super::comment(&head, &found.plans, link.as_deref(), MAX_COMMENT_BYTES);
+        match client.upsert(pull.number, known, COMMENT_MARKER, &body).await {
             Ok(id) => {
-                comments.insert(key, id);
+                forges.comments.insert(key, id);
             }
             Err(e) => {
                 ok = false;
@@ -162,12 +205,7 @@ async fn post(ctx: &Context, req: &Request, found: &Found, comments: &mut HashMa
             }
         }
     }
-    let status = commit_status(&found.head, &found.plans);
-    let posted = match crate::forge::Notifier::new(Target { target_url: None, ..target }) {
-        Ok(n) => n.post(&status).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = posted {
+    if let Err(e) = client.status(&commit_status(&found.head, &found.plans), link).await {
         ok = false;
         tracing::warn!(pull = pull.number, "preview status not posted: {e}");
     }
@@ -196,12 +234,28 @@ pub fn commit_status(head: &str, plans: &[AppPlan]) -> CommitStatus {
     }
 }
 
-/// The forge target of the first of `apps` whose repository has `commitStatus`.
-fn target_of(ctx: &Context, apps: &[String]) -> Option<Target> {
+/// Where the previews of a pull request go: the policy's repository and, when it has
+/// `commitStatus`, its forge target and `previewUrl`.
+struct Destination {
+    repository: String,
+    target: Option<Target>,
+    preview_url: Option<String>,
+}
+
+/// The destination of `apps`'s previews: their repository (the first with a
+/// `commitStatus`, else the first).
+fn repository_of(ctx: &Context, apps: &[String]) -> Option<Destination> {
     let c = &ctx.config;
-    apps.iter().find_map(|name| {
-        let app = c.applications.iter().find(|a| a.name.value == *name)?;
-        let repo = c.repositories.iter().find(|r| r.name.value == app.repository.value)?;
-        Target::new(repo.commit_status.as_ref()?, &repo.url.value).ok()
+    let repos: Vec<_> = apps
+        .iter()
+        .filter_map(|name| c.applications.iter().find(|a| a.name.value == *name))
+        .filter_map(|app| c.repositories.iter().find(|r| r.name.value == app.repository.value))
+        .collect();
+    let repo = repos.iter().find(|r| r.commit_status.is_some()).or(repos.first())?;
+    let cs = repo.commit_status.as_ref();
+    Some(Destination {
+        repository: repo.name.value.clone(),
+        target: cs.and_then(|cs| Target::new(cs, &repo.url.value).ok()).map(|t| Target { target_url: None, ..t }),
+        preview_url: cs.and_then(|cs| cs.preview_url.clone()),
     })
 }
