@@ -188,7 +188,9 @@ async fn comment_api(list: &'static str, patch: StatusCode) -> (String, Log) {
     let app = Router::new()
         .fallback(move |State(log): State<Log>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes| async move {
             let answer = match method.as_str() {
-                "GET" if uri.path().ends_with("/user") => (StatusCode::OK, r#"{"id": 3, "login": "plumb-bot"}"#.to_string()),
+                "GET" if uri.path().ends_with("/user") => {
+                    (StatusCode::OK, r#"{"id": 3, "login": "plumb-bot"}"#.to_string())
+                }
                 "GET" => (StatusCode::OK, list.to_string()),
                 "PATCH" => (patch, r#"{"message": "Must have admin rights to Repository."}"#.to_string()),
                 _ => (StatusCode::CREATED, r#"{"id": 99, "body": "created"}"#.to_string()),
@@ -274,7 +276,8 @@ async fn a_comment_is_created_when_none_is_plumbs_to_edit() {
 /// the token edit it, but plumb creates its own instead and never sends an edit.
 #[tokio::test]
 async fn a_readers_marked_comment_is_never_overwritten() {
-    const FORGED: &str = r#"[{"id": 2001, "user": {"login": "mallory"}, "body": "<!-- plumb-preview -->\nall green, merge"}]"#;
+    const FORGED: &str =
+        r#"[{"id": 2001, "user": {"login": "mallory"}, "body": "<!-- plumb-preview -->\nall green, merge"}]"#;
     let dir = tempfile::tempdir().unwrap();
     let (api, log) = comment_api(FORGED, StatusCode::OK).await;
     let c = comments(&api, &token_file(dir.path()));

@@ -46,9 +46,17 @@ const NOTES: &str = r#"[
 ]"#;
 
 /// What the stand-in answers to a request: GitLab's documented status and a recorded body.
-fn answer(method: &Method, path: &str, query: &str, statuses: &Mutex<Vec<String>>, body: &serde_json::Value) -> (StatusCode, String) {
+fn answer(
+    method: &Method,
+    path: &str,
+    query: &str,
+    statuses: &Mutex<Vec<String>>,
+    body: &serde_json::Value,
+) -> (StatusCode, String) {
     match (method.as_str(), path) {
-        ("GET", "/api/v4/user") => (StatusCode::OK, r#"{"id": 9, "username": "plumb-bot", "name": "plumb", "state": "active"}"#.into()),
+        ("GET", "/api/v4/user") => {
+            (StatusCode::OK, r#"{"id": 9, "username": "plumb-bot", "name": "plumb", "state": "active"}"#.into())
+        }
         ("GET", p) if p.ends_with("/notes") => (StatusCode::OK, NOTES.into()),
         ("GET", p) if p.ends_with("/merge_requests") && query.ends_with("&page=1") => (
             StatusCode::OK,
@@ -61,7 +69,10 @@ fn answer(method: &Method, path: &str, query: &str, statuses: &Mutex<Vec<String>
         ("PUT", _) => (StatusCode::OK, r#"{"id": 503, "body": "edited"}"#.into()),
         ("POST", p) if p.contains("/statuses/") => {
             if body["description"] == "x".repeat(300) {
-                return (StatusCode::BAD_REQUEST, r#"{"message": {"description": ["is too long (maximum is 255 characters)"]}}"#.into());
+                return (
+                    StatusCode::BAD_REQUEST,
+                    r#"{"message": {"description": ["is too long (maximum is 255 characters)"]}}"#.into(),
+                );
             }
             let state = body["state"].as_str().unwrap_or_default().to_string();
             let mut seen = statuses.lock().unwrap();
@@ -69,9 +80,14 @@ fn answer(method: &Method, path: &str, query: &str, statuses: &Mutex<Vec<String>
                 return (StatusCode::BAD_REQUEST, r#"{"message": "Cannot transition status via :enqueue from :pending (Reason(s): Status cannot transition via \"enqueue\")"}"#.into());
             }
             seen.push(state.clone());
-            (StatusCode::CREATED, format!(r#"{{"id": 77, "sha": "{SHA}", "status": "{state}", "name": "plumb/preview"}}"#))
+            (
+                StatusCode::CREATED,
+                format!(r#"{{"id": 77, "sha": "{SHA}", "status": "{state}", "name": "plumb/preview"}}"#),
+            )
         }
-        ("POST", _) => (StatusCode::CREATED, r#"{"id": 610, "body": "created", "author": {"username": "plumb-bot"}}"#.into()),
+        ("POST", _) => {
+            (StatusCode::CREATED, r#"{"id": 610, "body": "created", "author": {"username": "plumb-bot"}}"#.into())
+        }
         _ => (StatusCode::NOT_FOUND, r#"{"message": "404 Not Found"}"#.into()),
     }
 }
@@ -81,14 +97,20 @@ async fn gitlab() -> (String, Log) {
     let log: Log = Arc::default();
     let statuses: Arc<Mutex<Vec<String>>> = Arc::default();
     let app = Router::new()
-        .fallback(move |State((log, statuses)): State<(Log, Arc<Mutex<Vec<String>>>)>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes| async move {
-            // the project id is the path, percent-encoded: read the path as sent
-            let path = uri.path().to_string();
-            let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            let reply = answer(&method, &path, uri.query().unwrap_or_default(), &statuses, &body);
-            log.lock().unwrap().push(Recorded { method, path, headers, body });
-            reply
-        })
+        .fallback(
+            move |State((log, statuses)): State<(Log, Arc<Mutex<Vec<String>>>)>,
+                  method: Method,
+                  uri: Uri,
+                  headers: HeaderMap,
+                  body: Bytes| async move {
+                // the project id is the path, percent-encoded: read the path as sent
+                let path = uri.path().to_string();
+                let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let reply = answer(&method, &path, uri.query().unwrap_or_default(), &statuses, &body);
+                log.lock().unwrap().push(Recorded { method, path, headers, body });
+                reply
+            },
+        )
         .with_state((log.clone(), statuses));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -77,7 +77,13 @@ impl Target {
     ///
     /// # Errors
     /// [`Error::Destination`], [`Error::BadToken`].
-    pub fn edit_comment(&self, number: u64, id: u64, body: &str, token: &[u8]) -> Result<::http::Request<Bytes>, Error> {
+    pub fn edit_comment(
+        &self,
+        number: u64,
+        id: u64,
+        body: &str,
+        token: &[u8],
+    ) -> Result<::http::Request<Bytes>, Error> {
         let json = Bytes::from(serde_json::json!({ "body": body }).to_string());
         let id = id.to_string();
         let req = match self.provider {
@@ -286,7 +292,10 @@ mod tests {
             ("PUT", "/api/v4/projects/platform%2Fdeploy%2Fconfig/merge_requests/7/notes/42")
         );
         let r = gitlab.create_comment(7, "x", b"glpat-tok").unwrap();
-        assert_eq!((r.method().as_str(), r.uri().path()), ("POST", "/api/v4/projects/platform%2Fdeploy%2Fconfig/merge_requests/7/notes"));
+        assert_eq!(
+            (r.method().as_str(), r.uri().path()),
+            ("POST", "/api/v4/projects/platform%2Fdeploy%2Fconfig/merge_requests/7/notes")
+        );
         assert_eq!(gitlab.current_user(b"glpat-tok").unwrap().uri().path(), "/api/v4/user");
         let notes = br#"[{"id": 301, "body": "<!-- plumb-preview -->\n### plumb preview", "author": {"id": 9, "username": "plumb-bot"}, "system": false}]"#;
         assert_eq!(find_marked(notes, "<!-- plumb-preview -->", "plumb-bot"), Some(301));

@@ -216,7 +216,9 @@ mod tests {
         assert!(parse_pulls(ForgeProvider::GitHub, br#"{"message": "Not Found"}"#).is_err());
         assert!(parse_pulls(ForgeProvider::GitHub, b"<html>502</html>").is_err());
         assert!(parse_pulls(ForgeProvider::GitHub, br#"[{"number": 1, "head": {"ref": "a"}}]"#).is_err());
-        assert!(parse_pulls(ForgeProvider::GitHub, br#"[{"number": 1, "head": {"ref": "a", "sha": "../x"}}]"#).is_err());
+        assert!(
+            parse_pulls(ForgeProvider::GitHub, br#"[{"number": 1, "head": {"ref": "a", "sha": "../x"}}]"#).is_err()
+        );
         let e = parse_pulls(ForgeProvider::GitLab, br#"[{"iid": 1, "sha": "abc"}]"#).unwrap_err();
         assert_eq!(e, "item 0 has no source_branch");
     }

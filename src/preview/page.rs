@@ -83,7 +83,9 @@ pub fn html(p: &Preview) -> String {
         escape(&p.at),
     );
     if p.plans.is_empty() {
-        b.push_str("<p>This pull request changes no input of an application following this branch: nothing to sync.</p>\n");
+        b.push_str(
+            "<p>This pull request changes no input of an application following this branch: nothing to sync.</p>\n",
+        );
     }
     for plan in &p.plans {
         let _ = write!(
@@ -119,7 +121,13 @@ pub fn html(p: &Preview) -> String {
                         Some(serde_json::Value::String(s)) => format!("<code>{}</code>", escape(s)),
                         Some(v) => format!("<code>{}</code>", escape(&v.to_string())),
                     };
-                    let _ = write!(detail, "<li><code>{}</code>: {} → {}</li>", escape(&f.path), show(&f.old), show(&f.new));
+                    let _ = write!(
+                        detail,
+                        "<li><code>{}</code>: {} → {}</li>",
+                        escape(&f.path),
+                        show(&f.old),
+                        show(&f.new)
+                    );
                 }
                 detail.push_str("</ul>");
             }
@@ -151,7 +159,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::{compare::SyncStatus, preview::{FieldChange, Step}};
+    use crate::{
+        compare::SyncStatus,
+        preview::{FieldChange, Step},
+    };
 
     fn preview(number: u64, object: &str) -> Preview {
         Preview {
@@ -194,7 +205,9 @@ mod tests {
     fn the_view_shows_every_step_and_escapes_what_git_wrote() {
         let page = html(&preview(7, "Deployment/web/<script>alert(1)</script>"));
         assert!(page.contains("pull request 7 of config"));
-        assert!(page.contains("<code>/spec/template/spec/containers/0/image</code>: <code>nginx:1.26</code> → <code>nginx:1.27</code>"));
+        assert!(page.contains(
+            "<code>/spec/template/spec/containers/0/image</code>: <code>nginx:1.26</code> → <code>nginx:1.27</code>"
+        ));
         assert!(page.contains("PersistentVolumeClaim/web/data"));
         assert!(page.contains("[PersistentVolumeClaim (its volume&#39;s data)]"));
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
