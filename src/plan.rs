@@ -482,6 +482,7 @@ pub struct Wave {
 
 /// What one sync will do.
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Waves in order; empty waves (nothing declared) are not listed.
     pub waves: Vec<Wave>,

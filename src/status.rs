@@ -72,6 +72,7 @@ pub const HISTORY_LEN: usize = 10;
 
 /// Status of one object of an application.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ResourceStatus {
     /// `Kind[.group]/namespace/name`.
     pub object: String,
@@ -85,6 +86,7 @@ pub struct ResourceStatus {
     pub health: HealthStatus,
     /// Health reason.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "health_message")]
     pub health_message: String,
 }
 
@@ -327,14 +329,17 @@ impl PartialEq<&str> for SyncReason {
 
 /// One sync, as recorded in the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SyncRecord {
     /// Commit SHA synced.
     pub revision: String,
     /// Commit subject (what people read in an incident).
     pub subject: String,
     /// When the sync started (RFC 3339).
+    #[serde(alias = "started_at")]
     pub started_at: String,
     /// When it finished (RFC 3339).
+    #[serde(alias = "finished_at")]
     pub finished_at: String,
     /// Why it ran.
     pub reason: SyncReason,
@@ -356,9 +361,11 @@ pub struct SyncRecord {
     /// Objects applied but not named in `applied` (stored records name at most
     /// [`fit::RECORD_OBJECTS`]).
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(alias = "applied_omitted")]
     pub applied_omitted: usize,
     /// Objects pruned but not named in `pruned`.
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(alias = "pruned_omitted")]
     pub pruned_omitted: usize,
     /// Identical failures folded into this entry after the first (same revision,
     /// reason, message and objects; see [`record::push_history`]): `started_at` is the
@@ -374,10 +381,12 @@ pub struct SyncRecord {
     pub hooks: Vec<HookRun>,
     /// Hooks run but not named in `hooks`.
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(alias = "hooks_omitted")]
     pub hooks_omitted: usize,
     /// The revision failed `verifyCommits` and was synced because this user asked
     /// (`plumb sync --allow-unverified`, [`ALLOW_UNVERIFIED_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "allowed_unverified_by")]
     pub allowed_unverified_by: String,
     /// This is the application's first sync (Helm's install: `pre-install` and
     /// `post-install` hooks run, `pre-upgrade` and `post-upgrade` do not).
@@ -392,6 +401,7 @@ pub const HOOK_MESSAGE_BYTES: usize = 512;
 
 /// One hook of a sync, as its record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HookRun {
     /// The phase it ran in (`PreSync`, `Sync`, `PostSync`, `SyncFail`, …).
     pub phase: String,
@@ -401,12 +411,15 @@ pub struct HookRun {
     pub result: String,
     /// When it was created (RFC 3339; empty when skipped).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "started_at")]
     pub started_at: String,
     /// When it finished (RFC 3339; empty while it runs).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "finished_at")]
     pub finished_at: String,
     /// Seconds from start to finish (or to now while it runs).
     #[serde(default)]
+    #[serde(alias = "duration_seconds")]
     pub duration_seconds: u64,
     /// Why it failed or was skipped (at most [`HOOK_MESSAGE_BYTES`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -942,6 +955,92 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Every key of `v`, at any depth.
+    fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    out.push(k.clone());
+                    keys(v, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+            _ => {}
+        }
+    }
+
+    /// One casing in the status and its history: camelCase keys only; records and
+    /// objects stored with snake_case keys by earlier versions still read the same.
+    #[test]
+    fn the_status_is_camel_case_and_snake_case_records_still_read() {
+        let run = HookRun {
+            phase: "PreSync".into(),
+            object: "Job/web/migrate".into(),
+            result: "Succeeded".into(),
+            started_at: "t0".into(),
+            finished_at: "t1".into(),
+            duration_seconds: 3,
+            message: "done".into(),
+        };
+        let record = SyncRecord {
+            subject: "web: bump".into(),
+            message: "m".into(),
+            applied: vec!["a".into()],
+            recreated: vec!["r".into()],
+            pruned: vec!["p".into()],
+            applied_omitted: 1,
+            pruned_omitted: 2,
+            retries: 3,
+            hooks: vec![run],
+            hooks_omitted: 4,
+            allowed_unverified_by: "alice".into(),
+            install: true,
+            ..SyncRecord::new(&"a".repeat(40), SyncReason::NewRevision)
+        };
+        let status = AppStatus {
+            app: "web".into(),
+            resources: vec![ResourceStatus {
+                object: "Deployment.apps/web/web".into(),
+                sync: SyncStatus::Synced,
+                reason: String::new(),
+                health: HealthStatus::Progressing,
+                health_message: "1/2 replicas available".into(),
+            }],
+            last_sync: Some(record.clone()),
+            ..AppStatus::default()
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        let mut all = vec![];
+        keys(&json, &mut all);
+        assert!(all.contains(&"startedAt".to_string()) && all.contains(&"healthMessage".to_string()), "{all:?}");
+        let snake: Vec<&String> = all.iter().filter(|k| k.contains('_')).collect();
+        assert!(snake.is_empty(), "snake_case keys: {snake:?}");
+        // what an earlier version stored
+        let mut old = serde_json::to_value(&record).unwrap();
+        let o = old.as_object_mut().unwrap();
+        for (new, was) in [
+            ("startedAt", "started_at"),
+            ("finishedAt", "finished_at"),
+            ("appliedOmitted", "applied_omitted"),
+            ("prunedOmitted", "pruned_omitted"),
+            ("hooksOmitted", "hooks_omitted"),
+            ("allowedUnverifiedBy", "allowed_unverified_by"),
+        ] {
+            let v = o.remove(new).unwrap();
+            o.insert(was.into(), v);
+        }
+        let hook = o.get_mut("hooks").unwrap()[0].as_object_mut().unwrap();
+        for (new, was) in
+            [("startedAt", "started_at"), ("finishedAt", "finished_at"), ("durationSeconds", "duration_seconds")]
+        {
+            let v = hook.remove(new).unwrap();
+            hook.insert(was.into(), v);
+        }
+        assert_eq!(serde_json::from_value::<SyncRecord>(old).unwrap(), record);
+        let old_resource = serde_json::json!({"object": "v1/ConfigMap/a/b", "sync": "Synced", "health": "Healthy", "health_message": "ok"});
+        assert_eq!(serde_json::from_value::<ResourceStatus>(old_resource).unwrap().health_message, "ok");
+    }
 
     fn at(t: &str) -> jiff::Timestamp {
         t.parse().unwrap()

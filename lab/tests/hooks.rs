@@ -126,7 +126,7 @@ async fn a_presync_migration_completes_before_the_new_replica_set_exists() {
     assert_eq!(hooks[0]["phase"], "PreSync", "{hooks}");
     assert_eq!(hooks[0]["object"], format!("Job.batch/{ns}/{run}"), "{hooks}");
     assert_eq!(hooks[0]["result"], "Succeeded", "{hooks}");
-    assert!(hooks[0]["duration_seconds"].is_u64() && hooks[0]["started_at"].is_string(), "{hooks}");
+    assert!(hooks[0]["durationSeconds"].is_u64() && hooks[0]["startedAt"].is_string(), "{hooks}");
 }
 
 /// A PreSync hook still running after its `plumb.dev/hook-timeout` fails the sync as
