@@ -996,7 +996,7 @@ mod tests {
             hooks_omitted: 4,
             allowed_unverified_by: "alice".into(),
             install: true,
-            ..SyncRecord::new(&"a".repeat(40), SyncReason::NewRevision)
+            ..SyncRecord::new("a".repeat(40), SyncReason::NewRevision)
         };
         let status = AppStatus {
             app: "web".into(),
