@@ -21,6 +21,7 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::cli::output::write_err(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
+pub mod complete;
 mod day2;
 mod local;
 pub mod output;
@@ -39,6 +40,7 @@ use std::{
 
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 pub use local::preview;
 use output::Output;
@@ -188,6 +190,7 @@ enum Command {
     #[command(after_help = "Exit codes (as `kubectl diff`): 0 no differences; 1 differences; 2 error.")]
     Diff {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         policy: PolicyArgs,
@@ -208,6 +211,7 @@ enum Command {
     )]
     Preview {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         policy: PolicyArgs,
@@ -225,6 +229,7 @@ enum Command {
     #[command(after_help = "Exit codes: 0 rendered; 2 the source cannot be fetched or rendered.")]
     Render {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         policy: PolicyArgs,
@@ -247,6 +252,7 @@ enum Command {
     #[command(after_help = SYNC_EXIT_CODES)]
     Sync {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         /// Policy file: needed by `--local` and `--dry-run`; otherwise optional (its
         /// `statusNamespace`).
@@ -297,6 +303,7 @@ enum Command {
     #[command(after_help = REFRESH_EXIT_CODES)]
     Refresh {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         /// Policy file (optional: its `statusNamespace`).
         #[arg(long, short = 'c', env = "PLUMB_CONFIG")]
@@ -315,6 +322,7 @@ enum Command {
 runs after --timeout; 2 error.")]
     Prune {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         policy: PolicyArgs,
@@ -342,6 +350,7 @@ runs after --timeout; 2 error.")]
     #[command(after_help = READ_EXIT_CODES)]
     History {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         read: ReadArgs,
@@ -351,6 +360,7 @@ runs after --timeout; 2 error.")]
     #[command(after_help = READ_EXIT_CODES)]
     Get {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         read: ReadArgs,
@@ -362,6 +372,7 @@ runs after --timeout; 2 error.")]
     #[command(after_help = READ_EXIT_CODES)]
     Events {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         #[command(flatten)]
         read: ReadArgs,
@@ -372,6 +383,7 @@ runs after --timeout; 2 error.")]
     /// asks. Exit code 0 when recorded.
     Suspend {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         /// How long (e.g. 30m, 2h); with `-c`, cut to the environment's `maxPause`.
         #[arg(long = "for", value_parser = config::parse_duration)]
@@ -390,7 +402,7 @@ runs after --timeout; 2 error.")]
     /// 24 h. Exit code 0 when recorded; 1 when an application has no resource.
     Decommission {
         /// Applications.
-        #[arg(required = true)]
+        #[arg(add = ArgValueCompleter::new(complete::app_names), required = true)]
         apps: Vec<String>,
         /// Confirm removing them although they left the policy together (or emptied an
         /// environment).
@@ -406,6 +418,7 @@ runs after --timeout; 2 error.")]
     /// End a pause early.
     Resume {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
     },
     /// Sync a recorded revision and pin the application there: new commits of the
@@ -417,6 +430,7 @@ runs after --timeout; 2 error.")]
     /// recorded.
     Rollback {
         /// Application.
+        #[arg(add = ArgValueCompleter::new(complete::app_names))]
         app: String,
         /// A commit SHA (or prefix), or N for the Nth entry of `plumb history` (1 =
         /// newest); default: the previous successfully synced revision.
@@ -466,7 +480,9 @@ runs after --timeout; 2 error.")]
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Print a shell completion script, e.g. `plumb completion bash > /etc/bash_completion.d/plumb`.
+    /// Print a shell completion script, e.g. `plumb completion bash > /etc/bash_completion.d/plumb`
+    /// or `source <(plumb completion bash)`: subcommands, flags and application names
+    /// (from `-c FILE`, else the Application resources in `-n NAMESPACE`).
     #[command(after_help = "Exit codes: 0.")]
     Completion {
         /// Shell.
@@ -503,6 +519,8 @@ enum WebhookCommand {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // `COMPLETE=SHELL plumb -- WORDS…`: the completions, then exit (see `complete`)
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     init_tracing(cli.log.as_deref(), &cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -676,7 +694,7 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Completion { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "plumb", &mut script);
+            complete::registration(shell, &mut script)?;
             out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::SUCCESS)
         }

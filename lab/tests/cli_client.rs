@@ -124,6 +124,26 @@ async fn read_commands_need_only_a_kubeconfig() {
         assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
     }
 
+    // the shell completes application names from the resources (`plumb completion bash`)
+    let complete = |words: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
+            .args(["--", "plumb"])
+            .args(words)
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", words.len().to_string())
+            .env("KUBECONFIG", &control_plane().kubeconfig)
+            .env_remove("PLUMB_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(complete(&["get", "-n", status_ns, "cli-r"]), ["cli-read"]);
+    assert_eq!(complete(&["sync", "-n", status_ns, "zz"]), Vec::<String>::new());
+    let (code, script, _) = plumb_cli(&["completion", "bash"]);
+    assert_eq!(code, 0);
+    assert!(script.contains("complete -o nospace") && script.contains("COMPLETE=\"bash\""), "{script}");
+
     // an application without a status object: exit 1, naming the namespace
     let (code, _, err) = plumb_cli(&["get", "nope", "-n", status_ns]);
     assert_eq!(code, 1, "{err}");
