@@ -23,6 +23,7 @@ macro_rules! errln {
 
 pub mod complete;
 mod day2;
+pub mod import;
 mod local;
 pub mod output;
 pub mod read;
@@ -470,8 +471,13 @@ runs after --timeout; 2 error.")]
     /// codes: 0 a policy with at least one application; 1 nothing to import; 2 error.
     Import {
         /// Files holding the objects (multi-document YAML, `kind: List` too).
-        #[arg(required = true)]
+        #[arg(required_unless_present = "from_cluster", conflicts_with = "from_cluster")]
         files: Vec<PathBuf>,
+        /// Read the objects from the cluster instead, through the kubeconfig: Argo CD's
+        /// Applications and AppProjects, Flux's GitRepositories, HelmRepositories,
+        /// Kustomizations and HelmReleases, in every namespace the user may list.
+        #[arg(long)]
+        from_cluster: bool,
     },
     /// plumb's version and the Git commit it was built from.
     #[command(after_help = "Exit codes: 0.")]
@@ -685,7 +691,16 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             let policy = read::policy(read.config.as_deref())?;
             read::events(&kube, policy.as_ref(), &app, read.output).await
         }
-        Command::Import { files } => import(&files),
+        Command::Import { files, from_cluster: false } => {
+            import::print(&import::from_files(&files)?, &format!("{} file(s)", files.len()))
+        }
+        Command::Import { from_cluster: true, .. } => {
+            let (objects, missing) = import::from_cluster(kube.client().await?).await?;
+            for m in &missing {
+                errln!("note: {m}");
+            }
+            import::print(&objects, "the cluster")
+        }
         Command::Validate { files, output, skip_files } => validate(&files, skip_files, output),
         Command::Version { output } => {
             let v = serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "commit": GIT_COMMIT});
@@ -815,39 +830,6 @@ fn policy_prune(config: &config::Config, app: &str) -> bool {
 
 /// One policy file as `plumb validate -o json` prints it.
 /// `plumb import FILES…` (see [`crate::import`]).
-fn import(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    let mut objects = vec![];
-    for f in files {
-        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let docs = serde_saphyr::from_multiple::<serde_json::Value>(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
-        for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            match doc["items"].as_array() {
-                Some(items) if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) => {
-                    objects.extend(items.iter().cloned());
-                }
-                _ => objects.push(doc),
-            }
-        }
-    }
-    let imported = crate::import::import(&objects);
-    let mut text = String::from("# made by `plumb import`; check it with `plumb validate`\n");
-    for n in &imported.notes {
-        errln!("not mapped: {}", output::sanitize(n));
-        text.push_str(&format!("# not mapped: {}\n", n.replace('\n', " ")));
-    }
-    if imported.applications == 0 {
-        errln!("error: no application to import in {} file(s)", files.len());
-        return Ok(ExitCode::from(1));
-    }
-    // the sections in the order people write them
-    for section in ["repositories", "environments", "applications"] {
-        text.push_str(&serde_saphyr::to_string(&serde_json::json!({section: imported.policy[section]}))?);
-    }
-    out!("{text}");
-    Ok(ExitCode::SUCCESS)
-}
-
 #[derive(Debug, serde::Serialize)]
 struct Validated {
     file: PathBuf,

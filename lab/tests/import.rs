@@ -100,3 +100,39 @@ async fn an_imported_argo_cd_policy_syncs_the_same_objects() {
 async fn an_imported_flux_policy_syncs_the_same_objects() {
     imported_policy_syncs_the_demo_s_objects("flux", "flux/fleet.yaml").await;
 }
+
+/// The Argo CD declarations read from the live cluster (`plumb import --from-cluster`)
+/// give the same policy as the same objects in a file; Flux's kinds, not served by this
+/// cluster, are named on standard error.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_clusters_argo_cd_objects_import_as_their_file_does() {
+    let crd = |kind: &str, plural: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.argoproj.io}}\nspec:\n  group: argoproj.io\n  scope: Namespaced\n  names: {{kind: {kind}, plural: {plural}, singular: {}}}\n  versions:\n    - name: v1alpha1\n      served: true\n      storage: true\n      schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n",
+            kind.to_lowercase()
+        )
+    };
+    kubectl_apply(&format!("{}---\n{}", crd("Application", "applications"), crd("AppProject", "appprojects")));
+    kubectl(&["wait", "--for=condition=Established", "crd/applications.argoproj.io", "crd/appprojects.argoproj.io"]);
+    kubectl_apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: argocd-import}\n");
+    let text = std::fs::read_to_string(Path::new(EXAMPLES).join("argocd/applications.yaml"))
+        .unwrap()
+        .replace("namespace: argocd}", "namespace: argocd-import}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("argo.yaml");
+    std::fs::write(&file, &text).unwrap();
+    kubectl(&["apply", "-f", file.to_str().unwrap()]);
+
+    let (code, from_file, err) = plumb_cli(&["import", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, live, err) = plumb_cli(&["import", "--from-cluster"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(live, from_file);
+    assert!(live.contains("path: kustomize/web/overlays/prod"), "{live}");
+    for kind in ["GitRepository", "Kustomization", "HelmRelease"] {
+        assert!(err.contains(&format!("note: {kind}.")) && err.contains("not served by this cluster"), "{err}");
+    }
+    // files and the cluster are one or the other
+    let (code, _, err) = plumb_cli(&["import", "--from-cluster", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+}
