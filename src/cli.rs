@@ -691,28 +691,14 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             let policy = read::policy(read.config.as_deref())?;
             read::events(&kube, policy.as_ref(), &app, read.output).await
         }
-        Command::Import { files, from_cluster: false } => {
-            import::print(&import::from_files(&files)?, &format!("{} file(s)", files.len()))
-        }
-        Command::Import { from_cluster: true, .. } => {
-            let (objects, missing) = import::from_cluster(kube.client().await?).await?;
-            for m in &missing {
-                errln!("note: {m}");
-            }
-            import::print(&objects, "the cluster")
-        }
+        Command::Import { files, from_cluster } => import::run(&kube, &files, from_cluster).await,
         Command::Validate { files, output, skip_files } => validate(&files, skip_files, output),
         Command::Version { output } => {
             let v = serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "commit": GIT_COMMIT});
             output::emit(output, &v, || format!("plumb {} (commit {GIT_COMMIT})\n", env!("CARGO_PKG_VERSION")))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Completion { shell } => {
-            let mut script = Vec::new();
-            complete::registration(shell, &mut script)?;
-            out!("{}", String::from_utf8_lossy(&script));
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completion { shell } => complete::print(shell),
         Command::Webhook { command: WebhookCommand::Replay { config, headers, body } } => {
             let report = replay(&config, &headers, &body)?;
             outln!("{}", serde_json::to_string_pretty(&report)?);

@@ -111,6 +111,17 @@ pub fn registration(shell: clap_complete::Shell, out: &mut dyn std::io::Write) -
     completer.write_registration("COMPLETE", "plumb", "plumb", &bin, out)
 }
 
+/// `plumb completion SHELL`: prints [`registration`].
+///
+/// # Errors
+/// No dynamic completion for `shell`, or standard output is closed.
+pub fn print(shell: clap_complete::Shell) -> anyhow::Result<std::process::ExitCode> {
+    let mut script = Vec::new();
+    registration(shell, &mut script)?;
+    out!("{}", String::from_utf8_lossy(&script));
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -87,6 +87,22 @@ pub async fn from_cluster(client: kube::Client) -> anyhow::Result<(Vec<serde_jso
     Ok((objects, missing))
 }
 
+/// `plumb import`: the objects of `files`, or with `from_cluster` of the cluster `kube`
+/// reaches (kinds it does not serve noted on standard error), printed as a policy.
+///
+/// # Errors
+/// As [`from_files`], [`from_cluster`] and [`print`].
+pub async fn run(kube: &super::KubeArgs, files: &[PathBuf], from_cluster: bool) -> anyhow::Result<ExitCode> {
+    if !from_cluster {
+        return print(&from_files(files)?, &format!("{} file(s)", files.len()));
+    }
+    let (objects, missing) = self::from_cluster(kube.client().await?).await?;
+    for m in &missing {
+        errln!("note: {m}");
+    }
+    print(&objects, "the cluster")
+}
+
 /// Prints the policy `objects` make (the notes on standard error and as comments);
 /// `from` names where they came from for the error when none is an application.
 ///
