@@ -75,6 +75,9 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     let envs = check_environments(config, &mut problem);
     check_applications(config, (&repos, &envs), &mut problem);
     check_verify_commits(config, files, &mut problem);
+    for (at, m) in config.notifications.problems(files) {
+        problem(at, m);
+    }
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
