@@ -1,7 +1,7 @@
 //! Notifications: what happened to an application, told to people through the
 //! providers and routes of the policy's `notifications:` ([`crate::config::notifications`])
 //! and the `--notify-url` of `plumb serve` (a Slack-compatible provider for
-//! `sync-failed` and `health-degraded`, [`with_notify_url`]).
+//! `sync-failed`, `prune-waiting-approval` and `health-degraded`, [`with_notify_url`]).
 //!
 //! After each pass, [`decide::events`] (pure) finds the triggers the pass calls for,
 //! each once per (application, revision, trigger); [`route`] (pure) picks the providers
@@ -33,8 +33,8 @@ use crate::{
 pub const NOTIFY_URL_PROVIDER: &str = "--notify-url";
 
 /// `n` with a Slack provider posting to `url` (`plumb serve --notify-url`) and a route
-/// of `sync-failed` (failed and refused syncs) and `health-degraded` of every
-/// application to it: what `--notify-url` always told.
+/// of `sync-failed` (failed and refused syncs), `prune-waiting-approval` and
+/// `health-degraded` of every application to it: what `--notify-url` always told.
 pub fn with_notify_url(n: &mut Notifications, url: &str) {
     let spanned = |s: &str| serde_saphyr::Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN);
     n.providers.push(NotificationProvider {
@@ -52,7 +52,7 @@ pub fn with_notify_url(n: &mut Notifications, url: &str) {
         password_secret_ref: None,
     });
     n.routes.push(Route {
-        triggers: vec![Trigger::SyncFailed, Trigger::HealthDegraded],
+        triggers: vec![Trigger::SyncFailed, Trigger::PruneWaitingApproval, Trigger::HealthDegraded],
         environments: Vec::new(),
         applications: Vec::new(),
         providers: vec![spanned(NOTIFY_URL_PROVIDER)],
@@ -193,6 +193,7 @@ mod tests {
         with_notify_url(&mut n, "http://127.0.0.1:9/hook");
         assert_eq!(route(&n, &event(Trigger::SyncFailed, "a", "e")).len(), 1);
         assert_eq!(route(&n, &event(Trigger::HealthDegraded, "a", "e")).len(), 1);
+        assert_eq!(route(&n, &event(Trigger::PruneWaitingApproval, "a", "e")).len(), 1);
         assert!(route(&n, &event(Trigger::SyncSucceeded, "a", "e")).is_empty());
         // valid but for its name, which no policy provider can take
         let problems = n.problems(false);

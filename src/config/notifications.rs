@@ -364,6 +364,24 @@ mod tests {
         assert_eq!(template_problems("app}").len(), 1);
     }
 
+    /// Every problem is named with its policy line.
+    #[test]
+    fn problems_are_reported_with_their_line() {
+        let text = "notifications:\n  providers:\n    - {name: hook, type: webhook, url: \"https://u:p@x.example/\"}\n    - {name: mail, type: smtp, url: \"smtp://m.example\"}\n  routes:\n    - {providers: [hook, nope], template: \"{secret}\"}\n";
+        let path = Path::new("p.yaml");
+        let err = crate::config::load_str(text, path, Path::new(".")).err().map(|e| e.to_string()).unwrap_or_default();
+        for want in [
+            "p.yaml:3: notifications: provider `hook`: url carries credentials",
+            "p.yaml:3: notifications: provider `hook`: a webhook's body is signed",
+            "p.yaml:4: notifications: provider `mail`: an e-mail needs `from`",
+            "p.yaml:4: notifications: provider `mail`: an e-mail needs `to`",
+            "p.yaml:6: notifications: routes[0]: no provider named `nope`",
+            "p.yaml:6: notifications: routes[0].template: unknown placeholder `{secret}`",
+        ] {
+            assert!(err.contains(want), "{want}\nnot in:\n{err}");
+        }
+    }
+
     #[test]
     fn urls_fit_their_provider() {
         assert!(check_url(ProviderType::Slack, "https://hooks.example.com/x").is_ok());
