@@ -180,7 +180,8 @@ mod tests {
             providers: vec![spanned("chat"), spanned("hook")],
             template: None,
         });
-        let names = |e: &Event| route(&n, e).iter().map(|(p, t)| format!("{p}:{}", t.unwrap_or("-"))).collect::<Vec<_>>();
+        let names =
+            |e: &Event| route(&n, e).iter().map(|(p, t)| format!("{p}:{}", t.unwrap_or("-"))).collect::<Vec<_>>();
         assert_eq!(names(&event(Trigger::SyncFailed, "web", "prod")), ["chat:{app}", "mail:{app}", "hook:-"]);
         assert_eq!(names(&event(Trigger::SyncFailed, "api", "prod")), ["chat:{app}", "mail:{app}"]);
         assert_eq!(names(&event(Trigger::SyncFailed, "api", "dev")), Vec::<String>::new());

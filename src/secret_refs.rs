@@ -85,9 +85,11 @@ pub fn any(config: &Config) -> bool {
             .filter_map(|a| a.source.chart.as_ref())
             .any(|c| c.password_secret_ref.is_some() || c.token_secret_ref.is_some())
         || verify_commits(config).any(|(_, v)| v.allowed_signers_ref.is_some() || v.openpgp_keyring_ref.is_some())
-        || config.notifications.providers.iter().any(|p| {
-            p.url_secret_ref.is_some() || p.secret_ref.is_some() || p.password_secret_ref.is_some()
-        })
+        || config
+            .notifications
+            .providers
+            .iter()
+            .any(|p| p.url_secret_ref.is_some() || p.secret_ref.is_some() || p.password_secret_ref.is_some())
 }
 
 /// Every `verifyCommits` of the policy with its owner's file-name prefix (`env-prod`,

@@ -263,7 +263,10 @@ notifications:
     assert!(text.starts_with(&format!("broken {} of notified: render {}", &c2[..7], &c2[..7])), "{text}");
     assert!(text.contains("broken.yaml"), "the message names the file: {text}");
     let mail = wait_for("the render-failed e-mail", minute, || async { mails.lock().unwrap().first().cloned() }).await;
-    assert!(mail.contains("Subject: plumb: notified (e) cannot render") && mail.contains("oncall@example.com"), "{mail}");
+    assert!(
+        mail.contains("Subject: plumb: notified (e) cannot render") && mail.contains("oncall@example.com"),
+        "{mail}"
+    );
 
     // fixed, but Degraded (the health override), then recovered
     lab.repo.remove("app/broken.yaml").unwrap();

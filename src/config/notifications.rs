@@ -201,9 +201,9 @@ pub fn template_problems(template: &str) -> Vec<String> {
             rest = &tail[2..];
             continue;
         }
-        if tail.starts_with('}') {
+        if let Some(after) = tail.strip_prefix('}') {
             out.push("a `}` without its `{` (write `}}` for a brace)".to_string());
-            rest = &tail[1..];
+            rest = after;
             continue;
         }
         match tail.find('}') {

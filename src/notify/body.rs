@@ -268,6 +268,7 @@ pub fn mail(e: &Event, template: &str) -> Mail {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn event(message: &str) -> Event {
@@ -285,7 +286,10 @@ mod tests {
     #[test]
     fn the_default_text_keeps_the_notify_url_wording() {
         let e = Event { app: "web".into(), ..event("why") };
-        assert_eq!(fill(default_template(e.trigger), &e, escape_slack), "plumb: sync of web (prod) at abcdef1 failed: why");
+        assert_eq!(
+            fill(default_template(e.trigger), &e, escape_slack),
+            "plumb: sync of web (prod) at abcdef1 failed: why"
+        );
     }
 
     /// Git values and API error text cannot ping a channel or make a link in Slack.

@@ -249,13 +249,11 @@ mod tests {
         fetch.conditions.push(Condition::new(ConditionType::ComparisonError, "fetch https://x: refused"));
         let mut unverified = status(HealthStatus::Healthy);
         unverified.conditions.push(Condition::new(ConditionType::UnverifiedRevision, "abcdef1 unsigned"));
-        unverified.verification = Some(crate::status::Verification {
-            revision: "fedcba987".into(),
-            verified: false,
-            ..Default::default()
-        });
+        unverified.verification =
+            Some(crate::status::Verification { revision: "fedcba987".into(), verified: false, ..Default::default() });
         let mut held = status(HealthStatus::Healthy);
-        let reason = format!("requires pruning; {} (Prune=confirm): plumb prune web --approve", crate::plan::NEEDS_APPROVAL);
+        let reason =
+            format!("requires pruning; {} (Prune=confirm): plumb prune web --approve", crate::plan::NEEDS_APPROVAL);
         held.resources.push(resource("ConfigMap/a/keep", HealthStatus::Healthy, &reason));
         let mut degraded = status(HealthStatus::Degraded);
         degraded.resources.push(resource("Deployment/a/web", HealthStatus::Degraded, ""));
@@ -333,8 +331,15 @@ mod tests {
             (h.clone(), None),
             (d.clone(), None),
         ]);
-        let want: [Vec<&str>; 7] =
-            [vec![], vec!["health-degraded"], vec![], vec![], vec!["health-recovered"], vec![], vec!["health-degraded"]];
+        let want: [Vec<&str>; 7] = [
+            vec![],
+            vec!["health-degraded"],
+            vec![],
+            vec![],
+            vec!["health-recovered"],
+            vec![],
+            vec!["health-degraded"],
+        ];
         assert_eq!(seen, want);
     }
 

@@ -54,7 +54,14 @@ pub(super) struct Delivery {
 /// Where a provider's messages go, opened once per policy.
 enum Target {
     Http { url: String, client: Arc<HttpClient> },
-    Smtp { transport: AsyncSmtpTransport<Tokio1Executor>, from: Mailbox, to: Vec<Mailbox> },
+    Smtp(Box<Smtp>),
+}
+
+/// An SMTP relay, the sender and the recipients.
+struct Smtp {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    to: Vec<Mailbox>,
 }
 
 /// A provider ready to take messages: its type, its HMAC key (`webhook`), its queue.
@@ -139,9 +146,9 @@ fn smtp(p: &NotificationProvider, url: &str) -> Result<Target, String> {
         "smtp" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host)
             .map_err(|e| e.to_string())?
             .port(parsed.port().unwrap_or(587)),
-        "smtps" => {
-            AsyncSmtpTransport::<Tokio1Executor>::relay(host).map_err(|e| e.to_string())?.port(parsed.port().unwrap_or(465))
-        }
+        "smtps" => AsyncSmtpTransport::<Tokio1Executor>::relay(host)
+            .map_err(|e| e.to_string())?
+            .port(parsed.port().unwrap_or(465)),
         _ => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host).port(parsed.port().unwrap_or(25)),
     };
     let mut builder = builder.timeout(Some(TIMEOUT));
@@ -151,7 +158,7 @@ fn smtp(p: &NotificationProvider, url: &str) -> Result<Target, String> {
     let mailbox = |s: &str| s.parse::<Mailbox>().map_err(|e| format!("`{s}`: {e}"));
     let from = mailbox(p.from.as_deref().unwrap_or_default())?;
     let to = p.to.iter().map(|t| mailbox(t)).collect::<Result<Vec<_>, _>>()?;
-    Ok(Target::Smtp { transport: builder.build(), from, to })
+    Ok(Target::Smtp(Box::new(Smtp { transport: builder.build(), from, to })))
 }
 
 /// Why an attempt failed, and whether another may succeed.
@@ -179,15 +186,15 @@ impl Target {
                     Err(e) => Err(Failed { message: e.to_string(), retry: true }),
                 }
             }
-            (Target::Smtp { transport, from, to }, Payload::Mail(m)) => {
-                let mut b = Message::builder().from(from.clone()).subject(m.subject.clone());
-                for t in to {
+            (Target::Smtp(smtp), Payload::Mail(m)) => {
+                let mut b = Message::builder().from(smtp.from.clone()).subject(m.subject.clone());
+                for t in &smtp.to {
                     b = b.to(t.clone());
                 }
                 let msg = b
                     .multipart(MultiPart::alternative_plain_html(m.plain.clone(), m.html.clone()))
                     .map_err(|e| Failed { message: e.to_string(), retry: false })?;
-                match transport.send(msg).await {
+                match smtp.transport.send(msg).await {
                     Ok(_) => Ok(()),
                     Err(e) => Err(Failed { retry: !e.is_permanent(), message: e.to_string() }),
                 }
@@ -214,7 +221,9 @@ async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>) {
             .await;
         match sent {
             Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
-            Err(f) => tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message),
+            Err(f) => {
+                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message)
+            }
         }
     }
 }
