@@ -12,7 +12,7 @@ use std::{
 
 use axum::{Router, routing::post};
 use plumb::{metrics::Metrics, serve};
-use support::{Lab, control_plane, wait_for};
+use support::{Lab, control_plane, kubectl, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_sync_is_posted_to_the_notify_url() {
@@ -156,15 +156,27 @@ async fn smtp_sink() -> (u16, Arc<Mutex<Vec<String>>>) {
 /// sinks: each trigger of `notified` (deployed, a broken-YAML commit, Degraded by a
 /// health override, recovered, a prune held for approval, a refused sync) and an
 /// unsigned revision of `unsigned` reach the signed webhook once per revision; the
-/// webhook's signature verifies with its key; Teams gets an Adaptive Card; Slack the
-/// broken-YAML commit; e-mail the render failure and the refusal.
+/// webhook's signature verifies with its key; Teams (its address read from a Secret)
+/// gets an Adaptive Card; Slack the broken-YAML commit; e-mail the render failure and
+/// the refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_trigger_reaches_its_sinks_once_per_revision() {
     let (base, received) = http_sinks().await;
     let (smtp_port, mails) = smtp_sink().await;
     let lab = Lab::new("notifications");
     let dir = lab.tmp.path();
-    std::fs::write(dir.join("teams-url"), format!("{base}/teams\n")).unwrap();
+    // Teams' address from a Secret in plumb's namespace (see plumb::secret_refs)
+    let _ = control_plane().kubectl(&["create", "namespace", "notify-routes"]);
+    kubectl(&["-n", "notify-routes", "delete", "secret", "plumb-notify", "--ignore-not-found"]);
+    kubectl(&[
+        "-n",
+        "notify-routes",
+        "create",
+        "secret",
+        "generic",
+        "plumb-notify",
+        &format!("--from-literal=teams-url={base}/teams"),
+    ]);
     std::fs::write(dir.join("hook-key"), "s3cret\n").unwrap();
     std::fs::write(
         dir.join("allowed_signers"),
@@ -200,7 +212,7 @@ applications:
 notifications:
   providers:
     - {{name: chat, type: slack, url: "{base}/slack"}}
-    - {{name: teams, type: teams, urlFile: teams-url}}
+    - {{name: teams, type: teams, urlSecretRef: {{name: plumb-notify, key: teams-url}}}}
     - {{name: audit, type: webhook, url: "{base}/hook", secretFile: hook-key}}
     - {{name: mail, type: smtp, url: "smtp+plain://127.0.0.1:{smtp_port}", from: plumb@example.com, to: [oncall@example.com]}}
   routes:

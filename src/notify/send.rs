@@ -227,3 +227,53 @@ async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_saphyr::{Location, Spanned};
+
+    use super::*;
+
+    /// A sink that accepts connections and never answers: queuing never waits, and past
+    /// [`QUEUE_LEN`] waiting messages new ones are dropped.
+    #[tokio::test]
+    async fn a_dead_sink_never_holds_the_caller() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                open.push(s);
+            }
+        });
+        let spanned = |s: &str| Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN);
+        let provider = NotificationProvider {
+            name: spanned("dead"),
+            type_: ProviderType::Slack,
+            url: Some(spanned(&url)),
+            url_file: None,
+            url_secret_ref: None,
+            secret_file: None,
+            secret_ref: None,
+            from: None,
+            to: Vec::new(),
+            username: None,
+            password_file: None,
+            password_secret_ref: None,
+        };
+        let outlets = open_all(&[provider]);
+        let outlet = &outlets["dead"];
+        let started = std::time::Instant::now();
+        let queued: Vec<bool> = (0..QUEUE_LEN + 10)
+            .map(|i| {
+                let payload = Payload::Http { body: Bytes::from(format!("{{\"text\":\"{i}\"}}")), headers: vec![] };
+                outlet.offer("dead", Delivery { app: "web".into(), trigger: Trigger::SyncFailed, payload })
+            })
+            .collect();
+        assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");
+        assert!(queued[..QUEUE_LEN].iter().all(|q| *q), "the queue takes {QUEUE_LEN}");
+        assert!(!queued[QUEUE_LEN + 1], "then drops");
+        held.abort();
+    }
+}
