@@ -367,7 +367,7 @@ mod tests {
     /// Every problem is named with its policy line.
     #[test]
     fn problems_are_reported_with_their_line() {
-        let text = "notifications:\n  providers:\n    - {name: hook, type: webhook, url: \"https://u:p@x.example/\"}\n    - {name: mail, type: smtp, url: \"smtp://m.example\"}\n  routes:\n    - {providers: [hook, nope], template: \"{secret}\"}\n";
+        let text = "notifications:\n  providers:\n    - {name: hook, type: webhook, url: \"https://u:p@x.example/\"}\n    - {name: mail, type: smtp, url: \"smtp://m.example\"}\n  routes:\n    - {providers: [hook, nope], environments: [staging], template: \"{secret}\"}\n";
         let path = Path::new("p.yaml");
         let err = crate::config::load_str(text, path, Path::new(".")).err().map(|e| e.to_string()).unwrap_or_default();
         for want in [
@@ -377,6 +377,7 @@ mod tests {
             "p.yaml:4: notifications: provider `mail`: an e-mail needs `to`",
             "p.yaml:6: notifications: routes[0]: no provider named `nope`",
             "p.yaml:6: notifications: routes[0].template: unknown placeholder `{secret}`",
+            "p.yaml:6: notifications: routes[0]: no environment named `staging`",
         ] {
             assert!(err.contains(want), "{want}\nnot in:\n{err}");
         }
