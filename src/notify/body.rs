@@ -3,8 +3,8 @@
 //!
 //! - Slack: `{"text": …}`, fields escaped as Slack's "Escaping text" says (`&`, `<`,
 //!   `>`), so that Git cannot make a mention or a link.
-//! - Teams: a message with one Adaptive Card (`TextBlock`s and a `FactSet`), fields
-//!   escaped as CommonMark backslash escapes (Teams renders a Markdown subset).
+//! - Teams: a message with one Adaptive Card (a `TextBlock` and a `FactSet`), the
+//!   Markdown characters of fields backslash-escaped ([`escape_markdown`]).
 //! - Webhook: a JSON event (serde escapes it), signed over the exact body bytes with
 //!   HMAC-SHA256: `X-Plumb-Signature: sha256=<lower-case hex>`.
 //! - E-mail: a subject without control characters, a plain text part and an HTML part
@@ -75,13 +75,16 @@ pub fn escape_html(s: &str) -> String {
     out
 }
 
-/// `s` with every ASCII punctuation character that Markdown gives a meaning to
-/// backslash-escaped (CommonMark 0.31, "Backslash escapes"): Teams then shows it as
-/// written, with no link, emphasis or heading.
+/// `s` with the characters that start Markdown emphasis, a link, code, a heading, a
+/// table or an HTML tag backslash-escaped (CommonMark 0.31, "Backslash escapes": any
+/// ASCII punctuation may be; these are the ones the Adaptive Card Markdown subset that
+/// Teams renders acts on): a commit message cannot make a link or hide text. Other
+/// punctuation stays as written, so the text reads the same where escapes are not
+/// honoured.
 pub fn escape_markdown(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if "\\`*_{}[]()#+-.!<>|~&=\"'".contains(c) {
+        if "\\`*_[]<>#~|".contains(c) {
             out.push('\\');
         }
         out.push(c);
@@ -310,7 +313,7 @@ mod tests {
     fn templates_fill_escaped_fields_and_keep_literal_braces() {
         let e = event("x");
         let text = fill("{{{trigger}}} {subject} {nope}", &e, escape_markdown);
-        assert_eq!(text, "{sync\\-failed} fix \\*all\\* \\[things\\]\\(http://evil\\.example\\) {nope}");
+        assert_eq!(text, "{sync-failed} fix \\*all\\* \\[things\\](http://evil.example) {nope}");
         assert_eq!(fill("{app}", &e, escape_html), "web&lt;!here&gt;");
     }
 
@@ -324,7 +327,7 @@ mod tests {
         assert_eq!(a["contentType"], "application/vnd.microsoft.card.adaptive");
         assert_eq!(a["content"]["type"], "AdaptiveCard");
         assert_eq!(a["content"]["body"][0]["text"], text.as_str());
-        assert_eq!(a["content"]["body"][1]["facts"][0]["value"], "web\\<\\!here\\>");
+        assert_eq!(a["content"]["body"][1]["facts"][0]["value"], "web\\<!here\\>");
     }
 
     #[test]
