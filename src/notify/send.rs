@@ -235,6 +235,47 @@ mod tests {
 
     use super::*;
 
+    fn spanned(s: &str) -> Spanned<String> {
+        Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN)
+    }
+
+    fn provider(name: &str, type_: ProviderType, url: &str) -> NotificationProvider {
+        NotificationProvider {
+            name: spanned(name),
+            type_,
+            url: Some(spanned(url)),
+            url_file: None,
+            url_secret_ref: None,
+            secret_file: None,
+            secret_ref: None,
+            from: None,
+            to: Vec::new(),
+            username: None,
+            password_file: None,
+            password_secret_ref: None,
+        }
+    }
+
+    /// The three SMTP schemes open a transport (TLS set up with the system roots);
+    /// a sender or recipient that is not an address is named.
+    #[test]
+    fn smtp_providers_open_for_each_scheme() {
+        for url in ["smtp://mail.example.com", "smtps://mail.example.com:465", "smtp+plain://127.0.0.1:25"] {
+            let p = NotificationProvider {
+                from: Some("plumb <plumb@example.com>".into()),
+                to: vec!["oncall@example.com".into()],
+                ..provider("mail", ProviderType::Smtp, url)
+            };
+            assert!(matches!(open(&p, None), Ok((Target::Smtp(_), None))), "{url}");
+        }
+        let bad = NotificationProvider {
+            from: Some("plumb@example.com".into()),
+            to: vec!["not an address".into()],
+            ..provider("mail", ProviderType::Smtp, "smtp://mail.example.com")
+        };
+        assert!(open(&bad, None).err().unwrap_or_default().contains("`not an address`"));
+    }
+
     /// A sink that accepts connections and never answers: queuing never waits, and past
     /// [`QUEUE_LEN`] waiting messages new ones are dropped.
     #[tokio::test]
@@ -247,22 +288,7 @@ mod tests {
                 open.push(s);
             }
         });
-        let spanned = |s: &str| Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN);
-        let provider = NotificationProvider {
-            name: spanned("dead"),
-            type_: ProviderType::Slack,
-            url: Some(spanned(&url)),
-            url_file: None,
-            url_secret_ref: None,
-            secret_file: None,
-            secret_ref: None,
-            from: None,
-            to: Vec::new(),
-            username: None,
-            password_file: None,
-            password_secret_ref: None,
-        };
-        let outlets = open_all(&[provider]);
+        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)]);
         let outlet = &outlets["dead"];
         let started = std::time::Instant::now();
         let queued: Vec<bool> = (0..QUEUE_LEN + 10)
