@@ -93,13 +93,18 @@ pub struct Notifier {
 
 impl Notifier {
     /// Opens the providers of `notifications` and starts their workers (on the current
-    /// tokio runtime); `None` when no route is configured. A provider that cannot be
+    /// tokio runtime; counted in `metrics`, `plumb_notifications_total`); `None` when no
+    /// route is configured. A provider that cannot be
     /// opened (its files unreadable, a bad address) is left out and logged.
-    pub fn start(notifications: &Notifications, memory: Arc<Mutex<Memory>>) -> Option<Self> {
+    pub fn start(
+        notifications: &Notifications,
+        memory: Arc<Mutex<Memory>>,
+        metrics: &Arc<crate::metrics::Metrics>,
+    ) -> Option<Self> {
         if notifications.routes.is_empty() {
             return None;
         }
-        let outlets = send::open_all(&notifications.providers);
+        let outlets = send::open_all(&notifications.providers, metrics);
         Some(Self { notifications: notifications.clone(), outlets, memory })
     }
 

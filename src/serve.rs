@@ -499,7 +499,7 @@ pub async fn run(
         if let Some(url) = &process.notify_url {
             crate::notify::with_notify_url(&mut notifications, url);
         }
-        let notify = crate::notify::Notifier::start(&notifications, told.clone()).map(Arc::new);
+        let notify = crate::notify::Notifier::start(&notifications, told.clone(), &metrics).map(Arc::new);
         let client = cluster.client().clone();
         let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
             .with_watches()

@@ -20,6 +20,7 @@ use super::body::Mail;
 use crate::{
     config::{NotificationProvider, ProviderType, Trigger},
     forge::HttpClient,
+    metrics::Metrics,
 };
 
 /// Messages waiting for one provider; past it new ones are dropped.
@@ -69,6 +70,7 @@ pub(super) struct Outlet {
     pub(super) kind: ProviderType,
     pub(super) key: Option<Vec<u8>>,
     queue: mpsc::Sender<Delivery>,
+    metrics: Arc<Metrics>,
 }
 
 impl Outlet {
@@ -81,6 +83,7 @@ impl Outlet {
                     mpsc::error::TrySendError::Full(d) | mpsc::error::TrySendError::Closed(d) => d,
                 };
                 tracing::warn!(provider, app = %d.app, trigger = %d.trigger, "notification dropped: queue full");
+                self.metrics.count_notification(provider, d.trigger.as_str(), "dropped");
                 false
             }
         }
@@ -90,7 +93,7 @@ impl Outlet {
 /// Opens every provider of `providers` and starts its worker (on the current tokio
 /// runtime; it ends when its [`Outlet`] is dropped and its queue drained). A provider
 /// whose address, key or password cannot be read is left out, logged.
-pub(super) fn open_all(providers: &[NotificationProvider]) -> HashMap<String, Outlet> {
+pub(super) fn open_all(providers: &[NotificationProvider], metrics: &Arc<Metrics>) -> HashMap<String, Outlet> {
     let client = match HttpClient::new() {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
@@ -103,8 +106,8 @@ pub(super) fn open_all(providers: &[NotificationProvider]) -> HashMap<String, Ou
         match open(p, client.as_ref()) {
             Ok((target, key)) => {
                 let (queue, rx) = mpsc::channel(QUEUE_LEN);
-                tokio::spawn(work(p.name.value.clone(), target, rx));
-                out.insert(p.name.value.clone(), Outlet { kind: p.type_, key, queue });
+                tokio::spawn(work(p.name.value.clone(), target, rx, metrics.clone()));
+                out.insert(p.name.value.clone(), Outlet { kind: p.type_, key, queue, metrics: metrics.clone() });
             }
             Err(e) => tracing::warn!(provider = %p.name.value, "notification provider off: {e}"),
         }
@@ -206,7 +209,7 @@ impl Target {
 
 /// The worker of provider `name`: sends each delivery of `rx` in turn, retrying as the
 /// module docs say.
-async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>) {
+async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, metrics: Arc<Metrics>) {
     while let Some(d) = rx.recv().await {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_secs(1))
@@ -219,6 +222,8 @@ async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>) {
                 tracing::debug!(provider = %name, app = %d.app, "notification failed ({}), again in {after:?}", f.message);
             })
             .await;
+        let result = if sent.is_ok() { "sent" } else { "failed" };
+        metrics.count_notification(&name, d.trigger.as_str(), result);
         match sent {
             Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
             Err(f) => {
@@ -288,7 +293,8 @@ mod tests {
                 open.push(s);
             }
         });
-        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)]);
+        let metrics = Arc::new(Metrics::default());
+        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)], &metrics);
         let outlet = &outlets["dead"];
         let started = std::time::Instant::now();
         let queued: Vec<bool> = (0..QUEUE_LEN + 10)
@@ -300,6 +306,11 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");
         assert!(queued[..QUEUE_LEN].iter().all(|q| *q), "the queue takes {QUEUE_LEN}");
         assert!(!queued[QUEUE_LEN + 1], "then drops");
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"plumb_notifications_total{provider="dead",trigger="sync-failed",result="dropped"}"#),
+            "{text}"
+        );
         held.abort();
     }
 }
