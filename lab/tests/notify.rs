@@ -1,6 +1,8 @@
-//! The outgoing webhook of `plumb serve --notify-url`: a successful sync is not posted;
-//! a refused one (an empty render, refused by the allowEmpty guard) is, as
-//! Slack-compatible JSON.
+//! Notifications against the real API server and local sinks. The outgoing webhook of
+//! `plumb serve --notify-url`: a successful sync is not posted; a refused one (an empty
+//! render, refused by the allowEmpty guard) is, as Slack-compatible JSON. The policy's
+//! `notifications:`: every trigger reaches its routed providers (HTTP and SMTP sinks)
+//! once per revision.
 #![allow(clippy::unwrap_used)]
 
 mod support;
