@@ -182,7 +182,8 @@ enum Command {
         #[arg(long, env = "PLUMB_RELOAD_EVERY", default_value_t = 5)]
         reload_every: u64,
         /// Outgoing webhook (Slack-compatible `{"text": …}` POST) told of failed and
-        /// refused syncs and of applications becoming Degraded.
+        /// refused syncs, prunes waiting for approval and applications becoming
+        /// Degraded; besides the policy's `notifications:` (providers and routes).
         #[arg(long, env = "PLUMB_NOTIFY_URL")]
         notify_url: Option<String>,
     },

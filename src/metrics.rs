@@ -131,6 +131,9 @@ pub struct Metrics {
     /// Seconds from reading a pull request delivery to its preview posted (queue,
     /// fetch, render, compare, forge calls).
     pub preview_seconds: Histogram,
+    /// Notifications by `provider`, `trigger` and `result`: `sent`, `failed` (after its
+    /// retries) or `dropped` (the provider's queue was full) (see [`crate::notify`]).
+    pub notifications: Family<Vec<(String, String)>, Counter>,
 }
 
 /// Labels of `plumb_revision_verifications_total`.
@@ -306,7 +309,10 @@ impl Default for Metrics {
             verifications.clone(),
         );
         let (previews, preview_seconds) = preview_metrics(&mut registry);
+        let notifications = Family::<Vec<(String, String)>, Counter>::default();
+        registry.register("notifications", "Notifications by provider, trigger and result", notifications.clone());
         Self {
+            notifications,
             previews,
             preview_seconds,
             verifications,
@@ -333,6 +339,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one notification to `provider` of `trigger` as `result` (`sent`,
+    /// `failed`, `dropped`): `plumb_notifications_total`.
+    pub fn count_notification(&self, provider: &str, trigger: &str, result: &str) {
+        let labels = [("provider", provider), ("trigger", trigger), ("result", result)];
+        self.notifications.get_or_create(&labels.map(|(k, v)| (k.to_string(), v.to_string())).to_vec()).inc();
+    }
+
     /// Counts the signature check of a new revision of `app` with `result` (`verified`
     /// or the reason it is not).
     pub fn count_verification(&self, app: &str, result: &str) {

@@ -1,261 +1,209 @@
-//! A generic outgoing webhook (`plumb serve --notify-url`, Slack-compatible JSON
-//! `{"text": "…"}`) for what needs a person: a sync that failed, a sync refused (a
-//! prune waiting for approval, a guard), an application whose health became Degraded.
-//! [`messages`] decides (pure); [`Outgoing`] posts, best effort (a failure is logged).
+//! Notifications: what happened to an application, told to people through the
+//! providers and routes of the policy's `notifications:` ([`crate::config::notifications`])
+//! and the `--notify-url` of `plumb serve` (a Slack-compatible provider for
+//! `sync-failed`, `prune-waiting-approval` and `health-degraded`, [`with_notify_url`]).
+//!
+//! After each pass, [`decide::events`] (pure) finds the triggers the pass calls for,
+//! each once per (application, revision, trigger); [`route`] (pure) picks the providers
+//! and templates of each; [`body`] (pure) renders what each provider is sent, every
+//! field from Git or the cluster escaped for its target; `send` (IO) queues it to the
+//! provider's worker, which posts off the pass with a timeout and a backoff.
+//!
+//! Trust: addresses and keys come only from the policy and its secrets, never from Git;
+//! a Git author can change only the text of a message, which is escaped and bounded
+//! ([`body::MAX_TEXT_CHARS`]).
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+pub mod body;
+pub mod decide;
+mod send;
 
-use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+
+use serde_saphyr::Location;
+
+pub use decide::{Event, Memory};
 
 use crate::{
-    forge::HttpClient,
-    health::HealthStatus,
-    status::{AppStatus, SyncRecord, SyncResult},
+    config::{NotificationProvider, Notifications, ProviderType, Route, Trigger},
+    status::{AppStatus, SyncRecord},
 };
 
-/// Longest message posted, in characters (Slack's recommended limit for `text`; it
-/// truncates at 40,000). A longer one is cut and ends with `…`.
-pub const MAX_TEXT_CHARS: usize = 4000;
+/// The name of the provider `--notify-url` adds (not a DNS label: no policy provider can
+/// take it).
+pub const NOTIFY_URL_PROVIDER: &str = "--notify-url";
 
-/// What was told about one application so far: the health the previous pass saw and
-/// the failed or refused sync last told (its result and revision), so that a sync
-/// retried with the same outcome at the same revision is told once. Owned by
-/// [`Outgoing`], one per application; `Told::default()` before its first pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Told {
-    /// Health after the previous pass (`None` before the first).
-    pub health: Option<HealthStatus>,
-    /// The failed or refused sync last told, `(result, revision)`; cleared by a sync
-    /// that succeeded or went on to a later wave.
-    pub failure: Option<(SyncResult, String)>,
+/// `n` with a Slack provider posting to `url` (`plumb serve --notify-url`) and a route
+/// of `sync-failed` (failed and refused syncs), `prune-waiting-approval` and
+/// `health-degraded` of every application to it: what `--notify-url` always told.
+pub fn with_notify_url(n: &mut Notifications, url: &str) {
+    let spanned = |s: &str| serde_saphyr::Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN);
+    n.providers.push(NotificationProvider {
+        name: spanned(NOTIFY_URL_PROVIDER),
+        type_: ProviderType::Slack,
+        url: Some(spanned(url)),
+        url_file: None,
+        url_secret_ref: None,
+        secret_file: None,
+        secret_ref: None,
+        from: None,
+        to: Vec::new(),
+        username: None,
+        password_file: None,
+        password_secret_ref: None,
+    });
+    n.routes.push(Route {
+        triggers: vec![Trigger::SyncFailed, Trigger::PruneWaitingApproval, Trigger::HealthDegraded],
+        environments: Vec::new(),
+        applications: Vec::new(),
+        providers: vec![spanned(NOTIFY_URL_PROVIDER)],
+        template: None,
+    });
 }
 
-/// `s` escaped for Slack's message formatting ("Formatting text for app surfaces",
-/// "Escaping text"): `&` → `&amp;`, `<` → `&lt;`, `>` → `&gt;`, so that text from Git
-/// or the cluster cannot make a mention (`<!channel>`), a link or a user ping.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
+/// The providers event `e` goes to, each once (the first route naming it gives the
+/// template; `None`: the trigger's own, [`body::default_template`]). A route matches
+/// when its triggers, environments and applications each list the event's (an empty
+/// list matches all).
+pub fn route<'a>(n: &'a Notifications, e: &Event) -> Vec<(&'a str, Option<&'a str>)> {
+    let mut out: Vec<(&str, Option<&str>)> = Vec::new();
+    for r in &n.routes {
+        let listed = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
+        let matches = (r.triggers.is_empty() || r.triggers.contains(&e.trigger))
+            && listed(&r.environments, &e.environment)
+            && listed(&r.applications, &e.app);
+        if !matches {
+            continue;
+        }
+        for p in &r.providers {
+            if !out.iter().any(|(name, _)| *name == p.value) {
+                out.push((p.value.as_str(), r.template.as_ref().map(|t| t.value.as_str())));
+            }
         }
     }
     out
 }
 
-/// The messages a pass calls for, given what was told before (`told`), and what is told
-/// after them.
-///
-/// - A failed or refused sync is told once per outcome and revision: a retry that fails
-///   the same way at the same revision says nothing, a new revision, a different outcome
-///   or a failure after a recovery is told again.
-/// - Health is told when it becomes Degraded.
-///
-/// Every interpolated value is [`escape`]d; each message is at most [`MAX_TEXT_CHARS`].
-pub fn messages(told: &Told, st: &AppStatus, sync: Option<&SyncRecord>) -> (Vec<String>, Told) {
-    let short = escape(crate::status::short(&st.revision));
-    let (app, env) = (escape(&st.app), escape(&st.environment));
-    let mut out = Vec::new();
-    let mut next = Told { health: Some(st.health), failure: told.failure.clone() };
-    if let Some(s) = sync {
-        let word = match s.result {
-            SyncResult::Failed => Some("failed"),
-            SyncResult::Refused => Some("refused"),
-            SyncResult::Succeeded | SyncResult::Running | SyncResult::Superseded => None,
-        };
-        match word {
-            Some(word) => {
-                let failure = Some((s.result, s.revision.clone()));
-                if told.failure != failure {
-                    out.push(format!("plumb: sync of {app} ({env}) at {short} {word}: {}", escape(&s.message)));
-                }
-                next.failure = failure;
-            }
-            None => next.failure = None,
+/// The notifications of one running policy: its routes, a worker per provider, and
+/// what was told (shared across policy reloads).
+pub struct Notifier {
+    notifications: Notifications,
+    outlets: std::collections::HashMap<String, send::Outlet>,
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Notifier {
+    /// Opens the providers of `notifications` and starts their workers (on the current
+    /// tokio runtime; counted in `metrics`, `plumb_notifications_total`); `None` when no
+    /// route is configured. A provider that cannot be
+    /// opened (its files unreadable, a bad address) is left out and logged.
+    pub fn start(
+        notifications: &Notifications,
+        memory: Arc<Mutex<Memory>>,
+        metrics: &Arc<crate::metrics::Metrics>,
+    ) -> Option<Self> {
+        if notifications.routes.is_empty() {
+            return None;
         }
-    }
-    if st.health == HealthStatus::Degraded && told.health != Some(HealthStatus::Degraded) {
-        let why: Vec<String> = st
-            .resources
-            .iter()
-            .filter(|r| r.health == HealthStatus::Degraded)
-            .map(|r| format!("{}: {}", escape(&r.object), escape(&r.health_message)))
-            .collect();
-        out.push(format!("plumb: {app} ({env}) at {short} is Degraded: {}", why.join("; ")));
-    }
-    (out.into_iter().map(cut).collect(), next)
-}
-
-/// `text` cut to at most [`MAX_TEXT_CHARS`] characters (the last one `…`), never inside
-/// an escape (`&lt;`): a cut escape is dropped whole.
-fn cut(text: String) -> String {
-    if text.chars().count() <= MAX_TEXT_CHARS {
-        return text;
-    }
-    let mut s: String = text.chars().take(MAX_TEXT_CHARS - 1).collect();
-    if let Some(amp) = s.rfind('&')
-        && !s[amp..].contains(';')
-    {
-        s.truncate(amp);
-    }
-    s.push('…');
-    s
-}
-
-/// Posts [`messages`] to one URL.
-pub struct Outgoing {
-    url: String,
-    client: HttpClient,
-    told: Mutex<HashMap<String, Told>>,
-}
-
-impl Outgoing {
-    /// A notifier posting to `url` (http or https).
-    ///
-    /// # Errors
-    /// The HTTP client cannot be built (no TLS roots).
-    pub fn new(url: &str) -> Result<Self, crate::forge::HttpError> {
-        Ok(Self { url: url.into(), client: HttpClient::new()?, told: Mutex::default() })
+        let outlets = send::open_all(&notifications.providers, metrics);
+        Some(Self { notifications: notifications.clone(), outlets, memory })
     }
 
-    /// Posts what the pass that produced `st` and `sync` calls for (5 s timeout each).
-    pub async fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
-        let texts = match self.told.lock() {
-            Ok(mut told) => {
-                let entry = told.entry(st.app.clone()).or_default();
-                let (texts, next) = messages(entry, st, sync);
-                *entry = next;
-                texts
-            }
+    /// Queues what the pass that produced `st` (and made `sync`) calls for; returns at
+    /// once (the workers send). Nothing when the replica's fence is closed
+    /// ([`crate::fence::check`]: another replica runs the application now).
+    pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
+        if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
+            return tracing::warn!("{e}");
+        }
+        let events = match self.memory.lock() {
+            Ok(mut memory) => decide::events(&mut memory, st, sync),
             Err(_) => return,
         };
-        for text in texts {
-            if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
-                return tracing::warn!("{e}");
-            }
-            let body = serde_json::json!({ "text": text }).to_string();
-            let req = http::Request::post(&self.url)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(Bytes::from(body));
-            let Ok(req) = req else {
-                tracing::warn!("notify URL is not a valid URI");
-                return;
-            };
-            match self.client.send(req, Duration::from_secs(5)).await {
-                Ok((code, _)) if code.is_success() => {}
-                Ok((code, _)) => tracing::warn!(app = %st.app, "notify webhook answered {code}"),
-                Err(e) => tracing::warn!(app = %st.app, "notify webhook: {e}"),
+        let now = jiff::Timestamp::now();
+        for e in &events {
+            for (name, template) in route(&self.notifications, e) {
+                let Some(outlet) = self.outlets.get(name) else { continue };
+                let template = template.unwrap_or_else(|| body::default_template(e.trigger));
+                let payload = payload(outlet, e, template, now);
+                outlet.offer(name, send::Delivery { app: e.app.clone(), trigger: e.trigger, payload });
             }
         }
     }
+}
+
+/// What `outlet` is sent for `e`.
+fn payload(outlet: &send::Outlet, e: &Event, template: &str, now: jiff::Timestamp) -> send::Payload {
+    let text = body::fill(template, e, body::escaper(outlet.kind));
+    let event = ("X-Plumb-Event", e.trigger.as_str().to_string());
+    let (bytes, headers) = match outlet.kind {
+        ProviderType::Smtp => return send::Payload::Mail(body::mail(e, template)),
+        ProviderType::Slack => (body::slack(&text), vec![]),
+        ProviderType::Teams => (body::teams(e, &text), vec![]),
+        ProviderType::Webhook => {
+            let b = body::webhook(e, &text, now);
+            let sig = body::signature(outlet.key.as_deref().unwrap_or_default(), &b);
+            (b, vec![(body::SIGNATURE_HEADER, sig), event])
+        }
+    };
+    send::Payload::Http { body: bytes.into(), headers }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn status(health: HealthStatus) -> AppStatus {
-        AppStatus {
-            app: "web".into(),
-            environment: "prod".into(),
-            revision: "abcdef123".into(),
-            health,
-            ..Default::default()
+    fn spanned(s: &str) -> serde_saphyr::Spanned<String> {
+        serde_saphyr::Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN)
+    }
+
+    fn event(trigger: Trigger, app: &str, env: &str) -> Event {
+        Event {
+            trigger,
+            app: app.into(),
+            environment: env.into(),
+            revision: "abc".into(),
+            subject: String::new(),
+            result: String::new(),
+            message: String::new(),
         }
     }
 
-    fn record(result: SyncResult) -> SyncRecord {
-        SyncRecord {
-            subject: "s".into(),
-            result,
-            message: "why".into(),
-            ..SyncRecord::new("abcdef123", crate::status::SyncReason::NewRevision)
-        }
-    }
-
-    fn told(seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<String>> {
-        let mut told = Told::default();
-        seq.iter()
-            .map(|(st, sync)| {
-                let (texts, next) = messages(&told, st, sync.as_ref());
-                told = next;
-                texts
-            })
-            .collect()
+    #[test]
+    fn routes_match_by_trigger_environment_and_application() {
+        let mut n = Notifications::default();
+        n.routes.push(Route {
+            triggers: vec![Trigger::SyncFailed],
+            environments: vec!["prod".into()],
+            applications: vec![],
+            providers: vec![spanned("chat"), spanned("mail")],
+            template: Some(spanned("{app}")),
+        });
+        n.routes.push(Route {
+            triggers: vec![],
+            environments: vec![],
+            applications: vec!["web".into()],
+            providers: vec![spanned("chat"), spanned("hook")],
+            template: None,
+        });
+        let names =
+            |e: &Event| route(&n, e).iter().map(|(p, t)| format!("{p}:{}", t.unwrap_or("-"))).collect::<Vec<_>>();
+        assert_eq!(names(&event(Trigger::SyncFailed, "web", "prod")), ["chat:{app}", "mail:{app}", "hook:-"]);
+        assert_eq!(names(&event(Trigger::SyncFailed, "api", "prod")), ["chat:{app}", "mail:{app}"]);
+        assert_eq!(names(&event(Trigger::SyncFailed, "api", "dev")), Vec::<String>::new());
+        assert_eq!(names(&event(Trigger::HealthRecovered, "web", "dev")), ["chat:-", "hook:-"]);
     }
 
     #[test]
-    fn failures_refusals_and_new_degradation_are_told_once() {
-        let st = status(HealthStatus::Healthy);
-        assert_eq!(
-            messages(&Told::default(), &st, Some(&record(SyncResult::Failed))).0,
-            ["plumb: sync of web (prod) at abcdef1 failed: why"]
-        );
-        assert_eq!(
-            messages(&Told::default(), &st, Some(&record(SyncResult::Refused))).0,
-            ["plumb: sync of web (prod) at abcdef1 refused: why"]
-        );
-        assert!(messages(&Told::default(), &st, Some(&record(SyncResult::Succeeded))).0.is_empty());
-        let degraded = status(HealthStatus::Degraded);
-        let was_healthy = Told { health: Some(HealthStatus::Healthy), failure: None };
-        assert_eq!(messages(&was_healthy, &degraded, None).0.len(), 1);
-        let was_degraded = Told { health: Some(HealthStatus::Degraded), failure: None };
-        assert!(messages(&was_degraded, &degraded, None).0.is_empty(), "told when it became Degraded only");
-    }
-
-    /// A sync that keeps failing the same way is told once; a new revision, another
-    /// outcome, or a failure after a recovery is told again.
-    #[test]
-    fn a_retried_failing_sync_is_told_once_until_it_changes_or_recovers() {
-        let st = || status(HealthStatus::Healthy);
-        let failed = |rev: &str| SyncRecord { revision: rev.into(), ..record(SyncResult::Failed) };
-        let counts: Vec<usize> = told(&[
-            (st(), Some(failed("abcdef123"))),
-            (st(), Some(failed("abcdef123"))),
-            (st(), None),
-            (st(), Some(failed("abcdef123"))),
-            (st(), Some(record(SyncResult::Refused))),
-            (st(), Some(failed("1234567aa"))),
-            (st(), Some(record(SyncResult::Succeeded))),
-            (st(), Some(failed("1234567aa"))),
-        ])
-        .iter()
-        .map(Vec::len)
-        .collect();
-        assert_eq!(counts, [1, 0, 0, 0, 1, 1, 0, 1]);
-    }
-
-    /// Git values and API error text cannot ping a channel or make a link in Slack.
-    #[test]
-    fn notifications_escape_slack_control_sequences_in_every_value() {
-        let mut st = status(HealthStatus::Degraded);
-        st.app = "web<!here>".into();
-        st.resources = vec![crate::status::ResourceStatus {
-            object: "ConfigMap/a/<@U123>".into(),
-            health: HealthStatus::Degraded,
-            sync: crate::compare::SyncStatus::Synced,
-            reason: String::new(),
-            health_message: "image <http://evil.example|click> & more".into(),
-        }];
-        let rec = SyncRecord { message: "denied: <!channel> a>b".into(), ..record(SyncResult::Failed) };
-        let (texts, _) = messages(&Told::default(), &st, Some(&rec));
-        assert_eq!(
-            texts,
-            [
-                "plumb: sync of web&lt;!here&gt; (prod) at abcdef1 failed: denied: &lt;!channel&gt; a&gt;b",
-                "plumb: web&lt;!here&gt; (prod) at abcdef1 is Degraded: ConfigMap/a/&lt;@U123&gt;: \
-                 image &lt;http://evil.example|click&gt; &amp; more",
-            ]
-        );
-        for t in &texts {
-            assert!(!t.contains('<') && !t.contains('>'), "{t}");
-        }
-        let long = SyncRecord { message: "<".repeat(10_000), ..record(SyncResult::Failed) };
-        let (texts, _) = messages(&Told::default(), &status(HealthStatus::Healthy), Some(&long));
-        assert!(texts[0].chars().count() <= MAX_TEXT_CHARS);
-        assert!(texts[0].ends_with("&lt;…"), "an escape is never cut in half");
+    fn notify_url_routes_failures_and_degraded_health_to_slack() {
+        let mut n = Notifications::default();
+        with_notify_url(&mut n, "http://127.0.0.1:9/hook");
+        assert_eq!(route(&n, &event(Trigger::SyncFailed, "a", "e")).len(), 1);
+        assert_eq!(route(&n, &event(Trigger::HealthDegraded, "a", "e")).len(), 1);
+        assert_eq!(route(&n, &event(Trigger::PruneWaitingApproval, "a", "e")).len(), 1);
+        assert!(route(&n, &event(Trigger::SyncSucceeded, "a", "e")).is_empty());
+        // valid but for its name, which no policy provider can take
+        let problems = n.problems(false);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("DNS-1123"), "{problems:?}");
     }
 }

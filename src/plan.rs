@@ -47,6 +47,11 @@ pub const SYNC_WAVE_ANNOTATION: &str = "plumb.dev/sync-wave";
 /// [`APPROVAL_VALIDITY`] seconds after that time.
 pub const PRUNE_APPROVED_ANNOTATION: &str = "plumb.dev/prune-approved";
 
+/// The words that start the reason of a prune held for an approval
+/// ([`Skip::NeedsApproval`]), in the status of its object (`requires pruning; prune
+/// needs approval (…)`): what [`crate::notify`] looks for.
+pub const NEEDS_APPROVAL: &str = "prune needs approval";
+
 /// How long a [`PRUNE_APPROVED_ANNOTATION`] approval stays valid, in seconds (24 h): an
 /// old approval left on an object does not approve a later, unrelated prune.
 pub const APPROVAL_VALIDITY: i64 = 24 * 3600;
@@ -561,7 +566,7 @@ impl std::fmt::Display for Skip {
             Skip::NeedsApproval { protection, app, problem } => {
                 write!(
                     f,
-                    "prune needs approval ({protection}): plumb prune {app} --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now, RFC 3339>"
+                    "{NEEDS_APPROVAL} ({protection}): plumb prune {app} --approve, or annotate {PRUNE_APPROVED_ANNOTATION}=<now, RFC 3339>"
                 )?;
                 problem.as_ref().map_or(Ok(()), |p| write!(f, "; {p}"))
             }

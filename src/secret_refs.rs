@@ -2,7 +2,9 @@
 //! `webhookSecretRef`, `tokenSecretRef` and `sshKeySecretRef` (`{name, key}`, a Secret
 //! in plumb's namespace, `settings.statusNamespace`), and an application's chart
 //! credentials (`source.chart.passwordSecretRef`, `source.chart.tokenSecretRef`), and the
-//! keys of `verifyCommits` (`allowedSignersRef`, `openpgpKeyringRef`).
+//! keys of `verifyCommits` (`allowedSignersRef`, `openpgpKeyringRef`), and the
+//! addresses and keys of notification providers (`urlSecretRef`, `secretRef`,
+//! `passwordSecretRef`).
 //!
 //! Before the policy is used, each referenced value is read through the API and written
 //! to a file of its own (mode 0600) under the cache directory, and the matching
@@ -83,6 +85,11 @@ pub fn any(config: &Config) -> bool {
             .filter_map(|a| a.source.chart.as_ref())
             .any(|c| c.password_secret_ref.is_some() || c.token_secret_ref.is_some())
         || verify_commits(config).any(|(_, v)| v.allowed_signers_ref.is_some() || v.openpgp_keyring_ref.is_some())
+        || config
+            .notifications
+            .providers
+            .iter()
+            .any(|p| p.url_secret_ref.is_some() || p.secret_ref.is_some() || p.password_secret_ref.is_some())
 }
 
 /// Every `verifyCommits` of the policy with its owner's file-name prefix (`env-prod`,
@@ -140,6 +147,22 @@ pub async fn materialize(client: &Client, config: &mut Config, dir: &Path) -> Re
         }
     }
     materialize_verify_commits(config, &api, (&namespace, dir), &mut versions).await?;
+    for p in &mut config.notifications.providers {
+        let owner = format!("notification provider `{}`", p.name.value);
+        let slots: [Slot<'_>; 3] = [
+            ("urlSecretRef", &p.url_secret_ref, &mut p.url_file),
+            ("secretRef", &p.secret_ref, &mut p.secret_file),
+            ("passwordSecretRef", &p.password_secret_ref, &mut p.password_file),
+        ];
+        for (field, reference, file) in slots {
+            let Some(r) = reference else { continue };
+            let (value, version) = read(&api, &namespace, &owner, field, r).await?;
+            let path = dir.join(format!("notify-{}-{field}", p.name.value));
+            write_private(&path, &value).map_err(|source| Error::Write { path: path.clone(), source })?;
+            versions.insert(r.name.clone(), version);
+            *file = Some(Spanned::new(path, Location::UNKNOWN, Location::UNKNOWN));
+        }
+    }
     Ok(versions)
 }
 

@@ -128,8 +128,8 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
 }
 
 /// [`serve_with`], and with `lease` one replica among several: an application's passes
-/// run only while this replica holds its shard (see [`crate::leader`]); with `notify`, failed and
-/// refused syncs and new Degraded health are posted (see [`crate::notify`]).
+/// run only while this replica holds its shard (see [`crate::leader`]); with `notify`, what
+/// each pass calls for is told to the routed providers (see [`crate::notify`]).
 ///
 /// # Errors
 /// Secret files unreadable, the Lease cannot be read or created.
@@ -138,7 +138,7 @@ pub async fn serve_elected(
     listen: Bound,
     token: CancellationToken,
     lease: Option<LeaseOptions>,
-    notify: Option<Arc<crate::notify::Outgoing>>,
+    notify: Option<Arc<crate::notify::Notifier>>,
 ) -> anyhow::Result<ServeHandle> {
     let Bound { public, internal, probes: probe_at } = listen;
     let listener = tokio::net::TcpListener::from_std(public)?;
@@ -420,7 +420,8 @@ pub struct Process {
     pub lease: Option<LeaseOptions>,
     /// How often the policy file is read again.
     pub reload_every: std::time::Duration,
-    /// Outgoing webhook for failures (see [`crate::notify`]).
+    /// Slack-compatible webhook told of failed and refused syncs and Degraded health,
+    /// besides the policy's `notifications:` (see [`crate::notify::with_notify_url`]).
     pub notify_url: Option<String>,
 }
 
@@ -463,10 +464,12 @@ pub async fn run(
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);
     let bound = process.listen.bind()?;
     let mut shutdown = std::pin::pin!(shutdown);
-    let notify = match &process.notify_url {
-        Some(url) => Some(Arc::new(crate::notify::Outgoing::new(url)?)),
-        None => None,
-    };
+    if let Some(url) = &process.notify_url {
+        let slack = crate::config::ProviderType::Slack;
+        crate::config::notifications::check_url(slack, url).map_err(|e| anyhow::anyhow!("--notify-url: {e}"))?;
+    }
+    // what was told, kept across policy reloads (see crate::notify::decide)
+    let told = Arc::new(std::sync::Mutex::new(crate::notify::Memory::default()));
     loop {
         let cluster = crate::cluster::Cluster::connect_with(
             process.kubeconfig.as_deref(),
@@ -492,6 +495,11 @@ pub async fn run(
         sets.expand(&mut running, &generated, true, &metrics).await;
         generated = crate::config::generators::generated_by_set(&running);
         let sets_running = running.clone();
+        let mut notifications = running.notifications.clone();
+        if let Some(url) = &process.notify_url {
+            crate::notify::with_notify_url(&mut notifications, url);
+        }
+        let notify = crate::notify::Notifier::start(&notifications, told.clone(), &metrics).map(Arc::new);
         let client = cluster.client().clone();
         let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
             .with_watches()
@@ -539,7 +547,7 @@ pub async fn run(
 fn start_actors(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
-    (leadership, outgoing): (&Leadership, Option<Arc<crate::notify::Outgoing>>),
+    (leadership, outgoing): (&Leadership, Option<Arc<crate::notify::Notifier>>),
     probes: &Arc<Probes>,
     token: CancellationToken,
 ) -> Scheduler {
@@ -667,7 +675,7 @@ async fn policy_pass(
     ctx: &Context,
     state: &mut AppState,
     notifiers: &std::collections::HashMap<String, Arc<Notifier>>,
-    outgoing: Option<&crate::notify::Outgoing>,
+    outgoing: Option<&crate::notify::Notifier>,
     (app, mode): (&str, Mode),
     fresh: crate::source::Freshness,
 ) -> bool {
@@ -691,7 +699,7 @@ async fn policy_pass(
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             if let Some(o) = outgoing {
-                o.after_pass(&r.status, r.sync.as_ref()).await;
+                o.after_pass(&r.status, r.sync.as_ref());
             }
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;

@@ -1,6 +1,6 @@
 //! The repository's own policy files validate: `config/dev.yaml` as it is, the example of
-//! `applicationSets:` with `--skip-files` (its forge token is a file of the machine
-//! running `plumb serve`), and the
+//! `applicationSets:` and of `notifications:` with `--skip-files` (their secret files
+//! are on the machine running `plumb serve`), and the
 //! install's `deploy/base/policy.yaml` with `--skip-files` (its webhook secret is
 //! mounted in plumb's pod, not on the machine running `plumb validate`); without the
 //! flag the missing file is named with the way out.
@@ -37,6 +37,9 @@ fn the_repository_s_own_policies_validate() {
         out.contains("applicationSet `pulls`: its applications are the open pull requests of repository `fleet` labelled `preview`"),
         "{out}"
     );
+    let (code, out) = validate(&["--skip-files", "config/examples/notifications.yaml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("config/examples/notifications.yaml: ok"), "{out}");
     let (code, out) = validate(&["deploy/base/policy.yaml"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("/etc/plumb/secrets/webhook-secret does not exist") && out.contains("--skip-files"), "{out}");

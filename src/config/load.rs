@@ -96,6 +96,7 @@ fn load_checked(text: &str, file: &Path, base: &Path, files: bool) -> Result<Con
             cs.token_file.value = base.join(&cs.token_file.value);
         }
     }
+    config.notifications.resolve(base);
     for vc in config.environments.iter_mut().filter_map(|e| e.verify_commits.as_mut()) {
         vc.resolve(base);
     }

@@ -42,6 +42,10 @@ pub struct Config {
     /// Process-wide settings.
     #[serde(default)]
     pub settings: Settings,
+    /// Where plumb tells people what happened ([`super::notifications`]); none when
+    /// absent.
+    #[serde(default)]
+    pub notifications: super::Notifications,
     /// The file this configuration was read from (set by the loader, not read from YAML).
     #[serde(skip)]
     pub file: PathBuf,

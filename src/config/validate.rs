@@ -75,6 +75,10 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     let envs = check_environments(config, &mut problem);
     check_applications(config, (&repos, &envs), &mut problem);
     check_verify_commits(config, files, &mut problem);
+    for (at, m) in config.notifications.problems(files) {
+        problem(at, m);
+    }
+    check_routes(config, &envs, &mut problem);
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
@@ -105,6 +109,24 @@ pub fn warnings(config: &Config) -> Vec<String> {
         }
     }
     out
+}
+
+/// Routes of `notifications:` naming an environment that does not exist, or an
+/// application that does not (only when no applicationSet may generate it later): a
+/// typo would silence the route.
+fn check_routes(config: &Config, envs: &HashSet<&str>, problem: &mut impl FnMut(u32, String)) {
+    let apps: HashSet<&str> = config.applications.iter().map(|a| a.name.value.as_str()).collect();
+    for (i, r) in config.notifications.routes.iter().enumerate() {
+        let at = r.providers.first().map_or(0, |p| p.referenced.line() as u32);
+        for e in r.environments.iter().filter(|e| !envs.contains(e.as_str())) {
+            problem(at, format!("notifications: routes[{i}]: no environment named `{e}`"));
+        }
+        if config.application_sets.is_empty() {
+            for a in r.applications.iter().filter(|a| !apps.contains(a.as_str())) {
+                problem(at, format!("notifications: routes[{i}]: no application named `{a}`"));
+            }
+        }
+    }
 }
 
 /// The line a value was read from.

@@ -1,0 +1,356 @@
+//! Which notification events a pass calls for (pure: the status of the pass, its sync
+//! record and what was told before go in; the events come out).
+//!
+//! Each trigger is told **once per (application, revision, trigger)**: a pass that
+//! finds the same thing again at the same revision says nothing. Telling one side of a
+//! pair forgets the other at that revision (`sync-failed` / `sync-succeeded`,
+//! `health-degraded` / `health-recovered`), so that a failure after a success, or a
+//! Degraded after a recovery, is told again. `health-recovered` is told only after a
+//! `health-degraded` that was told. What is remembered is bounded ([`MAX_REMEMBERED`]
+//! keys, the oldest forgotten first).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::{
+    config::Trigger,
+    health::HealthStatus,
+    status::{AppStatus, ConditionType, SyncRecord, SyncResult},
+};
+
+/// How many (application, revision, trigger) keys [`Memory`] keeps; past it the oldest
+/// is forgotten (and could be told again).
+pub const MAX_REMEMBERED: usize = 10_000;
+
+/// The start of a `ComparisonError` condition that a commit which does not render
+/// leaves (`render abc1234: …`, [`crate::reconcile::PassFailure::Render`]).
+pub const RENDER_FAILED_PREFIX: &str = "render ";
+
+/// One thing to tell about one application. Its fields come from Git and the cluster
+/// (untrusted): each provider escapes them for its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// What happened.
+    pub trigger: Trigger,
+    /// The application.
+    pub app: String,
+    /// Its environment.
+    pub environment: String,
+    /// The commit concerned (full SHA).
+    pub revision: String,
+    /// The commit's subject line (may be empty).
+    pub subject: String,
+    /// Of a sync: `failed`, `refused` or `succeeded`; else empty.
+    pub result: String,
+    /// What happened, in words: the sync's message, the objects concerned, the
+    /// condition's text.
+    pub message: String,
+}
+
+/// What was told so far, for every application: the keys told, oldest first, and the
+/// revision at which each application's Degraded was told (until it recovers). One per
+/// process, kept across policy reloads.
+#[derive(Debug, Default)]
+pub struct Memory {
+    told: HashSet<(String, String, Trigger)>,
+    order: VecDeque<(String, String, Trigger)>,
+    degraded: HashMap<String, String>,
+}
+
+impl Memory {
+    /// Whether `key` was told (and is still remembered).
+    pub fn told(&self, app: &str, revision: &str, trigger: Trigger) -> bool {
+        self.told.contains(&(app.to_string(), revision.to_string(), trigger))
+    }
+
+    /// Remembers `key`; false when it was already told.
+    fn remember(&mut self, key: (String, String, Trigger)) -> bool {
+        if self.told.contains(&key) {
+            return false;
+        }
+        if self.order.len() >= MAX_REMEMBERED
+            && let Some(old) = self.order.pop_front()
+        {
+            self.told.remove(&old);
+        }
+        self.told.insert(key.clone());
+        self.order.push_back(key);
+        true
+    }
+
+    fn forget(&mut self, key: &(String, String, Trigger)) {
+        if self.told.remove(key) {
+            self.order.retain(|k| k != key);
+        }
+    }
+
+    /// How many keys are remembered.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// The other side of a pair of triggers (see the module docs).
+fn opposite(t: Trigger) -> Option<Trigger> {
+    match t {
+        Trigger::SyncFailed => Some(Trigger::SyncSucceeded),
+        Trigger::SyncSucceeded => Some(Trigger::SyncFailed),
+        Trigger::HealthDegraded => Some(Trigger::HealthRecovered),
+        Trigger::HealthRecovered => Some(Trigger::HealthDegraded),
+        _ => None,
+    }
+}
+
+/// What the pass that produced `st` (and `sync`, the sync it made, if any) calls for,
+/// given `memory`, which it updates. See the module docs for the rules; the triggers:
+///
+/// - `render-failed`: a `ComparisonError` starting [`RENDER_FAILED_PREFIX`] (the
+///   revision is the commit that does not render);
+/// - `unverified-revision`: an `UnverifiedRevision` condition (the revision is the one
+///   not trusted, [`crate::status::Verification`]);
+/// - `sync-failed` / `sync-succeeded`: a sync record `Failed` or `Refused` /
+///   `Succeeded` (`Running` and `Superseded` say nothing);
+/// - `prune-waiting-approval`: objects whose reason says [`crate::plan::NEEDS_APPROVAL`];
+/// - `health-degraded`: health Degraded; `health-recovered`: Healthy after a told
+///   Degraded.
+pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>) -> Vec<Event> {
+    let mut found: Vec<(Trigger, String, String, String)> = Vec::new();
+    for c in &st.conditions {
+        if c.type_ == ConditionType::ComparisonError && c.message.starts_with(RENDER_FAILED_PREFIX) {
+            found.push((Trigger::RenderFailed, st.revision.clone(), String::new(), c.message.clone()));
+        }
+        if c.type_ == ConditionType::UnverifiedRevision {
+            let rev = st.verification.as_ref().filter(|v| !v.verified).map_or(&st.revision, |v| &v.revision);
+            found.push((Trigger::UnverifiedRevision, rev.clone(), String::new(), c.message.clone()));
+        }
+    }
+    if let Some(s) = sync {
+        let summary = || {
+            let (applied, pruned) = (s.applied.len() + s.applied_omitted, s.pruned.len() + s.pruned_omitted);
+            format!("applied {applied} objects, pruned {pruned}")
+        };
+        match s.result {
+            SyncResult::Failed | SyncResult::Refused => {
+                let result = s.result.as_str().to_ascii_lowercase();
+                found.push((Trigger::SyncFailed, s.revision.clone(), result, s.message.clone()));
+            }
+            SyncResult::Succeeded => {
+                found.push((Trigger::SyncSucceeded, s.revision.clone(), "succeeded".into(), summary()));
+            }
+            SyncResult::Running | SyncResult::Superseded => {}
+        }
+    }
+    let held: Vec<&str> = st
+        .resources
+        .iter()
+        .filter(|r| r.reason.contains(crate::plan::NEEDS_APPROVAL))
+        .map(|r| r.object.as_str())
+        .collect();
+    if !held.is_empty() {
+        let message = format!("held: {}", held.join(", "));
+        found.push((Trigger::PruneWaitingApproval, st.revision.clone(), String::new(), message));
+    }
+    match st.health {
+        HealthStatus::Degraded => {
+            let why: Vec<String> = st
+                .resources
+                .iter()
+                .filter(|r| r.health == HealthStatus::Degraded)
+                .map(|r| format!("{}: {}", r.object, r.health_message))
+                .collect();
+            found.push((Trigger::HealthDegraded, st.revision.clone(), String::new(), why.join("; ")));
+        }
+        HealthStatus::Healthy if memory.degraded.contains_key(&st.app) => {
+            found.push((Trigger::HealthRecovered, st.revision.clone(), String::new(), "Healthy".into()));
+        }
+        _ => {}
+    }
+    found.sort_by_key(|(t, ..)| Trigger::ALL.iter().position(|a| a == t));
+    let mut out = Vec::new();
+    for (trigger, revision, result, message) in found {
+        if !memory.remember((st.app.clone(), revision.clone(), trigger)) {
+            continue;
+        }
+        if let Some(other) = opposite(trigger) {
+            memory.forget(&(st.app.clone(), revision.clone(), other));
+        }
+        match trigger {
+            Trigger::HealthDegraded => {
+                memory.degraded.insert(st.app.clone(), revision.clone());
+            }
+            Trigger::HealthRecovered => {
+                if let Some(at) = memory.degraded.remove(&st.app) {
+                    memory.forget(&(st.app.clone(), at, Trigger::HealthDegraded));
+                }
+            }
+            _ => {}
+        }
+        let subject = if revision == st.revision { st.subject.clone() } else { String::new() };
+        out.push(Event {
+            trigger,
+            app: st.app.clone(),
+            environment: st.environment.clone(),
+            revision,
+            subject,
+            result,
+            message,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{Condition, ResourceStatus, SyncReason};
+
+    fn status(health: HealthStatus) -> AppStatus {
+        AppStatus {
+            app: "web".into(),
+            environment: "prod".into(),
+            revision: "abcdef123".into(),
+            health,
+            ..Default::default()
+        }
+    }
+
+    fn record(result: SyncResult, rev: &str) -> SyncRecord {
+        SyncRecord { result, message: "why".into(), ..SyncRecord::new(rev, SyncReason::NewRevision) }
+    }
+
+    fn resource(object: &str, health: HealthStatus, reason: &str) -> ResourceStatus {
+        ResourceStatus {
+            object: object.into(),
+            sync: crate::compare::SyncStatus::Synced,
+            reason: reason.into(),
+            health,
+            health_message: "crash loop".into(),
+        }
+    }
+
+    /// The triggers of a sequence of passes, one list per pass.
+    fn run(seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<&'static str>> {
+        let mut memory = Memory::default();
+        seq.iter()
+            .map(|(st, sync)| events(&mut memory, st, sync.as_ref()).iter().map(|e| e.trigger.as_str()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn each_trigger_is_found_from_the_status_of_a_pass() {
+        let healthy = status(HealthStatus::Healthy);
+        let mut render = status(HealthStatus::Healthy);
+        render.conditions.push(Condition::new(ConditionType::ComparisonError, "render abcdef1: a.yaml:3: bad"));
+        let mut fetch = status(HealthStatus::Healthy);
+        fetch.conditions.push(Condition::new(ConditionType::ComparisonError, "fetch https://x: refused"));
+        let mut unverified = status(HealthStatus::Healthy);
+        unverified.conditions.push(Condition::new(ConditionType::UnverifiedRevision, "abcdef1 unsigned"));
+        unverified.verification =
+            Some(crate::status::Verification { revision: "fedcba987".into(), verified: false, ..Default::default() });
+        let mut held = status(HealthStatus::Healthy);
+        let reason =
+            format!("requires pruning; {} (Prune=confirm): plumb prune web --approve", crate::plan::NEEDS_APPROVAL);
+        held.resources.push(resource("ConfigMap/a/keep", HealthStatus::Healthy, &reason));
+        let mut degraded = status(HealthStatus::Degraded);
+        degraded.resources.push(resource("Deployment/a/web", HealthStatus::Degraded, ""));
+        let seen = run(&[
+            (render, None),
+            (fetch, None),
+            (unverified.clone(), None),
+            (healthy.clone(), Some(record(SyncResult::Failed, "abcdef123"))),
+            (healthy.clone(), Some(record(SyncResult::Succeeded, "abcdef123"))),
+            (healthy.clone(), Some(record(SyncResult::Running, "abcdef123"))),
+            (held, None),
+            (degraded, None),
+            (healthy, None),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                vec!["render-failed"],
+                vec![],
+                vec!["unverified-revision"],
+                vec!["sync-failed"],
+                vec!["sync-succeeded"],
+                vec![],
+                vec!["prune-waiting-approval"],
+                vec!["health-degraded"],
+                vec!["health-recovered"],
+            ]
+        );
+        let mut memory = Memory::default();
+        let e = events(&mut memory, &unverified, None);
+        assert_eq!(e[0].revision, "fedcba987", "the revision not trusted, not the one kept");
+    }
+
+    /// The render error names the failing commit as `PassFailure::Render` displays it.
+    #[test]
+    fn a_render_failure_is_recognised_by_its_display() {
+        let failure = crate::reconcile::PassFailure::Render {
+            revision: "abcdef123".into(),
+            subject: "s".into(),
+            error: crate::render::Error::Parse { file: "a.yaml".into(), line: 1, document: 1, message: "bad".into() },
+        };
+        assert!(failure.to_string().starts_with(RENDER_FAILED_PREFIX), "{failure}");
+    }
+
+    #[test]
+    fn once_per_application_revision_and_trigger() {
+        let st = || status(HealthStatus::Healthy);
+        let failed = |rev: &str| Some(record(SyncResult::Failed, rev));
+        let counts: Vec<usize> = run(&[
+            (st(), failed("abcdef123")),
+            (st(), failed("abcdef123")),
+            (st(), None),
+            (st(), Some(record(SyncResult::Refused, "abcdef123"))),
+            (st(), failed("1234567aa")),
+            (st(), Some(record(SyncResult::Succeeded, "1234567aa"))),
+            (st(), Some(record(SyncResult::Succeeded, "1234567aa"))),
+            (st(), failed("1234567aa")),
+        ])
+        .iter()
+        .map(Vec::len)
+        .collect();
+        assert_eq!(counts, [1, 0, 0, 0, 1, 1, 0, 1], "a failure after a success is told again");
+    }
+
+    #[test]
+    fn recovered_is_told_only_after_a_told_degraded_and_degraded_again_after_it() {
+        let (h, d) = (status(HealthStatus::Healthy), status(HealthStatus::Degraded));
+        let p = status(HealthStatus::Progressing);
+        let seen = run(&[
+            (h.clone(), None),
+            (d.clone(), None),
+            (d.clone(), None),
+            (p, None),
+            (h.clone(), None),
+            (h.clone(), None),
+            (d.clone(), None),
+        ]);
+        let want: [Vec<&str>; 7] = [
+            vec![],
+            vec!["health-degraded"],
+            vec![],
+            vec![],
+            vec!["health-recovered"],
+            vec![],
+            vec!["health-degraded"],
+        ];
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut memory = Memory::default();
+        for i in 0..MAX_REMEMBERED + 5 {
+            let st = AppStatus { revision: format!("{i:040}"), ..status(HealthStatus::Healthy) };
+            events(&mut memory, &st, Some(&record(SyncResult::Failed, &st.revision)));
+        }
+        assert_eq!(memory.len(), MAX_REMEMBERED);
+        assert!(!memory.told("web", &format!("{:040}", 0), Trigger::SyncFailed), "the oldest is forgotten");
+    }
+}

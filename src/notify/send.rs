@@ -1,0 +1,316 @@
+//! The IO of notifications: one worker per provider, fed through a bounded queue
+//! ([`QUEUE_LEN`]), so that a pass only decides and enqueues: a slow or dead sink
+//! never holds a reconcile. Each delivery has [`TIMEOUT`] per attempt and is retried
+//! with a growing delay (1 s, 2 s, 4 s; `backon`'s exponential backoff) on a transport
+//! error, a timeout, HTTP 429 or 5xx; then it is dropped and logged. A full queue
+//! drops the new message (logged).
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use backon::{ExponentialBuilder, Retryable as _};
+use bytes::Bytes;
+use lettre::{
+    AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor,
+    message::{Mailbox, MultiPart},
+    transport::smtp::authentication::Credentials,
+};
+use tokio::sync::mpsc;
+
+use super::body::Mail;
+use crate::{
+    config::{NotificationProvider, ProviderType, Trigger},
+    forge::HttpClient,
+    metrics::Metrics,
+};
+
+/// Messages waiting for one provider; past it new ones are dropped.
+pub const QUEUE_LEN: usize = 64;
+
+/// The longest one attempt at a delivery may take (connect, send, answer).
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Attempts after the first failed one.
+pub const RETRIES: usize = 3;
+
+/// What one provider is sent.
+pub(super) enum Payload {
+    /// An HTTP POST: body and extra headers.
+    Http {
+        /// The body (JSON).
+        body: Bytes,
+        /// Headers besides `Content-Type: application/json`.
+        headers: Vec<(&'static str, String)>,
+    },
+    /// An e-mail.
+    Mail(Mail),
+}
+
+/// One message for one provider.
+pub(super) struct Delivery {
+    pub(super) app: String,
+    pub(super) trigger: Trigger,
+    pub(super) payload: Payload,
+}
+
+/// Where a provider's messages go, opened once per policy.
+enum Target {
+    Http { url: String, client: Arc<HttpClient> },
+    Smtp(Box<Smtp>),
+}
+
+/// An SMTP relay, the sender and the recipients.
+struct Smtp {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    to: Vec<Mailbox>,
+}
+
+/// A provider ready to take messages: its type, its HMAC key (`webhook`), its queue.
+pub(super) struct Outlet {
+    pub(super) kind: ProviderType,
+    pub(super) key: Option<Vec<u8>>,
+    queue: mpsc::Sender<Delivery>,
+    metrics: Arc<Metrics>,
+}
+
+impl Outlet {
+    /// Queues `d`; false (and logged) when the queue is full or the worker gone.
+    pub(super) fn offer(&self, provider: &str, d: Delivery) -> bool {
+        match self.queue.try_send(d) {
+            Ok(()) => true,
+            Err(e) => {
+                let d = match &e {
+                    mpsc::error::TrySendError::Full(d) | mpsc::error::TrySendError::Closed(d) => d,
+                };
+                tracing::warn!(provider, app = %d.app, trigger = %d.trigger, "notification dropped: queue full");
+                self.metrics.count_notification(provider, d.trigger.as_str(), "dropped");
+                false
+            }
+        }
+    }
+}
+
+/// Opens every provider of `providers` and starts its worker (on the current tokio
+/// runtime; it ends when its [`Outlet`] is dropped and its queue drained). A provider
+/// whose address, key or password cannot be read is left out, logged.
+pub(super) fn open_all(providers: &[NotificationProvider], metrics: &Arc<Metrics>) -> HashMap<String, Outlet> {
+    let client = match HttpClient::new() {
+        Ok(c) => Some(Arc::new(c)),
+        Err(e) => {
+            tracing::warn!("notifications over HTTP off: {e}");
+            None
+        }
+    };
+    let mut out = HashMap::new();
+    for p in providers {
+        match open(p, client.as_ref()) {
+            Ok((target, key)) => {
+                let (queue, rx) = mpsc::channel(QUEUE_LEN);
+                tokio::spawn(work(p.name.value.clone(), target, rx, metrics.clone()));
+                out.insert(p.name.value.clone(), Outlet { kind: p.type_, key, queue, metrics: metrics.clone() });
+            }
+            Err(e) => tracing::warn!(provider = %p.name.value, "notification provider off: {e}"),
+        }
+    }
+    out
+}
+
+/// A secret file's content as text (one trailing newline stripped).
+fn read_text(path: &std::path::Path) -> Result<String, String> {
+    let bytes = crate::config::read_secret(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))
+}
+
+/// The target and HMAC key of `p`.
+fn open(p: &NotificationProvider, client: Option<&Arc<HttpClient>>) -> Result<(Target, Option<Vec<u8>>), String> {
+    let url = match (&p.url, &p.url_file) {
+        (Some(u), _) => u.value.clone(),
+        (None, Some(f)) => read_text(&f.value)?.trim().to_string(),
+        (None, None) => return Err("no address (urlSecretRef not read?)".into()),
+    };
+    crate::config::notifications::check_url(p.type_, &url)?;
+    let key = match &p.secret_file {
+        Some(f) => Some(crate::config::read_secret(&f.value).map_err(|e| format!("{}: {e}", f.value.display()))?),
+        None => None,
+    };
+    let target = match p.type_ {
+        ProviderType::Smtp => smtp(p, &url)?,
+        _ => Target::Http { url, client: client.ok_or("no HTTP client")?.clone() },
+    };
+    Ok((target, key))
+}
+
+/// An SMTP transport to `url` (see [`NotificationProvider::url`]) with `p`'s sender,
+/// recipients and credentials.
+fn smtp(p: &NotificationProvider, url: &str) -> Result<Target, String> {
+    let parsed = url::Url::parse(url).map_err(|e| e.to_string())?;
+    let host = parsed.host_str().unwrap_or_default();
+    let builder = match parsed.scheme() {
+        "smtp" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(host)
+            .map_err(|e| e.to_string())?
+            .port(parsed.port().unwrap_or(587)),
+        "smtps" => AsyncSmtpTransport::<Tokio1Executor>::relay(host)
+            .map_err(|e| e.to_string())?
+            .port(parsed.port().unwrap_or(465)),
+        _ => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host).port(parsed.port().unwrap_or(25)),
+    };
+    let mut builder = builder.timeout(Some(TIMEOUT));
+    if let (Some(user), Some(f)) = (&p.username, &p.password_file) {
+        builder = builder.credentials(Credentials::new(user.clone(), read_text(&f.value)?));
+    }
+    let mailbox = |s: &str| s.parse::<Mailbox>().map_err(|e| format!("`{s}`: {e}"));
+    let from = mailbox(p.from.as_deref().unwrap_or_default())?;
+    let to = p.to.iter().map(|t| mailbox(t)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Target::Smtp(Box::new(Smtp { transport: builder.build(), from, to })))
+}
+
+/// Why an attempt failed, and whether another may succeed.
+#[derive(Debug)]
+struct Failed {
+    message: String,
+    retry: bool,
+}
+
+impl Target {
+    async fn send(&self, payload: &Payload) -> Result<(), Failed> {
+        match (self, payload) {
+            (Target::Http { url, client }, Payload::Http { body, headers }) => {
+                let mut req = http::Request::post(url.as_str()).header(http::header::CONTENT_TYPE, "application/json");
+                for (name, value) in headers {
+                    req = req.header(*name, value.as_str());
+                }
+                let req = req.body(body.clone()).map_err(|e| Failed { message: e.to_string(), retry: false })?;
+                match client.send(req, TIMEOUT).await {
+                    Ok((code, _)) if code.is_success() => Ok(()),
+                    Ok((code, _)) => Err(Failed {
+                        message: format!("answered {code}"),
+                        retry: code.is_server_error() || code == http::StatusCode::TOO_MANY_REQUESTS,
+                    }),
+                    Err(e) => Err(Failed { message: e.to_string(), retry: true }),
+                }
+            }
+            (Target::Smtp(smtp), Payload::Mail(m)) => {
+                let mut b = Message::builder().from(smtp.from.clone()).subject(m.subject.clone());
+                for t in &smtp.to {
+                    b = b.to(t.clone());
+                }
+                let msg = b
+                    .multipart(MultiPart::alternative_plain_html(m.plain.clone(), m.html.clone()))
+                    .map_err(|e| Failed { message: e.to_string(), retry: false })?;
+                match smtp.transport.send(msg).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(Failed { retry: !e.is_permanent(), message: e.to_string() }),
+                }
+            }
+            _ => Err(Failed { message: "payload does not fit the provider".into(), retry: false }),
+        }
+    }
+}
+
+/// The worker of provider `name`: sends each delivery of `rx` in turn, retrying as the
+/// module docs say.
+async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, metrics: Arc<Metrics>) {
+    while let Some(d) = rx.recv().await {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_secs(1))
+            .with_max_delay(Duration::from_secs(30))
+            .with_max_times(RETRIES);
+        let sent = (|| target.send(&d.payload))
+            .retry(backoff)
+            .when(|f: &Failed| f.retry)
+            .notify(|f: &Failed, after: Duration| {
+                tracing::debug!(provider = %name, app = %d.app, "notification failed ({}), again in {after:?}", f.message);
+            })
+            .await;
+        let result = if sent.is_ok() { "sent" } else { "failed" };
+        metrics.count_notification(&name, d.trigger.as_str(), result);
+        match sent {
+            Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
+            Err(f) => {
+                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_saphyr::{Location, Spanned};
+
+    use super::*;
+
+    fn spanned(s: &str) -> Spanned<String> {
+        Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN)
+    }
+
+    fn provider(name: &str, type_: ProviderType, url: &str) -> NotificationProvider {
+        NotificationProvider {
+            name: spanned(name),
+            type_,
+            url: Some(spanned(url)),
+            url_file: None,
+            url_secret_ref: None,
+            secret_file: None,
+            secret_ref: None,
+            from: None,
+            to: Vec::new(),
+            username: None,
+            password_file: None,
+            password_secret_ref: None,
+        }
+    }
+
+    /// The three SMTP schemes open a transport (TLS set up with the system roots);
+    /// a sender or recipient that is not an address is named.
+    #[test]
+    fn smtp_providers_open_for_each_scheme() {
+        for url in ["smtp://mail.example.com", "smtps://mail.example.com:465", "smtp+plain://127.0.0.1:25"] {
+            let p = NotificationProvider {
+                from: Some("plumb <plumb@example.com>".into()),
+                to: vec!["oncall@example.com".into()],
+                ..provider("mail", ProviderType::Smtp, url)
+            };
+            assert!(matches!(open(&p, None), Ok((Target::Smtp(_), None))), "{url}");
+        }
+        let bad = NotificationProvider {
+            from: Some("plumb@example.com".into()),
+            to: vec!["not an address".into()],
+            ..provider("mail", ProviderType::Smtp, "smtp://mail.example.com")
+        };
+        assert!(open(&bad, None).err().unwrap_or_default().contains("`not an address`"));
+    }
+
+    /// A sink that accepts connections and never answers: queuing never waits, and past
+    /// [`QUEUE_LEN`] waiting messages new ones are dropped.
+    #[tokio::test]
+    async fn a_dead_sink_never_holds_the_caller() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                open.push(s);
+            }
+        });
+        let metrics = Arc::new(Metrics::default());
+        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)], &metrics);
+        let outlet = &outlets["dead"];
+        let started = std::time::Instant::now();
+        let queued: Vec<bool> = (0..QUEUE_LEN + 10)
+            .map(|i| {
+                let payload = Payload::Http { body: Bytes::from(format!("{{\"text\":\"{i}\"}}")), headers: vec![] };
+                outlet.offer("dead", Delivery { app: "web".into(), trigger: Trigger::SyncFailed, payload })
+            })
+            .collect();
+        assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");
+        assert!(queued[..QUEUE_LEN].iter().all(|q| *q), "the queue takes {QUEUE_LEN}");
+        assert!(!queued[QUEUE_LEN + 1], "then drops");
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"plumb_notifications_total{provider="dead",trigger="sync-failed",result="dropped"}"#),
+            "{text}"
+        );
+        held.abort();
+    }
+}
