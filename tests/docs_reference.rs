@@ -13,6 +13,8 @@
 //!   `docs/reference.md`;
 //! - every `plumb <subcommand>` in a code block of the README or `docs/` names a real
 //!   subcommand.
+//! - every relative link of the README and `docs/` names a file that exists and, for a
+//!   Markdown file, one of its headings.
 //!
 //! A name added to the code without a line in the docs fails here, naming it.
 #![allow(clippy::unwrap_used)]
@@ -437,4 +439,57 @@ fn invoked_subcommands(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation but `-` and `_` dropped, spaces
+/// as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside code blocks).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+        } else if !in_block && line.starts_with('#') {
+            out.insert(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_docs_resolves() {
+    let mut broken = Vec::new();
+    for file in doc_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let dir = file.parent().unwrap();
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split([')', ' ']).next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let linked = if path.is_empty() { file.clone() } else { dir.join(path) };
+            let name = file.strip_prefix(root()).unwrap().display().to_string();
+            if !linked.exists() {
+                broken.push(format!("{name}: {target} (no such file)"));
+            } else if !fragment.is_empty() && linked.extension().is_some_and(|e| e == "md") {
+                let heads = anchors(&std::fs::read_to_string(&linked).unwrap());
+                if !heads.contains(fragment) {
+                    broken.push(format!("{name}: {target} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n  {}", broken.join("\n  "));
 }
