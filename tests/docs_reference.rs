@@ -349,7 +349,8 @@ fn annotation_names() -> BTreeSet<String> {
             let Some(end) = rest.find('"') else { continue };
             let name = &rest[..end];
             let suffix = &name["plumb.dev/".len()..];
-            if !suffix.is_empty() && suffix != "v1alpha1" && suffix.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+            if !suffix.is_empty() && suffix != "v1alpha1" && suffix.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            {
                 names.insert(name.to_string());
             }
         }
