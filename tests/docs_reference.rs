@@ -1,8 +1,8 @@
 //! The reference in `docs/` names everything a user can set or read, as the code
 //! defines it:
 //!
-//! - every subcommand and every `--flag` of the CLI (walked from clap's command tree)
-//!   appears in `docs/cli.md`;
+//! - every subcommand, every `--flag` (in its command's section) and every environment
+//!   variable of the CLI (walked from clap's command tree) appears in `docs/cli.md`;
 //! - every metric registered in `src/` (checked against the Prometheus text of a fresh
 //!   [`plumb::metrics::Metrics`]; counters also as `NAME_total`) appears in
 //!   `docs/reference.md`;
@@ -84,6 +84,20 @@ fn every_cli_subcommand_and_flag_is_in_the_cli_reference() {
         }
     }
     assert!(missing.is_empty(), "docs/cli.md lacks:\n  {}", missing.join("\n  "));
+}
+
+#[test]
+fn every_environment_variable_of_the_cli_is_in_the_cli_reference() {
+    fn walk(cmd: &clap::Command, out: &mut BTreeSet<String>) {
+        out.extend(cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
+        cmd.get_subcommands().for_each(|sub| walk(sub, out));
+    }
+    let doc = read("docs/cli.md");
+    let mut names = BTreeSet::new();
+    walk(&plumb::cli::Cli::command(), &mut names);
+    assert!(names.contains("PLUMB_CONFIG"), "{names:?}");
+    let missing: Vec<_> = names.iter().filter(|n| !contains_word(&doc, &format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "docs/cli.md lacks the environment variables {missing:?}");
 }
 
 /// The text under the heading `### plumb PATH` (up to the next heading of that level or
