@@ -136,7 +136,7 @@ pub fn import(objects: &[Value]) -> Imported {
     for project in projects.values() {
         for field in ["sourceRepos", "roles", "syncWindows", "signatureKeys", "orphanedResources"] {
             if project.pointer(&format!("/spec/{field}")).is_some() {
-                b.note(project, format!("spec.{field} not mapped (plumb: see the README's environments)"));
+                b.note(project, format!("spec.{field} not mapped (plumb: see environments in docs/reference.md)"));
             }
         }
     }

@@ -11,7 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The allocator settings `plumb serve` runs with unless the environment sets its own:
 /// freed pages go back to the system at once, and arena memory is committed as it is
 /// used (mimalloc's options, read from the environment when the process starts). The
-/// memory figures of the README are measured with these.
+/// memory figures of `docs/performance.md` are measured with these.
 const ALLOCATOR_DEFAULTS: [(&str, &str); 2] = [("MIMALLOC_PURGE_DELAY", "0"), ("MIMALLOC_ARENA_EAGER_COMMIT", "0")];
 
 fn main() -> std::process::ExitCode {

@@ -785,7 +785,7 @@ impl Serve {
             .args(["--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"])
             .env("KUBECONFIG", &control_plane().kubeconfig)
             .env("PLUMB_LOG", "warn")
-            // as the README starts it: the allocator settings are the binary's own
+            // as the quick start runs it: the allocator settings are the binary's own
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

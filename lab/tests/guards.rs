@@ -1,6 +1,6 @@
 //! Attacks on plumb's sync-safety features (prune guards, ownership, ordering, sync
 //! options) against the real control plane, kept as regression tests: each doc comment
-//! gives the setup and the behaviour the README promises.
+//! gives the setup and the behaviour the user guide (docs/user-guide.md) promises.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -73,7 +73,7 @@ fn exists(ns: &str, kind: &str, name: &str) -> bool {
 /// Guards against: an object whose `plumb.dev/sync-options` or `plumb.dev/sync-wave`
 /// annotation is invalid is still written to the cluster.
 ///
-/// Expected (README: a bad annotation is an error naming the annotation and the file;
+/// Expected (user guide: a bad annotation is an error naming the annotation and the file;
 /// such an object is not compared, so it must not be applied): the sync fails naming
 /// the annotations, and `cfg` and `waved` keep their live content and their tracking-id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +122,7 @@ async fn an_object_with_a_bad_annotation_is_not_applied() {
 /// application's own Namespace (which exists — CreateNamespace made it — but no
 /// application tracks it).
 ///
-/// Expected (README: never prune "by an automated sync when the render … would remove
+/// Expected (user guide: never prune "by an automated sync when the render … would remove
 /// every tracked object (unless allowEmpty)"): the automated sync is refused, `a` and
 /// `b` stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,7 +152,7 @@ async fn the_every_tracked_object_guard_counts_tracked_objects_only() {
 /// class — that even carries `Prune=false`, without any approval.
 ///
 /// Setup: `Force=true` app-wide (`syncPolicy.syncOptions`), a PVC annotated
-/// `Prune=false` (what the README recommends for stateful objects). Git then changes
+/// `Prune=false` (what the user guide recommends for stateful objects). Git then changes
 /// its `accessModes` (immutable after creation).
 ///
 /// Expected: a PVC's delete loses its volume's data whether it is called a prune or a
@@ -279,7 +279,7 @@ async fn a_custom_resource_awaiting_its_crd_that_fails_keeps_its_kind() {
 /// a Deployment with `Replace=true` and 3 replicas in Git; the "HPA" (field manager
 /// `hpa-sim`) sets 8; one automated pass; then Git changes the image and one more pass.
 ///
-/// Expected: replicas stay 8 (ignored fields are left to their owner: README "Fields
+/// Expected: replicas stay 8 (ignored fields are left to their owner: user guide "Fields
 /// that must not be reverted").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_keeps_a_field_ignore_differences_leaves_to_another_manager() {
@@ -339,7 +339,7 @@ async fn a_replaced_object_is_synced() {
 /// Setup: a ConfigMap with `Force=true`; Git adds a data key that is not a valid
 /// ConfigMap key and happens to contain the word "immutable" (`immutable key`).
 ///
-/// Expected (README: Force deletes and re-creates "when Git changes an immutable
+/// Expected (user guide: Force deletes and re-creates "when Git changes an immutable
 /// field"): an invalid object is an error naming the key; the ConfigMap stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_ignores_a_validation_error_quoting_the_word_immutable() {

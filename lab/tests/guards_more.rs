@@ -1,6 +1,6 @@
 //! More attacks kept as regression tests: one history entry per sync, guard refusals
 //! recorded once per revision, `maxPrunePercent`, `Validate=false` and previews. Each
-//! doc comment gives the setup and the behaviour the README promises.
+//! doc comment gives the setup and the behaviour the user guide (docs/user-guide.md) promises.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -45,7 +45,7 @@ fn history(app: &str) -> Vec<plumb::status::SyncRecord> {
 /// Setup: automated sync with prune; the application tracks ConfigMap `a`, annotated
 /// `Prune=false`. One commit replaces `a.yaml` by `b.yaml` (ConfigMap `b`).
 ///
-/// Expected (README: `Prune=false` "never delete the object"; the guard is about
+/// Expected (user guide: `Prune=false` "never delete the object"; the guard is about
 /// syncs that "would remove every tracked object"): nothing would be deleted, so the
 /// sync applies `b` and `a` is kept ("prune skipped").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +71,7 @@ async fn a_prune_false_orphan_does_not_trip_the_delete_everything_guard() {
 /// deletes `old` by hand; the next pass has nothing left to do and closes the `Running`
 /// entry ("finished: nothing left to do"). Later `keep` drifts and selfHeal reverts it.
 ///
-/// Expected (README: one history entry per sync): two entries for the two syncs — the
+/// Expected (user guide: one history entry per sync): two entries for the two syncs — the
 /// `NewRevision` one and the `SelfHeal` one, the latter starting after the drift.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_self_heal_is_not_merged_into_an_abandoned_running_sync() {
@@ -198,7 +198,7 @@ async fn validate_false_strips_a_nested_unknown_field_and_removes_what_git_dropp
 /// Setup: a Deployment with `Validate=false` whose *second* toleration (tolerations is
 /// an atomic list) carries an unknown field `bogusTol`.
 ///
-/// Expected (README: with `Validate=false` "the server drops unknown fields instead of
+/// Expected (user guide: with `Validate=false` "the server drops unknown fields instead of
 /// refusing the object"): the field is dropped, the sync succeeds, then Synced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_false_strips_an_unknown_field_in_an_atomic_list_element() {

@@ -7,7 +7,7 @@
 //! loopback proxy that adds the reader's bearer token (a browser cannot send one from
 //! its command line). The test reads the DOM Chromium built (`--dump-dom`) and saves
 //! screenshots: into `target/tmp/screenshots/`, or with `PLUMB_UPDATE_SCREENSHOTS=1` into
-//! `docs/screenshots/` (the ones README shows).
+//! `docs/screenshots/` (the ones docs/user-guide.md shows).
 //!
 //! No Chromium → the test fails and says how to install it; it never skips.
 #![allow(clippy::unwrap_used)]

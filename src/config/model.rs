@@ -60,8 +60,8 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Settings {
-    /// Namespace holding plumb's status ConfigMaps (one per application). Default
-    /// `plumb-system`; created when missing.
+    /// plumb's namespace: the `Application` resources (status and history), Events,
+    /// Leases and plumb's Secrets. Default `plumb-system`; created when missing.
     #[serde(default = "default_status_namespace")]
     pub status_namespace: String,
     /// Largest webhook body accepted, in bytes (default 25 MiB, GitHub's own cap).
@@ -71,7 +71,7 @@ pub struct Settings {
     /// (`plumb.dev/installation-id`); objects carrying another id are never touched.
     #[serde(default)]
     pub installation_id: Option<String>,
-    /// Render tools (kustomize): binaries, time and output limits.
+    /// Render tools (kustomize, helm, sops): binaries, time, output, memory and CPU limits.
     #[serde(default)]
     pub render_tools: super::RenderTools,
     /// What one application's commit may cost: file sizes and count, rendered bytes,
@@ -619,7 +619,8 @@ pub struct IgnoreDifference {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Application {
-    /// Application name (a DNS-1123 label: it names a ConfigMap and a tracking-id).
+    /// Application name (a DNS-1123 label: it names the `Application` resource and appears
+    /// in the tracking-id).
     pub name: Spanned<String>,
     /// Name of a [`Repository`].
     pub repository: Spanned<String>,
@@ -647,7 +648,7 @@ pub struct Application {
     /// pass runs. Polling is unaffected.
     #[serde(default)]
     pub webhook_path_filter: bool,
-    /// How the path is rendered (plain YAML, kustomize); detected when absent.
+    /// How the path is rendered (plain YAML, kustomize, Helm, SOPS); detected when absent.
     #[serde(default)]
     pub source: super::Source,
     /// This application's destinations, replacing its environment's (see [`Boundaries`]).

@@ -36,7 +36,7 @@ fn the_argo_cd_example_becomes_a_policy_of_the_same_applications() {
         [
             "Application/argocd/web: syncPolicy.retry not mapped (plumb retries with its own backoff)",
             "Application/argocd/web-prod: syncPolicy.retry not mapped (plumb retries with its own backoff)",
-            "AppProject/argocd/lab: spec.sourceRepos not mapped (plumb: see the README's environments)",
+            "AppProject/argocd/lab: spec.sourceRepos not mapped (plumb: see environments in docs/reference.md)",
         ]
     );
 }
