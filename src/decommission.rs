@@ -107,7 +107,7 @@ struct Claims {
     complete: bool,
 }
 
-fn read(config: &crate::config::Config, obj: &DynamicObject) -> Found {
+fn read(obj: &DynamicObject) -> Found {
     let app = obj.metadata.name.clone().unwrap_or_default();
     let (status, _) = from_object(obj);
     let spec = &obj.data["spec"];
@@ -131,9 +131,6 @@ fn read(config: &crate::config::Config, obj: &DynamicObject) -> Found {
         confirmed: annotations.get(CONFIRM_ANNOTATION).cloned(),
         started,
         held: !started && has(ConditionType::DecommissionPending),
-        set_kept: spec["applicationSet"]
-            .as_str()
-            .is_some_and(|set| config.application_sets.iter().any(|s| s.name.value == set)),
     };
     Found {
         leaving,
@@ -171,7 +168,7 @@ async fn round(ctx: &Context, leadership: &Leadership) -> anyhow::Result<()> {
                 && status.resources_omitted == 0;
             claims.objects.extend(status.resources.into_iter().map(|r| r.object));
         } else if obj.metadata.deletion_timestamp.is_none() && !unlisted(&ctx.config, obj) {
-            found.push(read(&ctx.config, obj));
+            found.push(read(obj));
         }
     }
     // declared applications whose resource does not exist yet have not been compared

@@ -25,11 +25,13 @@
 //! - **Pull requests**: a `pullRequests` set is listed again at every ask (at most once
 //!   per `ask_every`: `plumb serve` asks at most every max(reload interval, 15 s)), and
 //!   at the next tick after an authenticated pull request webhook (opened, closed,
-//!   labelled: any action; [`crate::preview::queue::Queue::events`]). A pull request closed or merged
+//!   labelled: any action; [`crate::preview::queue::Queue::events`]), at most every
+//!   [`EVENT_ASK_EVERY`]. A pull request closed or merged
 //!   takes its application (a preview environment) out of the policy: its
 //!   `deletionPolicy` (`delete` unless its template says otherwise) applies, behind the
-//!   data-loss guards; pull requests closed together are not held by the mass guard
-//!   while their set is in the policy ([`crate::plan::decommission::decide`]). A listing that fails (the forge answers 500, the token is
+//!   prune and mass guards (pull requests closed between two listings leave together
+//!   and are held until confirmed; the listing soon after each pull request webhook
+//!   keeps that window short). A listing that fails (the forge answers 500, the token is
 //!   refused, more than [`crate::forge::pulls::MAX_OPEN_PULLS`]) keeps the set's previous
 //!   applications — at start, when it has none, the resources naming the set are left
 //!   alone ([`Config::unlisted_sets`]) — so an outage never deletes preview
@@ -51,6 +53,10 @@ use crate::{
     metrics::Metrics,
     source::Pool,
 };
+
+/// The shortest time between two listings a pull request webhook brings forward (5 s):
+/// however many events arrive, the forges are asked at most this often.
+pub const EVENT_ASK_EVERY: Duration = Duration::from_secs(5);
 
 /// Expands the `directories` sets of a policy from their repositories and remembers
 /// the commits it expanded.
@@ -230,10 +236,9 @@ impl Expander {
         loop {
             tokio::time::sleep(tick).await;
             let events = pulls.events();
-            if self.asked.is_some_and(|at| at.elapsed() < self.ask_every)
-                && !self.seen_moved(running, passes)
-                && (events == self.pull_events || !Self::asks_forge(running))
-            {
+            let asked_within = |d: Duration| self.asked.is_some_and(|at| at.elapsed() < d);
+            let pulled = events != self.pull_events && Self::asks_forge(running) && !asked_within(EVENT_ASK_EVERY);
+            if asked_within(self.ask_every) && !self.seen_moved(running, passes) && !pulled {
                 continue;
             }
             self.asked = Some(Instant::now());

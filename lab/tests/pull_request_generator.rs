@@ -1,10 +1,9 @@
 //! An applicationSet with a `pullRequests` generator under `plumb serve`, against a real
 //! Gitea and control plane: a pull request opened with the `preview` label becomes an
 //! application `pr-N` deployed from `refs/pull/N/head` into namespace `pr-N`; one
-//! without the label does not, until it is labelled; closing both pull requests
-//! together takes both applications out of the policy and deletes their objects
-//! (`deletionPolicy: delete`, this generator's default; the mass guard holds edits, not
-//! pull requests the forge says are closed).
+//! without the label does not, until it is labelled; closing a pull request takes its
+//! application out of the policy and deletes its objects (`deletionPolicy: delete`,
+//! this generator's default).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -156,11 +155,9 @@ applicationSets:
     })
     .await;
 
-    // both closed together: the applications go and their objects are deleted (the
-    // mass guard holds an edit, not pull requests the forge says are closed)
-    gitea.close_pull(&token, &repo, labelled).await.unwrap();
-    gitea.close_pull(&token, &repo, unlabelled).await.unwrap();
-    for (app, ns) in [(&app, &ns), (&other, &other)] {
+    // closed, one after the other: each application goes and its objects are deleted
+    for (number, app, ns) in [(labelled, &app, &ns), (unlabelled, &other, &other)] {
+        gitea.close_pull(&token, &repo, number).await.unwrap();
         wait_for(&format!("{app}'s Application resource deleted"), Duration::from_secs(180), || async {
             resource(app).is_none().then_some(())
         })

@@ -7,7 +7,8 @@
 //! `PLUMB_CONFIG`) names one (`-c FILE`), else from the `Application` resources in
 //! plumb's namespace (`-n`, `PLUMB_NAMESPACE`, else `plumb-system`) read with the
 //! kubeconfig (`--kubeconfig`, `--context`) — at most [`CLUSTER_TIMEOUT`], so a cluster
-//! out of reach costs the shell a short wait and no names, never an error.
+//! out of reach (or a credential plugin that waits) costs the shell a short wait and no
+//! names, never an error.
 
 use std::{ffi::OsStr, path::PathBuf, time::Duration};
 
@@ -66,34 +67,43 @@ pub fn app_names(current: &OsStr) -> Vec<CompletionCandidate> {
     s.config = s.config.or_else(|| std::env::var_os("PLUMB_CONFIG").map(PathBuf::from));
     s.namespace = s.namespace.or_else(|| std::env::var("PLUMB_NAMESPACE").ok());
     let names = match &s.config {
-        Some(file) => crate::config::load_without_secrets(file)
-            .map(|c| c.applications.iter().map(|a| a.name.value.clone()).collect())
-            .unwrap_or_default(),
+        // a regular file of a policy's size: never a FIFO or a device to block on
+        Some(file) if std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.len() <= MAX_POLICY_BYTES) => {
+            crate::config::load_without_secrets(file)
+                .map(|c| c.applications.iter().map(|a| a.name.value.clone()).collect())
+                .unwrap_or_default()
+        }
+        Some(_) => vec![],
         None => from_cluster(&s),
     };
     matching(names, &current.to_string_lossy()).into_iter().map(CompletionCandidate::new).collect()
 }
 
+/// Largest policy file read for names (4 MiB).
+pub const MAX_POLICY_BYTES: u64 = 4 << 20;
+
 /// The names of the `Application` resources in the scope's namespace, within
-/// [`CLUSTER_TIMEOUT`] (on a thread of its own: completion runs before plumb's runtime).
+/// [`CLUSTER_TIMEOUT`] (on a thread of its own, left behind when late: completion runs
+/// before plumb's runtime, and a kubeconfig's credential plugin may block).
 fn from_cluster(s: &Scope) -> Vec<String> {
     let s = s.clone();
-    let read = std::thread::spawn(move || -> Option<Vec<String>> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-        rt.block_on(async {
-            tokio::time::timeout(CLUSTER_TIMEOUT, async {
-                let client = crate::cluster::client_in(s.kubeconfig.as_deref(), s.context.as_deref()).await.ok()?;
-                let ns = s.namespace.unwrap_or_else(|| super::read::DEFAULT_NAMESPACE.to_string());
-                let store = crate::status::store::Store::new(client, &ns);
-                let resources = store.list_resources().await.ok()?;
-                Some(resources.into_iter().filter_map(|r| r.metadata.name).collect())
-            })
-            .await
-            .ok()
-            .flatten()
-        })
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(read_names(s));
     });
-    read.join().ok().flatten().unwrap_or_default()
+    rx.recv_timeout(CLUSTER_TIMEOUT).ok().flatten().unwrap_or_default()
+}
+
+/// The names of the `Application` resources the scope names (blocking).
+fn read_names(s: Scope) -> Option<Vec<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    rt.block_on(async {
+        let client = crate::cluster::client_in(s.kubeconfig.as_deref(), s.context.as_deref()).await.ok()?;
+        let ns = s.namespace.unwrap_or_else(|| super::read::DEFAULT_NAMESPACE.to_string());
+        let store = crate::status::store::Store::new(client, &ns);
+        let resources = store.list_resources().await.ok()?;
+        Some(resources.into_iter().filter_map(|r| r.metadata.name).collect())
+    })
 }
 
 /// The registration script of `shell`: it runs `COMPLETE=SHELL <this binary> -- WORDS…`

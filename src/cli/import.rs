@@ -72,19 +72,44 @@ pub async fn from_cluster(client: kube::Client) -> anyhow::Result<(Vec<serde_jso
             continue;
         };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let list = api.list(&ListParams::default()).await.with_context(|| format!("listing {}.{group}", ar.plural))?;
-        for mut o in list.items {
-            // list items may leave out their type: the import keys on it
-            o.types = Some(kube::api::TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() });
-            objects.push(serde_json::to_value(&o)?);
-            if objects.len() > MAX_CLUSTER_OBJECTS {
-                anyhow::bail!(
-                    "more than {MAX_CLUSTER_OBJECTS} Argo CD and Flux objects: import them from files, a part at a time"
-                );
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = tokio::time::timeout(LIST_TIMEOUT, api.list(&params))
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!("listing {}.{group}: no answer in {} s", ar.plural, LIST_TIMEOUT.as_secs())
+                })?
+                .with_context(|| format!("listing {}.{group}", ar.plural))?;
+            for mut o in page.items {
+                // list items may leave out their type: the import keys on it
+                o.types = Some(kube::api::TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() });
+                objects.push(serde_json::to_value(&o)?);
+                if objects.len() > MAX_CLUSTER_OBJECTS {
+                    anyhow::bail!(
+                        "more than {MAX_CLUSTER_OBJECTS} Argo CD and Flux objects: import them from files, a part at a time"
+                    );
+                }
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => params = params.continue_token(&c),
+                None => break,
             }
         }
     }
     Ok((objects, missing))
+}
+
+/// Objects asked for per list request.
+const PAGE: u32 = 500;
+
+/// Longest wait for one page of a list (30 s).
+const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `note` on one line of a YAML comment: every control character (a line feed, a
+/// carriage return, which also ends a YAML comment) becomes a space, so a value read
+/// from Git or the cluster cannot add keys to the policy printed after it.
+pub fn comment_line(note: &str) -> String {
+    note.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 /// `plumb import`: the objects of `files`, or with `from_cluster` of the cluster `kube`
@@ -113,7 +138,7 @@ pub fn print(objects: &[serde_json::Value], from: &str) -> anyhow::Result<ExitCo
     let mut text = String::from("# made by `plumb import`; check it with `plumb validate`\n");
     for n in &imported.notes {
         errln!("not mapped: {}", output::sanitize(n));
-        text.push_str(&format!("# not mapped: {}\n", n.replace('\n', " ")));
+        text.push_str(&format!("# not mapped: {}\n", comment_line(n)));
     }
     if imported.applications == 0 {
         errln!("error: no application to import in {from}");
@@ -125,4 +150,18 @@ pub fn print(objects: &[serde_json::Value], from: &str) -> anyhow::Result<ExitCo
     }
     out!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A note quoting `x\rnotifications: …` stays one comment: a YAML reader sees no key.
+    #[test]
+    fn a_note_cannot_end_its_comment() {
+        let note = "Application/argocd/web: syncOptions x\rnotifications: {providers: []} #\u{85}\n# b";
+        let line = super::comment_line(note);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        let yaml = format!("# not mapped: {line}\nrepositories: []\n");
+        let v: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(v, serde_json::json!({"repositories": []}));
+    }
 }

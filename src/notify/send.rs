@@ -164,6 +164,23 @@ fn smtp(p: &NotificationProvider, url: &str) -> Result<Target, String> {
     Ok(Target::Smtp(Box::new(Smtp { transport: builder.build(), from, to })))
 }
 
+/// What `e` says, naming only the scheme and host of `url`: the path and query of a
+/// Slack, Teams or Workflows address are its secret, and logs are read by more people
+/// than Secrets.
+fn without_url(e: &crate::forge::HttpError, url: &str) -> String {
+    use crate::forge::HttpError;
+    let origin = url::Url::parse(url)
+        .map_or_else(|_| "the provider's address".to_string(), |u| u.origin().ascii_serialization());
+    match e {
+        HttpError::Transport { message, .. } => {
+            format!("request to {origin} failed: {}", message.replace(url, &origin))
+        }
+        HttpError::Timeout { seconds, .. } => format!("request to {origin} timed out after {seconds} s"),
+        HttpError::TooLarge { limit, .. } => format!("answer from {origin} is larger than {limit} bytes"),
+        HttpError::Tls { message } => format!("TLS setup: {message}"),
+    }
+}
+
 /// Why an attempt failed, and whether another may succeed.
 #[derive(Debug)]
 struct Failed {
@@ -186,7 +203,7 @@ impl Target {
                         message: format!("answered {code}"),
                         retry: code.is_server_error() || code == http::StatusCode::TOO_MANY_REQUESTS,
                     }),
-                    Err(e) => Err(Failed { message: e.to_string(), retry: true }),
+                    Err(e) => Err(Failed { message: without_url(&e, url), retry: true }),
                 }
             }
             (Target::Smtp(smtp), Payload::Mail(m)) => {
@@ -197,9 +214,11 @@ impl Target {
                 let msg = b
                     .multipart(MultiPart::alternative_plain_html(m.plain.clone(), m.html.clone()))
                     .map_err(|e| Failed { message: e.to_string(), retry: false })?;
-                match smtp.transport.send(msg).await {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(Failed { retry: !e.is_permanent(), message: e.to_string() }),
+                // lettre's timeout bounds each read or write, not the whole exchange
+                match tokio::time::timeout(TIMEOUT, smtp.transport.send(msg)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(Failed { retry: !e.is_permanent(), message: e.to_string() }),
+                    Err(_) => Err(Failed { retry: true, message: format!("timed out after {} s", TIMEOUT.as_secs()) }),
                 }
             }
             _ => Err(Failed { message: "payload does not fit the provider".into(), retry: false }),
@@ -237,6 +256,21 @@ async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, me
 mod tests {
     #![allow(clippy::unwrap_used)]
     use serde_saphyr::{Location, Spanned};
+
+    /// A failed post names the provider's host, never the secret path of its address.
+    #[test]
+    fn a_failure_never_prints_the_address() {
+        use crate::forge::HttpError;
+        let url = "https://hooks.slack.com/services/T000/B000/s3cr3tPath?sig=abc";
+        for e in [
+            HttpError::Transport { url: url.into(), message: format!("connect to {url}: refused") },
+            HttpError::Timeout { url: url.into(), seconds: 10 },
+            HttpError::TooLarge { url: url.into(), limit: 1 },
+        ] {
+            let m = super::without_url(&e, url);
+            assert!(m.contains("https://hooks.slack.com") && !m.contains("s3cr3t") && !m.contains("sig="), "{m}");
+        }
+    }
 
     use super::*;
 

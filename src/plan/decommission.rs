@@ -12,8 +12,7 @@
 //! - **What to do** ([`decide`]): `orphan` leaves the objects; `delete` and `wait`
 //!   delete them. The mass guard holds every leaving application when more than one
 //!   leaves at once, or when one leaves an environment with no application left (not a
-//!   preview environment, [`Record::preview`]: its pull request closed; nor preview
-//!   environments whose set is still in the policy, [`Leaving::set_kept`]), until each is
+//!   preview environment, [`Record::preview`]: its pull request closed), until each is
 //!   confirmed (`plumb decommission APP… --confirm`, [`CONFIRM_ANNOTATION`],
 //!   valid [`CONFIRM_VALIDITY`] seconds) — never a silent mass delete from one edit
 //!   (argo-cd#6046, #18614).
@@ -265,10 +264,6 @@ pub struct Leaving {
     /// Whether the mass guard held it before (a `DecommissionPending` condition before
     /// it started): it stays held until confirmed, even once the others went.
     pub held: bool,
-    /// Whether the applicationSet that generated it (`spec.applicationSet`) is still in
-    /// the policy: a preview environment of a set still there left because its pull
-    /// request closed (or lost the set's label), not because of an edit.
-    pub set_kept: bool,
 }
 
 /// What to do with one leaving application now.
@@ -298,15 +293,8 @@ pub enum Action {
 /// applications (a generator's input gone, a bad merge) is more often a mistake than a
 /// decision, and even `orphan` loses their status and history. One held stays held
 /// ([`Leaving::held`]) until confirmed: confirming one of them releases no other.
-///
-/// A preview environment whose applicationSet is still in the policy
-/// ([`Leaving::set_kept`]) left because the forge says its pull request closed: it is
-/// neither held nor counted, so pull requests merged together take their environments
-/// with them (their objects still behind the data-loss guards, [`delete_plan`]). When
-/// its set itself left the policy, it is weighed like any other application.
 pub fn decide(leaving: &[Leaving], remaining: &BTreeMap<String, usize>, now: jiff::Timestamp) -> Vec<Action> {
-    let closed = |l: &Leaving| l.set_kept && l.record.as_ref().is_some_and(|r| r.preview);
-    let fresh: Vec<&Leaving> = leaving.iter().filter(|l| !l.started && !closed(l)).collect();
+    let fresh: Vec<&Leaving> = leaving.iter().filter(|l| !l.started).collect();
     let env_of = |l: &Leaving| l.record.as_ref().map(|r| r.environment.clone()).unwrap_or_default();
     let emptied: HashSet<String> = fresh
         .iter()
@@ -321,7 +309,7 @@ pub fn decide(leaving: &[Leaving], remaining: &BTreeMap<String, usize>, now: jif
             // a preview environment (its pull request closed) may be the last of its environment
             let preview = l.record.as_ref().is_some_and(|r| r.preview);
             let empties = emptied.contains(&env) && !preview;
-            let mass = (fresh.len() > 1 && !closed(l)) || empties || l.held;
+            let mass = fresh.len() > 1 || empties || l.held;
             if !l.started && mass && !stamp_valid(l.confirmed.as_deref(), now) {
                 let why = if fresh.len() > 1 {
                     format!("{} applications leave the policy at once ({})", fresh.len(), names.join(", "))
@@ -534,35 +522,18 @@ mod tests {
     }
 
     /// A preview environment whose pull request closed may be the last application of
-    /// its environment, and pull requests closed together take their environments
-    /// with them; when their set left the policy (an edit), two at once are held.
+    /// its environment; two leaving at once are still held.
     #[test]
-    fn preview_environments_of_closed_pull_requests_go_together_unless_their_set_left() {
+    fn the_last_preview_environment_goes_alone_but_not_two_at_once() {
         let mut pr = leaving("pr-7", "previews", DeletionPolicy::Delete);
         if let Some(r) = pr.record.as_mut() {
             r.preview = true;
         }
-        pr.set_kept = true;
         let none = remaining(&[("dev", 4)]);
         assert_eq!(decide(&[pr.clone()], &none, now()), [Action::Delete { wait: false }]);
         let mut other = pr.clone();
         other.app = "pr-8".into();
-        let both = [pr.clone(), other.clone()];
-        assert_eq!(decide(&both, &none, now()), [Action::Delete { wait: false }, Action::Delete { wait: false }]);
-        // an ordinary application leaving beside them is weighed alone: it goes
-        let dir = leaving("web", "dev", DeletionPolicy::Orphan);
-        let out = decide(&[pr.clone(), dir.clone(), other.clone()], &remaining(&[("dev", 3)]), now());
-        assert_eq!(out, [Action::Delete { wait: false }, Action::Orphan, Action::Delete { wait: false }]);
-        // the set itself left the policy: an edit, held like any other
-        let (mut a, mut b) = (pr, other);
-        a.set_kept = false;
-        b.set_kept = false;
-        assert!(decide(&[a.clone(), b], &none, now()).iter().all(|x| matches!(x, Action::Hold(_))));
-        // a preview flag without a kept set (or a set kept without the flag) is no exemption
-        let mut flagless = dir;
-        flagless.set_kept = true;
-        let out = decide(&[a, flagless], &none, now());
-        assert!(out.iter().all(|x| matches!(x, Action::Hold(_))), "{out:?}");
+        assert!(decide(&[pr, other], &none, now()).iter().all(|a| matches!(a, Action::Hold(_))));
     }
 
     fn owned(kind: &str, name: &str, wave: i32) -> Owned {

@@ -24,6 +24,18 @@ use crate::{
 /// first).
 pub const MAX_SHOWN: usize = 64;
 
+/// Most bytes of one value or detail a kept preview holds (4 KiB; `plumb preview`
+/// prints them whole): 64 previews stay a few MiB whatever a pull request sets.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
+/// `text` cut to [`MAX_VALUE_BYTES`] on a character boundary, with `…` when cut.
+fn cut(text: &str) -> String {
+    if text.len() <= MAX_VALUE_BYTES {
+        return text.to_string();
+    }
+    format!("{}…", &text[..text.floor_char_boundary(MAX_VALUE_BYTES)])
+}
+
 /// The last preview of one pull request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preview {
@@ -48,8 +60,23 @@ pub struct Shown {
 }
 
 impl Shown {
-    /// Keeps `p` as its pull request's preview, replacing the one before.
-    pub fn put(&self, p: Preview) {
+    /// Keeps `p` as its pull request's preview, replacing the one before; each value
+    /// and detail cut at [`MAX_VALUE_BYTES`].
+    pub fn put(&self, mut p: Preview) {
+        for s in p.plans.iter_mut().flat_map(|plan| plan.steps.iter_mut()) {
+            s.detail = cut(&s.detail);
+            for f in &mut s.fields {
+                for v in [&mut f.old, &mut f.new].into_iter().flatten() {
+                    let text = match &*v {
+                        serde_json::Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    };
+                    if text.len() > MAX_VALUE_BYTES {
+                        *v = serde_json::Value::String(cut(&text));
+                    }
+                }
+            }
+        }
         let Ok(mut kept) = self.kept.lock() else { return };
         kept.retain(|k| (k.repository.as_str(), k.number) != (p.repository.as_str(), p.number));
         kept.push_front(p);
@@ -227,6 +254,21 @@ mod tests {
         assert_eq!(shown.get("config", 1), None, "the oldest is forgotten first");
         assert!(shown.get("config", MAX_SHOWN as u64 + 1).is_some());
         assert_eq!(shown.kept.lock().unwrap().len(), MAX_SHOWN);
+    }
+
+    /// A pull request that sets a huge value is kept cut: the view stays small.
+    #[test]
+    fn kept_values_are_cut() {
+        let shown = Shown::default();
+        let mut p = preview(3, "Deployment/web/a");
+        p.plans[0].steps[0].fields[0].new = Some(serde_json::Value::String("x".repeat(1 << 20)));
+        p.plans[0].steps[1].detail = "y".repeat(1 << 20);
+        shown.put(p);
+        let kept = shown.get("config", 3).unwrap();
+        let new = kept.plans[0].steps[0].fields[0].new.as_ref().unwrap().as_str().unwrap().to_string();
+        assert!(new.len() <= MAX_VALUE_BYTES + 3 && new.ends_with('…'), "{}", new.len());
+        assert!(kept.plans[0].steps[1].detail.len() <= MAX_VALUE_BYTES + 3);
+        assert_eq!(kept.plans[0].steps[0].fields[0].old, Some("nginx:1.26".into()), "short values stay whole");
     }
 
     #[test]
