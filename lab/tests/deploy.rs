@@ -44,7 +44,12 @@ fn namespaces() {
 
 #[test]
 fn base_and_prod_overlay_pass_server_side_dry_run() {
+    // apart from the tests that apply the overlays for real: a live PodDisruptionBudget
+    // of the prod overlay, applied client-side (`minAvailable`), would merge into the
+    // sharded overlay's dry-run (`maxUnavailable`) and make it invalid
+    let _profiles = PROFILES.blocking_lock();
     namespaces();
+    kubectl(&["-n", "plumb-system", "delete", "poddisruptionbudget", "plumb", "--ignore-not-found"]);
     for dir in ["", "/overlays/prod", "/overlays/sharded"] {
         let path = format!("{DEPLOY}{dir}");
         let out = kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-k", &path, "--dry-run=server"])
@@ -175,7 +180,8 @@ async fn sync_heal_prune_as_service_account(profile: &str, kustomization: &str) 
     app
 }
 
-/// The tests that apply an RBAC profile to plumb's ServiceAccount, one at a time.
+/// The tests that apply an RBAC profile to plumb's ServiceAccount or an overlay for real,
+/// and the overlays' dry-run, one at a time.
 static PROFILES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Both profiles, one after the other (they bind the same ServiceAccount).

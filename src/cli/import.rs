@@ -154,6 +154,8 @@ pub fn print(objects: &[serde_json::Value], from: &str) -> anyhow::Result<ExitCo
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     /// A note quoting `x\rnotifications: …` stays one comment: a YAML reader sees no key.
     #[test]
     fn a_note_cannot_end_its_comment() {
