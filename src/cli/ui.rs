@@ -132,26 +132,42 @@ pub async fn run(kube: &KubeArgs, args: &UiArgs) -> anyhow::Result<ExitCode> {
     let client = kube.client().await?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
+    let open = args.open;
+    serve(listener, client, &kube.namespace(None), open, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Serves the page on `listener`, reading `namespace` with `client`, until `shutdown`;
+/// says where on standard error (and opens a browser there when `open`).
+///
+/// # Errors
+/// The listener fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    client: kube::Client,
+    namespace: &str,
+    open: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
-    let ui = Ui::new(client, &kube.namespace(None), addr).await;
+    let ui = Ui::new(client, namespace, addr).await;
     let url = format!("http://{addr}/");
     errln!(
         "plumb ui: {url} (applications.plumb.dev in {} as {}; Ctrl-C stops)",
         ui.namespace,
         if ui.who.is_empty() { "an unnamed user" } else { &ui.who }
     );
-    if args.open {
+    if open {
         let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
         if let Err(e) = std::process::Command::new(opener).arg(&url).spawn() {
             errln!("plumb ui: could not run {opener}: {e}; open {url} yourself");
         }
     }
-    axum::serve(listener, router(ui))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-    Ok(ExitCode::SUCCESS)
+    axum::serve(listener, router(ui)).with_graceful_shutdown(shutdown).await?;
+    Ok(())
 }
 
 /// A `plumb ui` page with headers that keep it inert (as the in-cluster page's, with

@@ -295,8 +295,8 @@ fn events(b: &mut String, events: Result<&[Event], &str>) {
 
 /// One object of an application: its sync and health, why, its drift lines (the masked
 /// values the status holds: a Secret's values are a hash or `(sensitive)` there), and
-/// its live children when `node` is given. `None` when the status has no such object.
-pub fn object(st: &AppStatus, object: &str, node: Option<&Node>) -> Option<String> {
+/// its live children when `live` is given. `None` when the status has no such object.
+pub fn object(st: &AppStatus, object: &str, live: Option<&Node>) -> Option<String> {
     let r = st.resources.iter().find(|r| r.object == object)?;
     let mut b = format!(
         "<p><a href=\"../../{}\">← {}</a></p>\n<h1><code>{}</code></h1>\n<dl>\n<dt>Application</dt><dd>{}</dd>\n<dt>Sync</dt><dd>{}</dd>\n<dt>Health</dt><dd>{}</dd>\n",
@@ -330,7 +330,7 @@ pub fn object(st: &AppStatus, object: &str, node: Option<&Node>) -> Option<Strin
         }
         b.push_str("</tbody>\n</table>\n<p class=muted>Values as the status stores them: a Secret's values are never shown (a hash or <code>(sensitive)</code>).</p>\n");
     }
-    if let Some(n) = node {
+    if let Some(n) = live {
         b.push_str("<h2>Live tree</h2>\n<ul class=tree>\n");
         node(&mut b, n, None);
         b.push_str("</ul>\n");
