@@ -457,7 +457,7 @@ async fn children(
             let listed = api(client, ns, (group, version, child))
                 .list(&ListParams::default().limit(LIST_LIMIT))
                 .await
-                .map(|l| l.items.iter().filter_map(|o| serde_json::to_value(o).ok()).collect())
+                .map(|l| l.items.iter().filter_map(|o| typed(o, group, version, child)).collect())
                 .map_err(|e| e.to_string());
             lists.0.insert(key.clone(), listed);
         }
@@ -487,6 +487,17 @@ async fn children(
             node.children.push(c);
         }
     }
+}
+
+/// `o` as JSON with its `apiVersion` and `kind` (the items of a list carry neither; the
+/// health rules need both).
+fn typed(o: &DynamicObject, group: &str, version: &str, kind: &str) -> Option<serde_json::Value> {
+    let mut v = serde_json::to_value(o).ok()?;
+    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let map = v.as_object_mut()?;
+    map.insert("apiVersion".into(), api_version.into());
+    map.insert("kind".into(), kind.into());
+    Some(v)
 }
 
 /// Whether `o` names `uid` among its ownerReferences.

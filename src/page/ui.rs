@@ -40,7 +40,8 @@ pub const REFRESH_SECONDS: u32 = 10;
 pub const MAX_EVENTS: usize = 50;
 
 const FORM_STYLE: &str = "<style>form.a{display:inline-block;margin:0 .4rem .4rem 0}button{font:inherit;padding:.35rem .8rem}\
-ul.tree,ul.tree ul{list-style:none;padding-left:1.1rem;margin:.2rem 0}ul.tree{padding-left:0}ul.tree li{margin:.2rem 0}\
+ul.tree,ul.tree ul{list-style:none;padding-left:1.1rem;margin:.2rem 0}ul.tree{padding-left:0}ul.tree li{margin:.2rem 0;overflow-wrap:anywhere}\
+h1{overflow-wrap:anywhere}\
 label{display:block;margin:.5rem 0}input[type=text]{font:inherit;width:100%;max-width:30rem;box-sizing:border-box}</style>\n";
 
 /// What a person may ask from the page; each one what the CLI command of the same name
