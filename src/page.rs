@@ -39,8 +39,8 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .6
 thead th{background:#f6f8fa}time,.nowrap{white-space:nowrap}code{font-size:.9em}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0}\
 .w{font-weight:600}.Synced,.Healthy,.Succeeded{color:#1a7f37}.OutOfSync,.Progressing,.Running,.Suspended{color:#9a6700}\
 .Degraded,.Missing,.Failed,.Refused{color:#cf222e}.Unknown{color:#57606a}.hold{color:#8250df;font-weight:600}.muted{color:#57606a}\
-td,th,dd{overflow-wrap:anywhere}\
-@media (max-width:40rem){body{margin:.6rem}dl{grid-template-columns:1fr}dd{margin-bottom:.4rem}th,td{padding:.25rem .3rem}table{font-size:.9rem}}";
+td,th,dd{overflow-wrap:break-word}code{overflow-wrap:anywhere}\
+@media (max-width:40rem){body{margin:.6rem}dl{grid-template-columns:1fr}dd{margin-bottom:.4rem}th,td{padding:.25rem .3rem}table{font-size:.9rem;display:block;overflow-x:auto}}";
 
 /// `s` with `&`, `<`, `>`, `"` and `'` replaced by character references: safe in element
 /// content and in quoted attribute values.
