@@ -268,6 +268,8 @@ fn events(b: &mut String, events: Result<&[Event], &str>) {
         return;
     }
     let mut rows: Vec<(String, &Event)> = events.iter().map(|e| (crate::status::store::event_time(e), e)).collect();
+    // the API lists oldest first: reversed, Events of the same second stay newest first
+    rows.reverse();
     rows.sort_by(|a, b| b.0.cmp(&a.0));
     b.push_str(
         "<table>\n<thead><tr><th scope=col>Time</th><th scope=col>Type</th><th scope=col>Reason</th><th scope=col>Count</th><th scope=col>Message</th></tr></thead>\n<tbody>\n",
