@@ -517,6 +517,7 @@ fn retired(o: &serde_json::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -549,6 +550,13 @@ mod tests {
         ] {
             assert!(cross_site(&h, &hosts, token, t).is_some(), "{h:?} {t:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn only_loopback_without_allow_remote() {
+        let args = UiArgs { listen: "0.0.0.0:8090".parse().unwrap(), open: false, allow_remote: false };
+        let err = run(&KubeArgs::default(), &args).await.unwrap_err().to_string();
+        assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
     }
 
     #[test]
