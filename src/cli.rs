@@ -29,6 +29,7 @@ pub mod output;
 pub mod read;
 mod render;
 pub mod request;
+pub mod ui;
 
 use std::{
     io::IsTerminal,
@@ -370,6 +371,15 @@ runs after --timeout; 2 error.")]
         #[arg(long, short = 'w')]
         watch: bool,
     },
+    /// The status page on this machine (default http://127.0.0.1:8090/), read with your
+    /// kubeconfig: applications, resource tree, drift, Events, history, and actions
+    /// (sync, refresh, suspend, resume, rollback) performed as your kubeconfig's user,
+    /// each after a confirmation. Loopback only unless --allow-remote.
+    #[command(after_help = "Exit codes: 0 stopped (Ctrl-C); 2 error (address in use or not loopback, kubeconfig).")]
+    Ui {
+        #[command(flatten)]
+        args: ui::UiArgs,
+    },
     /// The Kubernetes Events about one application (syncs, prunes, health changes).
     #[command(after_help = READ_EXIT_CODES)]
     Events {
@@ -688,6 +698,7 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             }
             read::get(&kube, policy.as_ref(), &app, read.output).await
         }
+        Command::Ui { args } => ui::run(&kube, &args).await,
         Command::Events { app, read } => {
             let policy = read::policy(read.config.as_deref())?;
             read::events(&kube, policy.as_ref(), &app, read.output).await

@@ -38,7 +38,9 @@ h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.6rem}\
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .6rem;border-bottom:1px solid #d0d7de;vertical-align:top}\
 thead th{background:#f6f8fa}time,.nowrap{white-space:nowrap}code{font-size:.9em}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0}\
 .w{font-weight:600}.Synced,.Healthy,.Succeeded{color:#1a7f37}.OutOfSync,.Progressing,.Running,.Suspended{color:#9a6700}\
-.Degraded,.Missing,.Failed,.Refused{color:#cf222e}.Unknown{color:#57606a}.hold{color:#8250df;font-weight:600}.muted{color:#57606a}";
+.Degraded,.Missing,.Failed,.Refused{color:#cf222e}.Unknown{color:#57606a}.hold{color:#8250df;font-weight:600}.muted{color:#57606a}\
+td,th,dd{overflow-wrap:break-word}code{overflow-wrap:anywhere}\
+@media (max-width:40rem){body{margin:.6rem}dl{grid-template-columns:1fr}dd{margin-bottom:.4rem}th,td{padding:.25rem .3rem}table{font-size:.9rem;display:block;overflow-x:auto}}";
 
 /// `s` with `&`, `<`, `>`, `"` and `'` replaced by character references: safe in element
 /// content and in quoted attribute values.
@@ -113,11 +115,18 @@ pub fn drift_lines(reason: &str) -> Vec<DriftLine<'_>> {
 /// The list of applications: one row each with sync, health, revision and subject, the
 /// last sync, and whether automated sync is paused or pinned.
 pub fn list(statuses: &[AppStatus]) -> String {
+    let mut b = String::from("<h1>plumb: applications</h1>\n");
+    b.push_str(&list_body(statuses));
+    page("plumb: applications", &b)
+}
+
+/// The table of [`list`] (HTML, values escaped), or a sentence when there is no
+/// application, for a page that adds to it (`plumb ui`: [`ui`]).
+pub fn list_body(statuses: &[AppStatus]) -> String {
     let mut b = String::new();
-    b.push_str("<h1>plumb: applications</h1>\n");
     if statuses.is_empty() {
         b.push_str("<p>No application has been reconciled yet.</p>\n");
-        return page("plumb: applications", &b);
+        return b;
     }
     b.push_str(
         "<table>\n<thead><tr><th scope=col>Application</th><th scope=col>Environment</th><th scope=col>Sync</th>\
@@ -138,13 +147,24 @@ pub fn list(statuses: &[AppStatus]) -> String {
         );
     }
     b.push_str("</tbody>\n</table>\n");
-    page("plumb: applications", &b)
+    b
 }
 
 /// The page of one application: summary, objects, drift, conditions, orphaned
 /// objects, history (newest first). `history_error` is shown in place of the history
 /// when it could not be read.
 pub fn application(
+    st: &AppStatus,
+    history: &[SyncRecord],
+    history_error: Option<&str>,
+    timings: Option<&PassTimings>,
+) -> String {
+    page(&format!("plumb: {}", st.app), &application_body(st, history, history_error, timings))
+}
+
+/// The body of [`application`]'s page (HTML, values escaped), for a page that adds
+/// sections to it (`plumb ui`: [`ui`]).
+pub fn application_body(
     st: &AppStatus,
     history: &[SyncRecord],
     history_error: Option<&str>,
@@ -164,7 +184,7 @@ pub fn application(
         b.push_str("</ul>\n");
     }
     history_table(&mut b, history, history_error);
-    page(&format!("plumb: {}", st.app), &b)
+    b
 }
 
 /// The page for an application without a status (not in the policy, or no pass yet).
@@ -179,8 +199,15 @@ pub fn not_found(app: &str) -> String {
 /// A whole HTML document titled `title` (escaped) around `body` (HTML, already escaped),
 /// with the page's inline style; served with [`CONTENT_SECURITY_POLICY`].
 pub fn page(title: &str, body: &str) -> String {
+    page_refreshed(title, body, None)
+}
+
+/// [`page`], reloaded by the browser every `refresh` seconds when given (`<meta
+/// http-equiv=refresh>`: no script needed).
+pub fn page_refreshed(title: &str, body: &str, refresh: Option<u32>) -> String {
+    let refresh = refresh.map_or_else(String::new, |s| format!("<meta http-equiv=refresh content={s}>\n"));
     format!(
-        "<!DOCTYPE html>\n<html lang=en>\n<head>\n<meta charset=utf-8>\n<meta name=viewport content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=en>\n<head>\n<meta charset=utf-8>\n<meta name=viewport content=\"width=device-width, initial-scale=1\">\n{refresh}<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
         escape(title)
     )
 }
@@ -424,6 +451,8 @@ fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
     }
     b.push_str("</tbody>\n</table>\n");
 }
+
+pub mod ui;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,266 @@
+//! `plumb ui` against the lab control plane, with the roles `deploy/` ships for people.
+//!
+//! One application (`web`: a Deployment of two replicas and a ConfigMap) is synced, then
+//! drifted by hand (`kubectl scale`, selfHeal off). `plumb ui` is served in this process
+//! ([`plumb::cli::ui::serve`], what the command runs) twice: with a kubeconfig of
+//! ServiceAccount `viewer` (ClusterRole `plumb-viewer` in the status namespace, `view`
+//! in the application's) and one of `operator` (`plumb-operator`). The viewer sees the
+//! list, the resource tree (Deployment → ReplicaSet → Pods, live, with health), the
+//! drift of one object and the Events, and its action is refused by the API server
+//! (403 shown); cross-site posts, a missing or wrong form token and a foreign `Host`
+//! are refused before anything is asked. The operator's pause lands, recorded with the
+//! name the API server gives the operator. Headless Chromium loads the pages
+//! (`--dump-dom`) and takes screenshots at 1280 and 375 px wide: into
+//! `target/tmp/screenshots/`, or with `PLUMB_UPDATE_SCREENSHOTS=1` into
+//! `docs/screenshots/` (the ones README shows).
+//!
+//! No Chromium → the test fails and says how to install it; it never skips.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use plumb::{compare::SyncStatus, health::HealthStatus};
+use support::*;
+
+const NS: &str = "ui-web";
+const STATUS_NS: &str = "plumb-ui";
+
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+];
+
+/// The browser: `$PLUMB_CHROMIUM` or Debian's `/usr/bin/chromium`.
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("PLUMB_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    assert!(
+        path.is_file(),
+        "no Chromium at {}: run tools/browser/install.sh (scripts/test does) or set PLUMB_CHROMIUM",
+        path.display()
+    );
+    path
+}
+
+async fn browse(args: &[String]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new(chromium())
+        .args(CHROMIUM_FLAGS)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .unwrap_or_else(|_| panic!("chromium {args:?} did not finish"))
+        .unwrap();
+    assert!(out.status.success(), "chromium {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A screenshot of `url` in a window `width` × `height` into `file`; the PNG's size.
+async fn screenshot(url: &str, file: &Path, (width, height): (u32, u32)) -> (u32, u32) {
+    let _ = std::fs::remove_file(file);
+    browse(&[format!("--screenshot={}", file.display()), format!("--window-size={width},{height}"), url.into()]).await;
+    let png = std::fs::read(file).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", file.display()));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{} is not a PNG", file.display());
+    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
+    (be(&png[16..20]), be(&png[20..24]))
+}
+
+fn screenshot_dir() -> PathBuf {
+    let dir = if std::env::var_os("PLUMB_UPDATE_SCREENSHOTS").is_some() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots")
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots")
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `plumb ui` as ServiceAccount `STATUS_NS/who`, on a loopback port of this process.
+async fn ui_as(kubeconfig: &Path) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let client = plumb::cluster::client(Some(kubeconfig)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        plumb::cli::ui::serve(listener, client, STATUS_NS, false, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    (addr, stop)
+}
+
+/// The form token of the confirmation page `html`.
+fn csrf_of(html: &str) -> String {
+    let (_, rest) = html.split_once("name=csrf value=\"").unwrap_or_else(|| panic!("no token in {html}"));
+    rest.split('"').next().unwrap().to_string()
+}
+
+/// POSTs an action form as a browser on the page would (same-origin).
+async fn post_action(addr: SocketAddr, form: &str, extra: &[(String, String)]) -> (u16, String) {
+    let mut headers = vec![("content-type".to_string(), "application/x-www-form-urlencoded".to_string())];
+    headers.extend_from_slice(extra);
+    http_request(addr, "POST", "/applications/web/actions", &headers, form.as_bytes()).await
+}
+
+/// `GET /` with `Host: host`; the whole response.
+async fn raw_get(addr: SocketAddr, host: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plumb_ui_reads_as_the_viewer_and_acts_as_the_operator() {
+    let browser = chromium();
+    let lab = Lab::new("ui");
+    lab.repo
+        .write(
+            "app/deployment.yaml",
+            &format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {NS}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers: [{{name: web, image: 'nginx:1.27.3'}}]\n"
+            ),
+        )
+        .unwrap();
+    lab.repo
+        .write(
+            "app/site.yaml",
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web-site, namespace: {NS}}}\ndata: {{index.html: hello}}\n"),
+        )
+        .unwrap();
+    lab.repo.commit("web: 2 replicas <b>bold</b>").unwrap();
+    kubectl(&["create", "namespace", NS]);
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: {STATUS_NS}}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: prod\n    syncPolicy: {{automated: true, prune: true, selfHeal: false}}\n    reconcileInterval: 2s\napplications:\n  - {{name: web, repository: r, revision: main, path: app, namespace: {NS}, environment: prod}}\n",
+            lab.url
+        ),
+    );
+    let plumb = Plumb::start(&policy, &lab.tmp.path().join("cache")).await;
+    wait_for("web Synced and Healthy", Duration::from_secs(120), || async {
+        plumb.status("web").await.filter(|s| s.sync == SyncStatus::Synced && s.health == HealthStatus::Healthy)
+    })
+    .await;
+    kubectl(&["-n", NS, "scale", "deployment", "web", "--replicas=3"]);
+    wait_for("web OutOfSync on /spec/replicas", Duration::from_secs(120), || async {
+        plumb.status("web").await.filter(|s| s.resources.iter().any(|r| r.reason.contains("/spec/replicas 3→2")))
+    })
+    .await;
+
+    // the roles deploy/ ships for people; both may read the application's workloads
+    let roles = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/role.yaml")).unwrap();
+    for doc in roles.split("\n---\n").filter(|d| d.contains("name: plumb-viewer") || d.contains("name: plumb-operator"))
+    {
+        kubectl_apply(doc);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let viewer = service_account_kubeconfig(STATUS_NS, "viewer", &dir.path().join("viewer"));
+    let operator = service_account_kubeconfig(STATUS_NS, "operator", &dir.path().join("operator"));
+    for (who, role) in [("viewer", "plumb-viewer"), ("operator", "plumb-operator")] {
+        let account = format!("--serviceaccount={STATUS_NS}:{who}");
+        kubectl(&["-n", STATUS_NS, "create", "rolebinding", who, &format!("--clusterrole={role}"), &account]);
+        kubectl(&["-n", NS, "create", "rolebinding", &format!("{who}-view"), "--clusterrole=view", &account]);
+    }
+
+    // the viewer: reads everything, acts on nothing
+    let (v, stop_viewer) = ui_as(&viewer).await;
+    let base = format!("http://{v}/");
+    let dom = browse(&["--dump-dom".into(), base.clone()]).await;
+    assert!(dom.contains("<a href=\"applications/web\">web</a>"), "{dom}");
+    assert!(dom.contains(&format!("as <code>system:serviceaccount:{STATUS_NS}:viewer</code>")), "{dom}");
+    assert!(dom.contains("web: 2 replicas &lt;b&gt;bold&lt;/b&gt;"), "escaped: {dom}");
+    let dom = browse(&["--dump-dom".into(), format!("{base}applications/web")]).await;
+    assert!(dom.contains("<h2 id=\"tree\">Resource tree</h2>"), "{dom}");
+    assert!(dom.contains(&format!("<code>ReplicaSet.apps/{NS}/web-")), "the live ReplicaSet: {dom}");
+    assert!(dom.contains(&format!("<code>Pod/{NS}/web-")), "its Pods: {dom}");
+    assert!(dom.contains("<h2 id=\"events\">Events</h2>"), "{dom}");
+    assert!(dom.contains(">SyncSucceeded<") || dom.contains(">Synced<"), "an Event of the sync: {dom}");
+    assert!(dom.contains("<code>/spec/replicas</code>"), "drift: {dom}");
+    let (code, object) =
+        http_request(v, "GET", &format!("/applications/web/objects/Deployment.apps%2F{NS}%2Fweb"), &[], b"").await;
+    assert_eq!(code, 200, "{object}");
+    assert!(object.contains("<td><code>/spec/replicas</code></td><td>3→2</td><td>kubectl"), "{object}");
+    assert!(object.contains("<h2>Live tree</h2>"), "{object}");
+    let token = std::fs::read_to_string(&viewer).unwrap();
+    let bearer_token = token.split("token: ").nth(1).unwrap().lines().next().unwrap().trim().to_string();
+    let (code, confirm) = http_request(v, "GET", "/applications/web/confirm?action=sync", &[], b"").await;
+    assert_eq!(code, 200, "{confirm}");
+    assert!(confirm.contains("<h1>Sync web now?</h1>"), "{confirm}");
+    for page in [&dom, &object, &confirm] {
+        assert!(!page.contains(&bearer_token), "no credential in a page");
+        assert!(!page.to_ascii_lowercase().contains("<script"), "{page}");
+    }
+    let csrf = csrf_of(&confirm);
+    let origin = [("origin".to_string(), format!("http://{v}")), ("sec-fetch-site".into(), "same-origin".into())];
+    let (code, refused) = post_action(v, &format!("csrf={csrf}&action=sync"), &origin).await;
+    assert_eq!(code, 403, "the API server refuses the viewer: {refused}");
+    assert!(refused.contains("web: Sync refused") && refused.contains("forbidden"), "{refused}");
+    // refused before anything is asked: no token, a wrong one, another site, another Host
+    for (form, headers) in [
+        ("action=sync".to_string(), origin.to_vec()),
+        ("csrf=0000&action=sync".to_string(), origin.to_vec()),
+        (format!("csrf={csrf}&action=sync"), vec![("origin".to_string(), "http://evil.example".to_string())]),
+        (format!("csrf={csrf}&action=sync"), vec![("sec-fetch-site".to_string(), "cross-site".to_string())]),
+    ] {
+        let (code, body) = post_action(v, &form, &headers).await;
+        assert_eq!(code, 403, "{form} {headers:?}: {body}");
+        assert!(body.contains("<h1>Refused</h1>"), "{body}");
+    }
+    // a page of another site whose name resolves to loopback (DNS rebinding) reads nothing
+    let foreign = raw_get(v, &format!("evil.example:{}", v.port())).await;
+    assert!(foreign.starts_with("HTTP/1.1 403"), "a foreign Host: {foreign}");
+    assert!(raw_get(v, &format!("localhost:{}", v.port())).await.starts_with("HTTP/1.1 200"));
+    let _ = stop_viewer.send(());
+
+    // the operator: a pause lands, recorded with the API server's name for the operator
+    let (o, stop_operator) = ui_as(&operator).await;
+    let (_, confirm) = http_request(o, "GET", "/applications/web/confirm?action=suspend", &[], b"").await;
+    let csrf = csrf_of(&confirm);
+    let origin = [("origin".to_string(), format!("http://{o}")), ("sec-fetch-site".into(), "same-origin".into())];
+    let (code, done) =
+        post_action(o, &format!("csrf={csrf}&action=suspend&for=1h&reason=from+the+page"), &origin).await;
+    assert_eq!(code, 200, "{done}");
+    let who = format!("system:serviceaccount:{STATUS_NS}:operator");
+    assert!(done.contains("Suspend recorded") && done.contains(&who), "{done}");
+    let annotations =
+        kubectl(&["-n", STATUS_NS, "get", "applications.plumb.dev", "web", "-o", "jsonpath={.metadata.annotations}"]);
+    assert!(annotations.contains("from the page") && annotations.contains(&who), "{annotations}");
+    let paused = wait_for("web paused in its status", Duration::from_secs(60), || async {
+        plumb.status("web").await.and_then(|s| s.suspended)
+    })
+    .await;
+    assert_eq!(paused.by, who);
+
+    let shots = screenshot_dir();
+    let list_png = shots.join("ui-list.png");
+    assert_eq!(screenshot(&format!("http://{o}/"), &list_png, (1280, 300)).await.0, 1280);
+    let wide = shots.join("ui-application.png");
+    assert_eq!(screenshot(&format!("http://{o}/applications/web"), &wide, (1280, 1400)).await.0, 1280);
+    let phone = shots.join("ui-application-375.png");
+    let (w, _) = screenshot(&format!("http://{o}/applications/web"), &phone, (375, 1800)).await;
+    assert!(w <= 500, "a phone-wide screenshot: {w}");
+    eprintln!("screenshots by {}: {} {} {}", browser.display(), list_png.display(), wide.display(), phone.display());
+    let _ = stop_operator.send(());
+    plumb.stop().await;
+}
