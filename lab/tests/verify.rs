@@ -506,7 +506,7 @@ async fn a_person_with_the_right_may_sync_an_unverified_commit_and_is_named() {
     assert!(!v.verified && v.allowed_by == me && v.summary().contains("--allow-unverified"), "{v:?}");
     assert!(condition(&r.status, "UnverifiedRevision").is_none(), "{:#?}", r.status.conditions);
     let history = kubectl(&["-n", status_ns, "get", "applications.plumb.dev", &s.app, "-o", "json"]);
-    assert!(history.contains(&format!("\"allowed_unverified_by\": \"{me}\"")), "{history}");
+    assert!(history.contains(&format!("\"allowedUnverifiedBy\": \"{me}\"")), "{history}");
     let (_, shown, _) = plumb_cli(&["history", &s.app, "-n", status_ns]);
     assert!(shown.contains(&format!("unverified, allowed by {me}")), "{shown}");
 
