@@ -37,20 +37,7 @@ pub const NOTIFY_URL_PROVIDER: &str = "--notify-url";
 /// `health-degraded` of every application to it: what `--notify-url` always told.
 pub fn with_notify_url(n: &mut Notifications, url: &str) {
     let spanned = |s: &str| serde_saphyr::Spanned::new(s.to_string(), Location::UNKNOWN, Location::UNKNOWN);
-    n.providers.push(NotificationProvider {
-        name: spanned(NOTIFY_URL_PROVIDER),
-        type_: ProviderType::Slack,
-        url: Some(spanned(url)),
-        url_file: None,
-        url_secret_ref: None,
-        secret_file: None,
-        secret_ref: None,
-        from: None,
-        to: Vec::new(),
-        username: None,
-        password_file: None,
-        password_secret_ref: None,
-    });
+    n.providers.push(NotificationProvider::at(spanned(NOTIFY_URL_PROVIDER), ProviderType::Slack, spanned(url)));
     n.routes.push(Route {
         triggers: vec![Trigger::SyncFailed, Trigger::PruneWaitingApproval, Trigger::HealthDegraded],
         environments: Vec::new(),

@@ -21,7 +21,10 @@ use std::{
 };
 
 use plumb::{compare::SyncStatus, health::HealthStatus, status::ConditionType};
-use support::*;
+use support::{
+    browser::{browse, chromium, screenshot},
+    *,
+};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -32,65 +35,9 @@ const STATUS_NS: &str = "plumb-page";
 const SUBJECT: &str = "web: 3 replicas <script>alert(1)</script>";
 const ESCAPED: &str = "web: 3 replicas &lt;script&gt;alert(1)&lt;/script&gt;";
 
-/// Flags for a headless Chromium on a machine with no network but loopback (as root:
-/// `--no-sandbox`); the profile directory is added per run.
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-];
-
-/// The browser: `$PLUMB_CHROMIUM` or Debian's `/usr/bin/chromium`.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PLUMB_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
-    assert!(
-        path.is_file(),
-        "no Chromium at {}: run tools/browser/install.sh (scripts/test does; as root it installs Debian's chromium package) or set PLUMB_CHROMIUM",
-        path.display()
-    );
-    path
-}
-
-/// Runs Chromium once with `args` and a fresh profile; returns its standard output.
-async fn browse(args: &[String]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let run = tokio::process::Command::new(chromium())
-        .args(CHROMIUM_FLAGS)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    // a bound against a hung browser, not a measurement
-    let out = tokio::time::timeout(Duration::from_secs(180), run)
-        .await
-        .unwrap_or_else(|_| panic!("chromium {args:?} did not finish"))
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "chromium {args:?} failed ({}): {stderr}", out.status);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The DOM Chromium built from `url`.
 async fn dump_dom(url: &str) -> String {
     browse(&["--dump-dom".into(), url.into()]).await
-}
-
-/// A screenshot of `url` at 1280 × `height` into `file`; returns the PNG's size.
-async fn screenshot(url: &str, file: &Path, height: u32) -> (u32, u32) {
-    let _ = std::fs::remove_file(file);
-    browse(&[format!("--screenshot={}", file.display()), format!("--window-size=1280,{height}"), url.into()]).await;
-    let png = std::fs::read(file).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", file.display()));
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{} is not a PNG", file.display());
-    assert_eq!(&png[12..16], b"IHDR");
-    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
-    (be(&png[16..20]), be(&png[20..24]))
 }
 
 /// A loopback HTTP proxy in front of `upstream` that adds `Authorization: Bearer
@@ -274,9 +221,9 @@ async fn status_page_in_a_browser() {
 
     let dir = screenshot_dir();
     let list_png = dir.join("status-list.png");
-    assert_eq!(screenshot(&base, &list_png, 280).await, (1280, 280));
+    assert_eq!(screenshot(&base, &list_png, (1280, 280)).await, (1280, 280));
     let app_png = dir.join("status-application.png");
-    assert_eq!(screenshot(&format!("{base}applications/web"), &app_png, 860).await, (1280, 860));
+    assert_eq!(screenshot(&format!("{base}applications/web"), &app_png, (1280, 860)).await, (1280, 860));
     eprintln!("screenshots by {}: {} {}", browser.display(), list_png.display(), app_png.display());
     plumb.stop().await;
 }

@@ -26,60 +26,13 @@ use std::{
 };
 
 use plumb::{compare::SyncStatus, health::HealthStatus};
-use support::*;
+use support::{
+    browser::{browse, chromium, screenshot},
+    *,
+};
 
 const NS: &str = "ui-web";
 const STATUS_NS: &str = "plumb-ui";
-
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-];
-
-/// The browser: `$PLUMB_CHROMIUM` or Debian's `/usr/bin/chromium`.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PLUMB_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
-    assert!(
-        path.is_file(),
-        "no Chromium at {}: run tools/browser/install.sh (scripts/test does) or set PLUMB_CHROMIUM",
-        path.display()
-    );
-    path
-}
-
-async fn browse(args: &[String]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let run = tokio::process::Command::new(chromium())
-        .args(CHROMIUM_FLAGS)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(180), run)
-        .await
-        .unwrap_or_else(|_| panic!("chromium {args:?} did not finish"))
-        .unwrap();
-    assert!(out.status.success(), "chromium {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A screenshot of `url` in a window `width` × `height` into `file`; the PNG's size.
-async fn screenshot(url: &str, file: &Path, (width, height): (u32, u32)) -> (u32, u32) {
-    let _ = std::fs::remove_file(file);
-    browse(&[format!("--screenshot={}", file.display()), format!("--window-size={width},{height}"), url.into()]).await;
-    let png = std::fs::read(file).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", file.display()));
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{} is not a PNG", file.display());
-    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
-    (be(&png[16..20]), be(&png[20..24]))
-}
 
 fn screenshot_dir() -> PathBuf {
     let dir = if std::env::var_os("PLUMB_UPDATE_SCREENSHOTS").is_some() {

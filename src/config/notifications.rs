@@ -161,6 +161,27 @@ pub struct NotificationProvider {
     pub password_secret_ref: Option<SecretRef>,
 }
 
+impl NotificationProvider {
+    /// A provider of `type_` named `name` posting to `url`, with nothing else set
+    /// (`--notify-url`'s Slack provider; tests).
+    pub fn at(name: Spanned<String>, type_: ProviderType, url: Spanned<String>) -> Self {
+        Self {
+            name,
+            type_,
+            url: Some(url),
+            url_file: None,
+            url_secret_ref: None,
+            secret_file: None,
+            secret_ref: None,
+            from: None,
+            to: Vec::new(),
+            username: None,
+            password_file: None,
+            password_secret_ref: None,
+        }
+    }
+}
+
 /// Which messages go where: an event matches when its trigger, environment and
 /// application are each listed (an empty list matches all).
 #[derive(Debug, Clone, Deserialize)]

@@ -59,21 +59,9 @@ pub fn escape_slack(s: &str) -> String {
     out
 }
 
-/// `s` escaped for HTML text and attribute values (`&`, `<`, `>`, `"`, `'`).
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// `s` escaped for HTML text and attribute values (`&`, `<`, `>`, `"`, `'`): the status
+/// page's [`crate::page::escape`].
+pub use crate::page::escape as escape_html;
 
 /// `s` with the characters that start Markdown emphasis, a link, code, a heading, a
 /// table or an HTML tag backslash-escaped (CommonMark 0.31, "Backslash escapes": any

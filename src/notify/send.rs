@@ -279,20 +279,7 @@ mod tests {
     }
 
     fn provider(name: &str, type_: ProviderType, url: &str) -> NotificationProvider {
-        NotificationProvider {
-            name: spanned(name),
-            type_,
-            url: Some(spanned(url)),
-            url_file: None,
-            url_secret_ref: None,
-            secret_file: None,
-            secret_ref: None,
-            from: None,
-            to: Vec::new(),
-            username: None,
-            password_file: None,
-            password_secret_ref: None,
-        }
+        NotificationProvider::at(spanned(name), type_, spanned(url))
     }
 
     /// The three SMTP schemes open a transport (TLS set up with the system roots);

@@ -2,6 +2,8 @@
 //! HTTP, a running plumb, and small HTTP/wait helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod browser;
+
 use std::{
     future::Future,
     net::SocketAddr,
