@@ -96,6 +96,17 @@ applicationSets:
         let _ = stopped.await;
     }));
 
+    // gives pull request `number` the label the generator asks for
+    let label = |number: u64| {
+        let (gitea, token) = (&gitea, &token);
+        async move {
+            let path = format!("/api/v1/repos/{OWNER}/fleet/issues/{number}/labels");
+            let body = serde_json::json!({"labels": [label_id]});
+            let auth = Some(plumb_lab::GiteaAuth::Token(token));
+            let (code, answer) = gitea.call("POST", &path, auth, Some(&body)).await.unwrap();
+            assert_eq!(code, 200, "{answer}");
+        }
+    };
     // a labelled pull request: its preview environment, from its head
     work.switch("feature").unwrap();
     work.write("app/cm.yaml", &cm("feature")).unwrap();
@@ -105,17 +116,7 @@ applicationSets:
         gitea.create_pull(&token, &repo, "feature", "main", "feature").await.ok()
     })
     .await;
-    let path = format!("/api/v1/repos/{OWNER}/fleet/issues/{labelled}/labels");
-    let (code, answer) = gitea
-        .call(
-            "POST",
-            &path,
-            Some(plumb_lab::GiteaAuth::Token(&token)),
-            Some(&serde_json::json!({"labels": [label_id]})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(code, 200, "{answer}");
+    label(labelled).await;
     // an unlabelled one: no application
     work.switch("other").unwrap();
     work.write("app/cm.yaml", &cm("other")).unwrap();
@@ -138,17 +139,7 @@ applicationSets:
     assert!(resource(&format!("pr-{unlabelled}")).is_none(), "no preview label, no application");
 
     // labelled later: its preview environment too
-    let path = format!("/api/v1/repos/{OWNER}/fleet/issues/{unlabelled}/labels");
-    let (code, answer) = gitea
-        .call(
-            "POST",
-            &path,
-            Some(plumb_lab::GiteaAuth::Token(&token)),
-            Some(&serde_json::json!({"labels": [label_id]})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(code, 200, "{answer}");
+    label(unlabelled).await;
     let other = format!("pr-{unlabelled}");
     wait_for(&format!("{other} synced"), Duration::from_secs(180), || async {
         resource(&other).filter(|r| r["status"]["sync"] == "Synced")
