@@ -183,7 +183,7 @@ pub fn application_body(
         }
         b.push_str("</ul>\n");
     }
-    history_table(&mut b, history, history_error);
+    history_table(&mut b, &st.app, history, history_error);
     b
 }
 
@@ -421,7 +421,7 @@ fn conditions(b: &mut String, conditions: &[Condition]) {
     b.push_str("</tbody>\n</table>\n");
 }
 
-fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
+fn history_table(b: &mut String, app: &str, history: &[SyncRecord], error: Option<&str>) {
     b.push_str("<h2>History</h2>\n");
     if let Some(e) = error {
         let _ = writeln!(b, "<p>The history could not be read: {}</p>", escape(e));
@@ -438,7 +438,8 @@ fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
     for r in history {
         let _ = writeln!(
             b,
-            "<tr><td>{}</td><td class=nowrap>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"{}\">{}</a></td><td class=nowrap>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&sync_path(app, &r.started_at)),
             time(&r.finished_at),
             took(&r.started_at, &r.finished_at).unwrap_or_default(),
             revision(&r.revision, &r.subject),
@@ -450,6 +451,103 @@ fn history_table(b: &mut String, history: &[SyncRecord], error: Option<&str>) {
         );
     }
     b.push_str("</tbody>\n</table>\n");
+}
+
+/// The path of one sync's page, relative to the application's page
+/// (`web/syncs/2026-12-03T21:00:00Z`): a sync is named by when it started, which no
+/// other sync of the application shares.
+pub fn sync_path(app: &str, started_at: &str) -> String {
+    format!("{}/syncs/{}", path_segment(app), path_segment(started_at))
+}
+
+/// The page of one sync of `app` (the record of its history that started at
+/// `started_at`): what it was asked to do and did — every object applied, recreated
+/// and pruned that the record names, its hooks, its chart, who allowed an unverified
+/// revision. `None` when the history holds no such sync (it keeps the newest only).
+pub fn sync_record(app: &str, history: &[SyncRecord], started_at: &str) -> Option<String> {
+    let r = history.iter().find(|r| r.started_at == started_at)?;
+    Some(page_refreshed(&format!("plumb: {app} sync {}", short(&r.revision)), &sync_record_body(app, r), None))
+}
+
+/// The body of [`sync_record`]'s page (HTML, values escaped).
+pub fn sync_record_body(app: &str, r: &SyncRecord) -> String {
+    let mut b = format!(
+        "<p><a href=\"../../{}\">← {}</a></p>\n<h1>Sync of {} at {}</h1>\n<dl>\n",
+        escape(&path_segment(app)),
+        escape(app),
+        escape(app),
+        time(&r.started_at)
+    );
+    let mut row = |term: &str, value: String| {
+        let _ = writeln!(b, "<dt>{term}</dt><dd>{value}</dd>");
+    };
+    row("Revision", revision(&r.revision, &r.subject));
+    row("Why", escape(r.reason.as_str()) + if r.install { " (first sync: install)" } else { "" });
+    row("Result", word(r.result.as_str()) + &r.times());
+    row("Started", time(&r.started_at));
+    row("Finished", time(&r.finished_at));
+    if let Some(t) = took(&r.started_at, &r.finished_at) {
+        row("Took", t);
+    }
+    if !r.message.is_empty() {
+        row("Message", escape(&r.message));
+    }
+    if let Some(c) = &r.chart {
+        row("Chart", escape(&c.to_string()));
+    }
+    if !r.allowed_unverified_by.is_empty() {
+        row("Unverified revision allowed by", escape(&r.allowed_unverified_by));
+    }
+    b.push_str("</dl>\n");
+    let applied: Vec<&String> = r.applied.iter().filter(|o| !r.recreated.contains(o)).collect();
+    objects_list(&mut b, "Applied", &applied, r.applied_omitted);
+    objects_list(
+        &mut b,
+        "Recreated (deleted and created again: Force=true)",
+        &r.recreated.iter().collect::<Vec<_>>(),
+        0,
+    );
+    objects_list(&mut b, "Pruned", &r.pruned.iter().collect::<Vec<_>>(), r.pruned_omitted);
+    if !r.hooks.is_empty() {
+        b.push_str("<h2>Hooks</h2>\n<table>\n<thead><tr><th scope=col>Phase</th><th scope=col>Object</th><th scope=col>Result</th><th scope=col>Took</th><th scope=col>Message</th></tr></thead>\n<tbody>\n");
+        for h in &r.hooks {
+            let _ = writeln!(
+                b,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} s</td><td>{}</td></tr>",
+                escape(&h.phase),
+                escape(&h.object),
+                word(&h.result),
+                h.duration_seconds,
+                escape(&h.message)
+            );
+        }
+        b.push_str("</tbody>\n</table>\n");
+        if r.hooks_omitted > 0 {
+            let _ = writeln!(
+                b,
+                "<p class=muted>{} more hook(s) not named (a record keeps {}).</p>",
+                r.hooks_omitted,
+                crate::status::HOOK_RUNS
+            );
+        }
+    }
+    b
+}
+
+/// A section listing `objects` under `title`, `omitted` more counted (the record names
+/// at most [`crate::status::fit::RECORD_OBJECTS`]); nothing when both are empty.
+fn objects_list(b: &mut String, title: &str, objects: &[&String], omitted: usize) {
+    if objects.is_empty() && omitted == 0 {
+        return;
+    }
+    let _ = writeln!(b, "<h2>{} ({})</h2>\n<ul>", escape(title), objects.len() + omitted);
+    for o in objects {
+        let _ = writeln!(b, "<li><code>{}</code></li>", escape(o));
+    }
+    b.push_str("</ul>\n");
+    if omitted > 0 {
+        let _ = writeln!(b, "<p class=muted>{omitted} more not named (the record is capped).</p>");
+    }
 }
 
 pub mod ui;

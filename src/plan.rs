@@ -52,6 +52,13 @@ pub const PRUNE_APPROVED_ANNOTATION: &str = "plumb.dev/prune-approved";
 /// needs approval (…)`): what [`crate::notify`] looks for.
 pub const NEEDS_APPROVAL: &str = "prune needs approval";
 
+/// Whether an object's status `reason` ([`prune_reasons`]) says its prune is held for
+/// an approval: it starts `requires pruning; prune needs approval` — a reason plumb
+/// wrote, never one that merely quotes those words (an API error, a field's value).
+pub fn awaits_approval(reason: &str) -> bool {
+    reason.strip_prefix("requires pruning; ").is_some_and(|rest| rest.starts_with(NEEDS_APPROVAL))
+}
+
 /// How long a [`PRUNE_APPROVED_ANNOTATION`] approval stays valid, in seconds (24 h): an
 /// old approval left on an object does not approve a later, unrelated prune.
 pub const APPROVAL_VALIDITY: i64 = 24 * 3600;
@@ -1209,7 +1216,23 @@ mod tests {
                 assert_eq!(reasons.get(*object).map(String::as_str), Some(*reason), "{prune} {approved} {object}");
             }
             assert_eq!(reasons.len(), orphans.len(), "one reason per candidate, none for the desired Job: {reasons:?}");
+            for (object, reason) in &reasons {
+                let held = (prune, approved) == (true, false) && object == "PersistentVolumeClaim/lab/data";
+                assert_eq!(awaits_approval(reason), held, "{object}: {reason}");
+            }
             assert!(p.skipped.iter().any(|(o, s)| o == "Job.batch/lab/x" && !s.is_prune()), "{:?}", p.skipped);
+        }
+    }
+
+    #[test]
+    fn only_plumbs_own_reason_awaits_approval() {
+        assert!(awaits_approval("requires pruning; prune needs approval (Prune=confirm): plumb prune web --approve"));
+        for quoted in [
+            "differs at /data/x: \"requires pruning; prune needs approval\"",
+            "compare failed: prune needs approval",
+            "requires pruning (prune is off); prune needs approval",
+        ] {
+            assert!(!awaits_approval(quoted), "{quoted}");
         }
     }
 }

@@ -8,6 +8,7 @@
 //! | internal | `GET /metrics` | Prometheus text format |
 //! | internal | `GET /` | the status page: HTML list of applications ([`crate::page`]) |
 //! | internal | `GET /applications/{app}` | the status page of one application (404 when it has no status) |
+//! | internal | `GET /applications/{app}/syncs/{started}` | one sync of its history: the objects it applied and pruned, its hooks ([`crate::page::sync_record`]) |
 //! | internal | `GET /previews/{repository}/{number}` | the last preview of a pull request ([`crate::preview::page`]; 404 when none is kept) |
 //!
 //! Every request to the internal listener needs a Kubernetes bearer token whose user
@@ -431,6 +432,10 @@ pub fn internal_router(state: InternalState) -> Router {
             get(page_app).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
         )
         .route(
+            "/applications/{app}/syncs/{started}",
+            get(page_sync).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
+        )
+        .route(
             "/previews/{repository}/{number}",
             get(page_preview).route_layer(middleware::from_fn_with_state(guard(auth::STATUS_API), authorize)),
         )
@@ -710,6 +715,26 @@ async fn page_app(
     match state.store.load(&app).await.map(|(_, history)| history) {
         Ok(history) => html(StatusCode::OK, crate::page::application(&st, &history, None, timings.as_ref())),
         Err(e) => html(StatusCode::OK, crate::page::application(&st, &[], Some(&e.to_string()), timings.as_ref())),
+    }
+}
+
+async fn page_sync(
+    State(state): State<InternalState>,
+    axum::extract::Path((app, started)): axum::extract::Path<(String, String)>,
+) -> Response {
+    if state.published.status(&app).is_none() {
+        return html(StatusCode::NOT_FOUND, crate::page::not_found(&app));
+    }
+    match state.store.load(&app).await.map(|(_, history)| crate::page::sync_record(&app, &history, &started)) {
+        Ok(Some(page)) => html(StatusCode::OK, page),
+        Ok(None) => html(StatusCode::NOT_FOUND, crate::page::not_found(&format!("{app}: sync {started}"))),
+        Err(e) => html(
+            StatusCode::BAD_GATEWAY,
+            crate::page::page(
+                "plumb: history",
+                &format!("<p>The history could not be read: {}</p>\n", crate::page::escape(&e.to_string())),
+            ),
+        ),
     }
 }
 

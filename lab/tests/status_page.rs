@@ -183,6 +183,14 @@ async fn status_page_in_a_browser() {
         assert!(head.contains(header), "{header} in:\n{head}");
     }
     assert_eq!(plumb.get("/applications/nope").await.0, 404);
+    // each sync of the history: its page, behind the same right
+    let (_, link) = raw.split_once("<td><a href=\"web/syncs/").unwrap_or_else(|| panic!("no sync link in {raw}"));
+    let sync_path = format!("/applications/web/syncs/{}", link.split('"').next().unwrap());
+    assert_eq!(http_request(plumb.internal, "GET", &sync_path, &[], b"").await.0, 401);
+    let (code, sync) = plumb.get(&sync_path).await;
+    assert_eq!(code, 200, "{sync}");
+    assert!(sync.contains("<h1>Sync of web at") && sync.contains("<h2>Applied ("), "{sync}");
+    assert_eq!(plumb.get("/applications/web/syncs/2000-01-01T00%3A00%3A00Z").await.0, 404);
 
     let proxy = token_proxy(plumb.internal, reader_token()).await;
     let base = format!("http://{proxy}/");

@@ -4,12 +4,16 @@
 //! drifted by hand (`kubectl scale`, selfHeal off). `plumb ui` is served in this process
 //! ([`plumb::cli::ui::serve`], what the command runs) twice: with a kubeconfig of
 //! ServiceAccount `viewer` (ClusterRole `plumb-viewer` in the status namespace, `view`
-//! in the application's) and one of `operator` (`plumb-operator`). The viewer sees the
+//! in the application's) and one of `operator` (`plumb-operator`, `edit` in the
+//! application's namespace). The viewer sees the
 //! list, the resource tree (Deployment → ReplicaSet → Pods, live, with health), the
 //! drift of one object and the Events, and its action is refused by the API server
 //! (403 shown); cross-site posts, a missing or wrong form token and a foreign `Host`
 //! are refused before anything is asked. The operator's pause lands, recorded with the
-//! name the API server gives the operator. Headless Chromium loads the pages
+//! name the API server gives the operator. Then Chromium, driven through chromedriver,
+//! clicks as the operator: resumes, opens a sync of the history, and approves a prune
+//! held by `Prune=confirm`, which plumb then carries out (the viewer's approval is
+//! refused by the API server). Headless Chromium loads the pages
 //! (`--dump-dom`) and takes screenshots at 1280 and 375 px wide: into
 //! `target/tmp/screenshots/`, or with `PLUMB_UPDATE_SCREENSHOTS=1` into
 //! `docs/screenshots/` (the ones README shows).
@@ -27,7 +31,7 @@ use std::{
 
 use plumb::{compare::SyncStatus, health::HealthStatus};
 use support::{
-    browser::{browse, chromium, screenshot},
+    browser::{Driven, browse, chromium, screenshot},
     *,
 };
 
@@ -58,6 +62,100 @@ async fn ui_as(kubeconfig: &Path) -> (SocketAddr, tokio::sync::oneshot::Sender<(
         .unwrap();
     });
     (addr, stop)
+}
+
+/// The operator at a browser (Chromium through WebDriver), clicking: resumes the pause,
+/// opens a sync of the history, and approves a held prune, which plumb then carries
+/// out; the viewer's approval of the same prune is refused by the API server.
+async fn by_clicks_in_a_browser(o: SocketAddr, plumb: &Plumb, lab: &Lab, who: &str, viewer: &Path) {
+    let browser = Driven::start((1280, 1000)).await;
+    let app_page = format!("http://{o}/applications/web");
+    browser.client.goto(&app_page).await.unwrap();
+    let confirm = browser.click("Resume…").await;
+    assert!(confirm.contains("Resume automated sync of web?"), "{confirm}");
+    let done = browser.click("Resume").await;
+    assert!(done.contains("web: Resume recorded"), "{done}");
+    wait_for("web resumed in its status", Duration::from_secs(60), || async {
+        plumb.status("web").await.filter(|s| s.suspended.is_none())
+    })
+    .await;
+
+    // a sync of the history: its objects
+    browser.client.goto(&app_page).await.unwrap();
+    let link = browser.client.find(fantoccini::Locator::Css("a[href*='/syncs/']")).await.unwrap();
+    link.click().await.unwrap();
+    reaches(&browser, "/syncs/").await;
+    let sync = browser.client.source().await.unwrap();
+    assert!(sync.contains("Sync of web at"), "{sync}");
+    assert!(sync.contains(&format!("<code>Deployment.apps/{NS}/web</code>")), "the objects it applied: {sync}");
+
+    // a prune held for an approval (Prune=confirm), approved from the page
+    lab.repo.remove("app/keep.yaml").unwrap();
+    lab.repo.commit("web: drop web-keep").unwrap();
+    let held = format!("ConfigMap/{NS}/web-keep");
+    wait_for("web-keep's prune held for an approval", Duration::from_secs(120), || async {
+        plumb
+            .status("web")
+            .await
+            .filter(|s| s.resources.iter().any(|r| r.object == held && plumb::plan::awaits_approval(&r.reason)))
+    })
+    .await;
+    // the viewer may read but not annotate the object: the API server says no
+    let (v, stop_viewer) = ui_as(viewer).await;
+    let (_, confirm) = http_request(
+        v,
+        "GET",
+        &format!("/applications/web/confirm?action=approve&object=ConfigMap%2F{NS}%2Fweb-keep"),
+        &[],
+        b"",
+    )
+    .await;
+    assert!(confirm.contains(&format!("Approve deleting {held} of web?")), "{confirm}");
+    let origin = [("origin".to_string(), format!("http://{v}")), ("sec-fetch-site".into(), "same-origin".into())];
+    let form = format!("csrf={}&action=approve&object=ConfigMap%2F{NS}%2Fweb-keep", csrf_of(&confirm));
+    let (code, refused) = post_action(v, &form, &origin).await;
+    assert_eq!(code, 403, "{refused}");
+    assert!(refused.contains("needs patch on configmaps"), "{refused}");
+    let _ = stop_viewer.send(());
+    // nothing else can be approved: an object whose prune does not wait
+    let (_, confirm) = http_request(
+        o,
+        "GET",
+        "/applications/web/confirm?action=approve&object=Deployment.apps%2Fui-web%2Fweb",
+        &[],
+        b"",
+    )
+    .await;
+    assert!(confirm.contains("Nothing to approve") && !confirm.contains("<form method=post"), "{confirm}");
+
+    let held_png = screenshot_dir().join("ui-held-prune.png");
+    assert_eq!(screenshot(&app_page, &held_png, (1280, 700)).await.0, 1280);
+    eprintln!("a held prune on the page: {}", held_png.display());
+    browser.client.goto(&app_page).await.unwrap();
+    let confirm = browser.click("Approve prune…").await;
+    assert!(confirm.contains(&format!("Approve deleting {held} of web?")), "{confirm}");
+    let done = browser.click("Approve prune").await;
+    assert!(done.contains("web: Approve prune recorded") && done.contains(who), "{done}");
+    wait_for("web-keep pruned after the approval", Duration::from_secs(120), || async {
+        let out = kubectl(&["-n", NS, "get", "configmap", "web-keep", "--ignore-not-found", "-o", "name"]);
+        out.trim().is_empty().then_some(())
+    })
+    .await;
+    let last = plumb.status("web").await.unwrap().last_sync.unwrap();
+    assert!(last.pruned.contains(&held), "{last:?}");
+    browser.client.close().await.unwrap();
+}
+
+/// Waits until the browser is on a page whose URL contains `part` and has a heading.
+async fn reaches(browser: &Driven, part: &str) {
+    for _ in 0..100 {
+        if browser.client.current_url().await.unwrap().as_str().contains(part) {
+            browser.client.wait().for_element(fantoccini::Locator::Css("h1")).await.unwrap();
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the browser never reached a page like {part}");
 }
 
 /// The form token of the confirmation page `html`.
@@ -101,6 +199,12 @@ async fn plumb_ui_reads_as_the_viewer_and_acts_as_the_operator() {
             &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web-site, namespace: {NS}}}\ndata: {{index.html: hello}}\n"),
         )
         .unwrap();
+    lab.repo
+        .write(
+            "app/keep.yaml",
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-keep\n  namespace: {NS}\n  annotations: {{plumb.dev/sync-options: Prune=confirm}}\ndata: {{a: b}}\n"),
+        )
+        .unwrap();
     lab.repo.commit("web: 2 replicas <b>bold</b>").unwrap();
     kubectl(&["create", "namespace", NS]);
     let policy = lab.policy(
@@ -130,10 +234,20 @@ async fn plumb_ui_reads_as_the_viewer_and_acts_as_the_operator() {
     let dir = tempfile::tempdir().unwrap();
     let viewer = service_account_kubeconfig(STATUS_NS, "viewer", &dir.path().join("viewer"));
     let operator = service_account_kubeconfig(STATUS_NS, "operator", &dir.path().join("operator"));
-    for (who, role) in [("viewer", "plumb-viewer"), ("operator", "plumb-operator")] {
+    // in the application's namespace the viewer may read (`view`); the operator may also
+    // change objects (`edit`), which approving a held prune needs
+    for (who, role, there) in [("viewer", "plumb-viewer", "view"), ("operator", "plumb-operator", "edit")] {
         let account = format!("--serviceaccount={STATUS_NS}:{who}");
         kubectl(&["-n", STATUS_NS, "create", "rolebinding", who, &format!("--clusterrole={role}"), &account]);
-        kubectl(&["-n", NS, "create", "rolebinding", &format!("{who}-view"), "--clusterrole=view", &account]);
+        kubectl(&[
+            "-n",
+            NS,
+            "create",
+            "rolebinding",
+            &format!("{who}-{there}"),
+            &format!("--clusterrole={there}"),
+            &account,
+        ]);
     }
 
     // the viewer: reads everything, acts on nothing
@@ -204,6 +318,7 @@ async fn plumb_ui_reads_as_the_viewer_and_acts_as_the_operator() {
     })
     .await;
     assert_eq!(paused.by, who);
+    by_clicks_in_a_browser(o, &plumb, &lab, &who, &viewer).await;
 
     let shots = screenshot_dir();
     let list_png = shots.join("ui-list.png");

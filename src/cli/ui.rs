@@ -31,6 +31,7 @@ use kube::{
     api::{ApiResource, DynamicObject, ListParams},
     core::GroupVersionKind,
 };
+use sha2::Digest as _;
 
 use super::read::KubeArgs;
 use crate::{
@@ -111,6 +112,8 @@ pub fn router(ui: Ui) -> Router {
         .route("/", get(list))
         .route("/applications/{app}", get(application))
         .route("/applications/{app}/objects/{object}", get(object))
+        .route("/applications/{app}/syncs/{started}", get(sync))
+        .route_layer(middleware::from_fn(etag))
         .route("/applications/{app}/confirm", get(confirm))
         .route("/applications/{app}/actions", post(act))
         .layer(DefaultBodyLimit::max(FORM_LIMIT))
@@ -281,6 +284,18 @@ async fn object(State(ui): State<Ui>, Path((app, object)): Path<(String, String)
     }
 }
 
+async fn sync(State(ui): State<Ui>, Path((app, started)): Path<(String, String)>) -> Response {
+    let history = match ui.store().find(&app).await {
+        Ok(Some((_, history))) => history,
+        Ok(None) => return html(StatusCode::NOT_FOUND, pages::not_found(&app, &ui.namespace)),
+        Err(e) => return read_failed(&ui, &e),
+    };
+    match history.iter().find(|r| r.started_at == started) {
+        Some(r) => html(StatusCode::OK, pages::sync(&app, r)),
+        None => html(StatusCode::NOT_FOUND, pages::not_found(&format!("{app}: sync {started}"), &ui.namespace)),
+    }
+}
+
 async fn confirm(
     State(ui): State<Ui>,
     Path(app): Path<String>,
@@ -289,13 +304,25 @@ async fn confirm(
     let Some(action) = query.get("action").and_then(|a| Action::parse(a)) else {
         return html(StatusCode::NOT_FOUND, pages::refused("no such action"));
     };
-    let history = match ui.store().find(&app).await {
-        Ok(Some((_, history))) => history,
+    let (st, history) = match ui.store().find(&app).await {
+        Ok(Some(found)) => found,
         Ok(None) => return html(StatusCode::NOT_FOUND, pages::not_found(&app, &ui.namespace)),
         Err(e) => return read_failed(&ui, &e),
     };
-    let to = super::day2::rollback_revision(&history, None);
-    html(StatusCode::OK, pages::confirm(&app, action, &ui.csrf, to.as_deref().map_err(String::as_str)))
+    let target = match action {
+        Action::Approve => held(&st, query.get("object").map_or("", String::as_str)).map(String::from),
+        _ => super::day2::rollback_revision(&history, None),
+    };
+    html(StatusCode::OK, pages::confirm(&app, action, &ui.csrf, target.as_deref().map_err(String::as_str)))
+}
+
+/// `object` when `st` says its prune waits for an approval; else why it cannot be approved.
+fn held<'a>(st: &AppStatus, object: &'a str) -> Result<&'a str, String> {
+    if st.resources.iter().any(|r| r.object == object && crate::plan::awaits_approval(&r.reason)) {
+        Ok(object)
+    } else {
+        Err(format!("{}'s status names no object `{object}` whose prune waits for an approval", st.app))
+    }
 }
 
 async fn act(State(ui): State<Ui>, Path(app): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
@@ -324,6 +351,7 @@ async fn perform(
     let now = crate::status::now();
     let value;
     let (pairs, done): (Vec<(&str, Option<&str>)>, String) = match action {
+        Action::Approve => return approve(ui, app, form.get("object").map_or("", String::as_str)).await,
         Action::Sync | Action::Refresh => {
             let key = if action == Action::Sync { SYNC_ANNOTATION } else { REFRESH_ANNOTATION };
             (vec![(key, Some(now.as_str()))], format!("{key} = {now}: the serving plumb acts on it within seconds"))
@@ -377,6 +405,97 @@ async fn perform(
             _ => (StatusCode::BAD_GATEWAY, e.to_string()),
         }),
     }
+}
+
+/// The field manager of the approvals `plumb ui` writes: not plumb's own
+/// ([`crate::FIELD_MANAGER`]), so that the approval counts as a person's
+/// ([`crate::plan::prune_approval`]).
+pub const UI_FIELD_MANAGER: &str = "plumb-ui";
+
+/// Approves the prune of `object` (`Kind[.group]/namespace/name`, or `Kind[.group]/name`
+/// when cluster-scoped) of `app`: a merge patch of
+/// [`crate::plan::PRUNE_APPROVED_ANNOTATION`] with the time now on the live object, as
+/// the user. Refused (409) unless the application's status says that object's prune
+/// waits for an approval; the API server decides whether the user may patch it.
+async fn approve(ui: &Ui, app: &str, object: &str) -> Result<String, (StatusCode, String)> {
+    let st = match ui.store().find(app).await {
+        Ok(Some((st, _))) => st,
+        Ok(None) => {
+            return Err((StatusCode::NOT_FOUND, format!("no applications.plumb.dev/{app} in {}", ui.namespace)));
+        }
+        Err(e) => return Err((StatusCode::BAD_GATEWAY, e.to_string())),
+    };
+    held(&st, object).map_err(|why| (StatusCode::CONFLICT, why))?;
+    let parts: Vec<&str> = object.split('/').collect();
+    let (kind, namespace, name) = match parts[..] {
+        [kind, name] => (kind, None, name),
+        [kind, namespace, name] => (kind, Some(namespace), name),
+        _ => return Err((StatusCode::BAD_REQUEST, format!("`{object}` is not Kind[.group]/namespace/name"))),
+    };
+    let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+    let gone = |e: kube::Error| (StatusCode::BAD_GATEWAY, format!("{object}: {e}"));
+    let (resource, caps) = kube::discovery::group(&ui.client, group)
+        .await
+        .map_err(gone)?
+        .recommended_kind(kind)
+        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("the API server serves no {kind} in group `{group}`")))?;
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(ui.client.clone(), ns, &resource)
+        }
+        _ => Api::all_with(ui.client.clone(), &resource),
+    };
+    let now = crate::status::now();
+    let patch = serde_json::json!({"metadata": {"annotations": {crate::plan::PRUNE_APPROVED_ANNOTATION: now}}});
+    let params = kube::api::PatchParams { field_manager: Some(UI_FIELD_MANAGER.into()), ..Default::default() };
+    match api.patch(name, &params, &kube::api::Patch::Merge(&patch)).await {
+        Ok(_) => Ok(format!(
+            "{} = {now} on {object}, set by {}: plumb deletes it at {app}'s next sync (valid 24 h)",
+            crate::plan::PRUNE_APPROVED_ANNOTATION,
+            ui.who
+        )),
+        Err(kube::Error::Api(s)) if s.code == 403 => Err((
+            StatusCode::FORBIDDEN,
+            format!(
+                "the API server refused: {} (your kubeconfig's user needs patch on {})",
+                s.message, resource.plural
+            ),
+        )),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err((StatusCode::NOT_FOUND, format!("{object} is gone already"))),
+        Err(e) => Err(gone(e)),
+    }
+}
+
+/// Bytes of one page `etag` reads at most (the pages are bounded far below).
+const PAGE_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Gives a page an `ETag` (the first 128 bits of its body's SHA-256) and lets the
+/// browser keep it (`private, no-cache`: kept, asked again each time); a GET whose
+/// `If-None-Match` names the current one gets `304 Not Modified` and no body (RFC 9110
+/// §13.1.2), so a page that reloads itself every [`pages::REFRESH_SECONDS`] sends
+/// nothing while nothing changed.
+async fn etag(request: Request, next: Next) -> Response {
+    let asked = request.headers().get(axum::http::header::IF_NONE_MATCH).cloned();
+    let response = next.run(request).await;
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, PAGE_LIMIT).await else {
+        return html(StatusCode::INTERNAL_SERVER_ERROR, pages::refused("the page is too large"));
+    };
+    let tag = format!("\"{}\"", hex::encode(&sha2::Sha256::digest(&bytes)[..16]));
+    let Ok(value) = axum::http::HeaderValue::from_str(&tag) else { return Response::from_parts(parts, bytes.into()) };
+    parts.headers.insert(axum::http::header::ETAG, value);
+    parts.headers.insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("private, no-cache"));
+    let matches = asked.as_ref().and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        v.split(',').map(str::trim).any(|t| t == tag || t == "*" || t.strip_prefix("W/") == Some(&tag))
+    });
+    if matches {
+        parts.status = StatusCode::NOT_MODIFIED;
+        return Response::from_parts(parts, axum::body::Body::empty());
+    }
+    Response::from_parts(parts, bytes.into())
 }
 
 /// Lists of live objects read for one page, by `(namespace, kind)`: each read once.
@@ -557,6 +676,39 @@ mod tests {
         let args = UiArgs { listen: "0.0.0.0:8090".parse().unwrap(), open: false, allow_remote: false };
         let err = run(&KubeArgs::default(), &args).await.unwrap_err().to_string();
         assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_page_is_not_sent_again() {
+        use tower_service::Service as _;
+        let page = std::sync::Arc::new(std::sync::Mutex::new("first".to_string()));
+        let served = page.clone();
+        let mut router: Router = Router::new()
+            .route("/", get(move || async move { html(StatusCode::OK, served.lock().unwrap().clone()) }))
+            .route_layer(middleware::from_fn(etag));
+        let mut get = async |if_none_match: Option<&str>| {
+            let mut request = axum::http::Request::get("/");
+            if let Some(tag) = if_none_match {
+                request = request.header("if-none-match", tag);
+            }
+            let response = router.call(request.body(axum::body::Body::empty()).unwrap()).await.unwrap();
+            let tag = response.headers().get("etag").map(|v| v.to_str().unwrap().to_string());
+            let cache = response.headers().get("cache-control").map(|v| v.to_str().unwrap().to_string());
+            let code = response.status();
+            let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+            (code, tag, cache, String::from_utf8(body.to_vec()).unwrap())
+        };
+        let (code, tag, cache, body) = get(None).await;
+        assert_eq!((code, body.as_str(), cache.as_deref()), (StatusCode::OK, "first", Some("private, no-cache")));
+        let tag = tag.unwrap();
+        let (code, again, _, body) = get(Some(&tag)).await;
+        assert_eq!((code, again.as_deref(), body.as_str()), (StatusCode::NOT_MODIFIED, Some(tag.as_str()), ""));
+        let (code, _, _, _) = get(Some(&format!("\"other\", W/{tag}"))).await;
+        assert_eq!(code, StatusCode::NOT_MODIFIED, "a list of tags, weak form");
+        *page.lock().unwrap() = "second".into();
+        let (code, changed, _, body) = get(Some(&tag)).await;
+        assert_eq!((code, body.as_str()), (StatusCode::OK, "second"), "changed: sent again");
+        assert_ne!(changed.unwrap(), tag);
     }
 
     #[test]

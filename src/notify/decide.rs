@@ -114,7 +114,8 @@ fn opposite(t: Trigger) -> Option<Trigger> {
 ///   not trusted, [`crate::status::Verification`]);
 /// - `sync-failed` / `sync-succeeded`: a sync record `Failed` or `Refused` /
 ///   `Succeeded` (`Running` and `Superseded` say nothing);
-/// - `prune-waiting-approval`: objects whose reason says [`crate::plan::NEEDS_APPROVAL`];
+/// - `prune-waiting-approval`: objects whose reason says their prune waits
+///   ([`crate::plan::awaits_approval`]);
 /// - `health-degraded`: health Degraded; `health-recovered`: Healthy after a told
 ///   Degraded.
 pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>) -> Vec<Event> {
@@ -144,12 +145,8 @@ pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>) ->
             SyncResult::Running | SyncResult::Superseded => {}
         }
     }
-    let held: Vec<&str> = st
-        .resources
-        .iter()
-        .filter(|r| r.reason.contains(crate::plan::NEEDS_APPROVAL))
-        .map(|r| r.object.as_str())
-        .collect();
+    let held: Vec<&str> =
+        st.resources.iter().filter(|r| crate::plan::awaits_approval(&r.reason)).map(|r| r.object.as_str()).collect();
     if !held.is_empty() {
         let message = format!("held: {}", held.join(", "));
         found.push((Trigger::PruneWaitingApproval, st.revision.clone(), String::new(), message));

@@ -143,7 +143,7 @@ fn application_page_shows_objects_drift_conditions_timings_history() {
     );
     assert!(html.contains("<td class=nowrap>1.2 s</td>"));
     assert!(
-        html.contains("<td><time datetime=\"2026-11-30T14:00:01.250Z\">2026-11-30 14:00:01 UTC</time></td>"),
+        html.contains("<td><a href=\"web/syncs/2026-11-30T14%3A00%3A00.000Z\"><time datetime=\"2026-11-30T14:00:01.250Z\">2026-11-30 14:00:01 UTC</time></a></td>"),
         "{html}"
     );
     // history rows: applied counts what was left out of the names too

@@ -1,14 +1,16 @@
 //! The pages of `plumb ui`: the status page ([`super::list`], [`super::application`])
 //! as served on a person's own machine, read with their kubeconfig, with what only a
 //! person at a browser needs: a resource tree with health per node, one object's
-//! drift, the Events, actions (sync, refresh, suspend, resume, rollback) behind a
-//! confirmation page, and a reload every [`REFRESH_SECONDS`].
+//! drift, the Events, each sync's objects, actions (sync, refresh, suspend, resume,
+//! rollback, approving a held prune) behind a confirmation page, and a reload every
+//! [`REFRESH_SECONDS`] (answered `304 Not Modified` when nothing changed: an `ETag`).
 //!
 //! ```text
 //!  GET  /                                   list (reloads itself)
 //!  GET  /applications/{app}                 actions, summary, tree, objects, drift, Events, history
 //!  GET  /applications/{app}/objects/{obj}   one object: sync, health, drift lines, live children
-//!  GET  /applications/{app}/confirm?action= "Sync web now?" with a POST form
+//!  GET  /applications/{app}/syncs/{start}  one sync: what it applied, recreated and pruned, its hooks
+//!  GET  /applications/{app}/confirm?action= "Sync web now?" with a POST form (&object= for approve)
 //!  POST /applications/{app}/actions         performs it as the kubeconfig's user
 //! ```
 //!
@@ -60,10 +62,15 @@ pub enum Action {
     Rollback,
     /// `plumb rollback APP --release`: follow the tracked ref again.
     Release,
+    /// Approve the prune of one object held for an approval (`Prune=confirm`, a
+    /// data-loss class): `kubectl annotate … plumb.dev/prune-approved=<now>` on the
+    /// live object, as the user ([`crate::plan::prune_approval`]).
+    Approve,
 }
 
 impl Action {
-    /// Every action, in the order the page shows them.
+    /// Every action on a whole application, in the order the page shows them
+    /// ([`Action::Approve`] is on one object).
     pub const ALL: [Action; 6] =
         [Action::Sync, Action::Refresh, Action::Suspend, Action::Resume, Action::Rollback, Action::Release];
 
@@ -76,12 +83,13 @@ impl Action {
             Action::Resume => "resume",
             Action::Rollback => "rollback",
             Action::Release => "release",
+            Action::Approve => "approve",
         }
     }
 
     /// The action named `s` ([`Action::name`]).
     pub fn parse(s: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.name() == s)
+        Action::ALL.into_iter().chain([Action::Approve]).find(|a| a.name() == s)
     }
 
     fn label(self) -> &'static str {
@@ -92,6 +100,7 @@ impl Action {
             Action::Resume => "Resume",
             Action::Rollback => "Roll back",
             Action::Release => "Release pin",
+            Action::Approve => "Approve prune",
         }
     }
 
@@ -109,6 +118,9 @@ impl Action {
                 "The application is pinned to the revision below until the pin is released; plumb syncs it."
             }
             Action::Release => "The pin ends; automated sync follows the tracked ref again.",
+            Action::Approve => {
+                "The object gets plumb.dev/prune-approved with the time now, set as you: plumb deletes it at the application's next sync (a prune the policy allows; the approval lasts 24 h)."
+            }
         }
     }
 }
@@ -211,6 +223,31 @@ fn actions(b: &mut String, st: &AppStatus) {
         );
     }
     b.push_str("</div>\n<p class=muted>Each asks for confirmation first; the API server decides whether your kubeconfig's user may (<code>patch applications.plumb.dev</code>).</p>\n");
+    let held: Vec<&str> =
+        st.resources.iter().filter(|r| crate::plan::awaits_approval(&r.reason)).map(|r| r.object.as_str()).collect();
+    if !held.is_empty() {
+        b.push_str("<h3>Prunes waiting for an approval</h3>\n<ul>\n");
+        for o in held {
+            let _ = writeln!(
+                b,
+                "<li><code>{}</code> {}</li>",
+                escape(o),
+                approve_button(&format!("{}/confirm", path_segment(&st.app)), o)
+            );
+        }
+        b.push_str("</ul>\n");
+    }
+}
+
+/// A button to the confirmation page (`confirm`, a URL relative to the page) of
+/// approving `object`'s prune.
+fn approve_button(confirm: &str, object: &str) -> String {
+    format!(
+        "<form class=a method=get action=\"{}\"><input type=hidden name=action value=approve><input type=hidden name=object value=\"{}\"><button>{}…</button></form>",
+        escape(confirm),
+        escape(object),
+        Action::Approve.label()
+    )
 }
 
 /// The resource tree as nested lists; the application's objects link to their page.
@@ -317,7 +354,11 @@ pub fn object(st: &AppStatus, object: &str, live: Option<&Node>) -> Option<Strin
     if lines.is_empty() && !r.reason.is_empty() {
         let _ = writeln!(b, "<dt>Why</dt><dd>{}</dd>", escape(&r.reason));
     }
-    b.push_str("</dl>\n<h2>Diff (live → Git)</h2>\n");
+    b.push_str("</dl>\n");
+    if crate::plan::awaits_approval(&r.reason) {
+        let _ = writeln!(b, "<p>{}</p>", approve_button("../confirm", object));
+    }
+    b.push_str("<h2>Diff (live → Git)</h2>\n");
     if lines.is_empty() {
         b.push_str("<p>No field differs.</p>\n");
     } else {
@@ -341,11 +382,20 @@ pub fn object(st: &AppStatus, object: &str, live: Option<&Node>) -> Option<Strin
     Some(ui_page(&format!("plumb: {object}"), &b, true))
 }
 
+/// One sync of `app`'s history, as [`super::sync_record`]; reloaded while the sync
+/// still runs (a finished record changes only when an identical failure is folded in).
+pub fn sync(app: &str, r: &SyncRecord) -> String {
+    let running = r.result == crate::status::SyncResult::Running;
+    ui_page(&format!("plumb: {app} sync"), &super::sync_record_body(app, r), running)
+}
+
 /// The confirmation page of `action` on `app`: what it does and a form that posts it
-/// with `csrf`. For a rollback, `rollback_to` is the revision it would pin (`Err`: why
-/// there is none, and no form).
-pub fn confirm(app: &str, action: Action, csrf: &str, rollback_to: Result<&str, &str>) -> String {
+/// with `csrf`. For a rollback, `target` is the revision it would pin; for an
+/// approval, the object whose prune it approves (`Err`: why there is none, and no
+/// form).
+pub fn confirm(app: &str, action: Action, csrf: &str, target: Result<&str, &str>) -> String {
     let question = match action {
+        Action::Approve => format!("Approve deleting {} of {app}?", target.unwrap_or("an object")),
         Action::Sync => format!("Sync {app} now?"),
         Action::Refresh => format!("Refresh {app} now?"),
         Action::Suspend => format!("Suspend automated sync of {app}?"),
@@ -361,10 +411,17 @@ pub fn confirm(app: &str, action: Action, csrf: &str, rollback_to: Result<&str, 
         escape(action.explain())
     );
     let mut fields = String::new();
-    match (action, rollback_to) {
+    match (action, target) {
         (Action::Rollback, Err(why)) => {
             let _ = writeln!(b, "<p>Nothing to roll back to: {}</p>", escape(why));
             return ui_page(&question, &b, false);
+        }
+        (Action::Approve, Err(why)) => {
+            let _ = writeln!(b, "<p>Nothing to approve: {}</p>", escape(why));
+            return ui_page(&question, &b, false);
+        }
+        (Action::Approve, Ok(object)) => {
+            let _ = write!(fields, "<input type=hidden name=object value=\"{}\">", escape(object));
         }
         (Action::Rollback, Ok(rev)) => {
             let _ = writeln!(b, "<p>Revision: <code>{}</code></p>", escape(rev));

@@ -150,3 +150,78 @@ fn refusals_and_failed_reads_say_why() {
     assert!(html.contains("(the API server did not say)") && html.contains("bump &lt;script&gt;"), "{html}");
     assert_eq!(object_path("a b", "Pod/x/y"), "applications/a%20b/objects/Pod%2Fx%2Fy");
 }
+
+#[test]
+fn a_held_prune_has_an_approve_button_and_its_confirmation() {
+    let mut st = status();
+    let held = "PersistentVolumeClaim/web/data";
+    st.resources.push(ResourceStatus {
+        object: held.into(),
+        sync: SyncStatus::OutOfSync,
+        reason: format!(
+            "requires pruning; {} (data-loss class …): plumb prune web --approve",
+            crate::plan::NEEDS_APPROVAL
+        ),
+        health: HealthStatus::Healthy,
+        health_message: String::new(),
+    });
+    let tree = tree();
+    let view = AppView { status: &st, history: &[], history_error: None, events: Ok(&[]), tree: &tree };
+    let html = application(&view, "alice", "plumb-system");
+    let button = "<form class=a method=get action=\"web/confirm\"><input type=hidden name=action value=approve><input type=hidden name=object value=\"PersistentVolumeClaim/web/data\"><button>Approve prune…</button></form>";
+    assert!(html.contains("Prunes waiting for an approval") && html.contains(button), "{html}");
+    // only the held one: a drifted object has no such button
+    assert_eq!(html.matches("value=approve").count(), 1, "{html}");
+    let page = object(&st, held, None).unwrap();
+    assert!(page.contains("action=\"../confirm\"><input type=hidden name=action value=approve"), "{page}");
+    assert!(!object(&st, "Deployment.apps/web/web", None).unwrap().contains("value=approve"));
+    let confirm_page = confirm("web", Action::Approve, "t", Ok(held));
+    assert!(
+        confirm_page.contains("<h1>Approve deleting PersistentVolumeClaim/web/data of web?</h1>"),
+        "{confirm_page}"
+    );
+    assert!(confirm_page.contains("<input type=hidden name=action value=approve><input type=hidden name=object value=\"PersistentVolumeClaim/web/data\">"), "{confirm_page}");
+    let none = confirm("web", Action::Approve, "t", Err("nothing waits"));
+    assert!(!none.contains("<form") && none.contains("Nothing to approve: nothing waits"), "{none}");
+    assert_eq!(Action::parse("approve"), Some(Action::Approve));
+    assert!(!Action::ALL.contains(&Action::Approve), "not a button of the whole application");
+}
+
+#[test]
+fn each_sync_of_the_history_has_a_page_with_its_objects() {
+    let st = status();
+    let record = SyncRecord {
+        result: SyncResult::Succeeded,
+        started_at: "2026-11-29T13:59:58Z".into(),
+        finished_at: "2026-11-29T14:00:00Z".into(),
+        applied: vec!["Deployment.apps/web/web".into(), format!("ConfigMap/web/{EVIL}")],
+        recreated: vec!["Deployment.apps/web/web".into()],
+        pruned: vec!["Service/web/old".into()],
+        applied_omitted: 150,
+        hooks: vec![crate::status::HookRun {
+            phase: "PreSync".into(),
+            object: "Job.batch/web/migrate-0123456".into(),
+            result: "Succeeded".into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            duration_seconds: 12,
+            message: String::new(),
+        }],
+        ..SyncRecord::new("0123456789abcdef", SyncReason::NewRevision)
+    };
+    let history = [record.clone()];
+    let tree = tree();
+    let view = AppView { status: &st, history: &history, history_error: None, events: Ok(&[]), tree: &tree };
+    let html = application(&view, "alice", "plumb-system");
+    assert!(html.contains("<a href=\"web/syncs/2026-11-29T13%3A59%3A58Z\">"), "the row links its sync: {html}");
+    let page = sync("web", &record);
+    assert!(page.contains("<a href=\"../../web\">"), "back to the application: {page}");
+    assert!(page.contains("<h2>Applied (151)</h2>") && page.contains("ConfigMap/web/&lt;script&gt;"), "{page}");
+    assert!(page.contains("150 more not named"), "{page}");
+    assert!(page.contains("<h2>Recreated (deleted and created again: Force=true) (1)</h2>"), "{page}");
+    assert!(page.contains("<h2>Pruned (1)</h2>\n<ul>\n<li><code>Service/web/old</code></li>"), "{page}");
+    assert!(page.contains("<td>PreSync</td><td><code>Job.batch/web/migrate-0123456</code></td>"), "{page}");
+    assert!(!page.contains("http-equiv=refresh"), "a finished sync does not reload: {page}");
+    assert!(crate::page::sync_record("web", &history, "2026-11-29T13:59:58Z").is_some());
+    assert!(crate::page::sync_record("web", &history, "2026-11-29T00:00:00Z").is_none());
+}
