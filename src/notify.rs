@@ -102,11 +102,12 @@ impl Notifier {
         if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
             return tracing::warn!("{e}");
         }
+        let now = jiff::Timestamp::now();
+        let seconds = u64::try_from(now.as_second()).unwrap_or(0);
         let events = match self.memory.lock() {
-            Ok(mut memory) => decide::events(&mut memory, st, sync),
+            Ok(mut memory) => decide::events(&mut memory, st, sync, seconds),
             Err(_) => return,
         };
-        let now = jiff::Timestamp::now();
         for e in &events {
             for (name, template) in route(&self.notifications, e) {
                 let Some(outlet) = self.outlets.get(name) else { continue };

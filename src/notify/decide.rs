@@ -8,6 +8,13 @@
 //! Degraded after a recovery, is told again. `health-recovered` is told only after a
 //! `health-degraded` that was told. What is remembered is bounded ([`MAX_REMEMBERED`]
 //! keys, the oldest forgotten first).
+//!
+//! A pair that flaps at one revision (Degraded, Healthy, Degraded, … as a probe comes
+//! and goes) is told with a backoff: the second telling of the same (application,
+//! trigger) at the same revision waits [`FLAP_BACKOFF`] after the first, each later one
+//! twice as long as the one before, at most [`FLAP_BACKOFF_MAX`]. A telling held back
+//! is not remembered, so a state that lasts is told once the wait is over (the next
+//! pass finds it again); a new revision starts afresh.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -20,6 +27,13 @@ use crate::{
 /// How many (application, revision, trigger) keys [`Memory`] keeps; past it the oldest
 /// is forgotten (and could be told again).
 pub const MAX_REMEMBERED: usize = 10_000;
+
+/// The first wait, in seconds, before the same trigger of a flapping pair is told again
+/// at the same revision (see the module docs).
+pub const FLAP_BACKOFF: u64 = 60;
+
+/// The longest such wait, in seconds (1 h).
+pub const FLAP_BACKOFF_MAX: u64 = 3600;
 
 /// The start of a `ComparisonError` condition that a commit which does not render
 /// leaves (`render abc1234: …`, [`crate::reconcile::PassFailure::Render`]).
@@ -54,6 +68,9 @@ pub struct Memory {
     told: HashSet<(String, String, Trigger)>,
     order: VecDeque<(String, String, Trigger)>,
     degraded: HashMap<String, String>,
+    /// Per (application, trigger) of a pair: the revision of its last telling, when
+    /// (seconds), and how many times it was told at that revision.
+    flips: HashMap<(String, Trigger), (String, u64, u32)>,
 }
 
 impl Memory {
@@ -81,6 +98,25 @@ impl Memory {
         if self.told.remove(key) {
             self.order.retain(|k| k != key);
         }
+    }
+
+    /// Whether telling `trigger` of `app` at `revision` at `now` (seconds) must wait
+    /// for the flap backoff; records the telling when it need not.
+    fn flap_allows(&mut self, app: &str, revision: &str, trigger: Trigger, now: u64) -> bool {
+        if self.flips.len() >= MAX_REMEMBERED {
+            self.flips.clear();
+        }
+        let entry = self.flips.entry((app.to_string(), trigger)).or_insert_with(|| (String::new(), 0, 0));
+        if entry.0 != revision {
+            *entry = (revision.to_string(), now, 1);
+            return true;
+        }
+        let wait = FLAP_BACKOFF.saturating_mul(1 << (entry.2 - 1).min(12)).min(FLAP_BACKOFF_MAX);
+        if now < entry.1.saturating_add(wait) {
+            return false;
+        }
+        *entry = (revision.to_string(), now, entry.2 + 1);
+        true
     }
 
     /// How many keys are remembered.
@@ -118,7 +154,9 @@ fn opposite(t: Trigger) -> Option<Trigger> {
 ///   ([`crate::plan::awaits_approval`]);
 /// - `health-degraded`: health Degraded; `health-recovered`: Healthy after a told
 ///   Degraded.
-pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>) -> Vec<Event> {
+///
+/// `now` is the time of the pass in seconds (any fixed origin), for the flap backoff.
+pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, now: u64) -> Vec<Event> {
     let mut found: Vec<(Trigger, String, String, String)> = Vec::new();
     for c in &st.conditions {
         if c.type_ == ConditionType::ComparisonError && c.message.starts_with(RENDER_FAILED_PREFIX) {
@@ -169,9 +207,14 @@ pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>) ->
     found.sort_by_key(|(t, ..)| Trigger::ALL.iter().position(|a| a == t));
     let mut out = Vec::new();
     for (trigger, revision, result, message) in found {
-        if !memory.remember((st.app.clone(), revision.clone(), trigger)) {
+        let key = (st.app.clone(), revision.clone(), trigger);
+        if memory.told.contains(&key) {
             continue;
         }
+        if opposite(trigger).is_some() && !memory.flap_allows(&st.app, &revision, trigger, now) {
+            continue;
+        }
+        memory.remember(key);
         if let Some(other) = opposite(trigger) {
             memory.forget(&(st.app.clone(), revision.clone(), other));
         }
@@ -229,12 +272,21 @@ mod tests {
         }
     }
 
-    /// The triggers of a sequence of passes, one list per pass.
-    fn run(seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<&'static str>> {
+    /// The triggers of a sequence of passes `every` seconds apart, one list per pass.
+    fn run_every(every: u64, seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<&'static str>> {
         let mut memory = Memory::default();
+        let mut now = 1_000_000;
         seq.iter()
-            .map(|(st, sync)| events(&mut memory, st, sync.as_ref()).iter().map(|e| e.trigger.as_str()).collect())
+            .map(|(st, sync)| {
+                now += every;
+                events(&mut memory, st, sync.as_ref(), now).iter().map(|e| e.trigger.as_str()).collect()
+            })
             .collect()
+    }
+
+    /// [`run_every`] with passes far enough apart that no flap backoff holds a telling.
+    fn run(seq: &[(AppStatus, Option<SyncRecord>)]) -> Vec<Vec<&'static str>> {
+        run_every(FLAP_BACKOFF_MAX, seq)
     }
 
     #[test]
@@ -280,7 +332,7 @@ mod tests {
             ]
         );
         let mut memory = Memory::default();
-        let e = events(&mut memory, &unverified, None);
+        let e = events(&mut memory, &unverified, None, 0);
         assert_eq!(e[0].revision, "fedcba987", "the revision not trusted, not the one kept");
     }
 
@@ -345,9 +397,45 @@ mod tests {
         let mut memory = Memory::default();
         for i in 0..MAX_REMEMBERED + 5 {
             let st = AppStatus { revision: format!("{i:040}"), ..status(HealthStatus::Healthy) };
-            events(&mut memory, &st, Some(&record(SyncResult::Failed, &st.revision)));
+            events(&mut memory, &st, Some(&record(SyncResult::Failed, &st.revision)), 0);
         }
         assert_eq!(memory.len(), MAX_REMEMBERED);
         assert!(!memory.told("web", &format!("{:040}", 0), Trigger::SyncFailed), "the oldest is forgotten");
+    }
+
+    #[test]
+    fn a_pair_flapping_at_one_revision_is_told_with_a_backoff() {
+        let (h, d) = (status(HealthStatus::Healthy), status(HealthStatus::Degraded));
+        // a pass every 20 s: Degraded and Healthy alternate for 10 minutes
+        let flapping: Vec<(AppStatus, Option<SyncRecord>)> =
+            (0..30).map(|i| (if i % 2 == 0 { d.clone() } else { h.clone() }, None)).collect();
+        let seen = run_every(20, &flapping);
+        let told: Vec<(usize, &str)> =
+            seen.iter().enumerate().flat_map(|(i, t)| t.iter().map(move |t| (i, *t))).collect();
+        // passes at 20 s steps: each side waits 60 s, then 120 s, then 240 s after its last telling
+        assert_eq!(
+            told,
+            [
+                (0, "health-degraded"),
+                (1, "health-recovered"),
+                (4, "health-degraded"),
+                (5, "health-recovered"),
+                (10, "health-degraded"),
+                (11, "health-recovered"),
+                (22, "health-degraded"),
+                (23, "health-recovered"),
+            ],
+            "{seen:?}"
+        );
+        // a state that lasts is told once its wait is over: Degraded held at 20 s, told at 60 s
+        let seen = run_every(
+            20,
+            &[(d.clone(), None), (h.clone(), None), (d.clone(), None), (d.clone(), None), (d.clone(), None)],
+        );
+        assert_eq!(seen, [vec!["health-degraded"], vec!["health-recovered"], vec![], vec!["health-degraded"], vec![]]);
+        // a new revision starts afresh
+        let d2 = AppStatus { revision: "fedcba987".into(), ..d.clone() };
+        let seen = run_every(20, &[(d.clone(), None), (h.clone(), None), (d2, None)]);
+        assert_eq!(seen, [vec!["health-degraded"], vec!["health-recovered"], vec!["health-degraded"]]);
     }
 }
