@@ -332,6 +332,12 @@ impl NotificationProvider {
             if password != self.username.is_some() {
                 out.push("username and passwordFile/passwordSecretRef go together".into());
             }
+            if password
+                && let Some(url) = &self.url
+                && let Err(m) = plain_credentials(&url.value)
+            {
+                out.push(m);
+            }
         } else if self.from.is_some() || !self.to.is_empty() || self.username.is_some() || password {
             out.push("from, to, username and password are for `smtp` providers".into());
         }
@@ -373,9 +379,53 @@ pub fn check_url(kind: ProviderType, url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Why `url` may not carry SMTP AUTH credentials, if it may not: `smtp+plain://` sends
+/// the password in the clear, so only to a relay on this host (a loopback address or
+/// `localhost`); `smtp://` (STARTTLS required) and `smtps://` may.
+///
+/// # Errors
+/// What is wrong, naming the host.
+pub fn plain_credentials(url: &str) -> Result<(), String> {
+    let Ok(parsed) = url::Url::parse(url) else { return Ok(()) };
+    if parsed.scheme() != "smtp+plain" {
+        return Ok(());
+    }
+    // a scheme URLs do not know: its host is opaque text, an address included
+    let host = parsed.host_str().unwrap_or_default();
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(format!(
+        "smtp+plain:// would send the password in the clear to {}: use smtp:// (STARTTLS) or smtps://, or a relay on loopback",
+        host
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_goes_in_the_clear_only_to_loopback() {
+        for ok in [
+            "smtp://mail.example.com",
+            "smtps://mail.example.com",
+            "smtp+plain://127.0.0.1:25",
+            "smtp+plain://[::1]:25",
+            "smtp+plain://localhost",
+        ] {
+            assert!(plain_credentials(ok).is_ok(), "{ok}");
+        }
+        let err = plain_credentials("smtp+plain://mail.example.com:25").unwrap_err();
+        assert!(err.contains("in the clear to mail.example.com"), "{err}");
+        assert!(plain_credentials("smtp+plain://10.0.0.1").is_err());
+    }
 
     #[test]
     fn templates_name_known_fields_only() {

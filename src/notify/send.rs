@@ -156,6 +156,8 @@ fn smtp(p: &NotificationProvider, url: &str) -> Result<Target, String> {
     };
     let mut builder = builder.timeout(Some(TIMEOUT));
     if let (Some(user), Some(f)) = (&p.username, &p.password_file) {
+        // the address may come from a file or Secret, unseen by the policy's validation
+        crate::config::notifications::plain_credentials(url)?;
         builder = builder.credentials(Credentials::new(user.clone(), read_text(&f.value)?));
     }
     let mailbox = |s: &str| s.parse::<Mailbox>().map_err(|e| format!("`{s}`: {e}"));
