@@ -27,7 +27,7 @@
 
 use bytes::Bytes;
 
-use super::{Error, HttpClient, POST_TIMEOUT, Target};
+use super::{Error, HttpClient, Target};
 use crate::config::{DestinationError, ForgeProvider, generators::OpenPull, read_secret};
 
 /// The most open pull requests one repository may have for its listing to succeed
@@ -130,11 +130,7 @@ pub async fn open_pulls(target: &Target, client: &HttpClient) -> Result<Vec<Open
     for page in 1..=u32::try_from(MAX_OPEN_PULLS).unwrap_or(u32::MAX) + 1 {
         let req = target.list_open_pulls(page, &token)?;
         let url = crate::config::repo_url::redact(&req.uri().to_string());
-        let (code, _, body) = client.exchange(req, POST_TIMEOUT, MAX_PULLS_BYTES).await.map_err(Error::from)?;
-        if !code.is_success() {
-            let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-            return Err(Error::Rejected { url, status: code.as_u16(), body }.into());
-        }
+        let body = super::send(client, req, MAX_PULLS_BYTES).await?;
         let pulls = parse_pulls(target.provider, &body).map_err(|why| PullsError::BadAnswer { url, why })?;
         if pulls.is_empty() {
             return Ok(out);
