@@ -215,7 +215,7 @@ fn comments(api_url: &str, token_file: &Path) -> plumb::forge::comment::Comments
     let cfg: CommitStatusConfig =
         serde_saphyr::from_str(&format!("provider: github\napiUrl: {api_url}\ntokenFile: {}\n", token_file.display()))
             .unwrap();
-    plumb::forge::comment::Comments::new(Target::new(&cfg, "git@github.example.invalid:acme/fleet.git").unwrap())
+    plumb::forge::comment::Comments::new(Target::new(&cfg, "git@github.example.invalid:acme/fleet.git").unwrap(), None)
         .unwrap()
 }
 
@@ -286,4 +286,30 @@ async fn a_readers_marked_comment_is_never_overwritten() {
         log.lock().unwrap().iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
     assert!(!calls.iter().any(|(m, _)| m == "PATCH"), "{calls:?}");
     assert_eq!(calls.last().unwrap(), &("POST".into(), "/api/v3/repos/acme/fleet/issues/7/comments".into()));
+}
+
+/// A GitHub App's token is not told its user (`GET /user` is 403 for it): with
+/// `commitStatus.commentAuthor` plumb knows its comments' author without asking, finds
+/// its own marked comment and edits it; a reader's marked comment stays untouched.
+#[tokio::test]
+async fn a_named_comment_author_needs_no_user_lookup() {
+    const LISTED_APP: &str = r#"[
+  {"id": 3001, "user": {"login": "mallory"}, "body": "<!-- plumb-preview -->\nall green"},
+  {"id": 3002, "user": {"login": "plumb-app[bot]"}, "body": "<!-- plumb-preview -->\nplan"}
+]"#;
+    let (api, log) = comment_api(LISTED_APP, StatusCode::OK).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg: CommitStatusConfig = serde_saphyr::from_str(&format!(
+        "provider: github\napiUrl: {api}\ntokenFile: {}\ncommentAuthor: plumb-app[bot]\n",
+        token_file(dir.path()).display()
+    ))
+    .unwrap();
+    let author = cfg.comment_author.clone();
+    let target = Target::new(&cfg, "git@github.example.invalid:acme/fleet.git").unwrap();
+    let c = plumb::forge::comment::Comments::new(target, author).unwrap();
+    assert_eq!(c.upsert(8, None, "<!-- plumb-preview -->", "<!-- plumb-preview -->\nnew plan").await.unwrap(), 3002);
+    let calls: Vec<(String, String)> =
+        log.lock().unwrap().iter().map(|r| (r.method.to_string(), r.path.clone())).collect();
+    assert!(!calls.iter().any(|(_, p)| p.ends_with("/user")), "no user lookup: {calls:?}");
+    assert_eq!(calls.last().unwrap(), &("PATCH".into(), "/api/v3/repos/acme/fleet/issues/comments/3002".into()));
 }

@@ -138,7 +138,7 @@ const PROJECT: &str = "/api/v4/projects/platform%2Fdeploy%2Ffleet";
 async fn the_preview_note_is_found_by_its_author_and_edited_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let (api, log) = gitlab().await;
-    let c = Comments::new(target(&api, dir.path())).unwrap();
+    let c = Comments::new(target(&api, dir.path()), None).unwrap();
     let body = "<!-- plumb-preview -->\n### plumb preview of 5d9a3c0 into `main`";
     assert_eq!(c.upsert(4, None, "<!-- plumb-preview -->", body).await.unwrap(), 503);
     assert_eq!(c.upsert(4, Some(503), "<!-- plumb-preview -->", body).await.unwrap(), 503);
@@ -174,7 +174,7 @@ async fn the_preview_note_is_found_by_its_author_and_edited_in_place() {
 async fn the_preview_status_speaks_gitlabs_states() {
     let dir = tempfile::tempdir().unwrap();
     let (api, log) = gitlab().await;
-    let c = Comments::new(target(&api, dir.path())).unwrap();
+    let c = Comments::new(target(&api, dir.path()), None).unwrap();
     let status = |state| CommitStatus {
         sha: SHA.into(),
         state,

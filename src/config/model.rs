@@ -229,6 +229,13 @@ pub struct CommitStatusConfig {
     /// status page's preview view, see [`crate::preview::page`]). Omitted when absent.
     #[serde(default)]
     pub preview_url: Option<String>,
+    /// The user name the token posts comments as (`login` on Gitea and GitHub,
+    /// `username` on GitLab; a GitHub App's is `NAME[bot]`), for a token the forge does
+    /// not tell its own user (`GET /user` answers 403 to GitHub App and Actions tokens).
+    /// Unset: asked with `GET /user`. Only a comment with plumb's marker **and** this
+    /// author is edited.
+    #[serde(default)]
+    pub comment_author: Option<String>,
 }
 
 /// A forge whose commit-status API plumb can call.

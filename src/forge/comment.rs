@@ -22,8 +22,10 @@
 //! the token's own user (`GET {apiUrl}/user`: `login` on Gitea and GitHub, `username` on
 //! GitLab; a comment's author is `user.login`, a note's `author.username`): a token with
 //! write access may edit other people's comments, and a reader who writes a comment
-//! starting with the marker must not get it overwritten. When the user cannot be asked,
-//! no listed comment is taken as plumb's and a new one is created. The pure part builds
+//! starting with the marker must not get it overwritten. `commitStatus.commentAuthor`
+//! names the user instead, for tokens the forge does not answer `GET /user` for (GitHub
+//! App and Actions tokens: 403). When the user cannot be asked, no listed comment is
+//! taken as plumb's and a new one is created. The pure part builds
 //! requests ([`Target::list_comments`], [`Target::create_comment`],
 //! [`Target::edit_comment`]) and reads answers ([`find_marked`]); [`Comments`] does the IO.
 
@@ -122,6 +124,7 @@ pub struct Comments {
     target: Target,
     client: HttpClient,
     me: OnceCell<String>,
+    author: Option<String>,
 }
 
 impl Comments {
@@ -129,8 +132,16 @@ impl Comments {
     ///
     /// # Errors
     /// [`Error::Http`] when the HTTP client cannot be built.
-    pub fn new(target: Target) -> Result<Comments, Error> {
-        Ok(Comments { target, client: HttpClient::new()?, me: OnceCell::new() })
+    /// `author`: the token's user as the policy names it (`commitStatus.commentAuthor`),
+    /// else asked of the forge at the first comment.
+    pub fn new(target: Target, author: Option<String>) -> Result<Comments, Error> {
+        let me = author.clone().map_or_else(OnceCell::new, |a| OnceCell::new_with(Some(a)));
+        Ok(Comments { target, client: HttpClient::new()?, me, author })
+    }
+
+    /// The author the policy names, if it does.
+    pub fn author(&self) -> Option<&str> {
+        self.author.as_deref()
     }
 
     /// Where the comments go.

@@ -83,13 +83,18 @@ struct Forges {
 }
 
 impl Forges {
-    /// The client for repository `name` posting to `target`: the one made before, unless
-    /// the policy changed where it posts.
-    fn client(&mut self, name: &str, target: &Target) -> Result<Arc<Comments>, crate::forge::Error> {
-        if let Some(c) = self.clients.get(name).filter(|c| c.target() == target) {
+    /// The client for repository `name` posting to `target` as `author` (when the
+    /// policy names it): the one made before, unless the policy changed either.
+    fn client(
+        &mut self,
+        name: &str,
+        target: &Target,
+        author: Option<&str>,
+    ) -> Result<Arc<Comments>, crate::forge::Error> {
+        if let Some(c) = self.clients.get(name).filter(|c| c.target() == target && c.author() == author) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Comments::new(target.clone())?);
+        let c = Arc::new(Comments::new(target.clone(), author.map(String::from))?);
         self.clients.insert(name.to_string(), c.clone());
         Ok(c)
     }
@@ -163,7 +168,7 @@ pub async fn preview(ctx: &Context, req: &Request) -> Found {
 /// to post with) or `failed`; failures are logged.
 async fn post(ctx: &Context, req: &Request, found: &Found, shown: &Shown, forges: &mut Forges) -> &'static str {
     let pull = &req.pull;
-    let Some(Destination { repository, target, preview_url }) = repository_of(ctx, &req.apps) else {
+    let Some(Destination { repository, target, preview_url, author }) = repository_of(ctx, &req.apps) else {
         return "skipped";
     };
     shown.put(Preview {
@@ -181,7 +186,7 @@ async fn post(ctx: &Context, req: &Request, found: &Found, shown: &Shown, forges
         return "logged";
     };
     let link = preview_url.map(|t| super::page::link(&t, &repository, pull.number));
-    let client = match forges.client(&repository, &target) {
+    let client = match forges.client(&repository, &target, author.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(pull = pull.number, "preview not posted: {e}");
@@ -240,6 +245,8 @@ struct Destination {
     repository: String,
     target: Option<Target>,
     preview_url: Option<String>,
+    /// `commitStatus.commentAuthor`.
+    author: Option<String>,
 }
 
 /// The destination of `apps`'s previews: their repository (the first with a
@@ -257,5 +264,6 @@ fn repository_of(ctx: &Context, apps: &[String]) -> Option<Destination> {
         repository: repo.name.value.clone(),
         target: cs.and_then(|cs| Target::new(cs, &repo.url.value).ok()).map(|t| Target { target_url: None, ..t }),
         preview_url: cs.and_then(|cs| cs.preview_url.clone()),
+        author: cs.and_then(|cs| cs.comment_author.clone()),
     })
 }
