@@ -10,52 +10,13 @@
 
 mod support;
 
-use std::{
-    path::Path,
-    process::{Child, Command, Stdio},
-    time::Duration,
+use std::time::Duration;
+
+use support::{
+    Lab,
+    bootstrap::{NS, Serve, bootstrap, every_two_seconds, exists, mounted_policy, remount, status_of},
+    control_plane, kubectl, wait_for,
 };
-
-use support::{Lab, control_plane, kubectl, wait_for};
-
-const NS: &str = "plumb-system";
-
-/// The kustomize the lab built (`tools/testbins`).
-fn kustomize() -> std::path::PathBuf {
-    plumb_lab::testbins_dir().join("kustomize/current/bin/kustomize")
-}
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn status_of(app: &str) -> serde_json::Value {
-    let text = control_plane()
-        .kubectl(&["-n", NS, "get", "applications.plumb.dev", app, "-o", "jsonpath={.status}"])
-        .unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or_default()
-}
-
-/// The policy in the ConfigMap plumb's pod mounts.
-fn mounted_policy() -> String {
-    kubectl(&["-n", NS, "get", "configmap", "plumb-policy", "-o", "jsonpath={.data.policy\\.yaml}"])
-}
-
-/// What the kubelet does with a changed ConfigMap volume: the file replaced in one step.
-fn remount(file: &Path) {
-    let tmp = file.with_extension("new");
-    std::fs::write(&tmp, mounted_policy()).unwrap();
-    std::fs::rename(&tmp, file).unwrap();
-}
-
-fn exists(args: &[&str]) -> bool {
-    control_plane().kubectl(&[&["get"], args].concat()).is_ok()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_installs_plumb_and_hands_it_to_git() {
@@ -64,18 +25,7 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     lab.repo.write("README.md", "fleet\n").unwrap();
     lab.repo.commit("first").unwrap();
     let work = lab.repo.work.to_str().unwrap();
-    let bootstrap = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
-            .args(["bootstrap", "--repository", &lab.url, "--path", "clusters/lab", "--checkout", work])
-            .args(extra)
-            .env("KUBECONFIG", &cp.kubeconfig)
-            .env("PLUMB_KUSTOMIZE", kustomize())
-            .env("PLUMB_LOG", "warn")
-            .output()
-            .unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
-        (out.status.code(), text(&out.stdout), text(&out.stderr))
-    };
+    let bootstrap = |extra: &[&str]| bootstrap(&lab, "clusters/lab", extra);
 
     // --dry-run writes and applies nothing
     let (code, out, err) = bootstrap(&["--dry-run"]);
@@ -110,10 +60,7 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     // a file edited in the checkout is not overwritten without --force
     let policy_path = lab.repo.work.join("clusters/lab/policy.yaml");
     let generated = std::fs::read_to_string(&policy_path).unwrap();
-    let edited = generated.replace(
-        "    syncPolicy: {automated: true, prune: true, selfHeal: true}\n",
-        "    syncPolicy: {automated: true, prune: true, selfHeal: true}\n    reconcileInterval: 2s\n",
-    );
+    let edited = every_two_seconds(&generated);
     assert_ne!(edited, generated);
     std::fs::write(&policy_path, &edited).unwrap();
     let (code, _, err) = bootstrap(&[]);
@@ -124,23 +71,8 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     lab.repo.commit("plumb bootstrap").unwrap();
     let policy = lab.tmp.path().join("policy.yaml");
     remount(&policy);
-    let log = lab.tmp.path().join("serve.log");
-    let _serve = Serve(
-        Command::new(env!("CARGO_BIN_EXE_plumb-under-test"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0"])
-            .args(["--probe-listen", "127.0.0.1:0", "--reload-every", "1", "--config"])
-            .arg(&policy)
-            .arg("--cache-dir")
-            .arg(lab.tmp.path().join("cache"))
-            .env("KUBECONFIG", &cp.kubeconfig)
-            .env("PLUMB_KUSTOMIZE", kustomize())
-            .env("PLUMB_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let serve = Serve::start(&lab, &policy, &cp.kubeconfig);
+    let logs = || serve.logs();
     wait_for(&format!("plumb Synced ({})", logs()), Duration::from_secs(60), || async {
         (status_of("plumb")["sync"] == "Synced").then_some(())
     })
