@@ -57,17 +57,25 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     assert_eq!(secret.len(), 88, "32 bytes as hex, base64: {secret}");
     let value = String::from_utf8(base64_decode(&secret)).unwrap();
     assert!(!out.contains(&value) && !err.contains(&value), "the secret is never printed");
-    // a file edited in the checkout is not overwritten without --force
+    // the policy is yours once written: an edit is kept, and installed by a second run
     let policy_path = lab.repo.work.join("clusters/lab/policy.yaml");
     let generated = std::fs::read_to_string(&policy_path).unwrap();
     let edited = every_two_seconds(&generated);
-    assert_ne!(edited, generated);
     std::fs::write(&policy_path, &edited).unwrap();
+    let (code, out, err) = bootstrap(&[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("keeping") && !out.contains("wrote "), "{out}");
+    assert!(mounted_policy().contains("reconcileInterval: 2s"));
+    // any other file edited in the checkout is not overwritten without --force
+    let netpol = lab.repo.work.join("clusters/lab/plumb/base/networkpolicy.yaml");
+    let shipped = std::fs::read_to_string(&netpol).unwrap();
+    std::fs::write(&netpol, format!("{shipped}# mine\n")).unwrap();
     let (code, _, err) = bootstrap(&[]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("exist and differ (--force overwrites them)") && err.contains("policy.yaml"), "{err}");
+    assert!(err.contains("exist and differ (--force overwrites them)") && err.contains("networkpolicy.yaml"), "{err}");
+    std::fs::write(&netpol, shipped).unwrap();
 
-    // pushed: from now on Git is the authority (the edit above included)
+    // pushed: from now on Git is the authority
     lab.repo.commit("plumb bootstrap").unwrap();
     let policy = lab.tmp.path().join("policy.yaml");
     remount(&policy);
@@ -77,8 +85,6 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
         (status_of("plumb")["sync"] == "Synced").then_some(())
     })
     .await;
-    assert!(mounted_policy().contains("reconcileInterval: 2s"), "Git's policy is in the ConfigMap");
-    remount(&policy);
 
     // a policy change in Git: the ConfigMap follows, and the reloaded policy runs it
     kubectl(&["create", "namespace", "bootstrap-web"]);

@@ -448,6 +448,68 @@ async fn install(cluster: &Cluster, objects: &[(ObjectKey, Value)]) -> anyhow::R
     Ok(())
 }
 
+/// The files of the installation's top directory that are the user's once written
+/// (`kustomize edit set image` changes the kustomization, the policy is edited): kept.
+const YOURS: [&str; 2] = ["kustomization.yaml", "policy.yaml"];
+
+/// The files of the installation as they will be: those [`files`] generates, but
+/// [`YOURS`] taken from the checkout where they exist. A policy is checked: one written
+/// here validates; one kept validates (its secret files not looked for) and manages
+/// this installation ([`self_application_problem`]).
+///
+/// # Errors
+/// `--path` outside the repository; an invalid policy, named with file and line; a kept
+/// policy that does not manage this path of this repository; a file that cannot be read.
+fn prepare(args: &BootstrapArgs) -> anyhow::Result<Vec<File>> {
+    let mut files = files(&args.repository, &args.path, &args.revision, args.profile).map_err(anyhow::Error::msg)?;
+    let yours: Vec<String> = YOURS.iter().map(|y| format!("{}/{y}", args.path)).collect();
+    for f in files.iter_mut().filter(|f| yours.contains(&f.path)) {
+        let target = args.checkout.join(&f.path);
+        let policy = f.path.ends_with("/policy.yaml");
+        if !target.is_file() {
+            if policy {
+                crate::config::load_str(&f.text, &target, &args.checkout)
+                    .context("the policy plumb bootstrap would write")?;
+            }
+            continue;
+        }
+        if policy {
+            let config = crate::config::load_without_secrets(&target)?;
+            if let Some(why) = self_application_problem(&config, &args.repository, &args.path) {
+                anyhow::bail!(
+                    "{}: {why} (plumb bootstrap keeps an existing policy; move it away to have one written)",
+                    target.display()
+                );
+            }
+        }
+        f.text = std::fs::read_to_string(&target).with_context(|| target.display().to_string())?;
+        outln!("keeping {} (yours once written: never overwritten)", target.display());
+    }
+    Ok(files)
+}
+
+/// Why the existing policy `config` does not manage an installation at `path` of the
+/// repository `url`: no application with `selfManagement: true`, or one reading another
+/// path or another repository (URLs compared as written).
+pub fn self_application_problem(config: &crate::config::Config, url: &str, path: &str) -> Option<String> {
+    let Some(app) = config.applications.iter().find(|a| a.self_management) else {
+        return Some("no application has selfManagement: true".into());
+    };
+    let name = &app.name.value;
+    if app.path.value.trim_end_matches('/') != path {
+        return Some(format!("application `{name}` (selfManagement) reads path `{}`, not `{path}`", app.path.value));
+    }
+    let repo = config.repositories.iter().find(|r| r.name.value == app.repository.value);
+    match repo.map(|r| r.url.value.as_str()) {
+        Some(u) if u == url => None,
+        u => Some(format!(
+            "application `{name}` (selfManagement) reads repository {}, not {}",
+            crate::config::repo_url::redact(u.unwrap_or("(unknown)")),
+            crate::config::repo_url::redact(url)
+        )),
+    }
+}
+
 /// Whether `dir` is inside a Git work tree (not a bare repository).
 fn is_work_tree(dir: &Path) -> bool {
     git2::Repository::discover(dir).is_ok_and(|r| !r.is_bare())
@@ -472,10 +534,9 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
             crate::config::repo_url::redact(&args.repository)
         );
     }
-    let files = files(&args.repository, &args.path, &args.revision, args.profile).map_err(anyhow::Error::msg)?;
+    let files = prepare(args)?;
     let policy_file = checkout.join(&args.path).join("policy.yaml");
     let policy_text = files.iter().find(|f| f.path.ends_with("/policy.yaml")).map_or("", |f| f.text.as_str());
-    crate::config::load_str(policy_text, &policy_file, checkout).context("the policy plumb bootstrap would write")?;
     let state = compare(checkout, &files);
     let differing: Vec<String> = state.iter().filter(|s| s.2).map(|s| s.0.display().to_string()).collect();
     if !differing.is_empty() && !args.force {
@@ -583,6 +644,65 @@ mod tests {
         assert_eq!(d.namespaces, ["plumb-system", "web"]);
         assert_eq!(config.applications[0].revision.value, "v1");
         assert!(text("kustomization.yaml").expect("written").contains("  - self-management.yaml\n"));
+    }
+
+    #[test]
+    fn an_existing_policy_must_manage_this_installation() {
+        let url = "https://git.example.com/ops/fleet.git";
+        let load = |text: &str| crate::config::load_str(text, Path::new("p.yaml"), Path::new(".")).expect("valid");
+        let ours = load(&policy(url, "clusters/a", "main", Profile::ClusterAdmin));
+        assert_eq!(self_application_problem(&ours, url, "clusters/a"), None);
+        assert_eq!(
+            self_application_problem(&ours, url, "clusters/b").as_deref(),
+            Some("application `plumb` (selfManagement) reads path `clusters/a`, not `clusters/b`")
+        );
+        assert_eq!(
+            self_application_problem(&ours, "https://git.example.com/ops/other.git", "clusters/a").as_deref(),
+            Some(
+                "application `plumb` (selfManagement) reads repository https://git.example.com/ops/fleet.git, not https://git.example.com/ops/other.git"
+            )
+        );
+        let plain = load(
+            "repositories: [{name: r, url: https://x/y.git}]\nenvironments: [{name: e}]\napplications: [{name: web, repository: r, path: clusters/a, namespace: web, environment: e}]\n",
+        );
+        assert_eq!(
+            self_application_problem(&plain, url, "clusters/a").as_deref(),
+            Some("no application has selfManagement: true")
+        );
+    }
+
+    /// The top kustomization and the policy are kept when they exist (a kept policy
+    /// must manage this installation); the files of `plumb/` are generated.
+    #[test]
+    fn the_users_files_are_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let url = "https://git.example.com/ops/fleet.git";
+        let args = BootstrapArgs {
+            repository: url.into(),
+            path: "clusters/a".into(),
+            revision: "main".into(),
+            checkout: dir.path().to_path_buf(),
+            profile: Profile::ClusterAdmin,
+            force: false,
+            dry_run: false,
+        };
+        let top = dir.path().join("clusters/a");
+        std::fs::create_dir_all(&top).expect("mkdir");
+        let mine =
+            policy(url, "clusters/a", "main", Profile::ClusterAdmin).replace("selfHeal: true", "selfHeal: false");
+        std::fs::write(top.join("policy.yaml"), &mine).expect("write");
+        std::fs::write(top.join("kustomization.yaml"), "# mine\n").expect("write");
+        let files = prepare(&args).expect("kept");
+        let text = |p: &str| files.iter().find(|f| f.path == format!("clusters/a/{p}")).map(|f| f.text.as_str());
+        assert_eq!(text("policy.yaml"), Some(mine.as_str()));
+        assert_eq!(text("kustomization.yaml"), Some("# mine\n"));
+        assert_eq!(text("plumb/base/crd.yaml"), Some(crate::status::store::CRD_YAML));
+        std::fs::write(top.join("policy.yaml"), mine.replace("path: clusters/a", "path: clusters/b")).expect("write");
+        let err = prepare(&args).expect_err("another installation's policy").to_string();
+        assert!(
+            err.contains("reads path `clusters/b`, not `clusters/a` (plumb bootstrap keeps an existing policy"),
+            "{err}"
+        );
     }
 
     #[test]
