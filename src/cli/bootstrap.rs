@@ -110,7 +110,8 @@ pub struct BootstrapArgs {
     /// RBAC profile of the installation.
     #[arg(long, value_enum, default_value_t = Profile::ClusterAdmin)]
     pub profile: Profile,
-    /// Overwrite files that exist and differ.
+    /// Overwrite files that exist and differ (never `policy.yaml` and the top
+    /// `kustomization.yaml`: yours once written, kept as they are).
     #[arg(long)]
     pub force: bool,
     /// Print what would be written and applied; write and apply nothing.
