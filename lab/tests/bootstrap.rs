@@ -33,9 +33,14 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     assert!(out.contains("would apply Deployment.apps/plumb-system/plumb"), "{out}");
     assert!(!lab.repo.work.join("clusters").exists() && !exists(&["namespace", NS]));
 
-    let (code, out, err) = bootstrap(&[]);
+    let image = "registry.example.com/plumb/plumb:0.1.0";
+    let (code, out, err) = bootstrap(&["--image", image]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains(&format!("git -C {work} add clusters/lab")), "{out}");
+    let live =
+        kubectl(&["-n", NS, "get", "deployment", "plumb", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]);
+    assert_eq!(live, image);
+    assert!(!err.contains("warning"), "{err}");
     for (kind, name) in [
         ("customresourcedefinition", "applications.plumb.dev"),
         ("namespace", NS),

@@ -110,6 +110,11 @@ pub struct BootstrapArgs {
     /// RBAC profile of the installation.
     #[arg(long, value_enum, default_value_t = Profile::ClusterAdmin)]
     pub profile: Profile,
+    /// The image of plumb's Deployment (`registry.example.com/plumb/plumb:0.1.0`, or
+    /// pinned `…@sha256:…`), written into the top `kustomization.yaml`. Without it the
+    /// Deployment keeps the placeholder `plumb`, which no registry serves.
+    #[arg(long)]
+    pub image: Option<String>,
     /// Overwrite files that exist and differ (never `policy.yaml` and the top
     /// `kustomization.yaml`: yours once written, kept as they are).
     #[arg(long)]
@@ -220,13 +225,42 @@ applications:
     )
 }
 
+/// The `images:` entry of kustomize for the image reference `image`
+/// (`registry/plumb:0.1.0`, `registry/plumb@sha256:…`, `registry/plumb`) replacing the
+/// Deployment's placeholder `plumb`, as `kustomize edit set image plumb=IMAGE` writes it.
+///
+/// # Errors
+/// An empty reference, or one with spaces or quotes.
+pub fn image_entry(image: &str) -> Result<String, String> {
+    if image.is_empty() || image.chars().any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '{' | '}' | ',' | '#')) {
+        return Err(format!(
+            "--image `{image}` is not an image reference such as registry.example.com/plumb/plumb:0.1.0"
+        ));
+    }
+    if let Some((name, digest)) = image.split_once('@') {
+        return Ok(format!("{{name: plumb, newName: {name}, digest: \"{digest}\"}}"));
+    }
+    let last = image.rfind('/').map_or(0, |i| i + 1);
+    Ok(match image[last..].rfind(':') {
+        Some(i) => {
+            let (name, tag) = (&image[..last + i], &image[last + i + 1..]);
+            format!("{{name: plumb, newName: {name}, newTag: \"{tag}\"}}")
+        }
+        None => format!("{{name: plumb, newName: {image}}}"),
+    })
+}
+
 /// The top kustomization of the installation: the base, the profile as a component
-/// (with the least-privilege profile, `self-management.yaml` too) and the policy
-/// ConfigMap generated from `policy.yaml` under one name (a changed policy is reloaded
-/// in place, not rolled).
-fn kustomization(profile: Profile) -> String {
+/// (with the least-privilege profile, `self-management.yaml` too), the image when given
+/// ([`image_entry`]), and the policy ConfigMap generated from `policy.yaml` under one
+/// name (a changed policy is reloaded in place, not rolled).
+fn kustomization(profile: Profile, image: Option<&str>) -> Result<String, String> {
     let extra = if profile == Profile::LeastPrivilege { "\n  - self-management.yaml" } else { "" };
-    format!(
+    let images = match image {
+        Some(i) => format!("images:\n  - {}\n", image_entry(i)?),
+        None => "# images: [{name: plumb, newName: registry.example.com/plumb/plumb, newTag: \"0.1.0\"}]\n".into(),
+    };
+    Ok(format!(
         "# plumb's installation, managed by the application `{SELF_APP}` of policy.yaml (plumb bootstrap).
 # The image: `kustomize edit set image plumb=<registry>/plumb:<tag>` in this directory.
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -235,7 +269,7 @@ resources:
   - plumb/base{extra}
 components:
   - plumb/profiles/{}
-configMapGenerator:
+{images}configMapGenerator:
   - name: {}
     namespace: {NAMESPACE}
     files: [policy.yaml]
@@ -245,7 +279,7 @@ configMapGenerator:
 ",
         profile.name(),
         crate::plan::POLICY_CONFIG_MAP
-    )
+    ))
 }
 
 /// What plumb needs, beyond the least-privilege profile, to manage its own
@@ -331,14 +365,21 @@ subjects:
 /// the checkout.
 ///
 /// # Errors
-/// `path` is not a relative directory inside the repository.
-pub fn files(url: &str, path: &str, revision: &str, profile: Profile) -> Result<Vec<File>, String> {
+/// `path` is not a relative directory inside the repository; `image` is not an image
+/// reference.
+pub fn files(
+    url: &str,
+    path: &str,
+    revision: &str,
+    profile: Profile,
+    image: Option<&str>,
+) -> Result<Vec<File>, String> {
     if let Some(why) = path_problem(path) {
         return Err(why);
     }
     let at = |rel: &str, text: &str| File { path: format!("{path}/{rel}"), text: text.to_string() };
     let mut out = vec![
-        at("kustomization.yaml", &kustomization(profile)),
+        at("kustomization.yaml", &kustomization(profile, image)?),
         at("policy.yaml", &policy(url, path, revision, profile)),
     ];
     if profile == Profile::LeastPrivilege {
@@ -462,7 +503,8 @@ const YOURS: [&str; 2] = ["kustomization.yaml", "policy.yaml"];
 /// `--path` outside the repository; an invalid policy, named with file and line; a kept
 /// policy that does not manage this path of this repository; a file that cannot be read.
 fn prepare(args: &BootstrapArgs) -> anyhow::Result<Vec<File>> {
-    let mut files = files(&args.repository, &args.path, &args.revision, args.profile).map_err(anyhow::Error::msg)?;
+    let mut files = files(&args.repository, &args.path, &args.revision, args.profile, args.image.as_deref())
+        .map_err(anyhow::Error::msg)?;
     let yours: Vec<String> = YOURS.iter().map(|y| format!("{}/{y}", args.path)).collect();
     for f in files.iter_mut().filter(|f| yours.contains(&f.path)) {
         let target = args.checkout.join(&f.path);
@@ -511,6 +553,24 @@ pub fn self_application_problem(config: &crate::config::Config, url: &str, path:
     }
 }
 
+/// What is wrong with the image of plumb's Deployment among `objects`: still the
+/// placeholder `plumb` (no registry serves it: the pod would never start, and never take
+/// over from Git), or not the `--image` given (the kept `kustomization.yaml` sets
+/// another).
+fn image_warning(objects: &[(ObjectKey, Value)], given: Option<&str>) -> Option<String> {
+    let (_, deployment) = objects.iter().find(|(k, _)| k.kind == "Deployment" && k.name == "plumb")?;
+    let image = deployment.pointer("/spec/template/spec/containers/0/image").and_then(Value::as_str)?;
+    match given {
+        Some(g) if g != image => Some(format!(
+            "the Deployment's image is {image}, not --image {g}: the kustomization.yaml kept sets it (`kustomize edit set image plumb={g}` there)"
+        )),
+        None if image == "plumb" => Some(
+            "the Deployment's image is the placeholder `plumb`, which no registry serves: give --image (or `kustomize edit set image plumb=…` in the kustomization.yaml and run again)".into(),
+        ),
+        _ => None,
+    }
+}
+
 /// Whether `dir` is inside a Git work tree (not a bare repository).
 fn is_work_tree(dir: &Path) -> bool {
     git2::Repository::discover(dir).is_ok_and(|r| !r.is_bare())
@@ -544,6 +604,9 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
         anyhow::bail!("these files exist and differ (--force overwrites them): {}", differing.join(", "));
     }
     let objects = render(&files, &args.path).await?;
+    if let Some(warning) = image_warning(&objects, args.image.as_deref()) {
+        errln!("warning: {warning}");
+    }
     if args.dry_run {
         for (target, same, _) in &state {
             outln!("would write {}{}", target.display(), if *same { " (unchanged)" } else { "" });
@@ -586,8 +649,9 @@ mod tests {
 
     #[test]
     fn the_installation_is_the_base_a_profile_and_a_self_managing_policy() {
-        let files = files("https://git.example.com/ops/fleet.git", "clusters/prod", "main", Profile::ClusterAdmin)
-            .expect("valid path");
+        let files =
+            files("https://git.example.com/ops/fleet.git", "clusters/prod", "main", Profile::ClusterAdmin, None)
+                .expect("valid path");
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         for want in [
             "clusters/prod/kustomization.yaml",
@@ -625,7 +689,7 @@ mod tests {
 
     #[test]
     fn least_privilege_adds_the_rights_to_manage_itself() {
-        let files = files("https://git.example.com/ops/fleet.git", "clusters/a", "v1", Profile::LeastPrivilege)
+        let files = files("https://git.example.com/ops/fleet.git", "clusters/a", "v1", Profile::LeastPrivilege, None)
             .expect("valid path");
         let text = |p: &str| files.iter().find(|f| f.path == format!("clusters/a/{p}")).map(|f| f.text.clone());
         let rbac = text("self-management.yaml").expect("written");
@@ -684,6 +748,7 @@ mod tests {
             revision: "main".into(),
             checkout: dir.path().to_path_buf(),
             profile: Profile::ClusterAdmin,
+            image: None,
             force: false,
             dry_run: false,
         };
@@ -707,9 +772,53 @@ mod tests {
     }
 
     #[test]
+    fn an_image_reference_becomes_a_kustomize_images_entry() {
+        let table = [
+            (
+                "registry.example.com/plumb/plumb:0.1.0",
+                "{name: plumb, newName: registry.example.com/plumb/plumb, newTag: \"0.1.0\"}",
+            ),
+            ("localhost:5000/plumb", "{name: plumb, newName: localhost:5000/plumb}"),
+            ("localhost:5000/plumb:v2", "{name: plumb, newName: localhost:5000/plumb, newTag: \"v2\"}"),
+            ("r.example/plumb@sha256:abc", "{name: plumb, newName: r.example/plumb, digest: \"sha256:abc\"}"),
+        ];
+        for (image, want) in table {
+            assert_eq!(image_entry(image).as_deref(), Ok(want), "{image}");
+        }
+        for bad in ["", "a b", "x\"y", "{x}"] {
+            assert!(image_entry(bad).is_err(), "{bad}");
+        }
+        let files =
+            files("https://x/y.git", "c/a", "main", Profile::ClusterAdmin, Some("r.example/plumb:1")).expect("valid");
+        let top: Value = serde_saphyr::from_str(&files[0].text).expect("yaml");
+        assert_eq!(top["images"][0]["newName"], "r.example/plumb");
+        assert_eq!(top["images"][0]["newTag"], "1");
+    }
+
+    #[test]
+    fn a_placeholder_or_ignored_image_is_a_warning() {
+        let deployment = |image: &str| {
+            let key = ObjectKey {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                namespace: NAMESPACE.into(),
+                name: "plumb".into(),
+            };
+            vec![(key, serde_json::json!({"spec": {"template": {"spec": {"containers": [{"image": image}]}}}}))]
+        };
+        assert!(image_warning(&deployment("plumb"), None).is_some_and(|w| w.contains("placeholder")));
+        assert_eq!(image_warning(&deployment("r/plumb:1"), None), None);
+        assert_eq!(image_warning(&deployment("r/plumb:1"), Some("r/plumb:1")), None);
+        assert!(
+            image_warning(&deployment("r/plumb:1"), Some("r/plumb:2"))
+                .is_some_and(|w| w.contains("not --image r/plumb:2"))
+        );
+    }
+
+    #[test]
     fn a_path_outside_the_repository_is_refused() {
         for bad in ["", "/clusters/a", "../a", "clusters/../../a", "clusters//a", "clusters/./a", "a\\b"] {
-            let err = files("https://x/y.git", bad, "main", Profile::ClusterAdmin).expect_err(bad);
+            let err = files("https://x/y.git", bad, "main", Profile::ClusterAdmin, None).expect_err(bad);
             assert!(err.contains("must be a relative directory inside the repository"), "{err}");
         }
     }
