@@ -21,6 +21,7 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::cli::output::write_err(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
+pub mod bootstrap;
 pub mod complete;
 mod day2;
 pub mod import;
@@ -490,6 +491,15 @@ runs after --timeout; 2 error.")]
         #[arg(long)]
         from_cluster: bool,
     },
+    /// Install plumb from the manifests of deploy/ (embedded) and let it manage itself
+    /// from Git: writes them, a kustomization and a policy whose application `plumb`
+    /// (selfManagement) reads PATH of the repository, into PATH of the local clone
+    /// (--checkout); applies them once; then commit and push, and Git is the authority.
+    #[command(after_help = "Exit codes: 0 installed (or, with --dry-run, printed); 2 error.")]
+    Bootstrap {
+        #[command(flatten)]
+        args: bootstrap::BootstrapArgs,
+    },
     /// plumb's version and the Git commit it was built from.
     #[command(after_help = "Exit codes: 0.")]
     Version {
@@ -703,6 +713,7 @@ async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
             let policy = read::policy(read.config.as_deref())?;
             read::events(&kube, policy.as_ref(), &app, read.output).await
         }
+        Command::Bootstrap { args } => bootstrap::run(&kube, &args).await,
         Command::Import { files, from_cluster } => import::run(&kube, &files, from_cluster).await,
         Command::Validate { files, output, skip_files } => validate(&files, skip_files, output),
         Command::Version { output } => {

@@ -279,7 +279,10 @@ pub fn progress(app: &str, plan: &DeletePlan, deleting: &[String], wait: bool) -
         parts.push(format!("left (a live application claims them): {}", names(&plan.claimed)));
     }
     if !plan.kept.is_empty() {
-        parts.push(format!("left (Prune=false or resource-policy keep): {}", names(&plan.kept)));
+        parts.push(format!(
+            "left (Prune=false, resource-policy keep, or plumb's own installation): {}",
+            names(&plan.kept)
+        ));
     }
     parts.join("; ")
 }
@@ -386,7 +389,10 @@ async fn finish(ctx: &Context, f: &Found, cluster: &Cluster, plan: &DeletePlan) 
         note.push_str(&format!("; left (a live application claims them): {}", names(&plan.claimed)));
     }
     if !plan.kept.is_empty() {
-        note.push_str(&format!("; left (Prune=false or resource-policy keep): {}", names(&plan.kept)));
+        note.push_str(&format!(
+            "; left (Prune=false, resource-policy keep, or plumb's own installation): {}",
+            names(&plan.kept)
+        ));
     }
     if !plan.terminating.is_empty() {
         note.push_str(&format!("; still going: {}", names(&plan.terminating)));
@@ -417,6 +423,11 @@ async fn mark_ran(ctx: &Context, f: &Found, phase: Phase) -> anyhow::Result<()> 
 /// A kind could not be listed: nothing is judged gone on a partial list.
 async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, Kind)>> {
     let installation = ctx.config.settings.installation_id.as_deref();
+    // whatever the application was: plumb's own installation is never decommissioned
+    // (the self application's deletion policy is `orphan`, and this holds if it was not)
+    let own = &ctx.config.settings.status_namespace;
+    let installed = crate::config::Boundaries { self_management: true, ..Default::default() };
+    let installed = crate::plan::Boundary::new(&installed, own, own).map_err(anyhow::Error::msg)?;
     let groups: std::collections::BTreeSet<(&str, &str)> =
         f.status.kinds.iter().map(|(av, k)| (group_of(av), k.as_str())).collect();
     let mut out = Vec::new();
@@ -429,8 +440,9 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
         for obj in ctx.cluster.list_app(&kind, f.app()).await? {
             if crate::tracking::is_owned_by(&obj, f.app(), installation)
                 && !decom::is_hook(&obj)
-                && let Some(o) = Owned::of(&obj)
+                && let Some(mut o) = Owned::of(&obj)
             {
+                o.kept |= installed.never_pruned(&o.key).is_some();
                 out.push((o, kind.clone()));
             }
         }

@@ -29,7 +29,7 @@ pub mod windows;
 
 use serde::Serialize;
 
-pub use boundary::Boundary;
+pub use boundary::{Boundary, DEFINITION, POLICY_CONFIG_MAP};
 pub use decide::{Decision, Drifted, GateInput, HealState, Mode, decide, heal_backoff};
 pub use hand_over::{Claims, Unknown, hand_over};
 pub use progress::{held_prunes, prune_last_gate, result, wave_gate};

@@ -1318,6 +1318,14 @@ impl Context {
         let desired: HashSet<ObjectKey> = compared.iter().map(|c| c.key.clone()).collect();
         let mut candidates = self.io().prune_candidates(scope.app, &desired, kinds, scope.defaults).await;
         errors.append(&mut candidates.errors);
+        // the self application keeps what plumb needs to run, whatever Git says: a kept
+        // object, not a difference
+        for (c, _) in &mut candidates.orphans {
+            if let Some(why) = scope.boundary.never_pruned(&c.key) {
+                candidates.extraneous.insert(c.key.to_string());
+                c.held = Some(why);
+            }
+        }
         // a kind this render declares (its CRD may be applied by this very sync) stays
         let gone = |a: &str, k: &str| {
             candidates.gone.iter().any(|(g, gk)| gk == k && g == group_of(a))

@@ -399,7 +399,8 @@ impl DeletionPolicy {
 /// anything is written; a refused object refuses the whole sync, naming the file, the
 /// object and the rule. Whatever they say, plumb's own namespace
 /// (`settings.statusNamespace`) and plumb's own RBAC (ClusterRoles and ClusterRoleBindings
-/// named `plumb` or `plumb-*`, and bindings to those roles) are never written from Git.
+/// named `plumb` or `plumb-*`, and bindings to those roles) are never written from Git,
+/// but by the one application with `selfManagement: true` (`plumb bootstrap`).
 ///
 /// ```yaml
 /// destinations:
@@ -420,6 +421,9 @@ pub struct Boundaries {
     pub cluster_resources: Option<Vec<GroupKind>>,
     /// Namespaced kinds that may not be written.
     pub namespace_resources: Option<NamespaceResources>,
+    /// The application is plumb's own installation ([`Application::self_management`]):
+    /// plumb's namespace, Namespace, resource definition and RBAC may be written too.
+    pub self_management: bool,
 }
 
 /// `destinations:` of [`Boundaries`].
@@ -684,6 +688,14 @@ pub struct Application {
     /// whole (see [`super::VerifyCommits`] and [`Application::verify_commits`]).
     #[serde(default)]
     pub verify_commits: Option<super::VerifyCommits>,
+    /// This application is plumb's own installation (`plumb bootstrap` writes it): the
+    /// one application whose Git may write plumb's namespace, its Namespace, the
+    /// `Application` resource definition and plumb's own RBAC (see
+    /// [`crate::plan::Boundary`]); those objects it never prunes. At most one per policy,
+    /// declared under `applications:` (not generated), its `namespace` plumb's
+    /// (`settings.statusNamespace`), its deletion policy `orphan`. Default `false`.
+    #[serde(default)]
+    pub self_management: bool,
     /// The applicationSet that generated this application ([`super::generators`]);
     /// `None` for an entry of `applications:` (set by the loader, not read from YAML).
     #[serde(skip)]
@@ -734,6 +746,7 @@ impl Application {
             destinations: self.destinations.clone().or_else(|| env.destinations.clone()),
             cluster_resources: self.cluster_resources.clone().or_else(|| env.cluster_resources.clone()),
             namespace_resources: self.namespace_resources.clone().or_else(|| env.namespace_resources.clone()),
+            self_management: self.self_management,
         }
     }
 }

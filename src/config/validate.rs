@@ -305,6 +305,65 @@ fn check_applications(
         }
     }
     check_depends_on(config, problem);
+    check_self_management(config, problem);
+}
+
+/// `selfManagement` ([`super::Application::self_management`]): at most one application,
+/// declared under `applications:` (an applicationSet's template may not set it), in
+/// plumb's own namespace (`settings.statusNamespace`), with deletion policy `orphan` (its
+/// decommission must not delete plumb's installation).
+fn check_self_management(config: &Config, problem: &mut impl FnMut(u32, String)) {
+    let own = &config.settings.status_namespace;
+    let mut first: Option<&str> = None;
+    for a in config.applications.iter().filter(|a| a.self_management) {
+        let name = a.name.value.as_str();
+        if let Some(set) = &a.application_set {
+            problem(
+                line(&a.name),
+                format!(
+                    "application `{name}`: selfManagement is not for generated applications (applicationSet `{set}`)"
+                ),
+            );
+            continue;
+        }
+        match first {
+            Some(other) => problem(
+                line(&a.name),
+                format!(
+                    "application `{name}`: selfManagement: `{other}` already manages plumb's installation; at most one application may"
+                ),
+            ),
+            None => first = Some(name),
+        }
+        if a.namespace.value != *own {
+            problem(
+                line(&a.namespace),
+                format!(
+                    "application `{name}`: selfManagement needs namespace `{own}`, plumb's own (settings.statusNamespace), not `{}`",
+                    a.namespace.value
+                ),
+            );
+        }
+        let env = config.environments.iter().find(|e| e.name.value == a.environment.value);
+        if let Some(env) = env
+            && a.deletion_policy(env) != super::DeletionPolicy::Orphan
+        {
+            let at = a.deletion_policy.as_ref().or(env.deletion_policy.as_ref()).map_or(line(&a.name), line);
+            problem(
+                at,
+                format!(
+                    "application `{name}`: selfManagement needs deletionPolicy `orphan` (leaving the policy must not delete plumb's installation), not `{}`",
+                    a.deletion_policy(env).as_str()
+                ),
+            );
+        }
+    }
+    for s in config.application_sets.iter().filter(|s| s.template.self_management) {
+        problem(
+            line(&s.template.name),
+            format!("applicationSet `{}`: selfManagement is not for a template", s.name.value),
+        );
+    }
 }
 
 /// `verifyCommits` of environments and applications (see [`super::VerifyCommits`]): keys
@@ -428,8 +487,10 @@ fn boundary_problems(b: &super::Boundaries, app_namespace: &str, own: &str) -> V
             out.push(format!("boundaries: `{g}` is not a valid glob: {e}"));
         }
     }
-    if out.is_empty() && app_namespace == own {
-        out.push(format!("namespace `{own}` is plumb's own (settings.statusNamespace): Git may never write there"));
+    if out.is_empty() && app_namespace == own && !b.self_management {
+        out.push(format!(
+            "namespace `{own}` is plumb's own (settings.statusNamespace): Git may never write there (but the application with selfManagement: true, plumb's own installation)"
+        ));
     }
     out
 }
@@ -827,5 +888,40 @@ applications:
                 "source.sops.ageKeyFile /etc/plumb/keys/shared.key is shared by applications of different namespaces: a (team-a), b (team-b); a SOPS file encrypted for it decrypts for each of them (give each its own key)"
             ]
         );
+    }
+
+    /// `selfManagement`: one application, in plumb's namespace, deletion policy
+    /// `orphan`, not from a template; any other application in plumb's namespace is
+    /// still refused.
+    #[test]
+    fn self_management_is_one_application_in_plumbs_namespace() {
+        let head = "\
+settings: {statusNamespace: plumb-system}
+repositories: [{name: fleet, url: https://git.example/fleet.git}]
+environments: [{name: e}, {name: d, deletionPolicy: delete}]
+applications:
+  - {name: plumb, repository: fleet, path: clusters/a, namespace: plumb-system, environment: e, selfManagement: true}
+";
+        load_str(head, Path::new("p.yaml"), Path::new(".")).expect("one self application is valid");
+        let more = "  - {name: second, repository: fleet, path: clusters/b, namespace: plumb-system, environment: e, selfManagement: true}
+  - {name: elsewhere, repository: fleet, path: x, namespace: web, environment: e, selfManagement: true}
+  - {name: deleting, repository: fleet, path: y, namespace: plumb-system, environment: d, selfManagement: true}
+  - {name: intruder, repository: fleet, path: z, namespace: plumb-system, environment: e}
+applicationSets:
+  - name: sets
+    generator: {list: {elements: [{n: a}]}}
+    template: {name: 'x-{{n}}', repository: fleet, path: p, namespace: plumb-system, environment: e, selfManagement: true}
+";
+        let msg =
+            load_str(&format!("{head}{more}"), Path::new("p.yaml"), Path::new(".")).expect_err("invalid").to_string();
+        for want in [
+            "p.yaml:6: application `second`: selfManagement: `plumb` already manages plumb's installation; at most one application may",
+            "p.yaml:7: application `elsewhere`: selfManagement needs namespace `plumb-system`, plumb's own (settings.statusNamespace), not `web`",
+            "p.yaml:3: application `deleting`: selfManagement needs deletionPolicy `orphan` (leaving the policy must not delete plumb's installation), not `delete`",
+            "p.yaml:9: application `intruder`: namespace `plumb-system` is plumb's own (settings.statusNamespace): Git may never write there",
+            "applicationSet `sets`: selfManagement is not for a template",
+        ] {
+            assert!(msg.contains(want), "missing `{want}` in:\n{msg}");
+        }
     }
 }

@@ -7,12 +7,21 @@
 //! 1. plumb's own namespace (the status namespace) and its Namespace are never written;
 //! 2. plumb's own RBAC — ClusterRoles and ClusterRoleBindings named `plumb` or
 //!    `plumb-*`, and any RoleBinding or ClusterRoleBinding that grants such a
-//!    ClusterRole — is never written (Git could otherwise hand plumb's rights to anyone);
+//!    ClusterRole — is never written (Git could otherwise hand plumb's rights to anyone),
+//!    nor is plumb's resource definition `applications.plumb.dev` (whatever
+//!    `clusterResources` allows: deleting it deletes every `Application`);
 //! 3. a namespaced object goes only into a namespace matching `destinations.namespaces`
 //!    (default: exactly the application's namespace), and never is of a kind matching
 //!    `namespaceResources.deny`;
 //! 4. a cluster-scoped object must match `clusterResources`; a Namespace whose name
 //!    matches the destinations is always allowed (default: nothing else).
+//!
+//! The one application with `selfManagement: true` (plumb's own installation, written by
+//! `plumb bootstrap`) is exempt from rules 1 and 2, and may also write the `Application`
+//! resource definition (`applications.plumb.dev`); rules 3 and 4 hold for it as for any
+//! other (its namespace is plumb's, validation sees to it). What it must never delete —
+//! plumb's Namespace, that definition (every `Application` would go with it), plumb's
+//! Deployment, ServiceAccount, RBAC and policy ConfigMap — is [`Boundary::never_pruned`].
 
 use globset::{Glob, GlobMatcher};
 use serde_json::Value;
@@ -29,7 +38,14 @@ pub struct Boundary {
     cluster: Option<Vec<(GroupKind, GlobMatcher, GlobMatcher)>>,
     deny: Vec<(GroupKind, GlobMatcher, GlobMatcher)>,
     own_namespace: String,
+    self_management: bool,
 }
+
+/// The name of plumb's `Application` resource definition.
+pub const DEFINITION: &str = "applications.plumb.dev";
+
+/// The name of the ConfigMap holding plumb's policy in its namespace (`deploy/base`).
+pub const POLICY_CONFIG_MAP: &str = "plumb-policy";
 
 impl Boundary {
     /// The boundaries `b` of an application whose namespace is `app_namespace`, in an
@@ -51,6 +67,37 @@ impl Boundary {
             cluster: b.cluster_resources.as_deref().map(kinds).transpose()?,
             deny: b.namespace_resources.as_ref().map_or(Ok(vec![]), |n| kinds(&n.deny))?,
             own_namespace: own_namespace.to_string(),
+            self_management: b.self_management,
+        })
+    }
+
+    /// Why the self application (`selfManagement: true`) never prunes `key`, if it is one
+    /// of the objects plumb needs to run: its Namespace; the `Application` resource
+    /// definition (deleting it deletes every `Application`); in its namespace its
+    /// Deployments, ServiceAccounts, Roles, RoleBindings and the policy ConfigMap
+    /// ([`POLICY_CONFIG_MAP`]); anywhere its own RBAC by name (ClusterRoles,
+    /// ClusterRoleBindings and RoleBindings named `plumb` or `plumb-*`). Whatever the
+    /// options or approvals: removing such a file from Git leaves the object in place,
+    /// to be deleted by hand. `None` for other objects and for every other application
+    /// (which cannot write these at all, [`Boundary::check`]).
+    pub fn never_pruned(&self, key: &ObjectKey) -> Option<String> {
+        if !self.self_management {
+            return None;
+        }
+        let own = &self.own_namespace;
+        let rbac = key.group == "rbac.authorization.k8s.io";
+        let needed = (is(key, "", "Namespace") && key.name == *own)
+            || (is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION)
+            || (rbac
+                && matches!(key.kind.as_str(), "ClusterRole" | "ClusterRoleBinding" | "RoleBinding")
+                && plumbs(&key.name))
+            || (key.namespace == *own
+                && (is(key, "apps", "Deployment")
+                    || is(key, "", "ServiceAccount")
+                    || (rbac && matches!(key.kind.as_str(), "Role" | "RoleBinding"))
+                    || (is(key, "", "ConfigMap") && key.name == POLICY_CONFIG_MAP)));
+        needed.then(|| {
+            format!("plumb's own installation ({}) is never pruned by selfManagement: delete it by hand", kind_of(key))
         })
     }
 
@@ -62,11 +109,27 @@ impl Boundary {
     /// destinations (destinations.namespaces: web)`.
     pub fn check(&self, key: &ObjectKey, namespaced: bool, obj: &Value) -> Result<(), String> {
         let own = &self.own_namespace;
-        if (namespaced && key.namespace == *own) || (is(key, "", "Namespace") && key.name == *own) {
-            return Err(format!("plumb's own namespace \"{own}\" is never written from Git"));
-        }
-        if let Some(why) = own_rbac(key, obj) {
-            return Err(why);
+        if self.self_management {
+            if is(key, "", "Namespace") && key.name == *own
+                || is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION
+                || !namespaced && own_rbac(key, obj).is_some()
+            {
+                return Ok(());
+            }
+        } else {
+            if (namespaced && key.namespace == *own) || (is(key, "", "Namespace") && key.name == *own) {
+                return Err(format!(
+                    "plumb's own namespace \"{own}\" is never written from Git (only by the application with selfManagement: true)"
+                ));
+            }
+            if is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION {
+                return Err(format!(
+                    "plumb's own resource definition ({DEFINITION}) is never written from Git (only by the application with selfManagement: true)"
+                ));
+            }
+            if let Some(why) = own_rbac(key, obj) {
+                return Err(why);
+            }
         }
         if namespaced {
             if !self.namespaces.iter().any(|(_, m)| m.is_match(&key.namespace)) {
@@ -143,6 +206,8 @@ mod tests {
         GroupKind { group: group.into(), kind: kind.into() }
     }
 
+    const OWN: &str = "plumb's own namespace \"plumb-system\" is never written from Git (only by the application with selfManagement: true)";
+
     #[test]
     fn defaults_keep_an_application_in_its_namespace() {
         let b = Boundary::new(&Boundaries::default(), "web", "plumb-system").expect("valid");
@@ -174,16 +239,8 @@ mod tests {
                     "cluster-scoped ClusterRoleBinding.rbac.authorization.k8s.io is not allowed (clusterResources: none)",
                 ),
             ),
-            (
-                key("", "ConfigMap", "plumb-system", "plumb-app-other"),
-                true,
-                Some("plumb's own namespace \"plumb-system\" is never written from Git"),
-            ),
-            (
-                key("", "Namespace", "", "plumb-system"),
-                false,
-                Some("plumb's own namespace \"plumb-system\" is never written from Git"),
-            ),
+            (key("", "ConfigMap", "plumb-system", "plumb-app-other"), true, Some(OWN)),
+            (key("", "Namespace", "", "plumb-system"), false, Some(OWN)),
         ];
         for (k, namespaced, want) in table {
             assert_eq!(b.check(k, *namespaced, &none).err().as_deref(), *want, "{k}");
@@ -201,6 +258,7 @@ mod tests {
             namespace_resources: Some(NamespaceResources {
                 deny: vec![gk("", "ResourceQuota"), gk("rbac.authorization.k8s.io", "*Binding")],
             }),
+            self_management: false,
         };
         let b = Boundary::new(&boundaries, "web", "plumb-system").expect("valid");
         let none = json!({});
@@ -257,5 +315,120 @@ mod tests {
         let bad =
             Boundaries { destinations: Some(Destinations { namespaces: vec!["[".into()] }), ..Boundaries::default() };
         assert!(Boundary::new(&bad, "web", "plumb-system").is_err());
+    }
+
+    /// The objects of `deploy/` that plumb's own installation consists of: the self
+    /// application may write each, and every other application, even one whose
+    /// environment allows every namespace and every cluster-scoped kind, none.
+    #[test]
+    fn only_the_self_application_writes_plumbs_installation() {
+        let own = Boundary::new(
+            &Boundaries { self_management: true, ..Boundaries::default() },
+            "plumb-system",
+            "plumb-system",
+        )
+        .expect("valid");
+        let wide = Boundaries {
+            destinations: Some(Destinations { namespaces: vec!["*".into()] }),
+            cluster_resources: Some(vec![gk("*", "*")]),
+            namespace_resources: None,
+            self_management: false,
+        };
+        let other = Boundary::new(&wide, "web", "plumb-system").expect("valid");
+        let grant =
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "plumb-apply"}});
+        let none = json!({});
+        let rbac = "rbac.authorization.k8s.io";
+        let installation: &[(ObjectKey, bool, &Value, &str)] = &[
+            (key("", "Namespace", "", "plumb-system"), false, &none, OWN),
+            (key("apps", "Deployment", "plumb-system", "plumb"), true, &none, OWN),
+            (key("", "ConfigMap", "plumb-system", "plumb-policy"), true, &none, OWN),
+            (key(rbac, "RoleBinding", "plumb-system", "plumb-self"), true, &none, OWN),
+            (
+                key(rbac, "ClusterRoleBinding", "", "plumb-cluster-admin"),
+                false,
+                &none,
+                "plumb's own RBAC (ClusterRoleBinding plumb-cluster-admin) is never written from Git",
+            ),
+            (
+                key(rbac, "ClusterRole", "", "plumb-apply"),
+                false,
+                &none,
+                "plumb's own RBAC (ClusterRole plumb-apply) is never written from Git",
+            ),
+        ];
+        for (k, namespaced, obj, refusal) in installation {
+            assert_eq!(own.check(k, *namespaced, obj), Ok(()), "{k}");
+            assert_eq!(other.check(k, *namespaced, obj).err().as_deref(), Some(*refusal), "{k}");
+        }
+        // the definition (deleting it deletes every Application): the self application
+        // without clusterResources, no other whatever its clusterResources
+        let crd = key("apiextensions.k8s.io", "CustomResourceDefinition", "", DEFINITION);
+        assert_eq!(own.check(&crd, false, &none), Ok(()));
+        assert_eq!(
+            other.check(&crd, false, &none).err().as_deref(),
+            Some(
+                "plumb's own resource definition (applications.plumb.dev) is never written from Git (only by the application with selfManagement: true)"
+            )
+        );
+        let widgets = key("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com");
+        assert_eq!(other.check(&widgets, false, &none), Ok(()));
+        // a binding granting plumb's ClusterRole: the self application in its destinations
+        // only; any other application nowhere
+        let in_web = key(rbac, "RoleBinding", "web", "plumb-apply");
+        assert_eq!(
+            own.check(&in_web, true, &grant).err().as_deref(),
+            Some("namespace \"web\" is not among the destinations (destinations.namespaces: plumb-system)")
+        );
+        assert_eq!(
+            other.check(&in_web, true, &grant).err().as_deref(),
+            Some("RoleBinding grants plumb's own ClusterRole plumb-apply, which Git may not hand out")
+        );
+        // besides its installation, the self application is held like any other
+        assert_eq!(
+            own.check(&key("", "ConfigMap", "web", "a"), true, &none).err().as_deref(),
+            Some("namespace \"web\" is not among the destinations (destinations.namespaces: plumb-system)")
+        );
+        assert_eq!(
+            own.check(&key(rbac, "ClusterRole", "", "admin-2"), false, &none).err().as_deref(),
+            Some("cluster-scoped ClusterRole.rbac.authorization.k8s.io is not allowed (clusterResources: none)")
+        );
+    }
+
+    #[test]
+    fn the_self_application_never_prunes_what_plumb_needs_to_run() {
+        let own = Boundary::new(
+            &Boundaries { self_management: true, ..Boundaries::default() },
+            "plumb-system",
+            "plumb-system",
+        )
+        .expect("valid");
+        let rbac = "rbac.authorization.k8s.io";
+        for k in [
+            key("", "Namespace", "", "plumb-system"),
+            key("apiextensions.k8s.io", "CustomResourceDefinition", "", DEFINITION),
+            key("apps", "Deployment", "plumb-system", "plumb"),
+            key("", "ServiceAccount", "plumb-system", "plumb"),
+            key("", "ConfigMap", "plumb-system", POLICY_CONFIG_MAP),
+            key(rbac, "Role", "plumb-system", "plumb-self"),
+            key(rbac, "RoleBinding", "plumb-system", "plumb-self"),
+            key(rbac, "ClusterRole", "", "plumb-read"),
+            key(rbac, "ClusterRoleBinding", "", "plumb-cluster-admin"),
+            key(rbac, "RoleBinding", "web", "plumb-apply"),
+        ] {
+            let why = own.never_pruned(&k).unwrap_or_else(|| panic!("{k} is pruned"));
+            assert!(why.starts_with("plumb's own installation ("), "{why}");
+        }
+        for k in [
+            key("", "Service", "plumb-system", "plumb-webhook"),
+            key("networking.k8s.io", "NetworkPolicy", "plumb-system", "plumb"),
+            key("", "ConfigMap", "plumb-system", "other"),
+            key("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com"),
+            key("", "Namespace", "", "web"),
+        ] {
+            assert_eq!(own.never_pruned(&k), None, "{k}");
+        }
+        let plain = Boundary::new(&Boundaries::default(), "web", "plumb-system").expect("valid");
+        assert_eq!(plain.never_pruned(&key("apps", "Deployment", "web", "plumb")), None);
     }
 }

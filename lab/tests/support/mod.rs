@@ -2,6 +2,7 @@
 //! HTTP, a running plumb, and small HTTP/wait helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod bootstrap;
 pub mod browser;
 
 use std::{
