@@ -43,6 +43,7 @@ mod memo;
 mod observe;
 mod record;
 mod requests;
+pub use requests::SELF_PAUSE_REFUSED;
 mod reuse;
 mod seal;
 mod state;

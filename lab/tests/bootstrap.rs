@@ -81,7 +81,7 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     std::fs::write(&netpol, shipped).unwrap();
 
     // pushed: from now on Git is the authority
-    lab.repo.commit("plumb bootstrap").unwrap();
+    let bootstrapped = lab.repo.commit("plumb bootstrap").unwrap();
     let policy = lab.tmp.path().join("policy.yaml");
     remount(&policy);
     let serve = Serve::start(&lab, &policy, &cp.kubeconfig);
@@ -145,6 +145,29 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     }
     let s = status_of("plumb");
     assert_eq!(s["sync"], "Synced", "{s}");
+
+    // a person with `patch applications.plumb.dev` (plumb-operator) cannot hold plumb's
+    // own installation back: a pin to an earlier commit (an older policy) and a pause
+    // are refused, and plumb keeps following Git
+    let now = plumb::status::now();
+    let pin = format!("{{\"revision\": \"{bootstrapped}\", \"by\": \"operator\", \"at\": \"{now}\"}}");
+    kubectl(&["-n", NS, "annotate", "applications.plumb.dev", "plumb", &format!("plumb.dev/rollback={pin}")]);
+    let refused = wait_for(&format!("the pin refused ({})", logs()), Duration::from_secs(60), || async {
+        let s = status_of("plumb").to_string();
+        s.contains("is plumb's own installation (selfManagement)").then_some(s)
+    })
+    .await;
+    assert!(refused.contains("revert in Git"), "{refused}");
+    let until = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_hours(1)).unwrap();
+    let pause = format!("{{\"until\": \"{until:.0}\", \"by\": \"operator\", \"reason\": \"hold\"}}");
+    kubectl(&["-n", NS, "annotate", "applications.plumb.dev", "plumb", &format!("plumb.dev/suspend={pause}")]);
+    let refused = wait_for(&format!("the pause refused ({})", logs()), Duration::from_secs(60), || async {
+        let s = status_of("plumb");
+        s.to_string().contains(plumb::reconcile::SELF_PAUSE_REFUSED).then_some(s)
+    })
+    .await;
+    assert!(refused.get("suspended").is_none_or(serde_json::Value::is_null), "not paused: {refused}");
+    assert!(refused.get("pinned").is_none_or(serde_json::Value::is_null), "not pinned: {refused}");
 }
 
 /// Standard base64 (with padding), enough for a Secret's data.

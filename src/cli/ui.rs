@@ -439,11 +439,14 @@ async fn approve(ui: &Ui, app: &str, object: &str) -> Result<String, (StatusCode
         .map_err(gone)?
         .recommended_kind(kind)
         .ok_or_else(|| (StatusCode::NOT_FOUND, format!("the API server serves no {kind} in group `{group}`")))?;
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(ui.client.clone(), ns, &resource)
+    // the scope the status recorded must still be the kind's: never another object of the name
+    let api: Api<DynamicObject> = match (namespace, &caps.scope) {
+        (Some(ns), kube::discovery::Scope::Namespaced) => Api::namespaced_with(ui.client.clone(), ns, &resource),
+        (None, kube::discovery::Scope::Cluster) => Api::all_with(ui.client.clone(), &resource),
+        _ => {
+            let why = format!("{object}: the API server now serves {kind} with another scope; nothing approved");
+            return Err((StatusCode::CONFLICT, why));
         }
-        _ => Api::all_with(ui.client.clone(), &resource),
     };
     let now = crate::status::now();
     let patch = serde_json::json!({"metadata": {"annotations": {crate::plan::PRUNE_APPROVED_ANNOTATION: now}}});

@@ -9,7 +9,7 @@
 //! `health-degraded` that was told. What is remembered is bounded ([`MAX_REMEMBERED`]
 //! keys, the oldest forgotten first).
 //!
-//! A pair that flaps at one revision (Degraded, Healthy, Degraded, … as a probe comes
+//! Health that flaps at one revision (Degraded, Healthy, Degraded, … as a probe comes
 //! and goes) is told with a backoff: the second telling of the same (application,
 //! trigger) at the same revision waits [`FLAP_BACKOFF`] after the first, each later one
 //! twice as long as the one before, at most [`FLAP_BACKOFF_MAX`]. A telling held back
@@ -107,11 +107,11 @@ impl Memory {
             self.flips.clear();
         }
         let entry = self.flips.entry((app.to_string(), trigger)).or_insert_with(|| (String::new(), 0, 0));
-        if entry.0 != revision {
+        if entry.0 != revision || entry.2 == 0 {
             *entry = (revision.to_string(), now, 1);
             return true;
         }
-        let wait = FLAP_BACKOFF.saturating_mul(1 << (entry.2 - 1).min(12)).min(FLAP_BACKOFF_MAX);
+        let wait = FLAP_BACKOFF.saturating_mul(1 << entry.2.saturating_sub(1).min(12)).min(FLAP_BACKOFF_MAX);
         if now < entry.1.saturating_add(wait) {
             return false;
         }
@@ -211,7 +211,9 @@ pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, no
         if memory.told.contains(&key) {
             continue;
         }
-        if opposite(trigger).is_some() && !memory.flap_allows(&st.app, &revision, trigger, now) {
+        // only health flaps by itself; a sync result comes once, from the pass that synced
+        let flaps = matches!(trigger, Trigger::HealthDegraded | Trigger::HealthRecovered);
+        if flaps && !memory.flap_allows(&st.app, &revision, trigger, now) {
             continue;
         }
         memory.remember(key);
@@ -437,5 +439,17 @@ mod tests {
         let d2 = AppStatus { revision: "fedcba987".into(), ..d.clone() };
         let seen = run_every(20, &[(d.clone(), None), (h.clone(), None), (d2, None)]);
         assert_eq!(seen, [vec!["health-degraded"], vec!["health-recovered"], vec!["health-degraded"]]);
+        // no revision yet (an empty one): told, never a panic
+        let (d0, h0) =
+            (AppStatus { revision: String::new(), ..d.clone() }, AppStatus { revision: String::new(), ..h.clone() });
+        let seen = run_every(20, &[(d0.clone(), None), (h0, None), (d0.clone(), None), (d0, None)]);
+        assert_eq!(seen, [vec!["health-degraded"], vec!["health-recovered"], vec![], vec!["health-degraded"]]);
+        // a sync result is told at once: it comes only from the pass that synced
+        let ok = |_| (h.clone(), Some(record(SyncResult::Succeeded, "abcdef123")));
+        let failed = |_| (h.clone(), Some(record(SyncResult::Failed, "abcdef123")));
+        let seq: Vec<(AppStatus, Option<SyncRecord>)> =
+            (0..4).map(|i| if i % 2 == 0 { failed(i) } else { ok(i) }).collect();
+        let seen = run_every(20, &seq);
+        assert_eq!(seen, [vec!["sync-failed"], vec!["sync-succeeded"], vec!["sync-failed"], vec!["sync-succeeded"]]);
     }
 }

@@ -87,7 +87,7 @@ impl Io<'_> {
             out.sync_request.clone_from(v);
             tracing::info!(app = name, "sync requested on applications.plumb.dev/{name} at {v}");
         }
-        self.pause(&mut out, previous, &controls, (name, env), mode, now).await?;
+        self.pause(&mut out, previous, &controls, (name, env, app.self_management), mode, now).await?;
         if mode.writes() && previous.suspended != out.suspended && !previous.app.is_empty() {
             let note = match &out.suspended {
                 Some(s) => format!("paused {}", s.describe(env.max_pause())),
@@ -120,11 +120,16 @@ impl Io<'_> {
         out: &mut Requested,
         previous: &AppStatus,
         controls: &status::store::Controls,
-        (name, env): (&str, &Environment),
+        (name, env, self_managed): (&str, &Environment, bool),
         mode: Mode,
         now: jiff::Timestamp,
     ) -> Result<(), Error> {
         let Some(asked) = controls.suspend.clone() else { return Ok(()) };
+        if self_managed {
+            // a pause would hold back an administrator's change to plumb's own policy
+            out.conditions.push(Condition::new(ConditionType::SyncError, SELF_PAUSE_REFUSED));
+            return Ok(());
+        }
         let pause = asked.capped(previous.suspended.as_ref(), env.max_pause(), now);
         if pause.in_force(now) {
             out.paused = true;
@@ -200,7 +205,8 @@ impl Io<'_> {
             }
         }
         let override_asked = pin.force && overridden == Some(requested.as_str());
-        if let Err(why) = self.pin_allowed((name, repo, tracked), (&head, &target), previous, override_asked).await? {
+        let checked = (previous, override_asked, app.self_management);
+        if let Err(why) = self.pin_allowed((name, repo, tracked), (&head, &target), checked).await? {
             out.conditions.push(Condition::new(ConditionType::SyncError, why));
             return Ok(());
         }
@@ -248,16 +254,19 @@ impl Io<'_> {
         self,
         (app, repo, tracked): (&str, &Repository, &str),
         (head, target): (&str, &str),
-        previous: &AppStatus,
-        override_asked: bool,
+        (previous, override_asked, self_managed): (&AppStatus, bool, bool),
     ) -> Result<Result<(), String>, Error> {
-        let ancestor = self.sources.descends(repo, head, target).await == Some(true);
-        if ancestor || previous.synced_revision == target {
-            return Ok(Ok(()));
-        }
-        let (_, history) = self.store.load(app).await?;
-        if history.iter().any(|r| r.revision == target && r.result == status::SyncResult::Succeeded) {
-            return Ok(Ok(()));
+        // plumb's own installation: an older commit is an older policy (wider boundaries,
+        // applications since removed), so any pin needs the override right
+        if !self_managed {
+            let ancestor = self.sources.descends(repo, head, target).await == Some(true);
+            if ancestor || previous.synced_revision == target {
+                return Ok(Ok(()));
+            }
+            let (_, history) = self.store.load(app).await?;
+            if history.iter().any(|r| r.revision == target && r.result == status::SyncResult::Succeeded) {
+                return Ok(Ok(()));
+            }
         }
         let enforced = if override_asked {
             self.admission_enforced(status::ROLLBACK_OVERRIDE_POLICY, status::ROLLBACK_OVERRIDE_POLICY_YAML).await
@@ -271,6 +280,13 @@ impl Io<'_> {
             Err(e) if override_asked => format!("; {e}"),
             _ => "; the request carries no override (`plumb rollback --force`)".to_string(),
         };
+        if self_managed {
+            return Ok(Err(format!(
+                "rollback to {} refused: {app} is plumb's own installation (selfManagement), whose older commits hold \
+                 an older policy; revert in Git, or pin with the right `override` on applications.plumb.dev/{app}{why}",
+                short(target)
+            )));
+        }
         Ok(Err(format!(
             "rollback to {} refused: it is not in the history of {tracked} ({}) and was never synced; running it needs \
              the right `override` on applications.plumb.dev/{app} (a right apart from `patch`){why}",
@@ -317,6 +333,12 @@ impl Io<'_> {
         Ok(())
     }
 }
+
+/// The refusal of a pause of the selfManagement application: a pause is a request any
+/// holder of `patch applications.plumb.dev` can write, and would hold back a change of
+/// plumb's own policy (a revoked boundary) for up to `maxPause`.
+pub const SELF_PAUSE_REFUSED: &str = "pause refused: this is plumb's own installation (selfManagement), which follows Git \
+only; to stop it syncing, set its environment's syncPolicy in Git";
 
 /// Whether `policy` and `binding` (as read from the API server) make it check what the
 /// policy `name` shipped in `shipped` checks: the policy's `variables`, `validations`,
