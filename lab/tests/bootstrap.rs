@@ -60,7 +60,9 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     assert!(mounted_policy().contains("selfManagement: true"));
     let secret = kubectl(&["-n", NS, "get", "secret", "plumb-webhook", "-o", "jsonpath={.data.webhook-secret}"]);
     assert_eq!(secret.len(), 88, "32 bytes as hex, base64: {secret}");
-    let value = String::from_utf8(base64_decode(&secret)).unwrap();
+    let value =
+        String::from_utf8(base64::Engine::decode(&base64::engine::general_purpose::STANDARD, secret.trim()).unwrap())
+            .unwrap();
     assert!(!out.contains(&value) && !err.contains(&value), "the secret is never printed");
     // the policy is yours once written: an edit is kept, and installed by a second run
     let policy_path = lab.repo.work.join("clusters/lab/policy.yaml");
@@ -168,22 +170,4 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     .await;
     assert!(refused.get("suspended").is_none_or(serde_json::Value::is_null), "not paused: {refused}");
     assert!(refused.get("pinned").is_none_or(serde_json::Value::is_null), "not pinned: {refused}");
-}
-
-/// Standard base64 (with padding), enough for a Secret's data.
-fn base64_decode(text: &str) -> Vec<u8> {
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in text.bytes().filter(|c| *c != b'=') {
-        let v = alphabet.iter().position(|a| *a == c).unwrap() as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    out
 }
