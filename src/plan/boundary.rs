@@ -101,6 +101,14 @@ impl Boundary {
         })
     }
 
+    /// Why `Force=true` never deletes and re-creates `key` (to change an immutable
+    /// field) under `selfManagement`: it is one of the objects [`Boundary::never_pruned`]
+    /// keeps (re-creating the resource definition would delete every `Application`),
+    /// whatever `protectDataLoss` says. `None` for other objects and applications.
+    pub fn never_recreated(&self, key: &ObjectKey) -> Option<String> {
+        self.never_pruned(key).map(|_| format!("plumb's own installation ({}) under selfManagement", kind_of(key)))
+    }
+
     /// Whether object `key` (of a namespaced kind when `namespaced`; `obj` its body) may
     /// be written.
     ///
