@@ -326,8 +326,10 @@ mod tests {
     }
 
     /// The objects of `deploy/` that plumb's own installation consists of: the self
-    /// application may write each, and every other application, even one whose
-    /// environment allows every namespace and every cluster-scoped kind, none.
+    /// application may write each, and every other application none of them, even one
+    /// whose environment allows every namespace and every cluster-scoped kind (`*/*`).
+    /// That is all this proves: such an environment is admin anyway (its Git can bind
+    /// cluster-admin to a subject of its own), it just cannot write plumb's objects.
     #[test]
     fn only_the_self_application_writes_plumbs_installation() {
         let own = Boundary::new(
