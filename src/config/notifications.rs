@@ -422,7 +422,7 @@ mod tests {
         ] {
             assert!(plain_credentials(ok).is_ok(), "{ok}");
         }
-        let err = plain_credentials("smtp+plain://mail.example.com:25").unwrap_err();
+        let err = plain_credentials("smtp+plain://mail.example.com:25").expect_err("no credentials");
         assert!(err.contains("in the clear to mail.example.com"), "{err}");
         assert!(plain_credentials("smtp+plain://10.0.0.1").is_err());
     }
