@@ -479,6 +479,10 @@ pub struct Guards<'a> {
     /// `maxPrunePercent`: an automated sync pruning more than this share of the tracked
     /// objects is refused.
     pub max_prune_percent: Option<u8>,
+    /// The application's boundary: under `selfManagement`, what
+    /// [`Boundary::never_pruned`] keeps is never deleted and re-created by `Force=true`
+    /// either, whatever `protectDataLoss` says.
+    pub boundary: Option<&'a Boundary>,
 }
 
 /// One sync wave: what to apply, and every desired object in it (for the health gate).
@@ -506,7 +510,8 @@ pub struct Plan {
     pub prune_last: Vec<PruneCandidate>,
     /// Indexes of desired objects `Force=true` may delete and re-create when Git changes
     /// an immutable field: not those protected from deletion (`Prune=false`,
-    /// `Prune=confirm`, a data-loss class).
+    /// `Prune=confirm`, a data-loss class, plumb's own installation under
+    /// `selfManagement`).
     pub recreate: Vec<usize>,
     /// Objects left alone (`Kind/namespace/name`), with the reason.
     pub skipped: Vec<(String, Skip)>,
@@ -545,8 +550,8 @@ pub enum Skip {
     /// A desired object another application owns (it synced it first).
     OwnedBy(String),
     /// A desired object whose immutable fields changed, with `Force=true`, that is
-    /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class): not
-    /// re-created.
+    /// protected from deletion (`Prune=false`, `Prune=confirm`, a data-loss class,
+    /// plumb's own installation under `selfManagement`): not re-created.
     NoRecreate(String),
 }
 
@@ -677,7 +682,10 @@ pub fn plan(desired: &[DesiredItem], orphans: &[PruneCandidate], guards: Guards<
             w.apply.push(i);
         }
         if d.options.force {
-            let protected = if d.options.prune_disabled {
+            let own = guards.boundary.and_then(|b| b.never_recreated(&d.key));
+            let protected = if let Some(why) = own {
+                Some(why)
+            } else if d.options.prune_disabled {
                 Some("Prune=false".to_string())
             } else if d.options.prune_confirm {
                 Some("Prune=confirm".to_string())
@@ -790,6 +798,7 @@ mod tests {
             approved,
             protect_data_loss: true,
             max_prune_percent: None,
+            boundary: None,
         }
     }
 
@@ -1031,6 +1040,48 @@ mod tests {
         assert_eq!(order(&p), [1, 2], "the erroring object is not applied");
         assert_eq!(p.recreate, [2], "a PersistentVolumeClaim is never deleted by Force=true");
         assert!(p.skipped[0].1.to_string().contains("data-loss class PersistentVolumeClaim"), "{:?}", p.skipped);
+    }
+
+    /// Under selfManagement, Force=true never deletes and re-creates plumb's own
+    /// installation (the resource definition's deletion deletes every Application),
+    /// even with protectDataLoss off; other objects, and other applications, as before.
+    #[test]
+    fn force_never_recreates_plumbs_own_installation() {
+        let forced = |group: &str, kind: &str, name: &str| {
+            let mut d = DesiredItem::new(ObjectKey { namespace: String::new(), ..key(group, kind, name) }, true);
+            d.options.force = true;
+            d.immutable = true;
+            d
+        };
+        let d = [
+            forced("apiextensions.k8s.io", "CustomResourceDefinition", DEFINITION),
+            forced("", "Namespace", "plumb-system"),
+            forced("apiextensions.k8s.io", "CustomResourceDefinition", "widgets.example.com"),
+        ];
+        let own = Boundary::new(
+            &crate::config::Boundaries { self_management: true, ..Default::default() },
+            "plumb-system",
+            "plumb-system",
+        )
+        .expect("valid");
+        let unprotected = Guards { protect_data_loss: false, ..guards(true, false) };
+        let p = plan(&d, &[], Guards { boundary: Some(&own), ..unprotected });
+        assert_eq!(p.recreate, [2], "{p:?}");
+        let skipped: Vec<String> = p.skipped.iter().map(|(o, why)| format!("{o}: {why}")).collect();
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        let crd = skipped.iter().find(|s| s.contains(DEFINITION)).expect("the definition is not re-created");
+        assert!(
+            crd.contains("Force=true does not delete and re-create it (plumb's own installation (")
+                && crd.contains("under selfManagement"),
+            "{crd}"
+        );
+        let plain = Boundary::new(&crate::config::Boundaries::default(), "web", "plumb-system").expect("valid");
+        let sorted = |mut r: Vec<usize>| {
+            r.sort_unstable();
+            r
+        };
+        assert_eq!(sorted(plan(&d, &[], Guards { boundary: Some(&plain), ..unprotected }).recreate), [0, 1, 2]);
+        assert_eq!(sorted(plan(&d, &[], unprotected).recreate), [0, 1, 2]);
     }
 
     #[test]

@@ -850,11 +850,11 @@ impl Context {
         }
         let mut stage = self.compare_stage(&scope, &read, last.clone(), &st.kinds, &prepared.options).await;
         // 3–5. plan, health and status, the gate
-        let mut judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
+        let mut judged = self.judge(&p, &st, &mut stage, (&prepared.options, &prepared.boundary), state).await;
         if judged.decision.reason.is_some() && stage.compared_from.is_none() {
             // a reused comparison holds nothing to send (`reuse.rs`): compare again, then sync
             stage = self.compare_stage(&scope, &read, None, &st.kinds, &prepared.options).await;
-            judged = self.judge(&p, &st, &mut stage, &prepared.options, state).await;
+            judged = self.judge(&p, &st, &mut stage, (&prepared.options, &prepared.boundary), state).await;
         }
         timings.compare_millis = millis(stage.took);
         let Judged { mut st, plan: the_plan, excluded, decision, held: gates } = judged;
@@ -1144,7 +1144,7 @@ impl Context {
         p: &PassInput<'_>,
         base: &AppStatus,
         stage: &mut CompareStage,
-        options: &SyncOptions,
+        (options, boundary): (&SyncOptions, &plan::Boundary),
         state: &mut AppState,
     ) -> Judged {
         let (mode, policy) = (p.requested.mode, &p.env.sync_policy);
@@ -1162,6 +1162,7 @@ impl Context {
             approved,
             protect_data_loss: policy.protect_data_loss,
             max_prune_percent: policy.max_prune_percent,
+            boundary: Some(boundary),
         };
         let the_plan = plan::plan(&stage.items, &candidates, guards);
         let found = &stage.found;

@@ -69,6 +69,9 @@ impl PolicyWatch {
             match crate::config::load_str(&text, &self.path, base) {
                 Ok(config) => {
                     tracing::info!(file = %self.path.display(), "policy changed: reloading");
+                    for w in crate::config::warnings(&config) {
+                        tracing::warn!(file = %self.path.display(), "{w}");
+                    }
                     metrics.policy_reloads.get_or_create(&vec![("result".to_string(), "applied".to_string())]).inc();
                     metrics.policy_rejected.set(0);
                     if let Ok(mut r) = self.rejected.write() {

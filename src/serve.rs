@@ -459,6 +459,9 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut config = crate::config::load(&process.policy)?;
+    for w in crate::config::warnings(&config) {
+        tracing::warn!(file = %process.policy.display(), "{w}");
+    }
     // what each applicationSet generated in the policy in force (see crate::generators)
     let mut generated = std::collections::BTreeMap::new();
     let mut watch = crate::reload::PolicyWatch::new(&process.policy, process.reload_every);

@@ -69,7 +69,12 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     let generated = std::fs::read_to_string(&policy_path).unwrap();
     let edited = every_two_seconds(&generated);
     std::fs::write(&policy_path, &edited).unwrap();
-    let (code, out, err) = bootstrap(&[]);
+    // plumb has not run yet (no Application `plumb`): keeping a file is a first install,
+    // refused without --keep-existing, the files named
+    let (code, _, err) = bootstrap(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--keep-existing") && err.contains("clusters/lab/policy.yaml"), "{err}");
+    let (code, out, err) = bootstrap(&["--keep-existing"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("keeping") && !out.contains("wrote "), "{out}");
     assert!(mounted_policy().contains("reconcileInterval: 2s"));
@@ -77,7 +82,7 @@ async fn bootstrap_installs_plumb_and_hands_it_to_git() {
     let netpol = lab.repo.work.join("clusters/lab/plumb/base/networkpolicy.yaml");
     let shipped = std::fs::read_to_string(&netpol).unwrap();
     std::fs::write(&netpol, format!("{shipped}# mine\n")).unwrap();
-    let (code, _, err) = bootstrap(&[]);
+    let (code, _, err) = bootstrap(&["--keep-existing"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("exist and differ (--force overwrites them)") && err.contains("networkpolicy.yaml"), "{err}");
     std::fs::write(&netpol, shipped).unwrap();

@@ -119,6 +119,13 @@ pub struct BootstrapArgs {
     /// `kustomization.yaml`: yours once written, kept as they are).
     #[arg(long)]
     pub force: bool,
+    /// Install an existing `policy.yaml` / top `kustomization.yaml` of the checkout
+    /// (kept as they are) even on a first install, when the cluster has no
+    /// `applications.plumb.dev/plumb` yet: without it such a run is refused, as anyone
+    /// who can push to the repository could have written them. Review what bootstrap
+    /// prints of them first.
+    #[arg(long)]
+    pub keep_existing: bool,
     /// Print what would be written and applied; write and apply nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -393,6 +400,40 @@ pub fn files(
     Ok(out)
 }
 
+/// The first symbolic link among the components of `rel` (`/`-separated) under
+/// `checkout`, the file itself included: bootstrap writes (and reads) only inside the
+/// checkout, never through a link that could send a file elsewhere.
+fn symlink_in(checkout: &Path, rel: &str) -> Option<PathBuf> {
+    let mut at = checkout.to_path_buf();
+    for part in rel.split('/') {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Refuses `files` when a component of one is a symbolic link in `checkout`.
+///
+/// # Errors
+/// The links found, named.
+fn refuse_symlinks(checkout: &Path, files: &[File]) -> anyhow::Result<()> {
+    let mut links: Vec<String> =
+        files.iter().filter_map(|f| symlink_in(checkout, &f.path)).map(|p| p.display().to_string()).collect();
+    links.sort();
+    links.dedup();
+    if !links.is_empty() {
+        anyhow::bail!(
+            "plumb bootstrap writes no file through a symbolic link, and these are links: {} (replace them with directories or files)",
+            links.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// What writing `files` into `checkout` would do to each: `(file, exists and equal,
 /// exists and differs)`.
 fn compare(checkout: &Path, files: &[File]) -> Vec<(PathBuf, bool, bool)> {
@@ -463,24 +504,30 @@ async fn install(cluster: &Cluster, objects: &[(ObjectKey, Value)]) -> anyhow::R
         }
         outln!("applied {key}");
     }
-    let kind = cluster.kind("v1", "Secret").await?;
     let key = ObjectKey {
         group: String::new(),
         kind: "Secret".into(),
         namespace: NAMESPACE.into(),
         name: WEBHOOK_SECRET.0.into(),
     };
-    if cluster.get(&kind, &key).await?.is_some() {
-        outln!("kept {key} (it exists)");
-        return Ok(());
-    }
     let value = hex::encode(rand::random::<[u8; 32]>());
-    let secret = serde_json::json!({
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": key.name, "namespace": key.namespace},
         "stringData": {WEBHOOK_SECRET.1: value},
-    });
-    cluster.apply(&kind, &key, &secret, false).await.with_context(|| format!("creating {key}"))?;
+    }))?;
+    // a POST, not an apply: a Secret that exists (or was created meanwhile) is never
+    // overwritten
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(cluster.client().clone(), NAMESPACE);
+    let pp = kube::api::PostParams { field_manager: Some(crate::FIELD_MANAGER.into()), ..Default::default() };
+    match secrets.create(&pp, &secret).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            outln!("kept {key} (it exists)");
+            return Ok(());
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("creating {key}"))),
+    }
     outln!(
         "created {key} with a random {} (not shown; `kubectl -n {NAMESPACE} get secret {} -o jsonpath='{{.data.{}}}' | base64 -d` reads it for the forge's webhook)",
         WEBHOOK_SECRET.1,
@@ -494,18 +541,19 @@ async fn install(cluster: &Cluster, objects: &[(ObjectKey, Value)]) -> anyhow::R
 /// (`kustomize edit set image` changes the kustomization, the policy is edited): kept.
 const YOURS: [&str; 2] = ["kustomization.yaml", "policy.yaml"];
 
-/// The files of the installation as they will be: those [`files`] generates, but
-/// [`YOURS`] taken from the checkout where they exist. A policy is checked: one written
+/// The files of the installation as they will be, and those kept: those [`files`]
+/// generates, but [`YOURS`] taken from the checkout where they exist. A policy is checked: one written
 /// here validates; one kept validates (its secret files not looked for) and manages
 /// this installation ([`self_application_problem`]).
 ///
 /// # Errors
 /// `--path` outside the repository; an invalid policy, named with file and line; a kept
 /// policy that does not manage this path of this repository; a file that cannot be read.
-fn prepare(args: &BootstrapArgs) -> anyhow::Result<Vec<File>> {
+fn prepare(args: &BootstrapArgs) -> anyhow::Result<(Vec<File>, Vec<PathBuf>)> {
     let mut files = files(&args.repository, &args.path, &args.revision, args.profile, args.image.as_deref())
         .map_err(anyhow::Error::msg)?;
     let yours: Vec<String> = YOURS.iter().map(|y| format!("{}/{y}", args.path)).collect();
+    let mut kept = Vec::new();
     for f in files.iter_mut().filter(|f| yours.contains(&f.path)) {
         let target = args.checkout.join(&f.path);
         let policy = f.path.ends_with("/policy.yaml");
@@ -527,8 +575,9 @@ fn prepare(args: &BootstrapArgs) -> anyhow::Result<Vec<File>> {
         }
         f.text = std::fs::read_to_string(&target).with_context(|| target.display().to_string())?;
         outln!("keeping {} (yours once written: never overwritten)", target.display());
+        kept.push(target);
     }
-    Ok(files)
+    Ok((files, kept))
 }
 
 /// Why the existing policy `config` does not manage an installation at `path` of the
@@ -571,6 +620,83 @@ fn image_warning(objects: &[(ObjectKey, Value)], given: Option<&str>) -> Option<
     }
 }
 
+/// Whether the cluster has the self application's `Application` object
+/// (`applications.plumb.dev/plumb` in plumb's namespace): plumb ran there, this is not a
+/// first install. No resource definition: none.
+///
+/// # Errors
+/// The API server cannot be asked.
+async fn self_application_exists(cluster: &Cluster) -> anyhow::Result<bool> {
+    let kind = match cluster.served("plumb.dev", "Application").await {
+        Ok(kind) => kind,
+        Err(crate::cluster::Error::UnknownKind { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let key = ObjectKey {
+        group: "plumb.dev".into(),
+        kind: "Application".into(),
+        namespace: NAMESPACE.into(),
+        name: SELF_APP.into(),
+    };
+    Ok(cluster.get(&kind, &key).await?.is_some())
+}
+
+/// What the render of the kept files (`kept`) installs that the generated installation
+/// (`generated`) does not, in the objects that decide who controls plumb: the subjects
+/// and role of every ClusterRoleBinding and RoleBinding, and the images of every
+/// Deployment (one line each; none when they agree).
+fn kept_differences(kept: &[(ObjectKey, Value)], generated: &[(ObjectKey, Value)]) -> Vec<String> {
+    let watched = |k: &ObjectKey| {
+        (k.group == "rbac.authorization.k8s.io" && matches!(k.kind.as_str(), "ClusterRoleBinding" | "RoleBinding"))
+            || (k.group == "apps" && k.kind == "Deployment")
+    };
+    let summary = |k: &ObjectKey, o: &Value| {
+        if k.kind == "Deployment" {
+            let spec = o.pointer("/spec/template/spec");
+            let images: Vec<&str> = ["initContainers", "containers"]
+                .iter()
+                .flat_map(|c| spec.and_then(|s| s[c].as_array()).into_iter().flatten())
+                .filter_map(|c| c["image"].as_str())
+                .collect();
+            format!("image(s) {}", images.join(", "))
+        } else {
+            let subjects: Vec<String> = o["subjects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    let ns = s["namespace"].as_str().map_or_else(String::new, |n| format!("{n}/"));
+                    format!("{} {ns}{}", s["kind"].as_str().unwrap_or("?"), s["name"].as_str().unwrap_or("?"))
+                })
+                .collect();
+            let role = format!(
+                "{}/{}",
+                o.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("?"),
+                o.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("?")
+            );
+            format!("role {role} for subjects [{}]", subjects.join(", "))
+        }
+    };
+    let side = |objects: &[(ObjectKey, Value)]| -> std::collections::BTreeMap<String, String> {
+        objects.iter().filter(|(k, _)| watched(k)).map(|(k, o)| (k.to_string(), summary(k, o))).collect()
+    };
+    let (kept, generated) = (side(kept), side(generated));
+    let mut out = Vec::new();
+    for (key, mine) in &kept {
+        match generated.get(key) {
+            Some(ours) if ours == mine => {}
+            Some(ours) => out.push(format!("{key} with {mine}, where the generated one has {ours}")),
+            None => out.push(format!("{key} with {mine}, which the generated installation does not have")),
+        }
+    }
+    for (key, ours) in &generated {
+        if !kept.contains_key(key) {
+            out.push(format!("no {key} (the generated installation has it, with {ours})"));
+        }
+    }
+    out
+}
+
 /// Whether `dir` is inside a Git work tree (not a bare repository).
 fn is_work_tree(dir: &Path) -> bool {
     git2::Repository::discover(dir).is_ok_and(|r| !r.is_bare())
@@ -580,7 +706,9 @@ fn is_work_tree(dir: &Path) -> bool {
 /// prints the step that hands it to Git; with `--dry-run` only prints.
 ///
 /// # Errors
-/// The checkout is not a Git work tree; a file exists and differs (without `--force`);
+/// The checkout is not a Git work tree; a path component is a symbolic link; a file
+/// exists and differs (without `--force`); a file is kept on a first install (without
+/// `--keep-existing`);
 /// the generated policy is invalid (the URL, the revision); kustomize fails; an object
 /// cannot be applied.
 pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCode> {
@@ -595,7 +723,10 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
             crate::config::repo_url::redact(&args.repository)
         );
     }
-    let files = prepare(args)?;
+    let generated = files(&args.repository, &args.path, &args.revision, args.profile, args.image.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    refuse_symlinks(checkout, &generated)?;
+    let (files, kept) = prepare(args)?;
     let policy_file = checkout.join(&args.path).join("policy.yaml");
     let policy_text = files.iter().find(|f| f.path.ends_with("/policy.yaml")).map_or("", |f| f.text.as_str());
     let state = compare(checkout, &files);
@@ -607,7 +738,43 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
     if let Some(warning) = image_warning(&objects, args.image.as_deref()) {
         errln!("warning: {warning}");
     }
-    if args.dry_run {
+    if !kept.is_empty() {
+        let ours = render(&generated, &args.path).await?;
+        for d in kept_differences(&objects, &ours) {
+            errln!("warning: the kept files install {d}");
+        }
+    }
+    let refusal = (!kept.is_empty() && !args.keep_existing).then(|| {
+        let names: Vec<String> = kept.iter().map(|k| k.display().to_string()).collect();
+        format!(
+            "{} exist in the checkout and would be installed as they are, with your credentials: this is a first install (no applications.plumb.dev/{SELF_APP} in {NAMESPACE}), and whoever can push to the repository may have written them. Review them (and the warnings above), then run again with --keep-existing, or move them away to have them generated",
+            names.join(" and ")
+        )
+    });
+    let cluster = if args.dry_run {
+        None
+    } else {
+        Some(Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?)
+    };
+    if let Some(refusal) = refusal {
+        match &cluster {
+            Some(c) if !self_application_exists(c).await? => anyhow::bail!("{refusal}"),
+            Some(_) => {}
+            None => match Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await {
+                Ok(c) => match self_application_exists(&c).await {
+                    Ok(false) => errln!("would refuse: {refusal}"),
+                    Ok(true) => {}
+                    Err(e) => {
+                        errln!("note: could not tell whether plumb is installed ({e:#}); on a first install: {refusal}")
+                    }
+                },
+                Err(e) => {
+                    errln!("note: could not tell whether plumb is installed ({e:#}); on a first install: {refusal}")
+                }
+            },
+        }
+    }
+    let Some(cluster) = cluster else {
         for (target, same, _) in &state {
             outln!("would write {}{}", target.display(), if *same { " (unchanged)" } else { "" });
         }
@@ -617,7 +784,7 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
         outln!("would create Secret/{NAMESPACE}/{} with a random value, if missing", WEBHOOK_SECRET.0);
         outln!("--- {}\n{policy_text}", policy_file.display());
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     for (f, (target, same, _)) in files.iter().zip(&state) {
         if *same {
             continue;
@@ -628,7 +795,6 @@ pub async fn run(kube: &KubeArgs, args: &BootstrapArgs) -> anyhow::Result<ExitCo
         std::fs::write(target, &f.text).with_context(|| target.display().to_string())?;
         outln!("wrote {}", target.display());
     }
-    let cluster = Cluster::connect_in(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
     install(&cluster, &objects).await?;
     outln!(
         "\nplumb is installed. Hand it to Git:\n  git -C {} add {} && git -C {} commit -m 'plumb bootstrap' && git -C {} push\nFrom its first pass on, application `{SELF_APP}` applies {}/ (and policy.yaml to the ConfigMap plumb reloads): change plumb there, in Git.",
@@ -750,6 +916,7 @@ mod tests {
             profile: Profile::ClusterAdmin,
             image: None,
             force: false,
+            keep_existing: false,
             dry_run: false,
         };
         let top = dir.path().join("clusters/a");
@@ -758,7 +925,8 @@ mod tests {
             policy(url, "clusters/a", "main", Profile::ClusterAdmin).replace("selfHeal: true", "selfHeal: false");
         std::fs::write(top.join("policy.yaml"), &mine).expect("write");
         std::fs::write(top.join("kustomization.yaml"), "# mine\n").expect("write");
-        let files = prepare(&args).expect("kept");
+        let (files, kept) = prepare(&args).expect("kept");
+        assert_eq!(kept, [top.join("kustomization.yaml"), top.join("policy.yaml")]);
         let text = |p: &str| files.iter().find(|f| f.path == format!("clusters/a/{p}")).map(|f| f.text.as_str());
         assert_eq!(text("policy.yaml"), Some(mine.as_str()));
         assert_eq!(text("kustomization.yaml"), Some("# mine\n"));
@@ -769,6 +937,53 @@ mod tests {
             err.contains("reads path `clusters/b`, not `clusters/a` (plumb bootstrap keeps an existing policy"),
             "{err}"
         );
+    }
+
+    /// A kept kustomization that adds a subject to plumb's binding or changes the image
+    /// is shown against the generated installation.
+    #[test]
+    fn the_kept_files_binding_subjects_and_images_are_compared() {
+        let key = |group: &str, kind: &str, ns: &str, name: &str| ObjectKey {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let rbac = "rbac.authorization.k8s.io";
+        let binding = |subjects: Value| serde_json::json!({"roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}, "subjects": subjects});
+        let sa = serde_json::json!({"kind": "ServiceAccount", "name": "plumb", "namespace": NAMESPACE});
+        let deployment =
+            |image: &str| serde_json::json!({"spec": {"template": {"spec": {"containers": [{"image": image}]}}}});
+        let generated = vec![
+            (key(rbac, "ClusterRoleBinding", "", "plumb-cluster-admin"), binding(serde_json::json!([sa]))),
+            (key("apps", "Deployment", NAMESPACE, "plumb"), deployment("r/plumb:1")),
+            (key("", "ConfigMap", NAMESPACE, "plumb-policy"), serde_json::json!({"data": {"a": "b"}})),
+        ];
+        assert_eq!(kept_differences(&generated, &generated), Vec::<String>::new());
+        let mut kept = generated.clone();
+        kept[2].1 = serde_json::json!({"data": {"a": "c"}});
+        assert_eq!(kept_differences(&kept, &generated), Vec::<String>::new(), "other objects are not compared");
+        kept[0].1 = binding(serde_json::json!([sa, {"kind": "User", "name": "eve"}]));
+        kept[1].1 = deployment("evil.example/plumb:1");
+        kept.push((
+            key(rbac, "RoleBinding", "kube-system", "extra"),
+            binding(serde_json::json!([{"kind": "Group", "name": "devs"}])),
+        ));
+        let diffs = kept_differences(&kept, &generated);
+        assert_eq!(diffs.len(), 3, "{diffs:?}");
+        assert_eq!(
+            diffs[0],
+            "ClusterRoleBinding.rbac.authorization.k8s.io/plumb-cluster-admin with role ClusterRole/cluster-admin for subjects [ServiceAccount plumb-system/plumb, User eve], where the generated one has role ClusterRole/cluster-admin for subjects [ServiceAccount plumb-system/plumb]"
+        );
+        assert!(
+            diffs[1].contains("image(s) evil.example/plumb:1, where the generated one has image(s) r/plumb:1"),
+            "{diffs:?}"
+        );
+        assert!(
+            diffs[2].contains("RoleBinding") && diffs[2].contains("Group devs") && diffs[2].contains("does not have"),
+            "{diffs:?}"
+        );
+        assert!(kept_differences(&generated[1..], &generated)[0].starts_with("no ClusterRoleBinding"));
     }
 
     #[test]
@@ -821,6 +1036,29 @@ mod tests {
             let err = files("https://x/y.git", bad, "main", Profile::ClusterAdmin, None).expect_err(bad);
             assert!(err.contains("must be a relative directory inside the repository"), "{err}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_in_the_checkout_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("tmp");
+        let files = files("https://x/y.git", "clusters/a", "main", Profile::ClusterAdmin, None).expect("valid");
+        assert!(refuse_symlinks(dir.path(), &files).is_ok(), "nothing there yet");
+        std::fs::create_dir_all(dir.path().join("clusters/a/plumb")).expect("mkdir");
+        assert!(refuse_symlinks(dir.path(), &files).is_ok(), "plain directories");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("clusters/a/plumb/base")).expect("link");
+        let err = refuse_symlinks(dir.path(), &files).expect_err("a linked directory").to_string();
+        assert!(err.contains("clusters/a/plumb/base") && err.contains("symbolic link"), "{err}");
+        assert_eq!(
+            symlink_in(dir.path(), "clusters/a/plumb/base/crd.yaml"),
+            Some(dir.path().join("clusters/a/plumb/base"))
+        );
+        assert_eq!(symlink_in(dir.path(), "clusters/a/policy.yaml"), None);
+        // a linked file is refused too
+        std::fs::write(outside.path().join("p"), "x").expect("write");
+        std::os::unix::fs::symlink(outside.path().join("p"), dir.path().join("clusters/a/policy.yaml")).expect("link");
+        assert_eq!(symlink_in(dir.path(), "clusters/a/policy.yaml"), Some(dir.path().join("clusters/a/policy.yaml")));
     }
 
     #[test]

@@ -88,8 +88,55 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
 /// What is valid but weakens a boundary, one line each (`plumb validate` prints them
 /// as warnings): applications of different namespaces sharing one SOPS key file
 /// (`source.sops.ageKeyFile`), so that a SOPS file written for one decrypts for the
-/// other — give each team its own key (see [`crate::render::sops`]).
+/// other — give each team its own key (see [`crate::render::sops`]); and another
+/// application reading the `selfManagement` application's repository and revision
+/// while no `verifyCommits` covers the latter ([`shared_self_repository`]).
 pub fn warnings(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    out.extend(shared_self_repository(config));
+    out.extend(shared_sops_keys(config));
+    out
+}
+
+/// The `selfManagement` application's repository and revision read by other
+/// applications (or applicationSet templates), while neither it nor its environment
+/// sets `verifyCommits`: forges grant push per repository and branch, not per path, so
+/// the authors of those applications can push to plumb's installation too.
+fn shared_self_repository(config: &Config) -> Option<String> {
+    let own = config.applications.iter().find(|a| a.self_management)?;
+    let env = config.environments.iter().find(|e| e.name.value == own.environment.value)?;
+    if own.verify_commits(env).is_some() {
+        return None;
+    }
+    let same =
+        |a: &super::Application| a.repository.value == own.repository.value && a.revision.value == own.revision.value;
+    let others: Vec<String> = config
+        .applications
+        .iter()
+        .filter(|a| !a.self_management && same(a))
+        .map(|a| format!("`{}`", a.name.value))
+        .chain(
+            config
+                .application_sets
+                .iter()
+                .filter(|s| same(&s.template))
+                .map(|s| format!("applicationSet `{}`", s.name.value)),
+        )
+        .collect();
+    (!others.is_empty()).then(|| {
+        format!(
+            "application `{}` (selfManagement) reads repository `{}` at `{}`, like {}: whoever can push there for them controls plumb's installation (push rights are per repository and branch, not per path); keep plumb's installation in a repository of its own, or set verifyCommits on environment `{}`",
+            own.name.value,
+            own.repository.value,
+            own.revision.value,
+            others.join(", "),
+            env.name.value
+        )
+    })
+}
+
+/// Applications of different namespaces sharing one SOPS key file.
+fn shared_sops_keys(config: &Config) -> Vec<String> {
     let mut by_key: std::collections::BTreeMap<&std::path::Path, Vec<(&str, &str)>> = Default::default();
     for a in &config.applications {
         if let Some(k) = &a.source.sops {
@@ -888,6 +935,33 @@ applications:
                 "source.sops.ageKeyFile /etc/plumb/keys/shared.key is shared by applications of different namespaces: a (team-a), b (team-b); a SOPS file encrypted for it decrypts for each of them (give each its own key)"
             ]
         );
+    }
+
+    /// Another application reading the self application's repository and revision is a
+    /// warning, unless verifyCommits covers the self application.
+    #[test]
+    fn sharing_the_self_applications_repository_is_a_warning() {
+        let policy = |env: &str, web_revision: &str| {
+            format!(
+                "settings: {{statusNamespace: plumb-system}}
+repositories: [{{name: fleet, url: https://git.example/fleet.git}}]
+environments: [{{name: plumb{env}}}, {{name: prod}}]
+applications:
+  - {{name: plumb, repository: fleet, revision: main, path: clusters/a, namespace: plumb-system, environment: plumb, selfManagement: true}}
+  - {{name: web, repository: fleet, revision: {web_revision}, path: apps/web, namespace: web, environment: prod}}
+"
+            )
+        };
+        let load = |text: &str| load_str(text, Path::new("p.yaml"), Path::new(".")).expect("valid");
+        assert_eq!(
+            super::warnings(&load(&policy("", "main"))),
+            [
+                "application `plumb` (selfManagement) reads repository `fleet` at `main`, like `web`: whoever can push there for them controls plumb's installation (push rights are per repository and branch, not per path); keep plumb's installation in a repository of its own, or set verifyCommits on environment `plumb`"
+            ]
+        );
+        assert!(super::warnings(&load(&policy("", "other"))).is_empty(), "another branch");
+        let verified = ", verifyCommits: {allowedSignersRef: {name: plumb-signers, key: allowed_signers}}";
+        assert!(super::warnings(&load(&policy(verified, "main"))).is_empty(), "verified commits");
     }
 
     /// `selfManagement`: one application, in plumb's namespace, deletion policy

@@ -101,6 +101,14 @@ impl Boundary {
         })
     }
 
+    /// Why `Force=true` never deletes and re-creates `key` (to change an immutable
+    /// field) under `selfManagement`: it is one of the objects [`Boundary::never_pruned`]
+    /// keeps (re-creating the resource definition would delete every `Application`),
+    /// whatever `protectDataLoss` says. `None` for other objects and applications.
+    pub fn never_recreated(&self, key: &ObjectKey) -> Option<String> {
+        self.never_pruned(key).map(|_| format!("plumb's own installation ({}) under selfManagement", kind_of(key)))
+    }
+
     /// Whether object `key` (of a namespaced kind when `namespaced`; `obj` its body) may
     /// be written.
     ///
@@ -318,8 +326,10 @@ mod tests {
     }
 
     /// The objects of `deploy/` that plumb's own installation consists of: the self
-    /// application may write each, and every other application, even one whose
-    /// environment allows every namespace and every cluster-scoped kind, none.
+    /// application may write each, and every other application none of them, even one
+    /// whose environment allows every namespace and every cluster-scoped kind (`*/*`).
+    /// That is all this proves: such an environment is admin anyway (its Git can bind
+    /// cluster-admin to a subject of its own), it just cannot write plumb's objects.
     #[test]
     fn only_the_self_application_writes_plumbs_installation() {
         let own = Boundary::new(
