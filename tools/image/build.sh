@@ -7,25 +7,31 @@
 # fixed. Needs bash, coreutils, tar, gzip, ldd.
 #
 #   tools/image/build.sh [--binary PATH] [--tool PATH]... [--tag TAG] [--out DIR]
+#                        [--arch amd64|arm64] [--commit SHA]
 #
 #   --binary  the plumb binary (default: cargo build --release --locked, then
 #             target/release/plumb)
 #   --tool    another static binary for /usr/local/bin (e.g. kustomize, helm)
 #   --tag     the layout's ref name (default: the crate version)
 #   --out     output directory (default: target/image/plumb-oci)
+#   --arch    the image's architecture (default: this machine's); a static binary built
+#             for another one (tools/release) runs there without libraries
+#   --commit  the commit, as the label org.opencontainers.image.revision (default: none)
 #
 # Push with any OCI tool, e.g. `skopeo copy oci:target/image/plumb-oci:0.1.0
 # docker://registry.example.com/plumb/plumb:0.1.0` or `crane push
 # target/image/plumb-oci registry.example.com/plumb/plumb:0.1.0`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binary="" out="target/image/plumb-oci" tag="" tools=()
+binary="" out="target/image/plumb-oci" tag="" tools=() arch="" commit=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) binary="$2"; shift 2 ;;
     --tool) tools+=("$2"); shift 2 ;;
     --tag) tag="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --arch) arch="$2"; shift 2 ;;
+    --commit) commit="$2"; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -35,11 +41,13 @@ if [ -z "$binary" ]; then
 fi
 [ -x "$binary" ] || { echo "no executable at $binary" >&2; exit 1; }
 [ -n "$tag" ] || tag=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-case "$(uname -m)" in
-  x86_64) arch=amd64 ;;
-  aarch64) arch=arm64 ;;
-  *) echo "unsupported architecture $(uname -m)" >&2; exit 1 ;;
+case "${arch:-$(uname -m)}" in
+  x86_64 | amd64) arch=amd64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) echo "unsupported architecture ${arch:-$(uname -m)}" >&2; exit 1 ;;
 esac
+revision=""
+[ -z "$commit" ] || revision=",\"org.opencontainers.image.revision\":\"$commit\""
 certs=/etc/ssl/certs/ca-certificates.crt
 [ -f "$certs" ] || { echo "no CA bundle at $certs (Debian: apt-get install ca-certificates)" >&2; exit 1; }
 
@@ -85,7 +93,7 @@ blob() { # file -> moves it into blobs/, prints "digest size"
 }
 read -r layer_digest layer_size < <(blob "$layer.gz")
 cat >"$work/config.json" <<JSON
-{"architecture":"$arch","os":"linux","config":{"User":"65532:65532","Entrypoint":["/usr/local/bin/plumb"],"Cmd":["serve"],"Env":["PATH=/usr/local/bin:/usr/bin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt","HOME=/tmp"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"plumb","org.opencontainers.image.version":"$tag"}},"rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]},"history":[{"created_by":"tools/image/build.sh"}]}
+{"architecture":"$arch","os":"linux","config":{"User":"65532:65532","Entrypoint":["/usr/local/bin/plumb"],"Cmd":["serve"],"Env":["PATH=/usr/local/bin:/usr/bin:/bin","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt","HOME=/tmp"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"plumb","org.opencontainers.image.version":"$tag"$revision}},"rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]},"history":[{"created_by":"tools/image/build.sh"}]}
 JSON
 printf '%s' "$(cat "$work/config.json")" >"$work/config.min.json"
 read -r config_digest config_size < <(blob "$work/config.min.json")
