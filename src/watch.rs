@@ -254,7 +254,14 @@ pub struct LiveCache {
     owners: Owners,
     /// How many events the labelled watches of each (group, kind) have delivered.
     epochs: Mutex<HashMap<(String, String), Arc<AtomicU64>>>,
+    /// The labelled objects each (group, kind)'s watches have seen: kept across their
+    /// restarts ([`LiveCache::keep_only`]), so that listing an object again as it was
+    /// triggers nothing.
+    seen: Mutex<HashMap<(String, String), Seen>>,
 }
+
+/// uid → (content hash, application) of the labelled objects of one (group, kind) seen.
+type Seen = Arc<Mutex<HashMap<String, (u64, String)>>>;
 
 impl LiveCache {
     /// A cache whose watchers stop when `token` is cancelled; what changes for an
@@ -274,6 +281,7 @@ impl LiveCache {
             keep: Keep::default(),
             owners: Owners::default(),
             epochs: Mutex::default(),
+            seen: Mutex::default(),
         }
     }
 
@@ -289,7 +297,10 @@ impl LiveCache {
     /// for a replica that runs only some shards' applications: the objects of the others
     /// cost it no memory, and their changes trigger nothing here. A change restarts the
     /// labelled watches (each lists again once a pass reads its kind: one LIST per kind
-    /// and watched namespace); the children watches stay. Returns whether it changed.
+    /// and watched namespace); the children watches stay. Listing again triggers
+    /// nothing for an object as it was seen before, nor for an object seen for the first
+    /// time (an application taken over gets a pass of its own): only an object that
+    /// changed meanwhile does. Returns whether it changed.
     /// Meanwhile, and for an application not kept, a read finds no ready cache and asks
     /// the API server ([`LiveCache::list_app`] is `None`; [`LiveCache::get_arc`]'s
     /// absence is checked there by its caller).
@@ -300,6 +311,13 @@ impl LiveCache {
                 return false;
             }
             *keep = apps.map(Arc::new);
+        }
+        if let Ok(seen) = self.seen.lock() {
+            for objects in seen.values() {
+                if let Ok(mut objects) = objects.lock() {
+                    objects.retain(|_, (_, app)| kept(&self.keep, app));
+                }
+            }
         }
         let Ok(mut stores) = self.stores.lock() else { return true };
         stores.retain(|(_, _, held), w| {
@@ -467,7 +485,7 @@ impl LiveCache {
             parent: has_children(&kind.resource.group, &kind.resource.kind),
             drift: self.drift.clone(),
             owners: self.owners.clone(),
-            seen: HashMap::new(),
+            seen: if labelled { self.seen_of(kind) } else { Seen::default() },
         };
         tokio::spawn(async move {
             let mut events = stream.boxed();
@@ -502,6 +520,14 @@ impl LiveCache {
             }
         });
         store
+    }
+
+    /// The labelled objects of `kind`'s group and kind seen (shared by its versions and
+    /// its watches, kept across their restarts).
+    fn seen_of(&self, kind: &Kind) -> Seen {
+        let id = (kind.resource.group.clone(), kind.resource.kind.clone());
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.entry(id).or_default().clone()
     }
 
     /// The event count of the labelled watches of `kind`'s group and kind (shared by its
@@ -697,15 +723,15 @@ struct Deliveries {
     parent: bool,
     drift: mpsc::UnboundedSender<Changed>,
     owners: Owners,
-    /// uid → (content hash, application) of the labelled objects seen.
-    seen: HashMap<String, (u64, String)>,
+    /// The labelled objects seen ([`LiveCache::seen_of`]).
+    seen: Seen,
 }
 
 impl Deliveries {
     /// `obj` arrived (`gone`: deleted; `initial`: part of a watch's (re)list).
     fn deliver(&mut self, obj: &Cached, gone: bool, initial: bool) {
         if self.labelled {
-            self.managed(obj, gone);
+            self.managed(obj, gone, initial);
         } else {
             self.child(obj, gone, initial);
         }
@@ -714,7 +740,9 @@ impl Deliveries {
     /// A labelled object: its application gets a pass when its content changed (not
     /// only its status: see the module doc), when it is being deleted or deleted, or
     /// when it left the selector or its destinations (the application it was seen with).
-    fn managed(&mut self, obj: &Cached, gone: bool) {
+    /// A (re)list (`initial`) of an object not seen before is no change: the watch
+    /// started, and its applications get passes of their own (at start, at a takeover).
+    fn managed(&mut self, obj: &Cached, gone: bool, initial: bool) {
         let uid = obj.uid().unwrap_or_default();
         if self.parent
             && let Ok(mut owners) = self.owners.lock()
@@ -724,17 +752,23 @@ impl Deliveries {
                 None => owners.remove(uid),
             };
         }
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let trigger = match (gone, obj.label(APP_LABEL)) {
-            (true, _) => self.seen.remove(uid).map(|(_, app)| app),
+            (true, _) => seen.remove(uid).map(|(_, app)| app),
             (false, Some(app)) => {
                 let json = obj.value();
                 let deleting = json.pointer("/metadata/deletionTimestamp").is_some();
                 let h = value_hash(&normalize(&json));
-                let before = self.seen.insert(uid.to_string(), (h, app.to_string()));
-                (before.is_none_or(|(b, _)| b != h) || deleting).then(|| app.to_string())
+                let before = seen.insert(uid.to_string(), (h, app.to_string()));
+                let changed = match before {
+                    Some((b, _)) => b != h,
+                    None => !initial,
+                };
+                (changed || deleting).then(|| app.to_string())
             }
             (false, None) => None,
         };
+        drop(seen);
         if let Some(app) = trigger {
             let _ = self.drift.send(Changed::Object(app));
         }
@@ -840,8 +874,8 @@ mod tests {
     use serde_json::json;
 
     use super::{
-        APP_LABEL, Cached, Destinations, Keep, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner, app_selector, inside,
-        kept, owning_app, value_hash,
+        APP_LABEL, Cached, Changed, Deliveries, Destinations, Keep, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner,
+        Seen, app_selector, inside, kept, owning_app, value_hash,
     };
 
     fn labelled(name: &str, namespace: &str, app: &str) -> Cached {
@@ -946,5 +980,41 @@ mod tests {
         assert_ne!(value_hash(&a), value_hash(&json!({"kind": "ConfigMap", "data": {"a": "1", "b": 3}})));
         assert_ne!(value_hash(&json!({"a": "1"})), value_hash(&json!({"a": 1})));
         assert_ne!(value_hash(&json!(["a", "b"])), value_hash(&json!(["ab"])));
+    }
+
+    /// The drift triggers of a labelled watch of ConfigMaps remembering `seen`, and what
+    /// it sent for each delivery of `events` (object, deleted, part of a list).
+    fn triggers(seen: &Seen, events: &[(&Cached, bool, bool)]) -> Vec<Option<String>> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut d = Deliveries { labelled: true, parent: false, drift: tx, owners: Default::default(), seen: seen.clone() };
+        let mut sent = Vec::new();
+        for (obj, gone, initial) in events {
+            d.deliver(obj, *gone, *initial);
+            sent.push(rx.try_recv().ok().map(|c| match c {
+                Changed::Object(app) | Changed::Child(app) => app,
+            }));
+        }
+        sent
+    }
+
+    /// A takeover restarts the labelled watches: listing again an object as it was seen,
+    /// or one never seen, triggers no pass (the applications taken over get passes of
+    /// their own; this replica's others were passed already); an object that changed
+    /// while the watch restarted, a new object seen live, and a deletion do.
+    #[test]
+    fn listing_again_triggers_only_what_changed() {
+        let seen = Seen::default();
+        let (web, shop) = (labelled("cm-web", "web", "web"), labelled("cm-shop", "shop", "shop"));
+        let mut changed: kube::api::DynamicObject = serde_json::from_value(web.value()).unwrap();
+        changed.data["data"] = json!({"k": "by hand"});
+        let changed: Cached = changed.into();
+        assert_eq!(triggers(&seen, &[(&web, false, true)]), [None], "the first list");
+        // the watch restarts (another shard taken): a new watch, the same memory
+        assert_eq!(triggers(&seen, &[(&web, false, true), (&shop, false, true)]), [None, None]);
+        assert_eq!(triggers(&seen, &[(&changed, false, true)]), [Some("web".to_string())], "changed meanwhile");
+        let new = labelled("cm-new", "web", "web");
+        assert_eq!(triggers(&seen, &[(&new, false, false)]), [Some("web".to_string())], "created, seen live");
+        assert_eq!(triggers(&seen, &[(&shop, true, false)]), [Some("shop".to_string())], "deleted");
+        assert_eq!(triggers(&seen, &[(&shop, true, false)]), [None], "deleted again: unknown now");
     }
 }
