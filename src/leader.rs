@@ -658,7 +658,9 @@ pub async fn watch_requests(
     trigger: impl Fn(&str) + Clone + Send + 'static,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> =
+    // the metadata alone (the annotations ask): every status write of every replica is
+    // an event here
+    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
         Api::namespaced_with(client, &namespace, &crate::status::store::application_resource());
     let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut initial = true;
@@ -695,7 +697,7 @@ pub async fn watch_requests(
         } else {
             shared.write().ok().and_then(|mut m| m.get_or_insert_default().insert(app.clone(), controls.clone()))
         };
-        if previous.as_ref().is_some_and(|p| !p.asks_differently(&controls)) {
+        if !asks_anew(previous.as_ref(), &controls) {
             continue;
         }
         // the end of a pause is a change too: a pass then resumes automated sync
@@ -717,6 +719,13 @@ pub async fn watch_requests(
         tracing::info!(app = %app, "request on applications.plumb.dev/{app}: a pass");
         trigger(&app);
     }
+}
+
+/// Whether an application's resource, whose annotations asked `previous` before (`None`:
+/// not seen), asks something new with `now`. An Application that appears asking nothing
+/// (the first pass of its application created it) asks nothing new.
+fn asks_anew(previous: Option<&Controls>, now: &Controls) -> bool {
+    previous.map_or_else(|| Controls::default().asks_differently(now), |p| p.asks_differently(now))
 }
 
 /// This replica's identity: `POD_NAME` when set (the Deployment passes it), else the
@@ -759,4 +768,24 @@ pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec
     who.sort();
     who.dedup();
     Ok(who)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Controls, asks_anew};
+
+    /// The first pass of an application creates its resource: that is no request (it
+    /// would pass every application twice as it starts); a resource that appears with a
+    /// request, or a request added later, is; the acknowledgement of one is not.
+    #[test]
+    fn an_application_appearing_asks_nothing_unless_annotated() {
+        let nothing = Controls::default();
+        let refresh = Controls { refresh: Some("2026-12-04T00:00:00Z".into()), ..Controls::default() };
+        let answered = Controls { observed: refresh.refresh.clone(), ..refresh.clone() };
+        assert!(!asks_anew(None, &nothing), "created by a pass");
+        assert!(asks_anew(None, &refresh), "created by `plumb refresh`");
+        assert!(asks_anew(Some(&nothing), &refresh), "asked later");
+        assert!(!asks_anew(Some(&refresh), &answered), "answered by the server");
+        assert!(!asks_anew(Some(&nothing), &nothing), "a status write");
+    }
 }
