@@ -756,7 +756,12 @@ impl Deliveries {
         let trigger = match (gone, obj.label(APP_LABEL)) {
             (true, _) => seen.remove(uid).map(|(_, app)| app),
             (false, Some(app)) => {
-                let json = obj.value();
+                let mut json = obj.value();
+                // a list's items carry no apiVersion and kind, a watch event's objects do
+                if let Some(fields) = json.as_object_mut() {
+                    fields.remove("apiVersion");
+                    fields.remove("kind");
+                }
                 let deleting = json.pointer("/metadata/deletionTimestamp").is_some();
                 let h = value_hash(&normalize(&json));
                 let before = seen.insert(uid.to_string(), (h, app.to_string()));
@@ -1008,12 +1013,15 @@ mod tests {
         let mut changed: kube::api::DynamicObject = serde_json::from_value(web.value()).unwrap();
         changed.data["data"] = json!({"k": "by hand"});
         let changed: Cached = changed.into();
-        assert_eq!(triggers(&seen, &[(&web, false, true)]), [None], "the first list");
-        // the watch restarts (another shard taken): a new watch, the same memory
-        assert_eq!(triggers(&seen, &[(&web, false, true), (&shop, false, true)]), [None, None]);
+        assert_eq!(triggers(&seen, &[(&web, false, false)]), [Some("web".to_string())], "created, seen live");
+        assert_eq!(triggers(&seen, &[(&shop, false, true)]), [None], "the first list");
+        // the watch restarts (another shard taken): a new watch, the same memory; a
+        // list's items carry no apiVersion and kind
+        let mut listed: kube::api::DynamicObject = serde_json::from_value(web.value()).unwrap();
+        listed.types = None;
+        let listed: Cached = listed.into();
+        assert_eq!(triggers(&seen, &[(&listed, false, true), (&shop, false, true)]), [None, None]);
         assert_eq!(triggers(&seen, &[(&changed, false, true)]), [Some("web".to_string())], "changed meanwhile");
-        let new = labelled("cm-new", "web", "web");
-        assert_eq!(triggers(&seen, &[(&new, false, false)]), [Some("web".to_string())], "created, seen live");
         assert_eq!(triggers(&seen, &[(&shop, true, false)]), [Some("shop".to_string())], "deleted");
         assert_eq!(triggers(&seen, &[(&shop, true, false)]), [None], "deleted again: unknown now");
     }
