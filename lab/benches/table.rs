@@ -1038,7 +1038,16 @@ impl Replica {
     fn start(identity: &str, policy: &Path, dir: &Path, shards: Option<u32>) -> Replica {
         let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let (internal, log) = (free(), dir.join(format!("{identity}.log")));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_plumb-under-test"));
+        // SERVE_WRAP (see Serve::start) runs the first of the three replicas under it
+        let wrap = std::env::var("SERVE_WRAP").ok().filter(|w| !w.is_empty() && identity == "p8-a");
+        let mut command = match wrap.as_deref().map(str::split_whitespace) {
+            Some(mut words) => {
+                let mut c = Command::new(words.next().unwrap());
+                c.args(words).arg(env!("CARGO_BIN_EXE_plumb-under-test"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_plumb-under-test")),
+        };
         command.args(["serve", "--identity", identity, "--log-format", "json"]);
         if let Some(n) = shards {
             let (n, lease) = (n.to_string(), P8_LEASE.to_string());
@@ -1051,8 +1060,9 @@ impl Replica {
             .arg("--cache-dir")
             .arg(dir.join(format!("cache-{identity}")))
             .env("KUBECONFIG", &control_plane().kubeconfig)
-            // the apply lines (plumb::apply, info) count the object writes
-            .env("PLUMB_LOG", "warn,plumb::apply=info")
+            // the apply lines (plumb::apply, info) count the object writes; the passes'
+            // ends (plumb::serve, debug) time the takeover
+            .env("PLUMB_LOG", "warn,plumb::apply=info,plumb::serve=debug")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1075,11 +1085,29 @@ impl Replica {
         text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     }
 
+    /// When the last pass of any of `apps` ended (its status saved), by this replica's
+    /// log ("pass done").
+    fn last_pass_of(&self, apps: &[String]) -> Option<jiff::Timestamp> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("\"message\":\"pass done\""))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["app"].as_str().is_some_and(|a| apps.iter().any(|x| x == a)))
+            .filter_map(|v| v["timestamp"].as_str()?.parse().ok())
+            .max()
+    }
+
     fn cpu_idle_after(&self, before: f64) -> bool {
         cpu_seconds(&self.child.id().to_string()) - before < 0.1
     }
 
     fn kill(&mut self) {
+        if std::env::var("SERVE_WRAP").is_ok_and(|w| !w.is_empty()) && self.identity == "p8-a" {
+            // under a profiler: kill plumb itself (see Serve's drop)
+            let pattern = format!("--identity {}", self.identity);
+            let _ = Command::new("pkill").args(["-KILL", "-f", &pattern]).status();
+            std::thread::sleep(Duration::from_secs(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -1223,6 +1251,7 @@ async fn p8_shards(t: &mut Table) {
     let survivor_ids: Vec<String> =
         replicas.iter().filter(|r| r.identity != victim).map(|r| r.identity.clone()).collect();
     let killed = Instant::now();
+    let killed_at = jiff::Timestamp::now();
     replicas.iter_mut().find(|r| r.identity == victim).unwrap().kill();
     wait_for("the killed replica's applications Synced under the others", Duration::from_secs(900), || async {
         let now = synced_apps("plumb-bench-p8-three").await;
@@ -1230,6 +1259,10 @@ async fn p8_shards(t: &mut Table) {
     })
     .await;
     let takeover = killed.elapsed();
+    // the survivors' own record of it: the end of the last moved application's pass
+    // (the kubectl reads above see it up to ~5 s later)
+    let passed = replicas.iter().filter(|r| r.identity != victim).filter_map(|r| r.last_pass_of(&moved)).max();
+    let passed = passed.map_or(f64::NAN, |t| killed_at.duration_until(t).as_secs_f64());
     let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.identity != victim).collect();
     all_idle(&survivors, Duration::from_secs(300)).await;
     let mut after = (0usize, 0.0f64, 0.0f64);
@@ -1269,13 +1302,14 @@ async fn p8_shards(t: &mut Table) {
             moved.len()
         ),
         format!(
-            "{:.1} s; {writes} object writes, {dry_runs:.0} dry-runs, {patches:.0} other PATCH requests (status)",
+            "{passed:.1} s to the last pass's end (status saved, by the survivors' logs), seen by kubectl after {:.1} s; \
+             {writes} object writes, {dry_runs:.0} dry-runs, {patches:.0} other PATCH requests (status)",
             takeover.as_secs_f64()
         ),
         "—",
-        format!("{:.1}× the Lease duration ({P8_LEASE} s)", takeover.as_secs_f64() / P8_LEASE as f64),
+        format!("{:.1}× the Lease duration ({P8_LEASE} s)", passed / P8_LEASE as f64),
         "≤ 2 × Lease duration, 0 writes",
-        Some(takeover.as_secs_f64() <= 2.0 * P8_LEASE as f64 && writes == 0),
+        Some(passed <= 2.0 * P8_LEASE as f64 && writes == 0),
     );
 }
 
