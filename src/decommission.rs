@@ -151,10 +151,17 @@ fn unlisted(config: &crate::config::Config, obj: &DynamicObject) -> bool {
     set.is_some_and(|set| config.unlisted_sets.iter().any(|s| s == set))
 }
 
-/// One round: every leaving application handled once.
+/// One round: every leaving application handled once. Reads every resource only when
+/// one of them may be leaving ([`Context::undeclared_resources`]).
 async fn round(ctx: &Context, leadership: &Leadership) -> anyhow::Result<()> {
-    let resources = ctx.store.list_resources().await?;
     let declared: HashSet<&str> = ctx.config.applications.iter().map(|a| a.name.value.as_str()).collect();
+    // every resource declared, as the watch of the requests knows their names: nothing
+    // leaves, and reading every status (tens of MB with thousands of applications, each
+    // round in every replica) would find nothing
+    if ctx.undeclared_resources(&declared) == Some(false) {
+        return Ok(());
+    }
+    let resources = ctx.store.list_resources().await?;
     let mut claims = Claims { objects: HashSet::new(), complete: true };
     let mut found = Vec::new();
     for obj in &resources {

@@ -683,7 +683,19 @@ pub async fn watch_requests(
                 }
                 continue;
             }
-            Ok(watcher::Event::Init | watcher::Event::Delete(_)) => continue,
+            Ok(watcher::Event::Delete(o)) => {
+                // the decommission reads which resources exist from here
+                let name = o.metadata.name.unwrap_or_default();
+                if initial {
+                    seen.remove(&name);
+                } else if let Ok(mut m) = shared.write()
+                    && let Some(m) = m.as_mut()
+                {
+                    m.remove(&name);
+                }
+                continue;
+            }
+            Ok(watcher::Event::Init) => continue,
             Err(e) => {
                 tracing::warn!(namespace = %namespace, "watching applications.plumb.dev for requests: {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;

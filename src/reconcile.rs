@@ -543,6 +543,14 @@ impl Context {
         self.controls.clone()
     }
 
+    /// Whether a resource in the status namespace is named by none of `declared`, as the
+    /// watch of the requests (`leader::watch_requests`, which sees every resource's name)
+    /// knows them; `None` until that watch has listed.
+    pub fn undeclared_resources(&self, declared: &std::collections::HashSet<&str>) -> Option<bool> {
+        let controls = self.controls.read().ok()?;
+        Some(controls.as_ref()?.keys().any(|name| !declared.contains(name.as_str())))
+    }
+
     /// The requests on application `name`'s resource: from the watch that keeps them
     /// when it runs (no request), else read.
     ///
