@@ -111,10 +111,27 @@ pub const MAX_NAMESPACE_WATCHES: usize = 32;
 /// name (at most [`MAX_NAMESPACE_WATCHES`] of them).
 #[derive(Debug, Clone, Default)]
 pub struct Destinations {
-    /// Application → its destination globs; empty: any application anywhere.
-    apps: HashMap<String, Vec<globset::GlobMatcher>>,
+    /// Application → its destination namespaces; empty: any application anywhere.
+    apps: HashMap<String, Vec<Namespaces>>,
     /// The namespaces watched one by one; `None`: cluster-wide.
     namespaces: Option<BTreeSet<String>>,
+}
+
+/// Destination namespaces: one by name, or a glob (a compiled glob takes kilobytes:
+/// thousands of applications each with its one namespace name need none).
+#[derive(Debug, Clone)]
+enum Namespaces {
+    Name(Box<str>),
+    Glob(globset::GlobMatcher),
+}
+
+impl Namespaces {
+    fn is_match(&self, namespace: &str) -> bool {
+        match self {
+            Namespaces::Name(n) => **n == *namespace,
+            Namespaces::Glob(g) => g.is_match(namespace),
+        }
+    }
 }
 
 impl Destinations {
@@ -139,7 +156,11 @@ impl Destinations {
                     }
                     _ => out.namespaces = None,
                 }
-                matchers.extend(globset::Glob::new(g).ok().map(|g| g.compile_matcher()));
+                if literal {
+                    matchers.push(Namespaces::Name(g.into()));
+                } else {
+                    matchers.extend(globset::Glob::new(g).ok().map(|g| Namespaces::Glob(g.compile_matcher())));
+                }
             }
         }
         if out.namespaces.as_ref().is_some_and(|n| n.len() > MAX_NAMESPACE_WATCHES) {
