@@ -620,14 +620,16 @@ fn cache_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Serve { policy, listen, internal_listen, probe_listen, lease, reload_every, notify_url } => {
-            let config = config::load(&policy.config)?;
+            // read once for its status namespace (serve loads it again, and reloads it):
+            // not kept while serving
+            let status_namespace = config::load(&policy.config)?.settings.status_namespace;
             let process = crate::serve::Process {
                 kubeconfig: kube.kubeconfig.clone(),
                 context: kube.context.clone(),
                 policy: policy.config.clone(),
                 cache_dir: cache_dir(policy.cache_dir.as_deref())?,
                 listen: Listeners { public: listen, internal: internal_listen, probes: probe_listen },
-                lease: lease.options(&config.settings.status_namespace),
+                lease: lease.options(&status_namespace),
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
                 notify_url,
             };

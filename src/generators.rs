@@ -102,7 +102,10 @@ impl Expander {
     /// `plumb serve`'s mirrors: the same repositories), asking the remotes at most
     /// every `ask_every` in [`Expander::moved`].
     pub fn new(cache_dir: &Path, config: &Config, ask_every: Duration) -> Self {
-        let pool = Pool::new(cache_dir.to_path_buf(), Arc::new(config.clone())).with_limits(config.settings.limits);
+        // the sets list directories and resolve revisions, never render: the pool needs
+        // the repositories, not a copy of every application
+        let repositories = Config { applications: Vec::new(), ..config.clone() };
+        let pool = Pool::new(cache_dir.to_path_buf(), Arc::new(repositories)).with_limits(config.settings.limits);
         let client = if Self::asks_forge(config) {
             HttpClient::new()
                 .inspect_err(|e| tracing::error!("applicationSets: no HTTP client to list pull requests: {e}"))

@@ -497,14 +497,14 @@ pub async fn run(
             crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
         sets.expand(&mut running, &generated, true, &metrics).await;
         generated = crate::config::generators::generated_by_set(&running);
-        let sets_running = running.clone();
+        let running = Arc::new(running);
         let mut notifications = running.notifications.clone();
         if let Some(url) = &process.notify_url {
             crate::notify::with_notify_url(&mut notifications, url);
         }
         let notify = crate::notify::Notifier::start(&notifications, told.clone(), &metrics).map(Arc::new);
         let client = cluster.client().clone();
-        let ctx = Context::new(cluster, Arc::new(running), process.cache_dir.clone(), metrics.clone())
+        let ctx = Context::new(cluster, running.clone(), process.cache_dir.clone(), metrics.clone())
             .with_watches()
             .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
@@ -528,7 +528,7 @@ pub async fn run(
         let next = tokio::select! {
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
-            () = sets.moved(&sets_running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
+            () = sets.moved(&running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
                 Some(config.clone())
             }
             () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
