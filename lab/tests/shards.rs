@@ -205,6 +205,12 @@ async fn replicas_share_the_shards_take_over_a_killed_one_and_hand_shards_to_a_n
     for (app, w) in &writers {
         assert_eq!(w.len(), 1, "{app} written by {w:?} ({by:?})");
     }
+    // a pass that synced seals nothing (it compared before its writes); the pass that
+    // confirms it (settling, within 5 s) does: the takeover below trusts those seals
+    wait_for("every application's last judgement sealed", Duration::from_secs(60), || async {
+        (statuses(STATUS).values().filter(|s| !s.synced_seal.is_empty()).count() == APPS).then_some(())
+    })
+    .await;
     let writes_before: Vec<BTreeMap<String, usize>> = replicas.iter().map(Replica::object_writes).collect();
     let mut dry_runs_before = BTreeMap::new();
     for r in &replicas {
