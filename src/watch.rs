@@ -265,8 +265,11 @@ pub struct LiveCache {
     errors: std::sync::Arc<Mutex<HashMap<(String, String), String>>>,
     drift: mpsc::UnboundedSender<Changed>,
     token: CancellationToken,
-    /// The label selector of the labelled watches ([`app_selector`]).
-    selector: String,
+    /// The label selector of the labelled watches started from now on ([`app_selector`]):
+    /// of the applications kept ([`LiveCache::keep_only`]), else of `every_app`'s.
+    selector: Mutex<String>,
+    /// [`app_selector`] of every application of the policy.
+    every_app: String,
     /// Where each application's objects may be ([`LiveCache::within`]).
     destinations: Arc<Destinations>,
     /// The applications whose objects the labelled watches keep ([`LiveCache::keep_only`]).
@@ -297,7 +300,8 @@ impl LiveCache {
             errors: std::sync::Arc::default(),
             drift,
             token,
-            selector: app_selector(apps),
+            selector: Mutex::new(app_selector(apps)),
+            every_app: app_selector(apps),
             destinations: Arc::new(Destinations::anywhere()),
             keep: Keep::default(),
             owners: Owners::default(),
@@ -318,7 +322,9 @@ impl LiveCache {
     /// for a replica that runs only some shards' applications: the objects of the others
     /// cost it no memory, and their changes trigger nothing here. A change restarts the
     /// labelled watches (each lists again once a pass reads its kind: one LIST per kind
-    /// and watched namespace); the children watches stay. Listing again triggers
+    /// and watched namespace) with the selector of the kept applications alone, so the
+    /// API server sends a replica only its own objects (beyond [`MAX_SELECTOR_BYTES`] the
+    /// label's presence, filtered here); the children watches stay. Listing again triggers
     /// nothing for an object as it was seen before, nor for an object seen for the first
     /// time (an application taken over gets a pass of its own): only an object that
     /// changed meanwhile does. Returns whether it changed.
@@ -331,6 +337,8 @@ impl LiveCache {
             if keep.as_deref() == apps.as_ref() {
                 return false;
             }
+            *self.selector.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                kept_selector(apps.as_ref(), &self.every_app);
             *keep = apps.map(Arc::new);
         }
         if let Ok(seen) = self.seen.lock() {
@@ -485,8 +493,12 @@ impl LiveCache {
             }
         };
         let labelled = held.labelled();
-        let config =
-            if labelled { watcher::Config::default().labels(&self.selector) } else { watcher::Config::default() };
+        let config = if labelled {
+            let selector = self.selector.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            watcher::Config::default().labels(&selector)
+        } else {
+            watcher::Config::default()
+        };
         let (destinations, keep) = (self.destinations.clone(), self.keep.clone());
         let events = watcher(api, config)
             .default_backoff()
@@ -866,6 +878,17 @@ pub fn app_selector(apps: &[&str]) -> String {
     if names.is_empty() || selector.len() > MAX_SELECTOR_BYTES { APP_LABEL.to_string() } else { selector }
 }
 
+/// The label selector of the labelled watches of a replica keeping the objects of `kept`
+/// applications alone ([`LiveCache::keep_only`]): theirs ([`app_selector`]); `every_app`
+/// (the policy's) when every application is kept or none is (a selector names at least
+/// one value).
+fn kept_selector(kept: Option<&HashSet<String>>, every_app: &str) -> String {
+    match kept {
+        Some(kept) if !kept.is_empty() => app_selector(&kept.iter().map(String::as_str).collect::<Vec<_>>()),
+        _ => every_app.to_string(),
+    }
+}
+
 /// A cached object as JSON, with the apiVersion and kind of `kind`.
 pub fn with_types(obj: &Cached, kind: &Kind) -> Value {
     obj.json(&kind.resource.api_version, &kind.resource.kind)
@@ -901,7 +924,7 @@ mod tests {
 
     use super::{
         APP_LABEL, Cached, Changed, Deliveries, Destinations, Keep, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner,
-        Seen, app_selector, inside, kept, owning_app, value_hash,
+        Seen, app_selector, inside, kept, kept_selector, owning_app, value_hash,
     };
 
     fn labelled(name: &str, namespace: &str, app: &str) -> Cached {
@@ -989,6 +1012,11 @@ mod tests {
     #[test]
     fn the_watches_select_the_policy_s_applications() {
         assert_eq!(app_selector(&["web", "api", "web"]), format!("{APP_LABEL} in (api,web)"));
+        let every = app_selector(&["web", "api", "db"]);
+        let kept: HashSet<String> = ["db".to_string()].into();
+        assert_eq!(kept_selector(Some(&kept), &every), format!("{APP_LABEL} in (db)"), "a replica asks for its own");
+        assert_eq!(kept_selector(None, &every), every, "every application kept");
+        assert_eq!(kept_selector(Some(&HashSet::new()), &every), every, "none kept: no empty set of values");
         assert_eq!(app_selector(&[]), APP_LABEL, "no application: the label's presence");
         let many: Vec<String> = (0..2_000).map(|i| format!("application-{i:04}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();

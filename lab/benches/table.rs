@@ -1062,7 +1062,7 @@ impl Replica {
             .env("KUBECONFIG", &control_plane().kubeconfig)
             // the apply lines (plumb::apply, info) count the object writes; the passes'
             // ends (plumb::serve, debug) time the takeover
-            .env("PLUMB_LOG", "warn,plumb::apply=info,plumb::serve=debug")
+            .env("PLUMB_LOG", "warn,plumb::apply=info,plumb::serve=debug,plumb::leader=info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1088,13 +1088,28 @@ impl Replica {
     /// When the last pass of any of `apps` ended (its status saved), by this replica's
     /// log ("pass done").
     fn last_pass_of(&self, apps: &[String]) -> Option<jiff::Timestamp> {
+        self.passes_of(apps).into_iter().max()
+    }
+
+    /// When each pass of any of `apps` ended, by this replica's log ("pass done").
+    fn passes_of(&self, apps: &[String]) -> Vec<jiff::Timestamp> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines()
             .filter(|l| l.contains("\"message\":\"pass done\""))
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v["app"].as_str().is_some_and(|a| apps.iter().any(|x| x == a)))
             .filter_map(|v| v["timestamp"].as_str()?.parse().ok())
-            .max()
+            .collect()
+    }
+
+    /// When this replica took a shard (`plumb::leader`'s "holding the shard"), by its log.
+    fn shards_taken(&self) -> Vec<jiff::Timestamp> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("\"message\":\"holding the shard"))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["timestamp"].as_str()?.parse().ok())
+            .collect()
     }
 
     fn cpu_idle_after(&self, before: f64) -> bool {
@@ -1263,7 +1278,21 @@ async fn p8_shards(t: &mut Table) {
     // (the kubectl reads above see it up to ~5 s later)
     let passed = replicas.iter().filter(|r| r.identity != victim).filter_map(|r| r.last_pass_of(&moved)).max();
     let passed = passed.map_or(f64::NAN, |t| killed_at.duration_until(t).as_secs_f64());
+    // where that time went: the Lease expiring (a shard taken), then the passes
+    let since = |t: jiff::Timestamp| killed_at.duration_until(t).as_secs_f64();
     let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.identity != victim).collect();
+    for r in &survivors {
+        let taken: Vec<String> =
+            r.shards_taken().into_iter().filter(|t| *t > killed_at).map(|t| format!("{:.1}", since(t))).collect();
+        let passes: Vec<f64> = r.passes_of(&moved).into_iter().filter(|t| *t > killed_at).map(since).collect();
+        let (first, last) = passes.iter().fold((f64::INFINITY, 0.0f64), |(a, b), t| (a.min(*t), b.max(*t)));
+        eprintln!(
+            "P8 takeover, {}: shards taken at +{} s; {} passes of moved applications ended between +{first:.1} and +{last:.1} s",
+            r.identity,
+            taken.join(", +"),
+            passes.len()
+        );
+    }
     all_idle(&survivors, Duration::from_secs(300)).await;
     let mut after = (0usize, 0.0f64, 0.0f64);
     for r in &survivors {
