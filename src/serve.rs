@@ -12,6 +12,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -234,33 +235,38 @@ async fn prepare_status(ctx: &Context) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many `spec` mirrors ([`mirror_specs`]) are in flight at once: each is a GET
+/// and, when the declaration changed, a server-side apply.
+const MIRRORS_IN_FLIGHT: usize = 8;
+
 /// Each resource's `spec` set to the policy's declaration, for the applications of
-/// `shards` (just taken), each inside its shard's fence. Failures are logged.
+/// `shards` (just taken), each inside its shard's fence, [`MIRRORS_IN_FLIGHT`] at a
+/// time. Failures are logged.
 async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
-    for app in &ctx.config.applications {
-        if !shards.contains(&leadership.shard_of(&app.name.value)) {
-            continue;
-        }
-        let Some(fence) = leadership.fence(&app.name.value) else { continue };
-        let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
-        let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
-        let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
-        let mut spec = serde_json::json!({
-            "repository": app.repository.value,
-            "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
-            "revision": app.revision.value,
-            "path": app.path.value,
-            "namespace": app.namespace.value,
-            "environment": app.environment.value,
-            crate::status::store::DECOMMISSION_FIELD: record,
-        });
-        if let (Some(set), Some(m)) = (&app.application_set, spec.as_object_mut()) {
-            m.insert("applicationSet".into(), set.clone().into());
-        }
-        if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
-            tracing::warn!(app = %app.name.value, "{e}");
-        }
-    }
+    let apps = ctx.config.applications.iter().filter(|app| shards.contains(&leadership.shard_of(&app.name.value)));
+    futures::stream::iter(apps)
+        .for_each_concurrent(MIRRORS_IN_FLIGHT, |app| async move {
+            let Some(fence) = leadership.fence(&app.name.value) else { return };
+            let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
+            let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
+            let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
+            let mut spec = serde_json::json!({
+                "repository": app.repository.value,
+                "repoURL": repo.map(|r| crate::config::repo_url::redact(&r.url.value)),
+                "revision": app.revision.value,
+                "path": app.path.value,
+                "namespace": app.namespace.value,
+                "environment": app.environment.value,
+                crate::status::store::DECOMMISSION_FIELD: record,
+            });
+            if let (Some(set), Some(m)) = (&app.application_set, spec.as_object_mut()) {
+                m.insert("applicationSet".into(), set.clone().into());
+            }
+            if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
+                tracing::warn!(app = %app.name.value, "{e}");
+            }
+        })
+        .await;
 }
 
 /// Each application with its environment's reconcile interval.
@@ -311,8 +317,8 @@ fn start_pollers(
 }
 
 /// With leader election: each time this replica takes or releases shards, the watch
-/// cache keeps their applications' objects alone ([`Context::keep_watching`]); the
-/// `spec` of the applications taken is set ([`mirror_specs`]) and each gets a pass
+/// cache keeps their applications' objects alone ([`Context::keep_watching`]); each
+/// application taken gets a pass, and its `spec` is set ([`mirror_specs`]) meanwhile
 /// (which starts from its Application status: see
 /// [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
@@ -334,10 +340,12 @@ fn follow_leadership(
                     let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
                     before = held;
                     ctx.keep_watching(Some(owned_apps(&ctx, &l)));
-                    mirror_specs(&ctx, &l, &new).await;
+                    // the passes first: they read the statuses, not the specs (a pass
+                    // creates a missing resource itself)
                     for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
                         s.trigger(app, Trigger::Manual);
                     }
+                    mirror_specs(&ctx, &l, &new).await;
                 }
             }
         }
