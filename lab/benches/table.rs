@@ -50,6 +50,7 @@
 mod support;
 
 use std::{
+    collections::BTreeMap,
     fmt::Write as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -1078,11 +1079,21 @@ impl Replica {
 
     /// Requests of `verb` so far (`plumb_kube_requests_total`, every code).
     async fn requests(&self, verb: &str) -> f64 {
+        self.requests_by_verb().await.get(verb).copied().unwrap_or(0.0)
+    }
+
+    /// Requests so far by verb (`plumb_kube_requests_total`, every code).
+    async fn requests_by_verb(&self) -> BTreeMap<String, f64> {
         let kubeconfig = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
         let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
         let (_, text) = http_request(self.internal, "GET", "/metrics", &[bearer(&token)], b"").await;
-        let prefix = format!("plumb_kube_requests_total{{verb=\"{verb}\",");
-        text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+        let mut by = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("plumb_kube_requests_total{verb=\"") else { continue };
+            let (Some((verb, _)), Some(n)) = (rest.split_once('"'), line.rsplit(' ').next()) else { continue };
+            *by.entry(verb.to_string()).or_insert(0.0) += n.parse::<f64>().unwrap_or(0.0);
+        }
+        by
     }
 
     /// When the last pass of any of `apps` ended (its status saved), by this replica's
@@ -1151,7 +1162,7 @@ async fn all_idle(replicas: &[&Replica], max: Duration) {
 /// reconciled it (empty outside `--leader-elect`); read with kubectl every 5 s at most
 /// (the list of thousands of statuses is tens of MB: asked more often, it would load
 /// the API server the replicas share).
-async fn synced_apps(status_ns: &str) -> std::collections::BTreeMap<String, String> {
+async fn synced_apps(status_ns: &str) -> BTreeMap<String, String> {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let path = "{range .items[*]}{.metadata.name} {.status.sync} {.status.reconciler.replica}{\"\\n\"}{end}";
     let ns = status_ns.to_string();
@@ -1258,10 +1269,14 @@ async fn p8_shards(t: &mut Table) {
     let victim = rss.iter().max_by_key(|r| r.3).unwrap().0.clone();
     let moved: Vec<String> = by.iter().filter(|(_, r)| **r == victim).map(|(a, _)| a.clone()).collect();
     let mut before = (0usize, 0.0f64, 0.0f64);
+    let mut verbs_before: BTreeMap<String, f64> = BTreeMap::new();
     for r in replicas.iter().filter(|r| r.identity != victim) {
         before.0 += r.writes();
         before.1 += r.requests("dryrun").await;
         before.2 += r.requests("patch").await;
+        for (verb, n) in r.requests_by_verb().await {
+            *verbs_before.entry(verb).or_default() += n;
+        }
     }
     let survivor_ids: Vec<String> =
         replicas.iter().filter(|r| r.identity != victim).map(|r| r.identity.clone()).collect();
@@ -1301,6 +1316,19 @@ async fn p8_shards(t: &mut Table) {
         after.2 += r.requests("patch").await;
     }
     let (writes, dry_runs, patches) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    let mut verbs_after: BTreeMap<String, f64> = BTreeMap::new();
+    for r in &survivors {
+        for (verb, n) in r.requests_by_verb().await {
+            *verbs_after.entry(verb).or_default() += n;
+        }
+    }
+    let asked: Vec<String> = verbs_after
+        .iter()
+        .map(|(verb, n)| (verb, n - verbs_before.get(verb).copied().unwrap_or(0.0)))
+        .filter(|(_, n)| *n > 0.0)
+        .map(|(verb, n)| format!("{verb} {n:.0}"))
+        .collect();
+    eprintln!("P8 takeover: the survivors' API requests for {} applications: {}", moved.len(), asked.join(", "));
     drop(replicas);
     t.add(
         "P8",
