@@ -1040,7 +1040,8 @@ mod tests {
     /// it sent for each delivery of `events` (object, deleted, part of a list).
     fn triggers(seen: &Seen, events: &[(&Cached, bool, bool)]) -> Vec<Option<String>> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut d = Deliveries { labelled: true, parent: false, drift: tx, owners: Default::default(), seen: seen.clone() };
+        let mut d =
+            Deliveries { labelled: true, parent: false, drift: tx, owners: Default::default(), seen: seen.clone() };
         let mut sent = Vec::new();
         for (obj, gone, initial) in events {
             d.deliver(obj, *gone, *initial);
