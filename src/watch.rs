@@ -265,10 +265,7 @@ pub struct LiveCache {
     errors: std::sync::Arc<Mutex<HashMap<(String, String), String>>>,
     drift: mpsc::UnboundedSender<Changed>,
     token: CancellationToken,
-    /// The label selector of the labelled watches started from now on ([`app_selector`]):
-    /// of the applications kept ([`LiveCache::keep_only`]), else of `every_app`'s.
-    selector: Mutex<String>,
-    /// [`app_selector`] of every application of the policy.
+    /// [`app_selector`] of every application of the policy (see [`kept_selector`]).
     every_app: String,
     /// Where each application's objects may be ([`LiveCache::within`]).
     destinations: Arc<Destinations>,
@@ -300,7 +297,6 @@ impl LiveCache {
             errors: std::sync::Arc::default(),
             drift,
             token,
-            selector: Mutex::new(app_selector(apps)),
             every_app: app_selector(apps),
             destinations: Arc::new(Destinations::anywhere()),
             keep: Keep::default(),
@@ -337,8 +333,6 @@ impl LiveCache {
             if keep.as_deref() == apps.as_ref() {
                 return false;
             }
-            *self.selector.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                kept_selector(apps.as_ref(), &self.every_app);
             *keep = apps.map(Arc::new);
         }
         if let Ok(seen) = self.seen.lock() {
@@ -494,8 +488,8 @@ impl LiveCache {
         };
         let labelled = held.labelled();
         let config = if labelled {
-            let selector = self.selector.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            watcher::Config::default().labels(&selector)
+            let kept = self.keep.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            watcher::Config::default().labels(&kept_selector(kept.as_deref(), &self.every_app))
         } else {
             watcher::Config::default()
         };
