@@ -317,8 +317,8 @@ fn start_pollers(
 }
 
 /// With leader election: each time this replica takes or releases shards, the watch
-/// cache keeps their applications' objects alone ([`Context::keep_watching`]); each
-/// application taken gets a pass, and its `spec` is set ([`mirror_specs`]) meanwhile
+/// cache keeps their applications' objects alone ([`Context::keep_watching`]); the
+/// `spec` of the applications taken is set ([`mirror_specs`]) and each gets a pass
 /// (which starts from its Application status: see
 /// [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
@@ -340,12 +340,13 @@ fn follow_leadership(
                     let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
                     before = held;
                     ctx.keep_watching(Some(owned_apps(&ctx, &l)));
-                    // the passes first: they read the statuses, not the specs (a pass
-                    // creates a missing resource itself)
+                    // the specs before the passes: a pass saving a status of a missing
+                    // resource creates it with an empty spec (the same field manager),
+                    // which would clear a spec set meanwhile
+                    mirror_specs(&ctx, &l, &new).await;
                     for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
                         s.trigger(app, Trigger::Manual);
                     }
-                    mirror_specs(&ctx, &l, &new).await;
                 }
             }
         }
