@@ -1077,11 +1077,6 @@ impl Replica {
         text.lines().filter(|l| l.contains("\"target\":\"plumb::apply")).count()
     }
 
-    /// Requests of `verb` so far (`plumb_kube_requests_total`, every code).
-    async fn requests(&self, verb: &str) -> f64 {
-        self.requests_by_verb().await.get(verb).copied().unwrap_or(0.0)
-    }
-
     /// Requests so far by verb (`plumb_kube_requests_total`, every code).
     async fn requests_by_verb(&self) -> BTreeMap<String, f64> {
         let kubeconfig = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
@@ -1143,6 +1138,19 @@ impl Drop for Replica {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The object writes and the API requests by verb of `replicas` so far, summed.
+async fn tally(replicas: &[&Replica]) -> (usize, BTreeMap<String, f64>) {
+    let mut writes = 0;
+    let mut verbs = BTreeMap::new();
+    for r in replicas {
+        writes += r.writes();
+        for (verb, n) in r.requests_by_verb().await {
+            *verbs.entry(verb).or_insert(0.0) += n;
+        }
+    }
+    (writes, verbs)
 }
 
 /// Waits until every replica used less than 2 % of a core over 5 s (their passes are
@@ -1268,16 +1276,8 @@ async fn p8_shards(t: &mut Table) {
     // SIGKILL the replica running the most applications
     let victim = rss.iter().max_by_key(|r| r.3).unwrap().0.clone();
     let moved: Vec<String> = by.iter().filter(|(_, r)| **r == victim).map(|(a, _)| a.clone()).collect();
-    let mut before = (0usize, 0.0f64, 0.0f64);
-    let mut verbs_before: BTreeMap<String, f64> = BTreeMap::new();
-    for r in replicas.iter().filter(|r| r.identity != victim) {
-        before.0 += r.writes();
-        before.1 += r.requests("dryrun").await;
-        before.2 += r.requests("patch").await;
-        for (verb, n) in r.requests_by_verb().await {
-            *verbs_before.entry(verb).or_default() += n;
-        }
-    }
+    let (writes_before, verbs_before) =
+        tally(&replicas.iter().filter(|r| r.identity != victim).collect::<Vec<_>>()).await;
     let survivor_ids: Vec<String> =
         replicas.iter().filter(|r| r.identity != victim).map(|r| r.identity.clone()).collect();
     let killed = Instant::now();
@@ -1309,22 +1309,13 @@ async fn p8_shards(t: &mut Table) {
         );
     }
     all_idle(&survivors, Duration::from_secs(300)).await;
-    let mut after = (0usize, 0.0f64, 0.0f64);
-    for r in &survivors {
-        after.0 += r.writes();
-        after.1 += r.requests("dryrun").await;
-        after.2 += r.requests("patch").await;
-    }
-    let (writes, dry_runs, patches) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
-    let mut verbs_after: BTreeMap<String, f64> = BTreeMap::new();
-    for r in &survivors {
-        for (verb, n) in r.requests_by_verb().await {
-            *verbs_after.entry(verb).or_default() += n;
-        }
-    }
+    let (writes_after, verbs_after) = tally(&survivors).await;
+    let since_kill =
+        |verb: &str| verbs_after.get(verb).copied().unwrap_or(0.0) - verbs_before.get(verb).copied().unwrap_or(0.0);
+    let (writes, dry_runs, patches) = (writes_after - writes_before, since_kill("dryrun"), since_kill("patch"));
     let asked: Vec<String> = verbs_after
-        .iter()
-        .map(|(verb, n)| (verb, n - verbs_before.get(verb).copied().unwrap_or(0.0)))
+        .keys()
+        .map(|verb| (verb, since_kill(verb)))
         .filter(|(_, n)| *n > 0.0)
         .map(|(verb, n)| format!("{verb} {n:.0}"))
         .collect();
