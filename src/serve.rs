@@ -235,15 +235,22 @@ async fn prepare_status(ctx: &Context) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How many `spec` mirrors ([`mirror_specs`]) are in flight at once: each is a GET
-/// and, when the declaration changed, a server-side apply.
+/// How many `spec` mirrors ([`mirror_specs`]) are in flight at once: each is a
+/// server-side apply when the declaration changed (read from the primed resources,
+/// else by a GET).
 const MIRRORS_IN_FLIGHT: usize = 8;
 
-/// Each resource's `spec` set to the policy's declaration, for the applications of
-/// `shards` (just taken), each inside its shard's fence, [`MIRRORS_IN_FLIGHT`] at a
-/// time. Failures are logged.
+/// The resources of the applications of `shards` (just taken) read by one paged LIST
+/// ([`crate::status::store::Store::prime`]: their first passes read no resource
+/// again), then each one's `spec` set to the policy's declaration where it differs,
+/// inside its shard's fence, [`MIRRORS_IN_FLIGHT`] at a time. Failures are logged (a
+/// failed LIST leaves each read to a GET).
 async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
-    let apps = ctx.config.applications.iter().filter(|app| shards.contains(&leadership.shard_of(&app.name.value)));
+    let apps: Vec<&crate::config::Application> =
+        (ctx.config.applications.iter()).filter(|app| shards.contains(&leadership.shard_of(&app.name.value))).collect();
+    if let Err(e) = ctx.store.prime(apps.iter().map(|a| a.name.value.as_str())).await {
+        tracing::warn!("reading the applications' resources at once: {e}");
+    }
     futures::stream::iter(apps)
         .for_each_concurrent(MIRRORS_IN_FLIGHT, |app| async move {
             let Some(fence) = leadership.fence(&app.name.value) else { return };

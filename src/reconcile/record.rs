@@ -49,6 +49,8 @@ impl Recorder<'_> {
             self.signals(st, sync.as_ref()).await;
             self.comparison_errors(st, previous).await;
         }
+        // the resource primed when its shard was taken serves the first pass alone
+        self.store.unprime(&st.app);
         // a preview (a pull request's head, `plumb sync --dry-run`) or a comparison says
         // nothing of what runs: the application's metrics stay as its passes left them
         if !mode.writes() {

@@ -100,6 +100,49 @@ pub struct Store {
     uids: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
     /// A digest of the delete hooks last kept for each application ([`Store::keep_hooks`]).
     hooks: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
+    /// Resources read by one paged LIST ([`Store::prime`]), serving reads in place of a
+    /// GET each until written or [`PRIMED_FOR`] old.
+    primed: std::sync::Arc<std::sync::Mutex<Primed>>,
+}
+
+/// How long the resources read by [`Store::prime`] serve reads (seconds: 120): the
+/// passes of the applications primed read them before their first status write.
+pub const PRIMED_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many resources one page of [`Store::prime`]'s LIST holds.
+const PRIME_PAGE: u32 = 500;
+
+/// The resources [`Store::prime`] read, by application (`None`: none exists), and when.
+/// Each is kept as its JSON text (without `managedFields`): a few times smaller than
+/// the parsed object, parsed again when read.
+#[derive(Default)]
+struct Primed {
+    at: Option<std::time::Instant>,
+    objects: std::collections::HashMap<String, Option<String>>,
+}
+
+impl Primed {
+    /// The resource of `app` as primed: `None` when not primed or expired.
+    fn get(&mut self, app: &str) -> Option<Option<DynamicObject>> {
+        self.expire();
+        match self.objects.get(app)? {
+            Some(text) => serde_json::from_str(text).ok().map(Some),
+            None => Some(None),
+        }
+    }
+
+    /// Drops everything once [`PRIMED_FOR`] old.
+    fn expire(&mut self) {
+        if self.at.is_some_and(|at| at.elapsed() >= PRIMED_FOR) {
+            *self = Self::default();
+        }
+    }
+
+    /// `o` as kept: its JSON text without `managedFields`.
+    fn text(mut o: DynamicObject) -> Option<String> {
+        o.metadata.managed_fields = None;
+        serde_json::to_string(&o).ok()
+    }
 }
 
 /// The field of an `Application` resource's `spec` that keeps the application's
@@ -314,7 +357,69 @@ impl Store {
             client,
             uids: std::sync::Arc::default(),
             hooks: std::sync::Arc::default(),
+            primed: std::sync::Arc::default(),
         }
+    }
+
+    /// Reads the resources of the applications `keep` selects with one paged LIST
+    /// ([`PRIME_PAGE`] a page) instead of a GET each: until each is written, or for
+    /// [`PRIMED_FOR`], its reads ([`Store::load`], [`Store::mirror`],
+    /// [`Store::keep_hooks`], [`Store::save`]) are served from it, and an application
+    /// of `keep` without a resource reads as none. Replaces what an earlier call read.
+    /// A status write of a resource changed since fails on its resourceVersion and is
+    /// read again ([`Store::save`]).
+    ///
+    /// # Errors
+    /// [`Error::Kube`]: nothing is primed.
+    pub async fn prime<'a>(&self, keep: impl IntoIterator<Item = &'a str>) -> Result<(), Error> {
+        let mut objects: std::collections::HashMap<String, Option<String>> =
+            keep.into_iter().map(|a| (a.to_string(), None)).collect();
+        let mut uids = Vec::new();
+        let mut lp = kube::api::ListParams::default().limit(PRIME_PAGE);
+        loop {
+            let page = match self.api.list(&lp).await {
+                Ok(page) => page,
+                // the definition is not installed yet: there is no resource
+                Err(kube::Error::Api(s)) if s.code == 404 => break,
+                Err(e) => return Err(Self::kube_err("(list)")(e)),
+            };
+            for o in page.items {
+                let Some(slot) = o.metadata.name.as_ref().and_then(|n| objects.get_mut(n)) else { continue };
+                if let (Some(name), Some(uid)) = (&o.metadata.name, &o.metadata.uid) {
+                    uids.push((name.clone(), uid.clone()));
+                }
+                *slot = Primed::text(o);
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => lp = lp.continue_token(&c),
+                None => break,
+            }
+        }
+        if let Ok(mut known) = self.uids.lock() {
+            known.extend(uids);
+        }
+        if let Ok(mut p) = self.primed.lock() {
+            *p = Primed { at: Some(std::time::Instant::now()), objects };
+        }
+        Ok(())
+    }
+
+    /// After a write of `app`'s resource: its primed copy is `written` (the object the
+    /// write returned) or, with `None`, no longer serves reads.
+    fn written(&self, app: &str, written: Option<DynamicObject>) {
+        let Ok(mut p) = self.primed.lock() else { return };
+        p.expire();
+        match (written.and_then(Primed::text), p.objects.get_mut(app)) {
+            (Some(text), Some(slot)) => *slot = Some(text),
+            _ => {
+                p.objects.remove(app);
+            }
+        }
+    }
+
+    /// At the end of a pass of `app`: its primed resource (if any) serves no more reads.
+    pub fn unprime(&self, app: &str) {
+        self.written(app, None);
     }
 
     /// The object an Event about `app` is recorded on ([`event_object`]), with the uid
@@ -426,6 +531,9 @@ impl Store {
     }
 
     async fn get(&self, app: &str) -> Result<Option<DynamicObject>, Error> {
+        if let Some(primed) = self.primed.lock().ok().and_then(|mut p| p.get(app)) {
+            return Ok(primed);
+        }
         match self.api.get_opt(app).await {
             Ok(o) => {
                 if let (Some(uid), Ok(mut uids)) = (o.as_ref().and_then(|o| o.metadata.uid.clone()), self.uids.lock()) {
@@ -483,6 +591,7 @@ impl Store {
     pub async fn acknowledge(&self, app: &str, value: &str) -> Result<(), Error> {
         let patch = json!({"metadata": {"annotations": {OBSERVED_ANNOTATION: value}}});
         fenced(app)?;
+        self.written(app, None);
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
@@ -553,7 +662,8 @@ impl Store {
             // declared again: a later decommission runs its hooks again
             let patch = json!({"metadata": {"annotations": {HOOKS_RAN_ANNOTATION: null}}});
             fenced(app)?;
-            self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
+            let o = self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await;
+            self.written(app, Some(o.map_err(Self::kube_err(app))?));
         }
         if current.as_ref().is_some_and(mirrored) {
             return Ok(());
@@ -564,15 +674,17 @@ impl Store {
             "spec": spec});
         let pp = PatchParams::apply(MANAGER).force();
         fenced(app)?;
-        match self.api.patch(app, &pp, &Patch::Apply(&patch)).await {
-            Ok(_) => Ok(()),
+        let o = match self.api.patch(app, &pp, &Patch::Apply(&patch)).await {
+            Ok(o) => o,
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.ensure_definition().await?;
                 fenced(app)?;
-                self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map(|_| ()).map_err(Self::kube_err(app))
+                self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map_err(Self::kube_err(app))?
             }
-            Err(e) => Err(Self::kube_err(app)(e)),
-        }
+            Err(e) => return Err(Self::kube_err(app)(e)),
+        };
+        self.written(app, Some(o));
+        Ok(())
     }
 
     /// Sets (or with `None` removes) the annotation `key` of `app`'s resource, creating
@@ -598,6 +710,7 @@ impl Store {
             pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let patch = json!({"metadata": {"annotations": annotations}});
         fenced(app)?;
+        self.written(app, None);
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(())
     }
@@ -616,6 +729,7 @@ impl Store {
             pairs.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect();
         let patch = json!({"metadata": {"annotations": annotations}});
         fenced(app)?;
+        self.written(app, None);
         self.api.patch(app, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Self::kube_err(app))?;
         Ok(true)
     }
@@ -642,7 +756,8 @@ impl Store {
                 "metadata": {"name": app, "namespace": self.namespace}, "spec": {HOOKS_FIELD: hooks}});
             let pp = PatchParams::apply(HOOKS_MANAGER).force();
             fenced(app)?;
-            self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map_err(Self::kube_err(app))?;
+            let o = self.api.patch(app, &pp, &Patch::Apply(&patch)).await.map_err(Self::kube_err(app))?;
+            self.written(app, Some(o));
         }
         if let Ok(mut m) = self.hooks.lock() {
             m.insert(app.to_string(), digest);
@@ -671,6 +786,7 @@ impl Store {
         let dp = kube::api::DeleteParams::default()
             .preconditions(kube::api::Preconditions { uid: Some(uid.into()), resource_version: None });
         fenced(app)?;
+        self.written(app, None);
         match self.api.delete(app, &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -732,6 +848,8 @@ impl Store {
                     continue;
                 }
             };
+            // a primed copy serves one attempt: on a conflict, read again
+            self.written(&name, None);
             let stored = from_object(&current).1;
             let merged = merge_history(&stored, history);
             let generation = current.metadata.generation.unwrap_or(0);
@@ -785,6 +903,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::status::Condition;
+
+    #[test]
+    fn primed_resources_serve_reads_until_they_expire() {
+        let mut primed = Primed { at: Some(std::time::Instant::now()), objects: Default::default() };
+        let web = DynamicObject::new("web", &application_resource());
+        primed.objects.insert("web".into(), Primed::text(web));
+        primed.objects.insert("api".into(), None);
+        assert!(primed.get("web").is_some_and(|o| o.is_some()), "a primed resource");
+        assert!(primed.get("api").is_some_and(|o| o.is_none()), "primed as absent: no GET either");
+        assert!(primed.get("db").is_none(), "not primed: read with a GET");
+        primed.at = std::time::Instant::now().checked_sub(PRIMED_FOR);
+        assert!(primed.get("web").is_none(), "expired");
+        assert!(primed.objects.is_empty(), "an expired priming is dropped whole");
+    }
 
     #[test]
     fn an_older_definition_is_replaced_and_a_newer_one_refused() {
