@@ -8,7 +8,8 @@
 //! Lease (`plumb-member-<identity>`), so that the others count it before it holds
 //! anything. Kubernetes is the only coordination: no replica talks to another.
 //!
-//! Every round ([`LeaseOptions::round`], a fifth of the Lease duration) a replica
+//! Every round ([`LeaseOptions::round`], a fifth of the Lease duration; sooner when a
+//! Lease another replica holds is due to expire: [`shards::next_look`]) a replica
 //! renews its Leases (an update carrying the `resourceVersion` it last wrote: a
 //! conflict means another replica wrote the record, and the shard is lost at once),
 //! lists the Leases (one request), and takes or releases shards as
@@ -281,7 +282,7 @@ impl Leadership {
                 election.round(&tx).await;
                 tokio::select! {
                     () = token.cancelled() => break,
-                    () = tokio::time::sleep(round) => {}
+                    () = tokio::time::sleep(election.next_look(round)) => {}
                 }
             }
             election.release_all().await;
@@ -323,6 +324,11 @@ impl Election {
             generation: 0,
             started: Instant::now(),
         }
+    }
+
+    /// How long to wait before the next round ([`shards::next_look`]).
+    fn next_look(&self, round: Duration) -> Duration {
+        shards::next_look(self.seen.values(), &self.opts.identity, Instant::now(), round)
     }
 
     /// The wall-clock time this replica writes in its records.

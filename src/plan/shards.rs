@@ -86,6 +86,21 @@ impl Seen {
     }
 }
 
+/// How long a replica waits before it reads the Leases again: `round`, or less when a
+/// Lease another replica holds (`seen`, as this replica last read them) would expire
+/// before then, so that the replica sees it expire when it does rather than up to a
+/// round later; at least [`MIN_LOOK`]. A holder that renews changes its record every
+/// round, so this wakes early only for a Lease that stopped changing.
+pub fn next_look<'a>(seen: impl IntoIterator<Item = &'a Seen>, me: &str, now: Instant, round: Duration) -> Duration {
+    let expiring = seen.into_iter().filter(|s| s.live_holder(now).is_some_and(|h| h != me));
+    let soonest =
+        expiring.map(|s| (s.changed_at + s.duration).saturating_duration_since(now)).fold(round, Duration::min);
+    soonest.max(MIN_LOOK)
+}
+
+/// The shortest wait between two reads of the Leases ([`next_look`]): 50 ms.
+pub const MIN_LOOK: Duration = Duration::from_millis(50);
+
 /// What one replica knows at one time, to decide its [`Moves`].
 #[derive(Debug, Clone)]
 pub struct View<'a> {
@@ -169,6 +184,25 @@ pub fn renew_deadline(duration: Duration, skew: Duration) -> Duration {
 mod tests {
     use super::*;
     use crate::fence::may_write;
+
+    #[test]
+    fn a_replica_looks_again_when_another_replicas_lease_expires_not_a_round_later() {
+        let now = Instant::now();
+        let round = Duration::from_secs(2);
+        let lease = |holder: &str, seen_ago: u64| Seen {
+            holder: Some(holder.into()),
+            version: "1".into(),
+            duration: Duration::from_secs(10),
+            changed_at: now - Duration::from_millis(seen_ago),
+        };
+        assert_eq!(next_look([&lease("b", 1_000)], "a", now, round), round, "renewed: a round");
+        assert_eq!(next_look([&lease("b", 9_500)], "a", now, round), Duration::from_millis(500), "expires first");
+        assert_eq!(next_look([&lease("a", 9_500)], "a", now, round), round, "its own Lease: renewed each round");
+        assert_eq!(next_look([&lease("b", 10_500)], "a", now, round), round, "expired already: nothing to wait for");
+        assert_eq!(next_look([&lease("b", 9_999)], "a", now, round), MIN_LOOK, "never a busy loop");
+        let released = Seen { holder: None, ..lease("b", 9_500) };
+        assert_eq!(next_look([&released], "a", now, round), round, "released: free now");
+    }
 
     fn view<'a>(me: &'a str, shards: u32, holders: &[Option<&str>], members: &[&str]) -> View<'a> {
         View {
