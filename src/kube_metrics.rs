@@ -69,6 +69,7 @@ where
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let verb = verb(req.method(), req.uri());
+        tracing::trace!(target: "plumb::kube_requests", verb = %verb, path = req.uri().path());
         let metrics = self.metrics.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {

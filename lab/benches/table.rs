@@ -1063,7 +1063,11 @@ impl Replica {
             .env("KUBECONFIG", &control_plane().kubeconfig)
             // the apply lines (plumb::apply, info) count the object writes; the passes'
             // ends (plumb::serve, debug) time the takeover
-            .env("PLUMB_LOG", "warn,plumb::apply=info,plumb::serve=debug,plumb::leader=info")
+            .env(
+                "PLUMB_LOG",
+                std::env::var("P8_LOG")
+                    .unwrap_or_else(|_| "warn,plumb::apply=info,plumb::serve=debug,plumb::leader=info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1190,6 +1194,20 @@ async fn synced_apps(status_ns: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// CPU seconds so far of the control plane's components and of `replicas`, by name.
+fn cpu_now(replicas: &[&Replica]) -> BTreeMap<String, f64> {
+    let parts = control_plane().pids().into_iter().map(|(name, pid)| (name, pid.to_string()));
+    let plumbs = replicas.iter().map(|r| (r.identity.clone(), r.child.id().to_string()));
+    parts.chain(plumbs).map(|(name, pid)| (name, cpu_seconds(&pid))).collect()
+}
+
+/// The CPU seconds spent since `before` ([`cpu_now`]), as "name 1.2 s, …".
+fn cpu_since(before: &BTreeMap<String, f64>, replicas: &[&Replica]) -> String {
+    let now = cpu_now(replicas);
+    let spent = now.iter().map(|(name, t)| format!("{name} {:.1} s", t - before.get(name).copied().unwrap_or(0.0)));
+    spent.collect::<Vec<_>>().join(", ")
+}
+
 /// `SHARD_APPS` (3,000) applications × 10 ConfigMaps, served by one `plumb serve` and,
 /// side by side on the same control plane (other namespaces, other status namespace),
 /// by 3 replicas with `--shards 6`: time to all Synced, RSS per replica, the memory
@@ -1232,10 +1250,12 @@ async fn p8_shards(t: &mut Table) {
 
     // one replica
     let policy = fleet("one");
+    let cpu = cpu_now(&[]);
     let one = Replica::start("p8-alone", &policy, &dir, None);
     let started = Instant::now();
     all_synced("plumb-bench-p8-one", format!("{apps} applications Synced by one replica")).await;
     let one_synced = started.elapsed();
+    eprintln!("P8 CPU, one replica until all Synced: {}", cpu_since(&cpu, &[&one]));
     all_idle(&[&one], Duration::from_secs(300)).await;
     let (one_rss, one_hwm) = rss_mib(one.child.id());
     eprintln!(
@@ -1247,10 +1267,12 @@ async fn p8_shards(t: &mut Table) {
     // three replicas, six shards
     let policy = fleet("three");
     let names = ["p8-a", "p8-b", "p8-c"];
+    let cpu = cpu_now(&[]);
     let mut replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, &dir, Some(6))).collect();
     let started = Instant::now();
     all_synced("plumb-bench-p8-three", format!("{apps} applications Synced by three replicas")).await;
     let three_synced = started.elapsed();
+    eprintln!("P8 CPU, three replicas until all Synced: {}", cpu_since(&cpu, &replicas.iter().collect::<Vec<_>>()));
     all_idle(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(300)).await;
     let by = synced_apps("plumb-bench-p8-three").await;
     let rss: Vec<(String, f64, f64, usize)> = replicas
@@ -1280,6 +1302,7 @@ async fn p8_shards(t: &mut Table) {
         tally(&replicas.iter().filter(|r| r.identity != victim).collect::<Vec<_>>()).await;
     let survivor_ids: Vec<String> =
         replicas.iter().filter(|r| r.identity != victim).map(|r| r.identity.clone()).collect();
+    let cpu = cpu_now(&replicas.iter().filter(|r| r.identity != victim).collect::<Vec<_>>());
     let killed = Instant::now();
     let killed_at = jiff::Timestamp::now();
     replicas.iter_mut().find(|r| r.identity == victim).unwrap().kill();
@@ -1308,7 +1331,12 @@ async fn p8_shards(t: &mut Table) {
             passes.len()
         );
     }
+    eprintln!("P8 CPU, takeover until all Synced under the others: {}", cpu_since(&cpu, &survivors));
     all_idle(&survivors, Duration::from_secs(300)).await;
+    for r in &survivors {
+        let (rss, hwm) = rss_mib(r.child.id());
+        eprintln!("P8 takeover, {}: RSS {rss:.0} MiB (peak {hwm:.0} MiB) once idle again", r.identity);
+    }
     let (writes_after, verbs_after) = tally(&survivors).await;
     let since_kill =
         |verb: &str| verbs_after.get(verb).copied().unwrap_or(0.0) - verbs_before.get(verb).copied().unwrap_or(0.0);
@@ -1320,6 +1348,26 @@ async fn p8_shards(t: &mut Table) {
         .map(|(verb, n)| format!("{verb} {n:.0}"))
         .collect();
     eprintln!("P8 takeover: the survivors' API requests for {} applications: {}", moved.len(), asked.join(", "));
+    // with P8_LOG naming plumb::kube_requests=trace: the requests' shapes (digits as #)
+    for r in &survivors {
+        let text = std::fs::read_to_string(&r.log).unwrap_or_default();
+        let mut shapes: BTreeMap<String, usize> = BTreeMap::new();
+        for v in text
+            .lines()
+            .filter(|l| l.contains("plumb::kube_requests"))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            if v["timestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_none_or(|t| t < killed_at) {
+                continue;
+            }
+            let path: String =
+                v["path"].as_str().unwrap_or("").chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
+            *shapes.entry(format!("{} {path}", v["verb"].as_str().unwrap_or(""))).or_default() += 1;
+        }
+        for (shape, n) in shapes.iter().filter(|(_, n)| **n >= 20) {
+            eprintln!("P8 takeover, {}: {n} × {shape}", r.identity);
+        }
+    }
     drop(replicas);
     t.add(
         "P8",
