@@ -43,7 +43,11 @@
 //! `SERVE_WRAP` (a profiler command the `plumb serve` of P4 runs under, e.g.
 //! `heaptrack -o /tmp/p4`; with `--features system-allocator`, as heaptrack sees only
 //! malloc. plumb is then killed with SIGKILL at the end: the profile's "leaked" memory
-//! is the heap it held at idle, its peak that of the first sync).
+//! is the heap it held at idle, its peak that of the first sync), `P8_LOG` (the
+//! `PLUMB_LOG` of P8's replicas: with `plumb::kube_requests=trace` P8 prints each
+//! replica's API requests by shape), `P8_PPROF` (a directory: CPU profiles of the API
+//! server over the first 80 s of P8's two runs, `one.pprof` and `three.pprof`, for `go
+//! tool pprof -top`).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -1075,6 +1079,26 @@ impl Replica {
         Replica { identity: identity.into(), child, log, internal }
     }
 
+    /// With `P8_LOG` naming `plumb::kube_requests=trace`: the API requests this replica
+    /// made since `since` by shape (verb and path, digits as #), those made 20 times or
+    /// more.
+    fn print_requests(&self, phase: &str, since: jiff::Timestamp) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut shapes: BTreeMap<String, usize> = BTreeMap::new();
+        let lines = text.lines().filter(|l| l.contains("plumb::kube_requests"));
+        for v in lines.filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+            if v["timestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_none_or(|t| t < since) {
+                continue;
+            }
+            let digits = |c: char| if c.is_ascii_digit() { '#' } else { c };
+            let path: String = v["path"].as_str().unwrap_or("").chars().map(digits).collect();
+            *shapes.entry(format!("{} {path}", v["verb"].as_str().unwrap_or(""))).or_default() += 1;
+        }
+        for (shape, n) in shapes.iter().filter(|(_, n)| **n >= 20) {
+            eprintln!("P8 {phase}, {}: {n} × {shape}", self.identity);
+        }
+    }
+
     /// Object writes so far (the `plumb::apply` lines: created, applied, deleted).
     fn writes(&self) -> usize {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -1194,6 +1218,16 @@ async fn synced_apps(status_ns: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// With `P8_PPROF=DIR`: a CPU profile of the API server over the next `seconds`,
+/// written to `DIR/NAME.pprof` in the background (read with `go tool pprof -top`).
+fn api_profile(name: &str, seconds: u32) -> Option<Child> {
+    let dir = std::env::var("P8_PPROF").ok()?;
+    let out = std::fs::File::create(format!("{dir}/{name}.pprof")).ok()?;
+    let url = format!("/debug/pprof/profile?seconds={seconds}");
+    let kubeconfig = control_plane().kubeconfig.display().to_string();
+    Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "get", "--raw", &url]).stdout(out).spawn().ok()
+}
+
 /// CPU seconds so far of the control plane's components and of `replicas`, by name.
 fn cpu_now(replicas: &[&Replica]) -> BTreeMap<String, f64> {
     let parts = control_plane().pids().into_iter().map(|(name, pid)| (name, pid.to_string()));
@@ -1252,10 +1286,12 @@ async fn p8_shards(t: &mut Table) {
     let policy = fleet("one");
     let cpu = cpu_now(&[]);
     let one = Replica::start("p8-alone", &policy, &dir, None);
+    let _profile = api_profile("one", 80);
     let started = Instant::now();
     all_synced("plumb-bench-p8-one", format!("{apps} applications Synced by one replica")).await;
     let one_synced = started.elapsed();
     eprintln!("P8 CPU, one replica until all Synced: {}", cpu_since(&cpu, &[&one]));
+    one.print_requests("one replica", jiff::Timestamp::UNIX_EPOCH);
     all_idle(&[&one], Duration::from_secs(300)).await;
     let (one_rss, one_hwm) = rss_mib(one.child.id());
     eprintln!(
@@ -1269,10 +1305,14 @@ async fn p8_shards(t: &mut Table) {
     let names = ["p8-a", "p8-b", "p8-c"];
     let cpu = cpu_now(&[]);
     let mut replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, &dir, Some(6))).collect();
+    let _profile = api_profile("three", 80);
     let started = Instant::now();
     all_synced("plumb-bench-p8-three", format!("{apps} applications Synced by three replicas")).await;
     let three_synced = started.elapsed();
     eprintln!("P8 CPU, three replicas until all Synced: {}", cpu_since(&cpu, &replicas.iter().collect::<Vec<_>>()));
+    for r in &replicas {
+        r.print_requests("three replicas", jiff::Timestamp::UNIX_EPOCH);
+    }
     all_idle(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(300)).await;
     let by = synced_apps("plumb-bench-p8-three").await;
     let rss: Vec<(String, f64, f64, usize)> = replicas
@@ -1348,25 +1388,8 @@ async fn p8_shards(t: &mut Table) {
         .map(|(verb, n)| format!("{verb} {n:.0}"))
         .collect();
     eprintln!("P8 takeover: the survivors' API requests for {} applications: {}", moved.len(), asked.join(", "));
-    // with P8_LOG naming plumb::kube_requests=trace: the requests' shapes (digits as #)
     for r in &survivors {
-        let text = std::fs::read_to_string(&r.log).unwrap_or_default();
-        let mut shapes: BTreeMap<String, usize> = BTreeMap::new();
-        for v in text
-            .lines()
-            .filter(|l| l.contains("plumb::kube_requests"))
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        {
-            if v["timestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_none_or(|t| t < killed_at) {
-                continue;
-            }
-            let path: String =
-                v["path"].as_str().unwrap_or("").chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
-            *shapes.entry(format!("{} {path}", v["verb"].as_str().unwrap_or(""))).or_default() += 1;
-        }
-        for (shape, n) in shapes.iter().filter(|(_, n)| **n >= 20) {
-            eprintln!("P8 takeover, {}: {n} × {shape}", r.identity);
-        }
+        r.print_requests("takeover", killed_at);
     }
     drop(replicas);
     t.add(

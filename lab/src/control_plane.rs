@@ -130,7 +130,7 @@ impl ControlPlane {
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--allow-privileged=true".into(),
             format!("--cert-dir={}", run_dir.join("apiserver-certs").display()),
-            "--profiling=false".into(),
+            "--profiling=true".into(),
             "--v=1".into(),
         ];
         let mut cp = ControlPlane {

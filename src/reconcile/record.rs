@@ -143,13 +143,21 @@ impl Recorder<'_> {
         record: Option<SyncRecord>,
     ) -> Result<Arc<AppStatus>, Error> {
         if st != previous || record.is_some() {
-            let mut h = match history {
-                Some(h) => h,
-                None => self.store.load(&st.app).await?.1,
+            let h = match (history, record) {
+                (Some(mut h), r) => {
+                    if let Some(r) = r {
+                        status::push_history(&mut h, r);
+                    }
+                    h
+                }
+                (None, Some(r)) => {
+                    let mut h = self.store.load(&st.app).await?.1;
+                    status::push_history(&mut h, r);
+                    h
+                }
+                // nothing to add: the save keeps the stored history (merged with none)
+                (None, None) => Vec::new(),
             };
-            if let Some(r) = record {
-                status::push_history(&mut h, r);
-            }
             self.store.save(st, &h).await?;
         }
         Ok(Arc::new(st.clone()))

@@ -365,7 +365,8 @@ impl Store {
     /// ([`PRIME_PAGE`] a page) instead of a GET each: until each is written, or for
     /// [`PRIMED_FOR`], its reads ([`Store::load`], [`Store::mirror`],
     /// [`Store::keep_hooks`], [`Store::save`]) are served from it, and an application
-    /// of `keep` without a resource reads as none. Replaces what an earlier call read.
+    /// of `keep` without a resource reads as none. Adds to what an earlier call read
+    /// (a replica taking a second shard while the first one's passes run).
     /// A status write of a resource changed since fails on its resourceVersion and is
     /// read again ([`Store::save`]).
     ///
@@ -399,7 +400,9 @@ impl Store {
             known.extend(uids);
         }
         if let Ok(mut p) = self.primed.lock() {
-            *p = Primed { at: Some(std::time::Instant::now()), objects };
+            p.expire();
+            p.objects.extend(objects);
+            p.at = Some(std::time::Instant::now());
         }
         Ok(())
     }
@@ -738,7 +741,8 @@ impl Store {
     /// [`HOOKS_FIELD`]) in `spec` of its existing resource, as
     /// field manager `plumb-decommission` (the policy's mirror, [`Store::mirror`], leaves
     /// the field alone). Writes nothing when this process last wrote the same, or the
-    /// resource holds it already; creates no resource.
+    /// resource holds it already (no field counts as no hooks: `{}`); creates no
+    /// resource.
     ///
     /// # Errors
     /// [`Error::Kube`].
@@ -751,7 +755,9 @@ impl Store {
             return Ok(());
         }
         let Some(current) = self.get(app).await? else { return Ok(()) };
-        if &current.data["spec"][HOOKS_FIELD] != hooks {
+        // no field reads as no hooks (`crate::decommission`): none is written for none
+        let kept = &current.data["spec"][HOOKS_FIELD];
+        if kept != hooks && !(kept.is_null() && hooks.as_object().is_some_and(serde_json::Map::is_empty)) {
             let patch = json!({"apiVersion": API_VERSION, "kind": "Application",
                 "metadata": {"name": app, "namespace": self.namespace}, "spec": {HOOKS_FIELD: hooks}});
             let pp = PatchParams::apply(HOOKS_MANAGER).force();
