@@ -230,3 +230,38 @@ async fn concurrent_status_writes_lose_no_history_entry() {
     let revisions: Vec<&str> = history.iter().map(|r| r.revision.as_str()).collect();
     assert_eq!(revisions, ["rev7", "rev6", "rev5", "rev4", "rev3", "rev2", "rev1", "rev0"]);
 }
+
+/// A replica taking a shard reads its applications' resources with one LIST
+/// (`Store::prime`). A copy that another writer made stale since is served to reads,
+/// but never written back over the resource: the status write carries the copy's
+/// resourceVersion, conflicts, reads again and merges the history.
+#[tokio::test]
+async fn a_stale_primed_copy_is_read_again_before_its_status_is_written() {
+    let client = control_plane().client().await.unwrap();
+    let taker = plumb::status::store::Store::new(client.clone(), "failover-primed");
+    let other = plumb::status::store::Store::new(client, "failover-primed");
+    taker.ensure_namespace().await.unwrap();
+    let status = plumb::status::AppStatus { app: "primed".into(), ..Default::default() };
+    let record = |rev: &str, second: u32| SyncRecord {
+        started_at: format!("2026-11-30T12:00:0{second}.000Z"),
+        ..SyncRecord::new(rev.to_string(), plumb::status::SyncReason::NewRevision)
+    };
+    other.save(&status, &[record("rev0", 0)]).await.unwrap();
+    taker.prime(["primed", "never-written"]).await.unwrap();
+    // another writer changes the resource after the LIST
+    other.save(&status, &[record("rev1", 1)]).await.unwrap();
+    let revisions = |h: &[SyncRecord]| h.iter().map(|r| r.revision.clone()).collect::<Vec<_>>();
+    let (_, primed) = taker.load("primed").await.unwrap();
+    assert_eq!(revisions(&primed), ["rev0"], "the primed copy serves the read");
+    taker.save(&status, &[record("rev2", 2)]).await.unwrap();
+    let (_, stored) = other.load("primed").await.unwrap();
+    assert_eq!(revisions(&stored), ["rev2", "rev1", "rev0"], "the other writer's entry is kept");
+    let (_, fresh) = taker.load("primed").await.unwrap();
+    assert_eq!(revisions(&fresh), ["rev2", "rev1", "rev0"], "once written, the copy serves no more reads");
+    // primed as absent: read as none, and its first save creates the resource
+    assert!(taker.find("never-written").await.unwrap().is_none());
+    let absent = plumb::status::AppStatus { app: "never-written".into(), ..Default::default() };
+    taker.save(&absent, &[record("rev0", 0)]).await.unwrap();
+    let (_, created) = other.find("never-written").await.unwrap().unwrap();
+    assert_eq!(revisions(&created), ["rev0"]);
+}

@@ -112,7 +112,8 @@ pub const PRIMED_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 /// How many resources one page of [`Store::prime`]'s LIST holds.
 const PRIME_PAGE: u32 = 500;
 
-/// The resources [`Store::prime`] read, by application (`None`: none exists), and when.
+/// The resources [`Store::prime`] read, by application (`None`: none exists), and when it
+/// last read any (all expire together, [`PRIMED_FOR`] after).
 /// Each is kept as its JSON text (without `managedFields`): a few times smaller than
 /// the parsed object, parsed again when read.
 #[derive(Default)]
