@@ -1,5 +1,6 @@
-//! `plumb_kube_requests_total{verb,code}`: every request the kube client of `plumb
-//! serve` sends, counted by a tower layer around the client's HTTP service.
+//! The kube client of `plumb serve`: `plumb_kube_requests_total{verb,code}` counts every
+//! request it sends (a tower layer around its HTTP service), and each of its HTTP/1
+//! connections buffers at most [`READ_BUFFER_BYTES`] for reading.
 
 use std::{
     pin::Pin,
@@ -31,18 +32,71 @@ pub fn verb(method: &Method, uri: &Uri) -> String {
     }
 }
 
-/// A client built from `config` whose requests are counted on `metrics`.
+/// The most bytes an HTTP/1 connection of [`client`] buffers for reading (hyper's
+/// `max_buf_size`): 64 KiB. hyper's default (about 408 KiB) is reached by any large
+/// response (a LIST of a namespace's ConfigMaps), and a connection keeps the buffer it
+/// grew for as long as it lives; a watch holds its connection for the process's life, so
+/// each watch (one per kind and destination namespace, see [`crate::watch`]) kept up to
+/// about 0.9 MiB. Responses are not limited by it: bodies are read in chunks of at most
+/// this size, and response headers larger than it are refused (the API server's are far
+/// smaller).
+pub const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// A client built from `config` whose requests are counted on `metrics`: kube's stack
+/// (base URL, retries of 429/503/504, authentication, extra headers, connect and write
+/// timeouts, rustls) over connections whose read buffer is [`READ_BUFFER_BYTES`] at
+/// most. A configuration with a proxy (`proxy-url`) or an exec credential plugin gets
+/// kube's own stack instead (its proxy connectors, its client certificates' expiry),
+/// with hyper's default buffers.
 ///
 /// # Errors
-/// `config` names no usable cluster (TLS or proxy settings invalid).
+/// `config` names no usable cluster (TLS or proxy settings invalid, a token file that
+/// cannot be read).
 pub fn client(config: kube::Config, metrics: Arc<Metrics>) -> anyhow::Result<kube::Client> {
-    let layer = tower::layer::layer_fn(move |inner| Counted { inner, metrics: metrics.clone() });
-    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    use kube::client::ConfigExt;
+    use tower::ServiceBuilder;
+
+    let layer = CountedLayer(metrics);
+    if config.proxy_url.is_some() || config.auth_info.exec.is_some() {
+        return Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build());
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let mut connector = hyper_timeout::TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let http = hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .http1_max_buf_size(READ_BUFFER_BYTES)
+        .build(connector);
+    let retry = kube::client::retry::RetryPolicy::server_retry();
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.default_retry.then(|| tower::retry::RetryLayer::new(retry)))
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(layer)
+        .map_err(tower::BoxError::from)
+        .service(http);
+    Ok(kube::Client::new(service, config.default_namespace))
 }
 
 /// A [`crate::cluster::ClientFactory`] of [`client`]s counted on `metrics`.
 pub fn factory(metrics: Arc<Metrics>) -> crate::cluster::ClientFactory {
     Arc::new(move |config| client(config, metrics.clone()))
+}
+
+/// Wraps a service in [`Counted`].
+#[derive(Clone)]
+struct CountedLayer(Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountedLayer {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted { inner, metrics: self.0.clone() }
+    }
 }
 
 /// The counting service.

@@ -123,3 +123,59 @@ async fn a_crash_looping_pod_turns_its_application_degraded_without_another_trig
     assert_eq!(st.last_sync.as_ref().map(|s| s.started_at.clone()), synced_at, "a health look never syncs");
     plumb.stop().await;
 }
+
+/// `plumb serve`'s client buffers at most `READ_BUFFER_BYTES` (64 KiB) per connection
+/// for reading: a LIST whose body is several times that, an object larger than it, and
+/// a watch event carrying such an object all arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serve_client_reads_responses_and_events_larger_than_its_read_buffer() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{
+        Api,
+        api::{PostParams, WatchParams},
+        core::WatchEvent,
+    };
+
+    let limit = plumb::kube_metrics::READ_BUFFER_BYTES;
+    let config = plumb::cluster::config(Some(&control_plane().kubeconfig)).await.unwrap();
+    let client = plumb::kube_metrics::client(config, std::sync::Arc::new(plumb::metrics::Metrics::default())).unwrap();
+    let ns = "watch-read-buffer";
+    kubectl(&["create", "namespace", ns]);
+    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+    let cm = |name: &str, bytes: usize| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "data": {"value": "x".repeat(bytes)},
+        }))
+        .unwrap()
+    };
+    for i in 0..20 {
+        api.create(&PostParams::default(), &cm(&format!("small-{i:02}"), limit / 8)).await.unwrap();
+    }
+    api.create(&PostParams::default(), &cm("large", 3 * limit)).await.unwrap();
+    let listed = api.list(&Default::default()).await.unwrap();
+    // and the namespace's kube-root-ca.crt
+    let ours = listed.items.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n != "kube-root-ca.crt"));
+    assert_eq!(ours.count(), 21, "a LIST of more than {} KiB", (20 * limit / 8 + 3 * limit) / 1024);
+    let large = listed.items.iter().find(|c| c.metadata.name.as_deref() == Some("large")).unwrap();
+    assert_eq!(large.data.as_ref().unwrap()["value"].len(), 3 * limit);
+
+    let version = listed.metadata.resource_version.clone().unwrap();
+    let mut events = api.watch(&WatchParams::default(), &version).await.unwrap().boxed();
+    api.create(&PostParams::default(), &cm("larger", 5 * limit)).await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match events.next().await {
+                Some(Ok(WatchEvent::Added(c))) => return c,
+                None => panic!("the watch ended"),
+                Some(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("the watch event of a 320 KiB ConfigMap");
+    assert_eq!(seen.metadata.name.as_deref(), Some("larger"));
+    assert_eq!(seen.data.unwrap()["value"].len(), 5 * limit);
+    kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
