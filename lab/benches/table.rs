@@ -1312,11 +1312,20 @@ async fn p8_shards(t: &mut Table) {
         let policy = fleet("three");
         let names = ["p8-a", "p8-b", "p8-c"];
         let cpu = cpu_now(&[]);
-        let replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, dir, Some(6))).collect();
+        let mut replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, dir, Some(6))).collect();
         let _profile = api_profile("three", 80);
         let started = Instant::now();
         all_synced("plumb-bench-p8-three".into(), format!("{apps} applications Synced by three replicas")).await;
         let three_synced = started.elapsed();
+        // a replica that exited (say, its port taken between the bench choosing it and
+        // plumb binding it) leaves the others all the shards: not the run to measure
+        for r in &mut replicas {
+            if let Ok(Some(exit)) = r.child.try_wait() {
+                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                panic!("P8: replica {} exited ({exit}) during the run; its last log lines: {tail:#?}", r.identity);
+            }
+        }
         eprintln!("P8 CPU, three replicas until all Synced: {}", cpu_since(&cpu, &replicas.iter().collect::<Vec<_>>()));
         for r in &replicas {
             r.print_requests("three replicas", jiff::Timestamp::UNIX_EPOCH);
