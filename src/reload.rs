@@ -55,11 +55,10 @@ impl PolicyWatch {
         self.rejected.clone()
     }
 
-    /// Resolves with the next changed policy that loads and validates, and its text
-    /// (to load again with [`crate::config::load_again`]). Rejected
+    /// Resolves with the next changed policy that loads and validates. Rejected
     /// versions are logged and counted on `metrics` in the meantime; an unreadable file
     /// (between the steps of a symlink swap) is read again at the next tick.
-    pub async fn next_valid(&mut self, metrics: &Metrics) -> (Config, String) {
+    pub async fn next_valid(&mut self, metrics: &Metrics) -> Config {
         loop {
             tokio::time::sleep(self.every).await;
             let Ok(bytes) = tokio::fs::read(&self.path).await else { continue };
@@ -78,7 +77,7 @@ impl PolicyWatch {
                     if let Ok(mut r) = self.rejected.write() {
                         *r = None;
                     }
-                    return (config, text.into_owned());
+                    return config;
                 }
                 Err(e) => {
                     tracing::error!(file = %self.path.display(), "new policy rejected, the previous one stays in force: {e}");

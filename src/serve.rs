@@ -474,9 +474,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    // the policy in force and its text: a restart with the same policy loads the text
-    // again rather than keep a second parsed copy beside the running one
-    let (mut config, mut text) = crate::config::load_with_text(&process.policy)?;
+    let mut config = crate::config::load(&process.policy)?;
     for w in crate::config::warnings(&config) {
         tracing::warn!(file = %process.policy.display(), "{w}");
     }
@@ -499,8 +497,7 @@ pub async fn run(
         )
         .await?;
         // Secrets referenced by the policy, read into files (see crate::secret_refs)
-        let status_namespace = config.settings.status_namespace.clone();
-        let mut running = config;
+        let mut running = config.clone();
         let secrets = if crate::secret_refs::any(&running) {
             let dir = process.cache_dir.join(".secrets");
             crate::secret_refs::materialize(cluster.client(), &mut running, &dir).await?
@@ -527,7 +524,7 @@ pub async fn run(
             .with_watches()
             .with_policy_rejection(watch.rejected());
         ctx.store.ensure_namespace().await?;
-        let ctx = ctx.with_mask_key(mask_key(&client, &status_namespace, true).await?);
+        let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
         let token = CancellationToken::new();
         let ctx = Arc::new(ctx);
         let handle =
@@ -548,16 +545,16 @@ pub async fn run(
             () = &mut shutdown => None,
             c = watch.next_valid(&metrics) => Some(c),
             () = sets.moved(&running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
-                Some((crate::config::load_again(&text, &process.policy)?, text))
+                Some(config.clone())
             }
-            () = secret_changed(&client, &status_namespace, &secrets, process.reload_every) => {
-                Some((crate::config::load_again(&text, &process.policy)?, text))
+            () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
+                Some(config.clone())
             }
         };
         token.cancel();
         handle.tracker.wait().await;
         match next {
-            Some((c, t)) => (config, text) = (c, t),
+            Some(c) => config = c,
             None => return Ok(()),
         }
     }

@@ -47,29 +47,6 @@ pub fn load(file: &Path) -> Result<Config, Error> {
     load_str(&text, file, base)
 }
 
-/// [`load`], with the text it parsed: `plumb serve` keeps the text (about 100 bytes an
-/// application) to start again with the same policy ([`load_again`]), not a second
-/// parsed copy (about 1.8 KiB an application).
-///
-/// # Errors
-/// As [`load`].
-pub fn load_with_text(file: &Path) -> Result<(Config, String), Error> {
-    let text = std::fs::read_to_string(file).map_err(|source| Error::Read { file: file.into(), source })?;
-    let config = load_str(&text, file, file.parent().unwrap_or(Path::new(".")))?;
-    Ok((config, text))
-}
-
-/// The policy `text` of `file` loaded again, after [`load_with_text`] or [`load_str`]
-/// accepted it: the same [`Config`] (loading reads nothing but `text`), except that the
-/// secret files are not checked again (a fetch that needs one gone meanwhile fails then,
-/// naming it).
-///
-/// # Errors
-/// As [`load`]; not for a text accepted before.
-pub fn load_again(text: &str, file: &Path) -> Result<Config, Error> {
-    load_checked(text, file, file.parent().unwrap_or(Path::new(".")), false)
-}
-
 /// Parses and validates policy text; `file` names it in errors and relative secret
 /// paths are resolved against `base`.
 ///
@@ -235,23 +212,5 @@ mod tests {
         let ok = "repositories: []\napplications: []\nenvironments:\n  - name: dev\n    syncPolicy: {takeOverManagers: [k9s]}\n";
         let config = load_str(ok, Path::new("p.yaml"), Path::new(".")).expect("valid");
         assert_eq!(config.environments[0].sync_policy.take_over_managers, ["k9s"]);
-    }
-
-    #[test]
-    fn a_policy_loaded_again_from_its_text_is_the_same_without_its_secret_files() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("policy.yaml");
-        std::fs::write(dir.path().join("hook"), "s3cr3t").expect("write");
-        let text = "repositories:\n  - {name: r, url: https://git.example/r.git, webhookSecretFile: hook}\n\
-                    environments:\n  - name: e\napplications:\n  - {name: a, repository: r, path: a, namespace: a, environment: e}\n";
-        std::fs::write(&file, text).expect("write");
-        let (config, kept) = load_with_text(&file).expect("valid");
-        assert_eq!(kept, text);
-        let again = load_again(&kept, &file).expect("accepted before");
-        assert_eq!(format!("{again:?}"), format!("{config:?}"), "the same policy, secret paths resolved alike");
-        std::fs::remove_file(dir.path().join("hook")).expect("remove");
-        assert!(load_with_text(&file).is_err(), "a first load checks the secret files");
-        let again = load_again(&kept, &file).expect("not checked again");
-        assert_eq!(format!("{again:?}"), format!("{config:?}"));
     }
 }

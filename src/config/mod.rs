@@ -41,7 +41,7 @@ mod verify_commits;
 pub use commit_status::{DestinationError, StatusDestination};
 pub use generators::{ApplicationSet, Generator};
 pub use health_status::HealthStatus;
-pub use load::{Error, load, load_again, load_str, load_with_text, load_without_secrets, read_secret};
+pub use load::{Error, load, load_str, load_without_secrets, read_secret};
 pub use model::*;
 pub use notifications::{NotificationProvider, Notifications, ProviderType, Route, Trigger};
 pub use source::{ChartSource, CrdPolicy, ImageOverride, RenderTools, SopsKeys, Source, SourceType};
