@@ -489,7 +489,11 @@ impl LiveCache {
         let labelled = held.labelled();
         let config = if labelled {
             let kept = self.keep.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            watcher::Config::default().labels(&kept_selector(kept.as_deref(), &self.every_app))
+            let selector = match held {
+                Held::LabelledIn(ns) => namespace_selector(kept.as_deref(), &self.destinations, ns, &self.every_app),
+                _ => kept_selector(kept.as_deref(), &self.every_app),
+            };
+            watcher::Config::default().labels(&selector)
         } else {
             watcher::Config::default()
         };
@@ -883,6 +887,27 @@ fn kept_selector(kept: Option<&HashSet<String>>, every_app: &str) -> String {
     }
 }
 
+/// The label selector of the labelled watch of a namespaced kind in `namespace`: the
+/// kept applications (every application of `destinations` when `kept` is `None` or
+/// empty) whose destinations include `namespace` ([`Destinations::allows`]), so that
+/// its length grows with the applications of that namespace, not with all those of the
+/// replica (which pass [`MAX_SELECTOR_BYTES`] at about a thousand names, and the watch
+/// then lists every labelled object there); [`kept_selector`] when none may have objects
+/// there.
+fn namespace_selector(
+    kept: Option<&HashSet<String>>,
+    destinations: &Destinations,
+    namespace: &str,
+    every_app: &str,
+) -> String {
+    let candidates: Vec<&str> = match kept {
+        Some(kept) if !kept.is_empty() => kept.iter().map(String::as_str).collect(),
+        _ => destinations.apps.keys().map(String::as_str).collect(),
+    };
+    let here: Vec<&str> = candidates.into_iter().filter(|app| destinations.allows(app, Some(namespace))).collect();
+    if here.is_empty() || destinations.apps.is_empty() { kept_selector(kept, every_app) } else { app_selector(&here) }
+}
+
 /// A cached object as JSON, with the apiVersion and kind of `kind`.
 pub fn with_types(obj: &Cached, kind: &Kind) -> Value {
     obj.json(&kind.resource.api_version, &kind.resource.kind)
@@ -918,7 +943,7 @@ mod tests {
 
     use super::{
         APP_LABEL, Cached, Changed, Deliveries, Destinations, Keep, MAX_NAMESPACE_WATCHES, MAX_SELECTOR_BYTES, Owner,
-        Seen, app_selector, inside, kept, kept_selector, owning_app, value_hash,
+        Seen, app_selector, inside, kept, kept_selector, namespace_selector, owning_app, value_hash,
     };
 
     fn labelled(name: &str, namespace: &str, app: &str) -> Cached {
@@ -1017,6 +1042,35 @@ mod tests {
         assert_eq!(app_selector(&many), APP_LABEL, "too long for a request line");
         assert!(app_selector(&many[..400]).len() <= MAX_SELECTOR_BYTES);
         assert!(app_selector(&many[..400]).starts_with(&format!("{APP_LABEL} in (")));
+    }
+
+    /// A namespace's watch names the applications that may have objects there: 2,000
+    /// applications, 100 a namespace, give each namespace's watch a selector of 100
+    /// names, where all 2,000 (too long) would select every labelled object.
+    #[test]
+    fn a_namespace_s_watch_names_the_applications_of_that_namespace() {
+        let apps: Vec<(String, Vec<String>)> =
+            (0..2_000).map(|i| (format!("application-{i:04}"), vec![format!("ns-{}", i / 100)])).collect();
+        let d = Destinations::new(apps.iter().map(|(a, n)| (a.as_str(), n.clone())));
+        let names: Vec<&str> = apps.iter().map(|(a, _)| a.as_str()).collect();
+        let every = app_selector(&names);
+        assert_eq!(every, APP_LABEL, "all of them: too long");
+        let here = namespace_selector(None, &d, "ns-3", &every);
+        assert_eq!(here, app_selector(&names[300..400]), "the 100 of ns-3");
+        let kept: HashSet<String> =
+            ["application-0301", "application-0302", "application-0999"].map(String::from).into();
+        assert_eq!(
+            namespace_selector(Some(&kept), &d, "ns-3", &every),
+            format!("{APP_LABEL} in (application-0301,application-0302)"),
+            "a replica's own of that namespace"
+        );
+        assert_eq!(
+            namespace_selector(Some(&kept), &d, "ns-5", &every),
+            kept_selector(Some(&kept), &every),
+            "none of its own there: what it keeps, never the label's presence"
+        );
+        let globbed = Destinations::new([("web", vec!["web-*"]), ("db", vec!["db"])]);
+        assert_eq!(namespace_selector(None, &globbed, "web-eu", "x"), format!("{APP_LABEL} in (web)"));
     }
 
     #[test]
