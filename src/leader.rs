@@ -13,7 +13,9 @@
 //! renews its Leases (an update carrying the `resourceVersion` it last wrote: a
 //! conflict means another replica wrote the record, and the shard is lost at once),
 //! lists the Leases (one request), and takes or releases shards as
-//! [`crate::plan::shards::moves`] says. Expiry is judged by when this replica saw a
+//! [`crate::plan::shards::moves`] says; a watch of the Leases meanwhile notes each
+//! change when it is made (and runs a round at once when another replica releases a
+//! shard). Expiry is judged by when this replica saw a
 //! record change and by the record's own `leaseDurationSeconds`
 //! ([`crate::plan::shards::Seen`]), never by comparing clocks. A holder stops writing
 //! once its last successful renew was sent more than the renew deadline (duration minus
@@ -43,7 +45,7 @@ use k8s_openapi::{
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams, PostParams},
-    runtime::watcher,
+    runtime::{WatchStreamExt as _, watcher},
 };
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -277,12 +279,28 @@ impl Leadership {
         let (tx, taken) = watch::channel(vec![]);
         let holds = election.holds.clone();
         let round = opts.round();
+        // the Leases' changes as they happen: a change is seen when it is made, not at
+        // the next LIST up to a round later, so that a Lease left by a replica that died
+        // expires here that much sooner (never before its holder's renew deadline:
+        // a change is never seen before it is made)
+        let selector = format!("{LEASE_OF_LABEL}={}", opts.name);
+        let changes = watcher(election.api.clone(), watcher::Config::default().labels(&selector)).default_backoff();
         tracker.spawn(async move {
-            loop {
+            let mut changes = std::pin::pin!(changes);
+            'run: loop {
                 election.round(&tx).await;
-                tokio::select! {
-                    () = token.cancelled() => break,
-                    () = tokio::time::sleep(election.next_look(round)) => {}
+                let wake = tokio::time::sleep(election.next_look(round));
+                let mut wake = std::pin::pin!(wake);
+                loop {
+                    tokio::select! {
+                        () = token.cancelled() => break 'run,
+                        () = &mut wake => break,
+                        Some(change) = changes.next() => {
+                            if election.observe(change) {
+                                break;
+                            }
+                        }
+                    }
                 }
             }
             election.release_all().await;
@@ -396,6 +414,26 @@ impl Election {
             None => Seen { holder, version, duration, changed_at: now },
         };
         self.seen.insert(name, seen);
+    }
+
+    /// Records a change of a Lease that the watch delivered, as seen now. Returns true
+    /// when it released a shard held by another replica (a round then runs at once, to
+    /// take it if it falls to this replica).
+    fn observe(&mut self, change: Result<watcher::Event<Lease>, watcher::Error>) -> bool {
+        let lease = match change {
+            Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => l,
+            Ok(_) => return false,
+            Err(e) => {
+                tracing::debug!(namespace = %self.opts.namespace, "watching the Leases: {e}");
+                return false;
+            }
+        };
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let held_before = self.seen.get(&name).and_then(|s| s.holder.clone());
+        self.remember(&lease, Instant::now());
+        let role = lease.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
+        let released = self.seen.get(&name).is_some_and(|s| s.holder.is_none());
+        role == Some("shard") && released && held_before.is_some_and(|h| h != self.opts.identity)
     }
 
     /// Renews (or creates) this replica's membership Lease.
