@@ -1300,6 +1300,7 @@ async fn p8_shards(t: &mut Table) {
         one.print_requests(&format!("one replica ({set})"), jiff::Timestamp::UNIX_EPOCH);
         all_idle(&[&one], Duration::from_secs(300)).await;
         let (one_rss, one_hwm) = rss_mib(one.child.id());
+        eprintln!("P8 memory, one replica ({set}): {}", rss_parts(one.child.id()));
         eprintln!(
             "P8: one replica ({set}), {apps} applications Synced in {:.1} s; RSS {one_rss:.0} MiB (peak {one_hwm:.0} MiB)",
             one_synced.as_secs_f64()
@@ -1339,6 +1340,9 @@ async fn p8_shards(t: &mut Table) {
                 (r.identity.clone(), rss, hwm, by.values().filter(|x| **x == r.identity).count())
             })
             .collect();
+        for r in &replicas {
+            eprintln!("P8 memory, {}: {}", r.identity, rss_parts(r.child.id()));
+        }
         let shown: Vec<String> = rss
             .iter()
             .map(|(id, rss, hwm, n)| format!("{id} {rss:.0} MiB (peak {hwm:.0}), {n} applications"))
