@@ -14,8 +14,8 @@
 //! conflict means another replica wrote the record, and the shard is lost at once),
 //! lists the Leases (one request), and takes or releases shards as
 //! [`crate::plan::shards::moves`] says; a watch of the Leases meanwhile notes each
-//! change when it is made (and runs a round at once when another replica releases a
-//! shard). Expiry is judged by when this replica saw a
+//! change when it is made (and runs a round at once when another replica takes or
+//! leaves a Lease: a shard released, a replica joining). Expiry is judged by when this replica saw a
 //! record change and by the record's own `leaseDurationSeconds`
 //! ([`crate::plan::shards::Seen`]), never by comparing clocks. A holder stops writing
 //! once its last successful renew was sent more than the renew deadline (duration minus
@@ -176,6 +176,9 @@ pub struct Leadership {
     elected: bool,
     /// The shards held, sent each time they change (taken, released or lost).
     taken: watch::Receiver<Vec<u32>>,
+    /// The hold generation of each shard whose take is set up (its applications'
+    /// resources read and their specs set: [`Leadership::set_up`]).
+    set_up: Arc<std::sync::Mutex<HashMap<u32, u64>>>,
 }
 
 impl Leadership {
@@ -190,6 +193,7 @@ impl Leadership {
             holds: Arc::new(Holds::forever(1)),
             elected: false,
             taken,
+            set_up: Arc::default(),
         }
     }
 
@@ -201,6 +205,31 @@ impl Leadership {
     /// The fence for a pass of `app` now: `Some` while this replica holds its shard.
     pub fn fence(&self, app: &str) -> Option<Fence> {
         Fence::of(self.identity.clone(), self.shard_of(app), self.shards, self.holds.clone())
+    }
+
+    /// The fence for a pass of `app` now, once its shard's take is set up
+    /// ([`Leadership::set_up`]; always without election): the passes of a shard just
+    /// taken wait for its set-up, which then starts each of them once.
+    pub fn pass_fence(&self, app: &str) -> Option<Fence> {
+        let fence = self.fence(app)?;
+        if !self.elected {
+            return Some(fence);
+        }
+        let done = self.set_up.lock().ok()?.get(&fence.shard).copied();
+        (done == Some(fence.hold.generation)).then_some(fence)
+    }
+
+    /// The generation of this replica's hold of `shard`, while held.
+    pub fn generation(&self, shard: u32) -> Option<u64> {
+        self.holds.get(shard).map(|h| h.generation)
+    }
+
+    /// Records that the take of `shard` in hold `generation` is set up: from now on
+    /// [`Leadership::pass_fence`] lets its applications' passes run.
+    pub fn set_up(&self, shard: u32, generation: u64) {
+        if let Ok(mut m) = self.set_up.lock() {
+            m.insert(shard, generation);
+        }
     }
 
     /// True while this replica runs the passes of `app`.
@@ -305,7 +334,14 @@ impl Leadership {
             }
             election.release_all().await;
         });
-        Ok(Self { identity: opts.identity.clone().into(), shards: opts.shards, holds, elected: true, taken })
+        Ok(Self {
+            identity: opts.identity.clone().into(),
+            shards: opts.shards,
+            holds,
+            elected: true,
+            taken,
+            set_up: Arc::default(),
+        })
     }
 }
 
@@ -417,8 +453,9 @@ impl Election {
     }
 
     /// Records a change of a Lease that the watch delivered, as seen now. Returns true
-    /// when it released a shard held by another replica (a round then runs at once, to
-    /// take it if it falls to this replica).
+    /// when another replica took or left it (a shard taken or released, a member come
+    /// or gone): a round then runs at once, so that a free shard is taken and a
+    /// replica that joins gets its share without waiting for the next round.
     fn observe(&mut self, change: Result<watcher::Event<Lease>, watcher::Error>) -> bool {
         let lease = match change {
             Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => l,
@@ -429,11 +466,11 @@ impl Election {
             }
         };
         let name = lease.metadata.name.clone().unwrap_or_default();
-        let held_before = self.seen.get(&name).and_then(|s| s.holder.clone());
+        let before = self.seen.get(&name).and_then(|s| s.holder.clone());
         self.remember(&lease, Instant::now());
-        let role = lease.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
-        let released = self.seen.get(&name).is_some_and(|s| s.holder.is_none());
-        role == Some("shard") && released && held_before.is_some_and(|h| h != self.opts.identity)
+        let after = self.seen.get(&name).and_then(|s| s.holder.clone());
+        let me = Some(&self.opts.identity);
+        before != after && before.as_ref() != me && after.as_ref() != me
     }
 
     /// Renews (or creates) this replica's membership Lease.
@@ -828,7 +865,36 @@ pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec
 
 #[cfg(test)]
 mod tests {
-    use super::{Controls, asks_anew};
+    use std::{sync::Arc, time::Instant};
+
+    use super::{Controls, Leadership, asks_anew};
+    use crate::fence::{Hold, Holds};
+
+    /// A shard's passes run once its take is set up, in the same hold: not before (the
+    /// set-up then starts each once), not on a set-up of an earlier hold of it.
+    #[test]
+    fn a_shard_s_passes_wait_for_the_set_up_of_its_hold() {
+        let holds = Arc::new(Holds::with_deadline(std::time::Duration::from_secs(7)));
+        let (_tx, taken) = tokio::sync::watch::channel(vec![]);
+        let l = Leadership {
+            identity: "a".into(),
+            shards: 1,
+            holds: holds.clone(),
+            elected: true,
+            taken,
+            set_up: Arc::default(),
+        };
+        assert!(l.pass_fence("web").is_none(), "no shard held");
+        holds.set(0, Hold { generation: 2, renewed_at: Instant::now(), transitions: 0 });
+        assert!(l.fence("web").is_some() && l.pass_fence("web").is_none(), "held, not set up");
+        l.set_up(0, 1);
+        assert!(l.pass_fence("web").is_none(), "set up in an earlier hold");
+        l.set_up(0, l.generation(0).unwrap_or_default());
+        assert!(l.pass_fence("web").is_some(), "set up");
+        holds.end(0);
+        assert!(l.pass_fence("web").is_none(), "lost");
+        assert!(Leadership::always().pass_fence("web").is_some(), "no election: always");
+    }
 
     /// The first pass of an application creates its resource: that is no request (it
     /// would pass every application twice as it starts); a resource that appears with a

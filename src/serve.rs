@@ -162,7 +162,7 @@ pub async fn serve_elected(
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     start_pollers(&ctx, &tracker, &leadership, &scheduler, &token);
     if leadership.elected() {
-        follow_leadership(&ctx, &tracker, &leadership, &scheduler, &token);
+        follow_leadership(&ctx, &tracker, (&leadership, &scheduler), &token);
     }
     let s = scheduler.clone();
     tracker.spawn(leader::watch_requests(
@@ -324,19 +324,21 @@ fn start_pollers(
 }
 
 /// With leader election: each time this replica takes or releases shards, the watch
-/// cache keeps their applications' objects alone ([`Context::keep_watching`]); the
-/// `spec` of the applications taken is set ([`mirror_specs`]) and each gets a pass
-/// (which starts from its Application status: see
+/// cache keeps their applications' objects alone ([`Context::keep_watching`]). Each take
+/// is then set up on its own task (a shard taken meanwhile does not wait for it): the
+/// `spec` of the applications taken is set ([`mirror_specs`]), the shards are marked set
+/// up ([`Leadership::set_up`]; until then their passes do nothing), and each
+/// application gets one pass (which starts from its Application status: see
 /// [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
-    leadership: &Leadership,
-    scheduler: &Scheduler,
+    (leadership, scheduler): (&Leadership, &Scheduler),
     token: &CancellationToken,
 ) {
-    let apps: Vec<String> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
-    let (ctx, mut l, s, t) = (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone());
+    let apps: Arc<[String]> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
+    let (ctx, mut l, s, t, tasks) =
+        (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone(), tracker.clone());
     tracker.spawn(async move {
         let mut before: Vec<u32> = vec![];
         loop {
@@ -347,13 +349,24 @@ fn follow_leadership(
                     let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
                     before = held;
                     ctx.keep_watching(Some(owned_apps(&ctx, &l)));
-                    // the specs before the passes: a pass saving a status of a missing
-                    // resource creates it with an empty spec (the same field manager),
-                    // which would clear a spec set meanwhile
-                    mirror_specs(&ctx, &l, &new).await;
-                    for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
-                        s.trigger(app, Trigger::Manual);
+                    if new.is_empty() {
+                        continue;
                     }
+                    let (ctx, l, s, apps) = (ctx.clone(), l.clone(), s.clone(), apps.clone());
+                    tasks.spawn(async move {
+                        let generations: Vec<(u32, u64)> =
+                            new.iter().filter_map(|shard| Some((*shard, l.generation(*shard)?))).collect();
+                        // the specs before the passes: a pass saving a status of a missing
+                        // resource creates it with an empty spec (the same field manager),
+                        // which would clear a spec set meanwhile
+                        mirror_specs(&ctx, &l, &new).await;
+                        for (shard, generation) in generations {
+                            l.set_up(shard, generation);
+                        }
+                        for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
+                            s.trigger(app, Trigger::Manual);
+                        }
+                    });
                 }
             }
         }
@@ -595,9 +608,10 @@ fn start_actors(
         let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
         let fresh = crate::poller::freshness(cause, interval);
         async move {
-            // the passes of an application another replica runs do nothing: they must
-            // not use up the first passes' bound this one needs once it runs them
-            let fence = leadership.fence(&app);
+            // the passes of an application another replica runs, or of a shard whose
+            // take is not set up yet, do nothing: they must not use up the first passes'
+            // bound this one needs once it runs them
+            let fence = leadership.pass_fence(&app);
             let _permit = if fence.is_some() { first.permit(&app).await } else { None };
             probes.started(&app);
             let settling = if let Some(fence) = fence {

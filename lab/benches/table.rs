@@ -1171,6 +1171,22 @@ impl Drop for Replica {
     }
 }
 
+/// When `replica`'s passes of `apps` ended, from `start`: the first, the median, the last.
+fn pass_ends(replica: &Replica, apps: &[String], start: jiff::Timestamp) -> String {
+    let mut ends: Vec<f64> =
+        replica.passes_of(apps).into_iter().map(|t| start.duration_until(t).as_secs_f64()).collect();
+    ends.sort_by(f64::total_cmp);
+    match (ends.first(), ends.get(ends.len() / 2), ends.last()) {
+        (Some(first), Some(half), Some(last)) => {
+            format!(
+                "{} passes ended, the first at +{first:.1} s, half by +{half:.1} s, the last at +{last:.1} s",
+                ends.len()
+            )
+        }
+        _ => "no pass ended".into(),
+    }
+}
+
 /// The object writes and the API requests by verb of `replicas` so far, summed.
 async fn tally(replicas: &[&Replica]) -> (usize, BTreeMap<String, f64>) {
     let mut writes = 0;
@@ -1293,10 +1309,13 @@ async fn p8_shards(t: &mut Table) {
         let one = Replica::start(&format!("p8-{set}"), &policy, dir, None);
         let _profile = api_profile(set, 80);
         let started = Instant::now();
+        let started_at = jiff::Timestamp::now();
         let status_ns = format!("plumb-bench-p8-{set}");
         all_synced(status_ns, format!("{apps} applications Synced by one replica")).await;
         let one_synced = started.elapsed();
         eprintln!("P8 CPU, one replica ({set}) until all Synced: {}", cpu_since(&cpu, &[&one]));
+        let names: Vec<String> = (0..apps).map(|a| format!("a{a:04}")).collect();
+        eprintln!("P8 one replica ({set}): {}", pass_ends(&one, &names, started_at));
         one.print_requests(&format!("one replica ({set})"), jiff::Timestamp::UNIX_EPOCH);
         all_idle(&[&one], Duration::from_secs(300)).await;
         let (one_rss, one_hwm) = rss_mib(one.child.id());
@@ -1316,6 +1335,7 @@ async fn p8_shards(t: &mut Table) {
         let mut replicas: Vec<Replica> = names.iter().map(|n| Replica::start(n, &policy, dir, Some(6))).collect();
         let _profile = api_profile("three", 80);
         let started = Instant::now();
+        let started_at = jiff::Timestamp::now();
         all_synced("plumb-bench-p8-three".into(), format!("{apps} applications Synced by three replicas")).await;
         let three_synced = started.elapsed();
         // a replica that exited (say, its port taken between the bench choosing it and
@@ -1328,6 +1348,18 @@ async fn p8_shards(t: &mut Table) {
             }
         }
         eprintln!("P8 CPU, three replicas until all Synced: {}", cpu_since(&cpu, &replicas.iter().collect::<Vec<_>>()));
+        // where the time went: when each replica took its shards, and its passes' ends
+        let names: Vec<String> = (0..apps).map(|a| format!("a{a:04}")).collect();
+        let since = |t: jiff::Timestamp| started_at.duration_until(t).as_secs_f64();
+        for r in &replicas {
+            let taken: Vec<String> = r.shards_taken().into_iter().map(|t| format!("{:.1}", since(t))).collect();
+            eprintln!(
+                "P8 three replicas, {}: shards taken at +{} s; {}",
+                r.identity,
+                taken.join(", +"),
+                pass_ends(r, &names, started_at)
+            );
+        }
         for r in &replicas {
             r.print_requests("three replicas", jiff::Timestamp::UNIX_EPOCH);
         }
