@@ -176,9 +176,9 @@ pub struct Leadership {
     elected: bool,
     /// The shards held, sent each time they change (taken, released or lost).
     taken: watch::Receiver<Vec<u32>>,
-    /// The hold generation of each shard whose take is set up (its applications'
-    /// resources read and their specs set: [`Leadership::set_up`]).
-    set_up: Arc<std::sync::Mutex<HashMap<u32, u64>>>,
+    /// The hold generation under which each application's take was set up (its
+    /// resource read and its spec set: [`Leadership::set_up`]).
+    set_up: Arc<std::sync::Mutex<HashMap<Box<str>, u64>>>,
 }
 
 impl Leadership {
@@ -207,15 +207,15 @@ impl Leadership {
         Fence::of(self.identity.clone(), self.shard_of(app), self.shards, self.holds.clone())
     }
 
-    /// The fence for a pass of `app` now, once its shard's take is set up
-    /// ([`Leadership::set_up`]; always without election): the passes of a shard just
-    /// taken wait for its set-up, which then starts each of them once.
+    /// The fence for a pass of `app` now, once its take is set up in the hold of its
+    /// shard ([`Leadership::set_up`]; always without election): the passes of a shard
+    /// just taken wait for the set-up, which then starts each of them once.
     pub fn pass_fence(&self, app: &str) -> Option<Fence> {
         let fence = self.fence(app)?;
         if !self.elected {
             return Some(fence);
         }
-        let done = self.set_up.lock().ok()?.get(&fence.shard).copied();
+        let done = self.set_up.lock().ok()?.get(app).copied();
         (done == Some(fence.hold.generation)).then_some(fence)
     }
 
@@ -224,11 +224,12 @@ impl Leadership {
         self.holds.get(shard).map(|h| h.generation)
     }
 
-    /// Records that the take of `shard` in hold `generation` is set up: from now on
-    /// [`Leadership::pass_fence`] lets its applications' passes run.
-    pub fn set_up(&self, shard: u32, generation: u64) {
+    /// Records that the take of `app` in hold `generation` of its shard is set up: from
+    /// now on [`Leadership::pass_fence`] lets its passes run (one entry per application
+    /// ever taken, at most the policy's).
+    pub fn set_up(&self, app: &str, generation: u64) {
         if let Ok(mut m) = self.set_up.lock() {
-            m.insert(shard, generation);
+            m.insert(app.into(), generation);
         }
     }
 
@@ -870,8 +871,9 @@ mod tests {
     use super::{Controls, Leadership, asks_anew};
     use crate::fence::{Hold, Holds};
 
-    /// A shard's passes run once its take is set up, in the same hold: not before (the
-    /// set-up then starts each once), not on a set-up of an earlier hold of it.
+    /// An application's passes run once its take is set up, in the same hold of its
+    /// shard: not before (the set-up then starts each once), not on a set-up of an
+    /// earlier hold, not on another application's.
     #[test]
     fn a_shard_s_passes_wait_for_the_set_up_of_its_hold() {
         let holds = Arc::new(Holds::with_deadline(std::time::Duration::from_secs(7)));
@@ -887,10 +889,11 @@ mod tests {
         assert!(l.pass_fence("web").is_none(), "no shard held");
         holds.set(0, Hold { generation: 2, renewed_at: Instant::now(), transitions: 0 });
         assert!(l.fence("web").is_some() && l.pass_fence("web").is_none(), "held, not set up");
-        l.set_up(0, 1);
+        l.set_up("web", 1);
         assert!(l.pass_fence("web").is_none(), "set up in an earlier hold");
-        l.set_up(0, l.generation(0).unwrap_or_default());
+        l.set_up("web", l.generation(0).unwrap_or_default());
         assert!(l.pass_fence("web").is_some(), "set up");
+        assert!(l.fence("api").is_some() && l.pass_fence("api").is_none(), "another application of the shard");
         holds.end(0);
         assert!(l.pass_fence("web").is_none(), "lost");
         assert!(Leadership::always().pass_fence("web").is_some(), "no election: always");

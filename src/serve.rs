@@ -156,7 +156,7 @@ pub async fn serve_elected(
     if leadership.elected() {
         ctx.keep_watching(Some(owned_apps(&ctx, &leadership)));
     } else {
-        mirror_specs(&ctx, &leadership, &[0]).await;
+        mirror_specs(&ctx, &leadership, &[0], &|_| {}).await;
     }
     let probes = Arc::new(Probes::new(app_intervals(&ctx)));
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
@@ -243,9 +243,10 @@ const MIRRORS_IN_FLIGHT: usize = 8;
 /// The resources of the applications of `shards` (just taken) read by one paged LIST
 /// ([`crate::status::store::Store::prime`]: their first passes read no resource
 /// again), then each one's `spec` set to the policy's declaration where it differs,
-/// inside its shard's fence, [`MIRRORS_IN_FLIGHT`] at a time. Failures are logged (a
+/// inside its shard's fence, [`MIRRORS_IN_FLIGHT`] at a time, and `done(app)` called
+/// (its pass may start), also when its spec could not be set. Failures are logged (a
 /// failed LIST leaves each read to a GET).
-async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
+async fn mirror_specs<F: Fn(&str) + Sync>(ctx: &Context, leadership: &Leadership, shards: &[u32], done: &F) {
     let apps: Vec<&crate::config::Application> =
         (ctx.config.applications.iter()).filter(|app| shards.contains(&leadership.shard_of(&app.name.value))).collect();
     if let Err(e) = ctx.store.prime(apps.iter().map(|a| a.name.value.as_str())).await {
@@ -253,7 +254,9 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
     }
     futures::stream::iter(apps)
         .for_each_concurrent(MIRRORS_IN_FLIGHT, |app| async move {
-            let Some(fence) = leadership.fence(&app.name.value) else { return };
+            // a fence closed for now (a renew late) may open again in the same hold: the
+            // pass then starts from the trigger `done` sends (its spec waits for a next take)
+            let Some(fence) = leadership.fence(&app.name.value) else { return done(&app.name.value) };
             let repo = ctx.config.repositories.iter().find(|r| r.name.value == app.repository.value);
             let env = ctx.config.environments.iter().find(|e| e.name.value == app.environment.value);
             let record = env.map(|env| crate::plan::decommission::Record::of(app, env));
@@ -272,6 +275,7 @@ async fn mirror_specs(ctx: &Context, leadership: &Leadership, shards: &[u32]) {
             if let Err(e) = crate::fence::within(Some(fence), ctx.store.mirror(&app.name.value, &spec)).await {
                 tracing::warn!(app = %app.name.value, "{e}");
             }
+            done(&app.name.value);
         })
         .await;
 }
@@ -326,17 +330,15 @@ fn start_pollers(
 /// With leader election: each time this replica takes or releases shards, the watch
 /// cache keeps their applications' objects alone ([`Context::keep_watching`]). Each take
 /// is then set up on its own task (a shard taken meanwhile does not wait for it): the
-/// `spec` of the applications taken is set ([`mirror_specs`]), the shards are marked set
-/// up ([`Leadership::set_up`]; until then their passes do nothing), and each
-/// application gets one pass (which starts from its Application status: see
-/// [`crate::reconcile::AppState::held_under`]).
+/// `spec` of each application taken is set ([`mirror_specs`]), then it is marked set up
+/// ([`Leadership::set_up`]; until then its passes do nothing) and gets one pass (which
+/// starts from its Application status: see [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
     (leadership, scheduler): (&Leadership, &Scheduler),
     token: &CancellationToken,
 ) {
-    let apps: Arc<[String]> = ctx.config.applications.iter().map(|a| a.name.value.clone()).collect();
     let (ctx, mut l, s, t, tasks) =
         (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone(), tracker.clone());
     tracker.spawn(async move {
@@ -352,20 +354,20 @@ fn follow_leadership(
                     if new.is_empty() {
                         continue;
                     }
-                    let (ctx, l, s, apps) = (ctx.clone(), l.clone(), s.clone(), apps.clone());
+                    let (ctx, l, s) = (ctx.clone(), l.clone(), s.clone());
                     tasks.spawn(async move {
-                        let generations: Vec<(u32, u64)> =
+                        let generations: std::collections::HashMap<u32, u64> =
                             new.iter().filter_map(|shard| Some((*shard, l.generation(*shard)?))).collect();
-                        // the specs before the passes: a pass saving a status of a missing
+                        // the spec before the pass: a pass saving a status of a missing
                         // resource creates it with an empty spec (the same field manager),
                         // which would clear a spec set meanwhile
-                        mirror_specs(&ctx, &l, &new).await;
-                        for (shard, generation) in generations {
-                            l.set_up(shard, generation);
-                        }
-                        for app in apps.iter().filter(|a| new.contains(&l.shard_of(a))) {
-                            s.trigger(app, Trigger::Manual);
-                        }
+                        let done = |app: &str| {
+                            if let Some(generation) = generations.get(&l.shard_of(app)) {
+                                l.set_up(app, *generation);
+                                s.trigger(app, Trigger::Manual);
+                            }
+                        };
+                        mirror_specs(&ctx, &l, &new, &done).await;
                     });
                 }
             }
