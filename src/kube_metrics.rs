@@ -45,9 +45,11 @@ pub const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// A client built from `config` whose requests are counted on `metrics`: kube's stack
 /// (base URL, retries of 429/503/504, authentication, extra headers, connect and write
 /// timeouts, rustls) over connections whose read buffer is [`READ_BUFFER_BYTES`] at
-/// most. A configuration with a proxy (`proxy-url`) or an exec credential plugin gets
-/// kube's own stack instead (its proxy connectors, its client certificates' expiry),
-/// with hyper's default buffers.
+/// most; each attempt of a write (a retry too) is sent only while the fence in scope is
+/// open ([`Fenced`]). A configuration with a proxy (`proxy-url`) or an exec credential
+/// plugin gets kube's own stack instead (its proxy connectors, its client certificates'
+/// expiry), with hyper's default buffers, where the fence is checked before the first
+/// attempt alone (by the writers themselves).
 ///
 /// # Errors
 /// `config` names no usable cluster (TLS or proxy settings invalid, a token file that
@@ -76,6 +78,7 @@ pub fn client(config: kube::Config, metrics: Arc<Metrics>) -> anyhow::Result<kub
         .option_layer(config.default_retry.then(|| tower::retry::RetryLayer::new(retry)))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .layer(FencedLayer)
         .layer(layer)
         .map_err(tower::BoxError::from)
         .service(http);
@@ -138,9 +141,99 @@ where
     }
 }
 
+/// Wraps a service in [`Fenced`].
+#[derive(Clone)]
+struct FencedLayer;
+
+impl<S> tower::Layer<S> for FencedLayer {
+    type Service = Fenced<S>;
+
+    fn layer(&self, inner: S) -> Fenced<S> {
+        Fenced { inner }
+    }
+}
+
+/// Sends each attempt of a write (any method but GET and HEAD) only while the fence of
+/// the pass that makes it is open ([`crate::fence::check`]); otherwise the attempt fails
+/// with [`crate::fence::Closed`] and nothing is sent. Below kube's retries: a write
+/// retried after a 429, 503 or 504 (kube waits out `Retry-After` between attempts) is
+/// checked again, so no attempt starts after this replica stopped holding the shard.
+/// The check runs when the attempt is first polled, in the task of the pass (whose
+/// fence is a task-local, [`crate::fence::within`]); a request outside any fence (the
+/// election, watches, reads) passes unchecked.
+#[derive(Clone)]
+pub struct Fenced<S> {
+    inner: S,
+}
+
+impl<S, B> tower::Service<Request<Body>> for Fenced<S>
+where
+    S: tower::Service<Request<Body>, Response = Response<B>, Error = tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = tower::BoxError;
+    type Future = BoxFuture<Result<Response<B>, tower::BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+        let (method, uri) = (req.method().clone(), req.uri().clone());
+        // the inner future does nothing until polled: dropped unpolled, nothing is sent
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            if write {
+                crate::fence::check(|| format!("{method} {}", uri.path()))?;
+            }
+            fut.await
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write whose fence closed is not sent, a retry of it neither; reads and
+    /// writes outside a fence go through.
+    #[tokio::test]
+    async fn a_write_is_sent_only_while_its_fence_is_open() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::{Service as _, ServiceExt as _};
+
+        use crate::fence::{Fence, Hold, Holds, within};
+
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counter = sent.clone();
+        let inner = tower::service_fn(move |_req: Request<Body>| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, tower::BoxError>(Response::new(()))
+            }
+        });
+        let mut svc = tower::Layer::layer(&FencedLayer, inner);
+        let req = |m: Method| {
+            Request::builder().method(m).uri("/api/v1/namespaces/a/configmaps/c").body(Body::empty()).expect("request")
+        };
+        let holds = Arc::new(Holds::with_deadline(std::time::Duration::from_secs(7)));
+        holds.set(0, Hold { generation: 1, renewed_at: std::time::Instant::now(), transitions: 0 });
+        let fence = Some(Fence::of("r".into(), 0, 1, holds.clone()).expect("held"));
+        let open = within(fence.clone(), async { svc.ready().await?.call(req(Method::PATCH)).await }).await;
+        assert!(open.is_ok(), "open");
+        holds.end(0);
+        let refused = within(fence.clone(), async { svc.ready().await?.call(req(Method::PATCH)).await }).await;
+        let refused = refused.expect_err("closed");
+        assert!(refused.to_string().contains("PATCH /api/v1/namespaces/a/configmaps/c: dropped"), "{refused}");
+        let read = within(fence.clone(), async { svc.ready().await?.call(req(Method::GET)).await }).await;
+        assert!(read.is_ok(), "a read");
+        let unfenced = svc.ready().await.expect("ready").call(req(Method::PATCH)).await;
+        assert!(unfenced.is_ok(), "outside a fence");
+        assert_eq!(sent.load(Ordering::SeqCst), 3, "the refused write was never sent");
+    }
 
     #[test]
     fn verbs() {
