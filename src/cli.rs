@@ -113,7 +113,9 @@ pub struct LeaseArgs {
     /// holding its shard's Lease (see `--shards`; one shard: one replica runs them all).
     #[arg(long, env = "PLUMB_LEADER_ELECT")]
     pub leader_elect: bool,
-    /// Namespace of the Lease; default: the policy's status namespace.
+    /// Namespace of the Lease; default: the policy's status namespace (which no
+    /// application may write). Another namespace must be one no application deploys to:
+    /// whoever writes Leases there can hold shards.
     #[arg(long, env = "PLUMB_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the Lease.
@@ -815,7 +817,7 @@ async fn sync_here(
     let mut ctx = context(policy, kube, !dry_run).await?;
     if !dry_run {
         let ns = &ctx.config.settings.status_namespace;
-        match crate::leader::holders(ctx.cluster.client(), ns, "plumb").await?.first() {
+        match crate::leader::holders(ctx.cluster.client(), ns).await?.first() {
             Some(server) => {
                 errln!(
                     "local: syncing {app} from this machine; plumb server {server} serves namespace {ns}: no status written here (the server records its own)"

@@ -80,6 +80,15 @@ impl Holds {
         self.holds.read().ok()?.get(&shard).copied()
     }
 
+    /// The shards held now, open or not, each with the generation of its hold: a shard
+    /// lost and taken again between two looks shows as a new generation.
+    pub fn generations(&self) -> Vec<(u32, u64)> {
+        let mut s: Vec<(u32, u64)> =
+            self.holds.read().map(|h| h.iter().map(|(s, h)| (*s, h.generation)).collect()).unwrap_or_default();
+        s.sort_unstable();
+        s
+    }
+
     /// The shards held now, open or not.
     pub fn shards(&self) -> Vec<u32> {
         let mut s: Vec<u32> = self.holds.read().map(|h| h.keys().copied().collect()).unwrap_or_default();

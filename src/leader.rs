@@ -44,7 +44,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{DynamicObject, ListParams, PostParams},
+    api::{DeleteParams, DynamicObject, ListParams, PostParams},
     runtime::{WatchStreamExt as _, watcher},
 };
 use tokio::sync::watch;
@@ -94,21 +94,27 @@ impl LeaseOptions {
         if self.shards <= 1 { self.name.clone() } else { format!("{}-shard-{shard}", self.name) }
     }
 
-    /// The name of this replica's membership Lease: the identity made a valid name
-    /// (lower case, `[a-z0-9-]`), with a hash of it when it had to change.
+    /// The name of this replica's membership Lease ([`LeaseOptions::member_lease_of`]).
     pub fn member_lease(&self) -> String {
-        let clean: String = self
-            .identity
+        self.member_lease_of(&self.identity)
+    }
+
+    /// The name of the membership Lease of the replica `identity`: the identity made a
+    /// valid name (lower case, `[a-z0-9-]`), with a hash of it when it had to change. A
+    /// membership Lease counts only under this name for its holder, so a Lease written
+    /// by hand under another name adds no member.
+    pub fn member_lease_of(&self, identity: &str) -> String {
+        let clean: String = identity
             .to_ascii_lowercase()
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
             .take(200)
             .collect();
         let clean = clean.trim_matches('-').to_string();
-        if clean == self.identity && !clean.is_empty() {
+        if clean == identity && !clean.is_empty() {
             format!("{}-member-{clean}", self.name)
         } else {
-            let h = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(self.identity.as_bytes())[..4]);
+            let h = hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(identity.as_bytes())[..4]);
             format!("{}-member-{clean}-{h}", self.name)
         }
     }
@@ -174,8 +180,9 @@ pub struct Leadership {
     shards: u32,
     holds: Arc<Holds>,
     elected: bool,
-    /// The shards held, sent each time they change (taken, released or lost).
-    taken: watch::Receiver<Vec<u32>>,
+    /// The shards held with the generation of each hold, sent each time they change
+    /// (taken, released, lost, or lost and taken again).
+    taken: watch::Receiver<Vec<(u32, u64)>>,
     /// The hold generation under which each application's take was set up (its
     /// resource read and its spec set: [`Leadership::set_up`]).
     set_up: Arc<std::sync::Mutex<HashMap<Box<str>, u64>>>,
@@ -184,7 +191,7 @@ pub struct Leadership {
 impl Leadership {
     /// A single replica without election: every application, for good.
     pub fn always() -> Self {
-        let (tx, taken) = watch::channel(vec![0]);
+        let (tx, taken) = watch::channel(vec![(0, 1)]);
         // The sender is dropped: nothing is ever taken again.
         drop(tx);
         Self {
@@ -217,6 +224,16 @@ impl Leadership {
         }
         let done = self.set_up.lock().ok()?.get(app).copied();
         (done == Some(fence.hold.generation)).then_some(fence)
+    }
+
+    /// True while `app`'s shard is held, its take set up, but its fence closed for now
+    /// (a renew later than the renew deadline, and not yet ended: the next renew either
+    /// opens it again in the same hold or ends the hold).
+    pub fn paused(&self, app: &str) -> bool {
+        let shard = self.shard_of(app);
+        let Some(hold) = self.holds.get(shard).filter(|_| self.elected) else { return false };
+        let done = self.set_up.lock().ok().and_then(|m| m.get(app).copied());
+        done == Some(hold.generation) && self.holds.open(shard, Instant::now()).is_none()
     }
 
     /// The generation of this replica's hold of `shard`, while held.
@@ -264,10 +281,11 @@ impl Leadership {
         self.shards
     }
 
-    /// Resolves each time the shards this replica holds change (taken, released or
-    /// lost), with the shards it then holds; `None` once the election ended (shutdown,
-    /// or no election).
-    pub async fn taken(&mut self) -> Option<Vec<u32>> {
+    /// Resolves each time the holds of this replica change (a shard taken, released or
+    /// lost, or lost and taken again in one round), with the shards it then holds and
+    /// the generation of each hold; `None` once the election ended (shutdown, or no
+    /// election).
+    pub async fn taken(&mut self) -> Option<Vec<(u32, u64)>> {
         self.taken.changed().await.ok()?;
         Some(self.taken.borrow_and_update().clone())
     }
@@ -318,6 +336,7 @@ impl Leadership {
         tracker.spawn(async move {
             let mut changes = std::pin::pin!(changes);
             'run: loop {
+                let started = tokio::time::Instant::now();
                 election.round(&tx).await;
                 let wake = tokio::time::sleep(election.next_look(round));
                 let mut wake = std::pin::pin!(wake);
@@ -326,8 +345,13 @@ impl Leadership {
                         () = token.cancelled() => break 'run,
                         () = &mut wake => break,
                         Some(change) = changes.next() => {
+                            // a round at once, but at most one per FORCED_ROUND_GAP
+                            // whatever the Leases do (a holder flapping costs no more)
                             if election.observe(change) {
-                                break;
+                                let soonest = started + FORCED_ROUND_GAP;
+                                if wake.deadline() > soonest {
+                                    wake.as_mut().reset(soonest);
+                                }
                             }
                         }
                     }
@@ -362,6 +386,10 @@ struct Election {
     /// ([`View::settling`]).
     started: Instant,
 }
+
+/// The shortest time between the starts of two rounds when Leases changed (another
+/// replica took or left a shard, a member came or went): 500 ms.
+const FORCED_ROUND_GAP: Duration = Duration::from_millis(500);
 
 /// How long one Lease request may take before the round goes on without it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -458,8 +486,9 @@ impl Election {
     /// or gone): a round then runs at once, so that a free shard is taken and a
     /// replica that joins gets its share without waiting for the next round.
     fn observe(&mut self, change: Result<watcher::Event<Lease>, watcher::Error>) -> bool {
-        let lease = match change {
-            Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => l,
+        let (lease, deleted) = match change {
+            Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => (l, false),
+            Ok(watcher::Event::Delete(l)) => (l, true),
             Ok(_) => return false,
             Err(e) => {
                 tracing::debug!(namespace = %self.opts.namespace, "watching the Leases: {e}");
@@ -468,7 +497,11 @@ impl Election {
         };
         let name = lease.metadata.name.clone().unwrap_or_default();
         let before = self.seen.get(&name).and_then(|s| s.holder.clone());
-        self.remember(&lease, Instant::now());
+        if deleted {
+            self.seen.remove(&name);
+        } else {
+            self.remember(&lease, Instant::now());
+        }
         let after = self.seen.get(&name).and_then(|s| s.holder.clone());
         let me = Some(&self.opts.identity);
         before != after && before.as_ref() != me && after.as_ref() != me
@@ -494,12 +527,13 @@ impl Election {
         }
     }
 
-    /// One round: renew, look, move; the shards held then are sent on `taken` when
-    /// they changed (taken, released, or lost).
-    async fn round(&mut self, taken: &watch::Sender<Vec<u32>>) {
-        let had = self.holds.shards();
+    /// One round: renew, look, move; the holds then are sent on `taken` when they
+    /// changed (taken, released, lost — or lost and taken again: the same shards under a
+    /// new generation, whose applications must be set up again).
+    async fn round(&mut self, taken: &watch::Sender<Vec<(u32, u64)>>) {
+        let had = self.holds.generations();
         self.look().await;
-        let held = self.holds.shards();
+        let held = self.holds.generations();
         if held != had {
             let _ = taken.send(held);
         }
@@ -524,6 +558,8 @@ impl Election {
             Err(_) => return tracing::warn!(namespace = %self.opts.namespace, "listing the Leases: no answer"),
         };
         let now = Instant::now();
+        // what the LIST returned is what exists: Leases deleted since are forgotten
+        self.seen.retain(|name, _| leases.iter().any(|l| l.metadata.name.as_ref() == Some(name)));
         for l in &leases {
             self.remember(l, now);
         }
@@ -544,6 +580,8 @@ impl Election {
     fn view(&self, leases: &[Lease], now: Instant) -> Option<View<'_>> {
         let mut holders = vec![None; self.opts.shards as usize];
         let mut members = BTreeSet::new();
+        // a shard's Lease by its name alone (an annotation can be written by hand)
+        let shard_leases: HashMap<String, u32> = (0..self.opts.shards).map(|s| (self.opts.shard_lease(s), s)).collect();
         for l in leases {
             let name = l.metadata.name.clone().unwrap_or_default();
             let Some(seen) = self.seen.get(&name) else { continue };
@@ -560,12 +598,12 @@ impl Election {
             }
             let role = l.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
             match role {
-                Some("member") => {
+                // a member under its own name only: one Lease per replica
+                Some("member") if name == self.opts.member_lease_of(holder) => {
                     members.insert(holder.to_string());
                 }
                 Some("shard") => {
-                    let shard = notes.get(SHARD_ANNOTATION).and_then(|s| s.parse::<u32>().ok());
-                    if let Some(slot) = shard.and_then(|s| holders.get_mut(s as usize)) {
+                    if let Some(slot) = shard_leases.get(&name).and_then(|s| holders.get_mut(*s as usize)) {
                         *slot = Some(holder.to_string());
                     }
                 }
@@ -631,7 +669,7 @@ impl Election {
             match self.write(lease, sent).await {
                 Ok(_) => self.holds.set(s, Hold { renewed_at: sent, ..hold }),
                 Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {
-                    tracing::error!(lease = %name, shard = s, "lost the shard (another replica wrote its Lease): its writes stopped");
+                    tracing::error!(lease = %name, shard = s, "lost the shard (its Lease was written by another replica, or deleted): its writes stopped");
                     self.holds.end(s);
                     self.records.remove(&name);
                 }
@@ -683,10 +721,23 @@ impl Election {
         for s in held.into_iter().chain(std::mem::take(&mut self.releasing).into_keys()) {
             self.give_up(s).await;
         }
+        // the membership is deleted, not left released: a replica's name (a pod's) is
+        // seldom used again, and every replica lists every membership each round
         let member = self.opts.member_lease();
         if let Some(base) = self.records.remove(&member) {
-            let lease = self.record(&member, Some(&base), "", "member", None);
-            let _ = self.write(lease, Instant::now()).await;
+            let dp = DeleteParams {
+                preconditions: base
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .map(|rv| kube::api::Preconditions { resource_version: Some(rv), uid: None }),
+                ..DeleteParams::default()
+            };
+            match tokio::time::timeout(REQUEST_TIMEOUT, self.api.delete(&member, &dp)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::debug!(lease = %member, "deleting this replica's membership: {e}"),
+                Err(_) => tracing::debug!(lease = %member, "deleting this replica's membership: no answer"),
+            }
         }
         tracing::info!(identity = %self.opts.identity, "leases released");
     }
@@ -697,13 +748,14 @@ fn timeout_error(name: &str) -> kube::Error {
     kube::Error::Service(format!("lease {name}: no answer within {}s", REQUEST_TIMEOUT.as_secs()).into())
 }
 
-/// Asks the leader for a pass of `app` by stamping [`REFRESH_ANNOTATION`] (the time of
-/// the request) on its resource in `namespace`, creating the resource when missing.
+/// Asks the replica running `app` for a pass by stamping [`REFRESH_ANNOTATION`] (the
+/// time of the request) on its resource in `namespace`; false when there is no such
+/// resource (never created here: see [`request`]).
 ///
 /// # Errors
 /// The API request failed.
-pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<(), crate::status::store::Error> {
-    request(client, namespace, app, REFRESH_ANNOTATION).await.map(|_| ())
+pub async fn forward(client: &Client, namespace: &str, app: &str) -> Result<bool, crate::status::store::Error> {
+    request(client, namespace, app, REFRESH_ANNOTATION).await.map(|v| v.is_some())
 }
 
 /// Stamps the request annotation `key` ([`REFRESH_ANNOTATION`] or
@@ -747,6 +799,8 @@ pub async fn watch_requests(
     let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut initial = true;
     let mut seen: HashMap<String, Controls> = HashMap::new();
+    // one timer per application for the end of its pause: a new `until` replaces it
+    let mut pause_ends: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     loop {
         let event = tokio::select! {
             () = token.cancelled() => return,
@@ -768,6 +822,9 @@ pub async fn watch_requests(
             Ok(watcher::Event::Delete(o)) => {
                 // the decommission reads which resources exist from here
                 let name = o.metadata.name.unwrap_or_default();
+                if let Some(timer) = pause_ends.remove(&name) {
+                    timer.abort();
+                }
                 if initial {
                     seen.remove(&name);
                 } else if let Ok(mut m) = shared.write()
@@ -798,13 +855,16 @@ pub async fn watch_requests(
         if let Some(until) = controls.suspend.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok()) {
             let left = until.duration_since(jiff::Timestamp::now());
             if left.is_positive() {
-                let (t, app, token) = (trigger.clone(), app.clone(), token.clone());
-                tokio::spawn(async move {
+                let (t, name, token) = (trigger.clone(), app.clone(), token.clone());
+                let timer = tokio::spawn(async move {
                     tokio::select! {
                         () = token.cancelled() => {}
-                        () = tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(50)) => t(&app),
+                        () = tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(50)) => t(&name),
                     }
                 });
+                if let Some(before) = pause_ends.insert(app.clone(), timer.abort_handle()) {
+                    before.abort();
+                }
             }
         }
         if initial || !leadership.owns(&app) {
@@ -834,17 +894,19 @@ pub fn default_identity() -> String {
     format!("{}-{}", if host.is_empty() { "plumb" } else { &host }, std::process::id())
 }
 
-/// The identities holding a live Lease of election `name` in `namespace` (serving
-/// `plumb serve --leader-elect` replicas), judged by each record's `renewTime` and
-/// duration against this machine's clock (the command line reads once; it cannot
-/// watch a record change). Empty when no replica serves; a single replica without
+/// The identities holding a live Lease of any plumb election in `namespace` (serving
+/// `plumb serve --leader-elect` replicas, whatever their `--lease-name`), judged by each
+/// record's `renewTime` and duration against this machine's clock plus
+/// [`CLOCK_SLACK`] (the command line reads once; it cannot watch a record change, and
+/// this machine's clock may be behind the server's: a server is rather seen once too
+/// often than missed). Empty when no replica serves; a single replica without
 /// `--leader-elect` holds no Lease and is not seen here.
 ///
 /// # Errors
 /// The API request failed (other than 404).
-pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>, kube::Error> {
+pub async fn holders(client: &Client, namespace: &str) -> Result<Vec<String>, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let lp = ListParams::default().labels(&format!("{LEASE_OF_LABEL}={name}"));
+    let lp = ListParams::default().labels(LEASE_OF_LABEL);
     let leases = match api.list(&lp).await {
         Ok(l) => l.items,
         Err(kube::Error::Api(e)) if e.code == 404 => vec![],
@@ -855,7 +917,7 @@ pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec
         .filter_map(|l| {
             let spec = l.spec?;
             let (who, renewed, duration) = (spec.holder_identity?, spec.renew_time?, spec.lease_duration_seconds?);
-            let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration));
+            let expires = renewed.0 + jiff::SignedDuration::from_secs(i64::from(duration)) + CLOCK_SLACK;
             (!who.is_empty() && expires > jiff::Timestamp::now()).then_some(who)
         })
         .collect();
@@ -863,6 +925,9 @@ pub async fn holders(client: &Client, namespace: &str, name: &str) -> Result<Vec
     who.dedup();
     Ok(who)
 }
+
+/// How far this machine's clock may be behind the cluster's for [`holders`]: 2 minutes.
+const CLOCK_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(120);
 
 #[cfg(test)]
 mod tests {
@@ -897,6 +962,68 @@ mod tests {
         holds.end(0);
         assert!(l.pass_fence("web").is_none(), "lost");
         assert!(Leadership::always().pass_fence("web").is_some(), "no election: always");
+        // a renew late: paused, not lost, while the hold lasts
+        holds.set(0, Hold { generation: 3, renewed_at: Instant::now(), transitions: 0 });
+        l.set_up("web", 3);
+        assert!(!l.paused("web"), "open");
+        let late = Instant::now().checked_sub(std::time::Duration::from_secs(8)).unwrap_or_else(Instant::now);
+        holds.set(0, Hold { generation: 3, renewed_at: late, transitions: 0 });
+        assert!(l.pass_fence("web").is_none() && l.paused("web"), "closed for now");
+        assert!(!l.paused("api"), "not set up");
+        holds.end(0);
+        assert!(!l.paused("web"), "ended");
+    }
+
+    /// A replica's view of the Leases counts a membership under its holder's own name
+    /// alone, and a shard's holder by the Lease's name, not by an annotation anyone
+    /// with Lease rights could write: forged Leases add no member and move no shard.
+    #[tokio::test]
+    async fn forged_leases_add_no_member_and_hold_no_shard() {
+        use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+
+        use super::{Election, LEASE_OF_LABEL, LEASE_ROLE_LABEL, LeaseOptions, SHARD_ANNOTATION};
+
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+        let client = kube::Client::try_from(config).expect("client");
+        let opts = LeaseOptions {
+            namespace: "plumb".into(),
+            name: "plumb".into(),
+            identity: "a".into(),
+            duration_seconds: 10,
+            grace_seconds: 3,
+            shards: 4,
+            clock_offset_seconds: 0,
+        };
+        let mut election = Election::new(client, opts.clone());
+        let lease = |name: &str, holder: &str, role: &str, shard: Option<&str>| {
+            let mut l = Lease::default();
+            l.metadata.name = Some(name.into());
+            l.metadata.resource_version = Some("1".into());
+            l.metadata.labels =
+                Some([(LEASE_OF_LABEL, "plumb"), (LEASE_ROLE_LABEL, role)].map(|(k, v)| (k.into(), v.into())).into());
+            l.metadata.annotations = shard.map(|s| [(SHARD_ANNOTATION.to_string(), s.to_string())].into());
+            l.spec = Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(10),
+                ..LeaseSpec::default()
+            });
+            l
+        };
+        let leases = [
+            lease(&opts.member_lease_of("b"), "b", "member", None),
+            lease("plumb-member-ghost", "c", "member", None),
+            lease("plumb-shard-1", "b", "shard", Some("1")),
+            lease("plumb-anything", "ghost", "shard", Some("2")),
+            lease("plumb-shard-3", "b", "shard", Some("0")),
+        ];
+        let now = Instant::now();
+        for l in &leases {
+            election.remember(l, now);
+        }
+        let view = election.view(&leases, now).expect("one --shards");
+        let members: Vec<&str> = view.members.iter().map(String::as_str).collect();
+        assert_eq!(members, ["a", "b"], "c's Lease is not named for c");
+        assert_eq!(view.holders, [None, Some("b".into()), None, Some("b".into())], "by the Leases' names");
     }
 
     /// The first pass of an application creates its resource: that is no request (it

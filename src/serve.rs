@@ -342,15 +342,19 @@ fn follow_leadership(
     let (ctx, mut l, s, t, tasks) =
         (ctx.clone(), leadership.clone(), scheduler.clone(), token.clone(), tracker.clone());
     tracker.spawn(async move {
-        let mut before: Vec<u32> = vec![];
+        let mut before: Vec<(u32, u64)> = vec![];
         loop {
             tokio::select! {
                 () = t.cancelled() => return,
                 taken = l.taken() => {
                     let Some(held) = taken else { return };
-                    let new: Vec<u32> = held.iter().copied().filter(|h| !before.contains(h)).collect();
+                    // new holds: shards taken, and shards lost and taken again in one
+                    // round (the same shard, a new generation: set up again)
+                    let new: Vec<u32> = held.iter().filter(|h| !before.contains(h)).map(|(s, _)| *s).collect();
                     before = held;
-                    ctx.keep_watching(Some(owned_apps(&ctx, &l)));
+                    let owned = owned_apps(&ctx, &l);
+                    ctx.published().retain(|app| owned.contains(app));
+                    ctx.keep_watching(Some(owned));
                     if new.is_empty() {
                         continue;
                     }
@@ -411,24 +415,44 @@ pub async fn dispatch(
                 None => return,
             },
         };
-        for app in &item.apps {
-            if leadership.owns(app) {
-                scheduler.trigger(app, Trigger::Webhook { received: item.received });
-                continue;
-            }
-            let Some(f) = &forward else {
-                tracing::warn!(app = %app, "webhook dropped: not run here, and nowhere to forward it");
-                continue;
-            };
-            match leader::forward(&f.client, &f.namespace, app).await {
-                Ok(_) => {
-                    tracing::info!(app = %app, shard = leadership.shard_of(app), "webhook forwarded to the replica running it")
-                }
-                Err(e) => tracing::warn!(app = %app, "forwarding a webhook: {e}"),
-            }
+        let (mine, theirs): (Vec<&String>, Vec<&String>) = item.apps.iter().partition(|app| leadership.owns(app));
+        for app in mine {
+            scheduler.trigger(app, Trigger::Webhook { received: item.received });
         }
+        let Some(f) = &forward else {
+            for app in theirs {
+                tracing::warn!(app = %app, "webhook dropped: not run here, and nowhere to forward it");
+            }
+            continue;
+        };
+        // a push to a repository many applications share names them all: forwarded
+        // side by side, each within FORWARD_TIMEOUT
+        let leadership = &leadership;
+        futures::stream::iter(theirs)
+            .for_each_concurrent(FORWARDS_IN_FLIGHT, |app| async move {
+                let shard = leadership.shard_of(app);
+                match tokio::time::timeout(FORWARD_TIMEOUT, leader::forward(&f.client, &f.namespace, app)).await {
+                    Ok(Ok(true)) => tracing::info!(app = %app, shard, "webhook forwarded to the replica running it"),
+                    Ok(Ok(false)) => {
+                        tracing::warn!(app = %app, shard, "webhook not forwarded: the application has no resource yet")
+                    }
+                    Ok(Err(e)) => tracing::warn!(app = %app, "forwarding a webhook: {e}"),
+                    Err(_) => tracing::warn!(
+                        app = %app,
+                        "forwarding a webhook: no answer within {} s",
+                        FORWARD_TIMEOUT.as_secs()
+                    ),
+                }
+            })
+            .await;
     }
 }
+
+/// How many webhook forwards one delivery has in flight at most.
+const FORWARDS_IN_FLIGHT: usize = 16;
+
+/// How long one webhook forward may take (a PATCH of the application's resource).
+const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often `plumb serve` asks the repositories of `directories` applicationSets
 /// whether they moved, at least (seconds: 15; the reload tick when longer).
@@ -627,6 +651,23 @@ fn start_actors(
                 }
                 settling
             } else {
+                if leadership.paused(&app)
+                    && let Some(s) = scheduler.get().cloned()
+                {
+                    // its fence closed for now (a renew late): asked again in a second,
+                    // so that what asked for it is not lost if the next renew opens the
+                    // fence again; if the hold ends instead, the next holder's take
+                    // passes every application of the shard
+                    let again = match cause {
+                        Cause::Triggered(t) => t,
+                        _ => Trigger::Manual,
+                    };
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        s.trigger(&app, again);
+                    });
+                }
                 false
             };
             probes.finished(&app);

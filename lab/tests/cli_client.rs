@@ -285,10 +285,11 @@ async fn a_local_sync_leaves_a_serving_plumbs_status_alone() {
     assert_eq!(stored.sync, SyncStatus::Synced);
     assert_eq!(history.len(), 1);
 
-    // a server holds plumb's Lease and has written its judgement
+    // a server (started with `--lease-name plumb-b`) holds its Lease and has written its
+    // judgement
     let renewed = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     kubectl_apply(&format!(
-        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {status_ns}, labels: {{plumb.dev/lease-of: plumb, plumb.dev/lease-role: shard}}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb-b, namespace: {status_ns}, labels: {{plumb.dev/lease-of: plumb-b, plumb.dev/lease-role: shard}}}}\nspec: {{holderIdentity: plumb-0, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n"
     ));
     let server_says = AppStatus { health: HealthStatus::Degraded, resources: vec![], ..stored.clone() };
     app.ctx.store.save(&server_says, &history).await.unwrap();

@@ -125,7 +125,7 @@ async fn the_application_resource_carries_status_conditions_and_migrated_history
         .write("app/bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndata: {'bad key': x}\n")
         .unwrap();
     lab.repo.commit("an invalid object").unwrap();
-    plumb::leader::forward(plumb.ctx.cluster.client(), status_ns, app).await.unwrap();
+    assert!(plumb::leader::forward(plumb.ctx.cluster.client(), status_ns, app).await.unwrap(), "the resource exists");
     wait_for("Ready False", Duration::from_secs(60), || async {
         let r = resource(status_ns, app);
         let ready = r["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")?.clone();
@@ -178,7 +178,7 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
             .any(|c| c["type"] == "SyncPaused" && c["message"].as_str().unwrap().contains("incident 42")),
         "{paused}"
     );
-    plumb::leader::forward(&client, status_ns, app).await.unwrap();
+    assert!(plumb::leader::forward(&client, status_ns, app).await.unwrap(), "the resource exists");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(live_value(ns), "2", "no automated sync while paused");
     value_becomes(ns, "3").await;
@@ -199,7 +199,7 @@ async fn sync_requests_pauses_and_rollbacks_go_through_the_resource() {
     value_becomes(ns, "1").await;
     lab.repo.write("app/settings.yaml", &cm("4")).unwrap();
     lab.repo.commit("four").unwrap();
-    plumb::leader::forward(&client, status_ns, app).await.unwrap();
+    assert!(plumb::leader::forward(&client, status_ns, app).await.unwrap(), "the resource exists");
     let pinned = wait_for("the pin in the status", Duration::from_secs(30), || async {
         let s = resource(status_ns, app)["status"].clone();
         (s["pinned"]["revision"] == c1.as_str()).then_some(s)

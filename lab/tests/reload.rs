@@ -86,7 +86,7 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     assert_eq!(metric(&metrics, "plumb_policy_rejected ").as_deref(), Some("1"));
     // the application's status says so at its next pass (a pass asked for here)
     let client = control_plane().client().await.unwrap();
-    plumb::leader::forward(&client, STATUS_NS, "reload-a").await.unwrap();
+    assert!(plumb::leader::forward(&client, STATUS_NS, "reload-a").await.unwrap(), "the resource exists");
     let warning = wait_for("the rejection in the status", Duration::from_secs(30), || async {
         let text = control_plane()
             .kubectl(&[

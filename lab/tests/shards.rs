@@ -3,7 +3,8 @@
 //! the others, a joining replica takes its share without two replicas writing one
 //! application, a replica whose clock is off neither loses nor steals a shard, and a
 //! replica cut off from the API server stops writing before its Lease can expire and
-//! writes nothing after the network comes back.
+//! writes nothing after the network comes back, and a shard whose Lease is deleted under
+//! its holder runs again once taken back.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -414,4 +415,40 @@ async fn a_replica_cut_off_stops_writing_before_its_lease_can_expire_and_writes_
     let all = statuses(STATUS);
     assert!(all.values().all(|s| s.reconciler.as_ref().is_some_and(|r| r.replica == "other")), "{all:?}");
     assert!(!other.logged("lost the shard"), "the new holder kept it");
+}
+
+/// A shard's Lease deleted under its holder (an operator's `kubectl delete lease`): the
+/// holder's renew fails, and it takes the shard again in the same round under a new
+/// hold — whose applications must then run again (set up in the new hold), not wait for
+/// a set-up that never comes while the replica renews a shard it runs nothing of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs() {
+    const STATUS: &str = "shards-retake-status";
+    const NS: &str = "shards-retake-app";
+    let lab = Lab::new("shards-retake");
+    let policy = fleet(&lab, STATUS, NS, 4);
+    let dir = lab.tmp.path().to_path_buf();
+    let solo = Replica::start("solo", &policy, &dir, 2, &[], &control_plane().kubeconfig);
+    wait_for("the replica to run every application", Duration::from_secs(90), || async {
+        reconcilers(STATUS, 4, &["solo"])
+    })
+    .await;
+    let app = (0..4).map(|i| format!("app-{i:02}")).find(|a| shard_of(a, 2) == 0).expect("an application of shard 0");
+    let cm = format!("cm-{}", app.trim_start_matches("app-"));
+    control_plane().kubectl(&["-n", STATUS, "delete", "lease", "plumb-shard-0"]).unwrap();
+    wait_for("the replica to take shard 0 again", Duration::from_secs(30), || async {
+        let taken = solo.lines().iter().filter(|l| l["shard"] == 0 && message_has(l, "holding the shard")).count();
+        (solo.logged("lost the shard") && taken >= 2).then_some(())
+    })
+    .await;
+    // a hand change of that shard's application: healed only if its passes run
+    control_plane().kubectl(&["-n", NS, "delete", "configmap", &cm]).unwrap();
+    wait_for(&format!("{app}'s ConfigMap {cm} made again"), Duration::from_secs(60), || async {
+        control_plane().kubectl(&["-n", NS, "get", "configmap", &cm, "-o", "name"]).ok()
+    })
+    .await;
+}
+
+fn message_has(line: &serde_json::Value, part: &str) -> bool {
+    line["message"].as_str().is_some_and(|m| m.contains(part))
 }

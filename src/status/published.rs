@@ -41,6 +41,15 @@ impl Published {
         }
     }
 
+    /// Keeps the applications for which `keep` is true, forgets the others (a shard
+    /// this replica no longer holds: another replica publishes its statuses, and a
+    /// dependency's status is then read from its resource, not from a frozen copy).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        if let Ok(mut apps) = self.apps.write() {
+            apps.retain(|app, _| keep(app));
+        }
+    }
+
     /// Publishes the stage timings of application `app`'s last pass.
     pub fn publish_timings(&self, app: &str, timings: PassTimings) {
         if let Ok(mut apps) = self.apps.write() {
@@ -88,6 +97,17 @@ mod tests {
         assert_eq!(seen, [("api".to_string(), "b".to_string()), ("web".to_string(), "c".to_string())]);
         assert_eq!(reader.timings("web").map(|t| t.total_millis), Some(7));
         assert_eq!(reader.timings("api"), None);
+    }
+
+    #[test]
+    fn the_applications_of_a_shard_let_go_are_forgotten() {
+        let view = Published::default();
+        view.publish(status("web", "a"));
+        view.publish(status("api", "b"));
+        view.publish_timings("api", PassTimings::default());
+        view.retain(|app| app == "web");
+        assert!(view.status("api").is_none() && view.timings("api").is_none(), "another replica runs it now");
+        assert_eq!(view.status("web").map(|s| s.revision.clone()), Some("a".into()));
     }
 
     #[test]
