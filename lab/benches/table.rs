@@ -304,6 +304,48 @@ fn rss_parts(pid: u32) -> String {
     )
 }
 
+/// Where a process's anonymous memory lies (`/proc/PID/smaps`): the `brk` heap (the C
+/// libraries' malloc), the main stack, and the other anonymous mappings by size — the
+/// allocator's arenas are the large ones, threads' stacks the 2 MiB ones — in MiB
+/// resident.
+fn anon_regions(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut regions: Vec<(String, f64, f64)> = Vec::new(); // (name, size KiB, anonymous KiB)
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            let name = words.nth(4).unwrap_or("").to_string();
+            regions.push((name, 0.0, 0.0));
+        } else if let Some(last) = regions.last_mut() {
+            let kib = words.next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            match first {
+                "Size:" => last.1 = kib,
+                "Anonymous:" => last.2 = kib,
+                _ => {}
+            }
+        }
+    }
+    let named = |n: &str| regions.iter().filter(|r| r.0 == n).map(|r| r.2).sum::<f64>() / 1024.0;
+    let mut unnamed: Vec<&(String, f64, f64)> = regions.iter().filter(|r| r.0.is_empty() && r.2 > 0.0).collect();
+    unnamed.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let small: Vec<&&(String, f64, f64)> = unnamed.iter().filter(|r| r.1 <= 8.0 * 1024.0 + 64.0).collect();
+    let large: Vec<String> = unnamed
+        .iter()
+        .filter(|r| r.1 > 8.0 * 1024.0 + 64.0)
+        .map(|r| format!("{:.1} of {:.0}", r.2 / 1024.0, r.1 / 1024.0))
+        .collect();
+    format!(
+        "brk heap {:.1} MiB, main stack {:.1} MiB, {} mappings of at most 8 MiB holding {:.1} MiB, mappings above 8 MiB (MiB resident of MiB mapped): {}; in files {:.1} MiB",
+        named("[heap]"),
+        named("[stack]"),
+        small.len(),
+        small.iter().map(|r| r.2).sum::<f64>() / 1024.0,
+        large.join(", "),
+        regions.iter().filter(|r| r.0.starts_with('/')).map(|r| r.2).sum::<f64>() / 1024.0,
+    )
+}
+
 fn sh(dir: &Path, cmd: &str) {
     let out = Command::new("bash")
         .arg("-c")
@@ -1319,7 +1361,7 @@ async fn p8_shards(t: &mut Table) {
         one.print_requests(&format!("one replica ({set})"), jiff::Timestamp::UNIX_EPOCH);
         all_idle(&[&one], Duration::from_secs(300)).await;
         let (one_rss, one_hwm) = rss_mib(one.child.id());
-        eprintln!("P8 memory, one replica ({set}): {}", rss_parts(one.child.id()));
+        eprintln!("P8 memory, one replica ({set}): {}; {}", rss_parts(one.child.id()), anon_regions(one.child.id()));
         eprintln!(
             "P8: one replica ({set}), {apps} applications Synced in {:.1} s; RSS {one_rss:.0} MiB (peak {one_hwm:.0} MiB)",
             one_synced.as_secs_f64()
@@ -1373,7 +1415,7 @@ async fn p8_shards(t: &mut Table) {
             })
             .collect();
         for r in &replicas {
-            eprintln!("P8 memory, {}: {}", r.identity, rss_parts(r.child.id()));
+            eprintln!("P8 memory, {}: {}; {}", r.identity, rss_parts(r.child.id()), anon_regions(r.child.id()));
         }
         let shown: Vec<String> = rss
             .iter()
