@@ -733,10 +733,19 @@ impl Election {
                     .map(|rv| kube::api::Preconditions { resource_version: Some(rv), uid: None }),
                 ..DeleteParams::default()
             };
-            match tokio::time::timeout(REQUEST_TIMEOUT, self.api.delete(&member, &dp)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::debug!(lease = %member, "deleting this replica's membership: {e}"),
-                Err(_) => tracing::debug!(lease = %member, "deleting this replica's membership: no answer"),
+            let deleted = match tokio::time::timeout(REQUEST_TIMEOUT, self.api.delete(&member, &dp)).await {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => {
+                    tracing::warn!(lease = %member, "deleting this replica's membership (released instead): {e}");
+                    false
+                }
+                Err(_) => false,
+            };
+            if !deleted {
+                // without the right to delete (a Role of an earlier version): released,
+                // so that the others rebalance at once rather than when it expires
+                let lease = self.record(&member, Some(&base), "", "member", None);
+                let _ = self.write(lease, Instant::now()).await;
             }
         }
         tracing::info!(identity = %self.opts.identity, "leases released");

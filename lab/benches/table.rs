@@ -288,7 +288,8 @@ fn rss_mib(pid: u32) -> (f64, f64) {
 }
 
 /// The parts of a process's resident memory (`/proc/PID/smaps_rollup`): anonymous
-/// (heap, stacks), file-backed (the binary's pages read) and transparent huge pages.
+/// (heap, stacks), file-backed (the binary's pages read) and transparent huge pages; and
+/// its threads (`/proc/PID/status`).
 fn rss_parts(pid: u32) -> String {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
     let kib = |name: &str| {
@@ -296,8 +297,10 @@ fn rss_parts(pid: u32) -> String {
     };
     let (rss, anon, huge) =
         (kib("Rss:").unwrap_or(0.0), kib("Anonymous:").unwrap_or(0.0), kib("AnonHugePages:").unwrap_or(0.0));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let threads = status.lines().find_map(|l| l.strip_prefix("Threads:")).map_or("?", str::trim).to_string();
     format!(
-        "anonymous {:.0} MiB, file {:.0} MiB, huge pages {:.0} MiB",
+        "anonymous {:.0} MiB, file {:.0} MiB, huge pages {:.0} MiB, {threads} threads",
         anon / 1024.0,
         (rss - anon) / 1024.0,
         huge / 1024.0
