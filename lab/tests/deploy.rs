@@ -296,7 +296,7 @@ async fn each_rbac_profile_grants_plumb_exactly_its_rights() {
             "configmaps | [] | [] | [get list watch delete]",
             "events | [] | [] | [create patch update]",
             "events.events.k8s.io | [] | [] | [create patch update]",
-            "leases.coordination.k8s.io | [] | [] | [get list watch create update patch]",
+            "leases.coordination.k8s.io | [] | [] | [get list watch create update patch delete]",
             "secrets | [] | [] | [get list watch create]",
             "secrets | [] | [plumb-mask-key] | [get]",
         ],

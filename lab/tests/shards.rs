@@ -4,7 +4,7 @@
 //! application, a replica whose clock is off neither loses nor steals a shard, and a
 //! replica cut off from the API server stops writing before its Lease can expire and
 //! writes nothing after the network comes back, and a shard whose Lease is deleted under
-//! its holder runs again once taken back.
+//! its holder runs again once taken back (and a replica stopped deletes its membership).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -428,7 +428,7 @@ async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs
     let lab = Lab::new("shards-retake");
     let policy = fleet(&lab, STATUS, NS, 4);
     let dir = lab.tmp.path().to_path_buf();
-    let solo = Replica::start("solo", &policy, &dir, 2, &[], &control_plane().kubeconfig);
+    let mut solo = Replica::start("solo", &policy, &dir, 2, &[], &control_plane().kubeconfig);
     wait_for("the replica to run every application", Duration::from_secs(90), || async {
         reconcilers(STATUS, 4, &["solo"])
     })
@@ -447,6 +447,21 @@ async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs
         control_plane().kubectl(&["-n", NS, "get", "configmap", &cm, "-o", "name"]).ok()
     })
     .await;
+    // stopped (SIGTERM): its membership Lease is deleted, its shards' released
+    let member = "plumb-member-solo";
+    assert!(control_plane().kubectl(&["-n", STATUS, "get", "lease", member, "-o", "name"]).is_ok());
+    let term = Command::new("kill").args(["-TERM", &solo.child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while solo.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the replica did not stop within 30 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(control_plane().kubectl(&["-n", STATUS, "get", "lease", member, "-o", "name"]).is_err(), "deleted");
+    let holder = control_plane()
+        .kubectl(&["-n", STATUS, "get", "lease", "plumb-shard-0", "-o", "jsonpath={.spec.holderIdentity}"])
+        .unwrap();
+    assert_eq!(holder, "", "released");
 }
 
 fn message_has(line: &serde_json::Value, part: &str) -> bool {
