@@ -157,7 +157,10 @@ impl<S> tower::Layer<S> for FencedLayer {
 /// the pass that makes it is open ([`crate::fence::check`]); otherwise the attempt fails
 /// with [`crate::fence::Closed`] and nothing is sent. Below kube's retries: a write
 /// retried after a 429, 503 or 504 (kube waits out `Retry-After` between attempts) is
-/// checked again, so no attempt starts after this replica stopped holding the shard.
+/// checked again, so no attempt is started after this replica stopped holding the
+/// shard. The check precedes the wait for a connection (a new connection's connect and
+/// TLS handshake, at most the configuration's connect timeout): an attempt started just
+/// before the fence closed may still go out that much later.
 /// The check runs when the attempt is first polled, in the task of the pass (whose
 /// fence is a task-local, [`crate::fence::within`]); a request outside any fence (the
 /// election, watches, reads) passes unchecked.
@@ -180,12 +183,12 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let write = !matches!(*req.method(), Method::GET | Method::HEAD);
-        let (method, uri) = (req.method().clone(), req.uri().clone());
+        let write =
+            (!matches!(*req.method(), Method::GET | Method::HEAD)).then(|| (req.method().clone(), req.uri().clone()));
         // the inner future does nothing until polled: dropped unpolled, nothing is sent
         let fut = self.inner.call(req);
         Box::pin(async move {
-            if write {
+            if let Some((method, uri)) = write {
                 crate::fence::check(|| format!("{method} {}", uri.path()))?;
             }
             fut.await

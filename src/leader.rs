@@ -245,8 +245,10 @@ impl Leadership {
     /// now on [`Leadership::pass_fence`] lets its passes run (one entry per application
     /// ever taken, at most the policy's).
     pub fn set_up(&self, app: &str, generation: u64) {
+        // a set-up of an earlier hold that ends late never undoes a newer one
+        // (generations only grow)
         if let Ok(mut m) = self.set_up.lock() {
-            m.insert(app.into(), generation);
+            m.entry(app.into()).and_modify(|g| *g = (*g).max(generation)).or_insert(generation);
         }
     }
 
@@ -513,7 +515,10 @@ impl Election {
         let base = self.records.get(&name).cloned();
         let base = match base {
             Some(b) => Some(b),
-            None => self.api.get_opt(&name).await?,
+            None => match tokio::time::timeout(REQUEST_TIMEOUT, self.api.get_opt(&name)).await {
+                Ok(read) => read?,
+                Err(_) => return Err(timeout_error(&name)),
+            },
         };
         let identity = self.opts.identity.clone();
         let lease = self.record(&name, base.as_ref(), &identity, "member", None);
@@ -586,6 +591,15 @@ impl Election {
             let name = l.metadata.name.clone().unwrap_or_default();
             let Some(seen) = self.seen.get(&name) else { continue };
             let Some(holder) = seen.live_holder(now) else { continue };
+            let role = l.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
+            // a member under its own name only (one Lease per replica), a shard's Lease
+            // by its name alone (an annotation can be written by hand); other Leases
+            // count for nothing, their `--shards` neither
+            let shard = match (role, shard_leases.get(&name)) {
+                (Some("member"), _) if name == self.opts.member_lease_of(holder) => None,
+                (Some("shard"), Some(s)) => Some(*s),
+                _ => continue,
+            };
             let notes = l.metadata.annotations.clone().unwrap_or_default();
             let theirs = notes.get(SHARDS_ANNOTATION).and_then(|n| n.parse::<u32>().ok());
             if theirs.is_some_and(|n| n != self.opts.shards) {
@@ -596,18 +610,15 @@ impl Election {
                 );
                 return None;
             }
-            let role = l.metadata.labels.as_ref().and_then(|m| m.get(LEASE_ROLE_LABEL)).map(String::as_str);
-            match role {
-                // a member under its own name only: one Lease per replica
-                Some("member") if name == self.opts.member_lease_of(holder) => {
+            match shard {
+                None => {
                     members.insert(holder.to_string());
                 }
-                Some("shard") => {
-                    if let Some(slot) = shard_leases.get(&name).and_then(|s| holders.get_mut(*s as usize)) {
+                Some(s) => {
+                    if let Some(slot) = holders.get_mut(s as usize) {
                         *slot = Some(holder.to_string());
                     }
                 }
-                _ => {}
             }
         }
         // what this replica holds counts as held by it, whatever it read
@@ -876,7 +887,8 @@ pub async fn watch_requests(
                 }
             }
         }
-        if initial || !leadership.owns(&app) {
+        // paused: a renew late, the pass asks again once it lands
+        if initial || !(leadership.owns(&app) || leadership.paused(&app)) {
             continue;
         }
         tracing::info!(app = %app, "request on applications.plumb.dev/{app}: a pass");
@@ -907,7 +919,7 @@ pub fn default_identity() -> String {
 /// `plumb serve --leader-elect` replicas, whatever their `--lease-name`), judged by each
 /// record's `renewTime` and duration against this machine's clock plus
 /// [`CLOCK_SLACK`] (the command line reads once; it cannot watch a record change, and
-/// this machine's clock may be behind the server's: a server is rather seen once too
+/// this machine's clock may be ahead of the replicas': a server is rather seen once too
 /// often than missed). Empty when no replica serves; a single replica without
 /// `--leader-elect` holds no Lease and is not seen here.
 ///
@@ -935,7 +947,7 @@ pub async fn holders(client: &Client, namespace: &str) -> Result<Vec<String>, ku
     Ok(who)
 }
 
-/// How far this machine's clock may be behind the cluster's for [`holders`]: 2 minutes.
+/// How far this machine's clock may be ahead of the replicas' for [`holders`]: 2 minutes.
 const CLOCK_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(120);
 
 #[cfg(test)]
@@ -967,6 +979,8 @@ mod tests {
         assert!(l.pass_fence("web").is_none(), "set up in an earlier hold");
         l.set_up("web", l.generation(0).unwrap_or_default());
         assert!(l.pass_fence("web").is_some(), "set up");
+        l.set_up("web", 1);
+        assert!(l.pass_fence("web").is_some(), "a late set-up of an earlier hold undoes nothing");
         assert!(l.fence("api").is_some() && l.pass_fence("api").is_none(), "another application of the shard");
         holds.end(0);
         assert!(l.pass_fence("web").is_none(), "lost");
@@ -1018,18 +1032,21 @@ mod tests {
             });
             l
         };
-        let leases = [
+        let mut leases = [
             lease(&opts.member_lease_of("b"), "b", "member", None),
             lease("plumb-member-ghost", "c", "member", None),
             lease("plumb-shard-1", "b", "shard", Some("1")),
             lease("plumb-anything", "ghost", "shard", Some("2")),
             lease("plumb-shard-3", "b", "shard", Some("0")),
         ];
+        // a forged Lease saying another `--shards` stops no take
+        let forged = leases[3].metadata.annotations.get_or_insert_default();
+        forged.insert(super::SHARDS_ANNOTATION.into(), "9".into());
         let now = Instant::now();
         for l in &leases {
             election.remember(l, now);
         }
-        let view = election.view(&leases, now).expect("one --shards");
+        let view = election.view(&leases, now).expect("one --shards among the Leases that count");
         let members: Vec<&str> = view.members.iter().map(String::as_str).collect();
         assert_eq!(members, ["a", "b"], "c's Lease is not named for c");
         assert_eq!(view.holders, [None, Some("b".into()), None, Some("b".into())], "by the Leases' names");

@@ -352,9 +352,11 @@ fn follow_leadership(
                     // round (the same shard, a new generation: set up again)
                     let new: Vec<u32> = held.iter().filter(|h| !before.contains(h)).map(|(s, _)| *s).collect();
                     before = held;
-                    let owned = owned_apps(&ctx, &l);
-                    ctx.published().retain(|app| owned.contains(app));
-                    ctx.keep_watching(Some(owned));
+                    // every application of a shard held stays (one being decommissioned
+                    // too, which the policy no longer names)
+                    let shards: Vec<u32> = before.iter().map(|(s, _)| *s).collect();
+                    ctx.published().retain(|app| shards.contains(&l.shard_of(app)));
+                    ctx.keep_watching(Some(owned_apps(&ctx, &l)));
                     if new.is_empty() {
                         continue;
                     }
@@ -415,7 +417,9 @@ pub async fn dispatch(
                 None => return,
             },
         };
-        let (mine, theirs): (Vec<&String>, Vec<&String>) = item.apps.iter().partition(|app| leadership.owns(app));
+        // paused: held, a renew late; the pass asks again once it lands
+        let (mine, theirs): (Vec<&String>, Vec<&String>) =
+            item.apps.iter().partition(|app| leadership.owns(app) || leadership.paused(app));
         for app in mine {
             scheduler.trigger(app, Trigger::Webhook { received: item.received });
         }
@@ -627,9 +631,13 @@ fn start_actors(
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let handle: Arc<std::sync::OnceLock<Scheduler>> = Arc::default();
     let own = handle.clone();
+    // the applications whose pass, skipped while their fence was closed for now, asks
+    // again in a second
+    let asking: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
     let pass = move |app: String, cause: Cause, mut state: AppState| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
+        let asking = asking.clone();
         let scheduler = own.clone();
         let interval = intervals.get(&app).copied().unwrap_or(DEFAULT_RECONCILE_INTERVAL);
         let fresh = crate::poller::freshness(cause, interval);
@@ -653,6 +661,7 @@ fn start_actors(
             } else {
                 if leadership.paused(&app)
                     && let Some(s) = scheduler.get().cloned()
+                    && asking.lock().is_ok_and(|mut a| a.insert(app.clone()))
                 {
                     // its fence closed for now (a renew late): asked again in a second,
                     // so that what asked for it is not lost if the next renew opens the
@@ -662,9 +671,13 @@ fn start_actors(
                         Cause::Triggered(t) => t,
                         _ => Trigger::Manual,
                     };
-                    let app = app.clone();
+                    // one such request per application at a time
+                    let (app, asking) = (app.clone(), asking.clone());
                     tokio::spawn(async move {
                         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        if let Ok(mut a) = asking.lock() {
+                            a.remove(&app);
+                        }
                         s.trigger(&app, again);
                     });
                 }

@@ -44,7 +44,11 @@ impl Recorder<'_> {
             }
             let sync = record.clone();
             let saved = self.save(st, previous, history, record).await?;
-            self.published.publish(saved.clone());
+            // a save that landed as the shard was let go: not published here (the
+            // replica's statuses of that shard were just forgotten)
+            if crate::fence::current().is_none_or(|f| f.is_open()) {
+                self.published.publish(saved.clone());
+            }
             state.previous = Some(saved);
             self.signals(st, sync.as_ref()).await;
             self.comparison_errors(st, previous).await;
