@@ -871,21 +871,26 @@ pub async fn watch_requests(
         if !asks_anew(previous.as_ref(), &controls) {
             continue;
         }
-        // the end of a pause is a change too: a pass then resumes automated sync
-        if let Some(until) = controls.suspend.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok()) {
-            let left = until.duration_since(jiff::Timestamp::now());
-            if left.is_positive() {
-                let (t, name, token) = (trigger.clone(), app.clone(), token.clone());
-                let timer = tokio::spawn(async move {
-                    tokio::select! {
-                        () = token.cancelled() => {}
-                        () = tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(50)) => t(&name),
-                    }
-                });
-                if let Some(before) = pause_ends.insert(app.clone(), timer.abort_handle()) {
-                    before.abort();
+        // the end of a pause is a change too: a pass then resumes automated sync (a
+        // pause lifted or ended already needs no timer: this change asks the pass)
+        let until = controls.suspend.as_ref().and_then(|s| s.until.parse::<jiff::Timestamp>().ok());
+        let left = until.map(|u| u.duration_since(jiff::Timestamp::now())).filter(|l| l.is_positive());
+        let timer = left.map(|left| {
+            let (t, name, token) = (trigger.clone(), app.clone(), token.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = token.cancelled() => {}
+                    () = tokio::time::sleep(left.unsigned_abs() + Duration::from_millis(50)) => t(&name),
                 }
-            }
+            })
+            .abort_handle()
+        });
+        let before = match timer {
+            Some(timer) => pause_ends.insert(app.clone(), timer),
+            None => pause_ends.remove(&app),
+        };
+        if let Some(before) = before {
+            before.abort();
         }
         // paused: a renew late, the pass asks again once it lands
         if initial || !(leadership.owns(&app) || leadership.paused(&app)) {
