@@ -46,7 +46,7 @@ pub const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// (base URL, retries of 429/503/504, authentication, extra headers, connect and write
 /// timeouts, rustls) over connections whose read buffer is [`READ_BUFFER_BYTES`] at
 /// most; each attempt of a write (a retry too) is sent only while the fence in scope is
-/// open ([`Fenced`]). A configuration with a proxy (`proxy-url`) or an exec credential
+/// open ([`fenced`]). A configuration with a proxy (`proxy-url`) or an exec credential
 /// plugin gets kube's own stack instead (its proxy connectors, its client certificates'
 /// expiry), with hyper's default buffers, where the fence is checked before the first
 /// attempt alone (by the writers themselves).
@@ -78,7 +78,7 @@ pub fn client(config: kube::Config, metrics: Arc<Metrics>) -> anyhow::Result<kub
         .option_layer(config.default_retry.then(|| tower::retry::RetryLayer::new(retry)))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
-        .layer(FencedLayer)
+        .layer(tower::filter::AsyncFilterLayer::new(fenced))
         .layer(layer)
         .map_err(tower::BoxError::from)
         .service(http);
@@ -141,59 +141,23 @@ where
     }
 }
 
-/// Wraps a service in [`Fenced`].
-#[derive(Clone)]
-struct FencedLayer;
-
-impl<S> tower::Layer<S> for FencedLayer {
-    type Service = Fenced<S>;
-
-    fn layer(&self, inner: S) -> Fenced<S> {
-        Fenced { inner }
+/// The fence of each attempt of a write (any method but GET and HEAD): `Ok` while the
+/// fence of the pass that makes it is open ([`crate::fence::check`]); otherwise
+/// [`crate::fence::Closed`], and nothing is sent. Run by tower's `AsyncFilter` below
+/// kube's retries, so a write retried after a 429, 503 or 504 (kube waits out
+/// `Retry-After` between attempts) is checked again: no attempt is started after this
+/// replica stopped holding the shard. The check precedes the wait for a connection (a
+/// new connection's connect and TLS handshake, at most the configuration's connect
+/// timeout): an attempt started just before the fence closed may still go out that much
+/// later. The filter's future runs in the task that awaits the request, the pass's
+/// (whose fence is a task-local, [`crate::fence::within`]), and calls the service below
+/// only once the check passed; a request outside any fence (the election, watches,
+/// reads) passes unchecked.
+async fn fenced(req: Request<Body>) -> Result<Request<Body>, crate::fence::Closed> {
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        crate::fence::check(|| format!("{} {}", req.method(), req.uri().path()))?;
     }
-}
-
-/// Sends each attempt of a write (any method but GET and HEAD) only while the fence of
-/// the pass that makes it is open ([`crate::fence::check`]); otherwise the attempt fails
-/// with [`crate::fence::Closed`] and nothing is sent. Below kube's retries: a write
-/// retried after a 429, 503 or 504 (kube waits out `Retry-After` between attempts) is
-/// checked again, so no attempt is started after this replica stopped holding the
-/// shard. The check precedes the wait for a connection (a new connection's connect and
-/// TLS handshake, at most the configuration's connect timeout): an attempt started just
-/// before the fence closed may still go out that much later.
-/// The check runs when the attempt is first polled, in the task of the pass (whose
-/// fence is a task-local, [`crate::fence::within`]); a request outside any fence (the
-/// election, watches, reads) passes unchecked.
-#[derive(Clone)]
-pub struct Fenced<S> {
-    inner: S,
-}
-
-impl<S, B> tower::Service<Request<Body>> for Fenced<S>
-where
-    S: tower::Service<Request<Body>, Response = Response<B>, Error = tower::BoxError>,
-    S::Future: Send + 'static,
-{
-    type Response = Response<B>;
-    type Error = tower::BoxError;
-    type Future = BoxFuture<Result<Response<B>, tower::BoxError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let write =
-            (!matches!(*req.method(), Method::GET | Method::HEAD)).then(|| (req.method().clone(), req.uri().clone()));
-        // the inner future does nothing until polled: dropped unpolled, nothing is sent
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            if let Some((method, uri)) = write {
-                crate::fence::check(|| format!("{method} {}", uri.path()))?;
-            }
-            fut.await
-        })
-    }
+    Ok(req)
 }
 
 #[cfg(test)]
@@ -218,7 +182,7 @@ mod tests {
                 Ok::<_, tower::BoxError>(Response::new(()))
             }
         });
-        let mut svc = tower::Layer::layer(&FencedLayer, inner);
+        let mut svc = tower::Layer::layer(&tower::filter::AsyncFilterLayer::new(fenced), inner);
         let req = |m: Method| {
             Request::builder().method(m).uri("/api/v1/namespaces/a/configmaps/c").body(Body::empty()).expect("request")
         };

@@ -467,3 +467,35 @@ async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs
 fn message_has(line: &serde_json::Value, part: &str) -> bool {
     line["message"].as_str().is_some_and(|m| m.contains(part))
 }
+
+/// `plumb serve`'s client, through kube's request buffer and retries, against the real
+/// API server: a write whose fence closed is refused before it is sent (the object is
+/// unchanged), while reads under that fence and writes under an open one go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serve_client_sends_a_write_only_while_its_fence_is_open() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{
+        Api,
+        api::{Patch, PatchParams, PostParams},
+    };
+    use plumb::fence::{Fence, Hold, Holds, within};
+
+    let ns = "shards-fenced-client";
+    support::kubectl(&["create", "namespace", ns]);
+    let config = plumb::cluster::config(Some(&control_plane().kubeconfig)).await.unwrap();
+    let client = plumb::kube_metrics::client(config, Arc::new(plumb::metrics::Metrics::default())).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+    let holds = Arc::new(Holds::with_deadline(Duration::from_secs(7)));
+    holds.set(0, Hold { generation: 1, renewed_at: Instant::now(), transitions: 0 });
+    let fence = Some(Fence::of("r".into(), 0, 1, holds.clone()).unwrap());
+    let cm: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "data": {"k": "1"}})).unwrap();
+    within(fence.clone(), api.create(&PostParams::default(), &cm)).await.expect("an open fence");
+    holds.end(0);
+    let patch = Patch::Merge(serde_json::json!({"data": {"k": "2"}}));
+    let refused = within(fence.clone(), api.patch("c", &PatchParams::default(), &patch)).await;
+    let e = refused.expect_err("a closed fence");
+    assert!(e.to_string().contains("dropped"), "{e}");
+    let read = within(fence.clone(), api.get("c")).await.expect("a read under a closed fence");
+    assert_eq!(read.data.unwrap()["k"], "1", "the refused write never reached the API server");
+}
