@@ -91,9 +91,7 @@ impl Holds {
 
     /// The shards held now, open or not.
     pub fn shards(&self) -> Vec<u32> {
-        let mut s: Vec<u32> = self.holds.read().map(|h| h.keys().copied().collect()).unwrap_or_default();
-        s.sort_unstable();
-        s
+        self.generations().into_iter().map(|(s, _)| s).collect()
     }
 }
 

@@ -32,7 +32,7 @@
 //! and `rollback` reach the owner the same way.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -222,8 +222,12 @@ impl Leadership {
         if !self.elected {
             return Some(fence);
         }
-        let done = self.set_up.lock().ok()?.get(app).copied();
-        (done == Some(fence.hold.generation)).then_some(fence)
+        (self.set_up_in(app) == Some(fence.hold.generation)).then_some(fence)
+    }
+
+    /// The hold generation under which `app`'s take was last set up, if ever.
+    fn set_up_in(&self, app: &str) -> Option<u64> {
+        self.set_up.lock().ok()?.get(app).copied()
     }
 
     /// True while `app`'s shard is held, its take set up, but its fence closed for now
@@ -232,8 +236,7 @@ impl Leadership {
     pub fn paused(&self, app: &str) -> bool {
         let shard = self.shard_of(app);
         let Some(hold) = self.holds.get(shard).filter(|_| self.elected) else { return false };
-        let done = self.set_up.lock().ok().and_then(|m| m.get(app).copied());
-        done == Some(hold.generation) && self.holds.open(shard, Instant::now()).is_none()
+        self.set_up_in(app) == Some(hold.generation) && self.holds.open(shard, Instant::now()).is_none()
     }
 
     /// The generation of this replica's hold of `shard`, while held.
@@ -564,7 +567,8 @@ impl Election {
         };
         let now = Instant::now();
         // what the LIST returned is what exists: Leases deleted since are forgotten
-        self.seen.retain(|name, _| leases.iter().any(|l| l.metadata.name.as_ref() == Some(name)));
+        let listed: HashSet<&str> = leases.iter().filter_map(|l| l.metadata.name.as_deref()).collect();
+        self.seen.retain(|name, _| listed.contains(name.as_str()));
         for l in &leases {
             self.remember(l, now);
         }

@@ -90,7 +90,7 @@ impl Replica {
     }
 
     fn logged(&self, part: &str) -> bool {
-        self.lines().iter().any(|l| l["message"].as_str().is_some_and(|m| m.contains(part)))
+        self.lines().iter().any(|l| message_has(l, part))
     }
 
     fn kill(&mut self) {
@@ -354,10 +354,7 @@ fn kubeconfig_via(via: SocketAddr, dir: &Path) -> (PathBuf, SocketAddr) {
 /// The field `field` (RFC 3339) of the first line of `r`'s log whose message contains
 /// `part`.
 fn logged_at(r: &Replica, part: &str, field: &str) -> Option<jiff::Timestamp> {
-    r.lines()
-        .iter()
-        .find(|l| l["message"].as_str().is_some_and(|m| m.contains(part)))
-        .and_then(|l| l[field].as_str()?.parse().ok())
+    r.lines().iter().find(|l| message_has(l, part)).and_then(|l| l[field].as_str()?.parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -464,6 +461,7 @@ async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs
     assert_eq!(holder, "", "released");
 }
 
+/// Whether the JSON log line `line`'s message contains `part`.
 fn message_has(line: &serde_json::Value, part: &str) -> bool {
     line["message"].as_str().is_some_and(|m| m.contains(part))
 }
