@@ -340,7 +340,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one notification to `provider` of `trigger` as `result` (`sent`,
-    /// `failed`, `dropped`): `plumb_notifications_total`.
+    /// `failed`, `dropped`, `fenced`): `plumb_notifications_total`.
     pub fn count_notification(&self, provider: &str, trigger: &str, result: &str) {
         let labels = [("provider", provider), ("trigger", trigger), ("result", result)];
         self.notifications.get_or_create(&labels.map(|(k, v)| (k.to_string(), v.to_string())).to_vec()).inc();

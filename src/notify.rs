@@ -97,7 +97,8 @@ impl Notifier {
 
     /// Queues what the pass that produced `st` (and made `sync`) calls for; returns at
     /// once (the workers send). Nothing when the replica's fence is closed
-    /// ([`crate::fence::check`]: another replica runs the application now).
+    /// ([`crate::fence::check`]: another replica runs the application now); a queued
+    /// message carries the pass's fence, and its worker drops it if that closes first.
     pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
         if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
             return tracing::warn!("{e}");
@@ -113,7 +114,8 @@ impl Notifier {
                 let Some(outlet) = self.outlets.get(name) else { continue };
                 let template = template.unwrap_or_else(|| body::default_template(e.trigger));
                 let payload = payload(outlet, e, template, now);
-                outlet.offer(name, send::Delivery { app: e.app.clone(), trigger: e.trigger, payload });
+                let fence = crate::fence::current();
+                outlet.offer(name, send::Delivery { app: e.app.clone(), trigger: e.trigger, payload, fence });
             }
         }
     }

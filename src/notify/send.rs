@@ -3,7 +3,9 @@
 //! never holds a reconcile. Each delivery has [`TIMEOUT`] per attempt and is retried
 //! with a growing delay (1 s, 2 s, 4 s; `backon`'s exponential backoff) on a transport
 //! error, a timeout, HTTP 429 or 5xx; then it is dropped and logged. A full queue
-//! drops the new message (logged).
+//! drops the new message (logged). A delivery queued by a fenced pass (a sharded
+//! replica, [`crate::fence`]) is sent, and each retry made, only while the fence of its
+//! pass is still open: one queued before its shard was lost is dropped (`fenced`).
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -19,6 +21,7 @@ use tokio::sync::mpsc;
 use super::body::Mail;
 use crate::{
     config::{NotificationProvider, ProviderType, Trigger},
+    fence::Fence,
     forge::HttpClient,
     metrics::Metrics,
 };
@@ -50,6 +53,8 @@ pub(super) struct Delivery {
     pub(super) app: String,
     pub(super) trigger: Trigger,
     pub(super) payload: Payload,
+    /// The fence of the pass that queued it (`None`: unfenced).
+    pub(super) fence: Option<Fence>,
 }
 
 /// Where a provider's messages go, opened once per policy.
@@ -188,6 +193,23 @@ fn without_url(e: &crate::forge::HttpError, url: &str) -> String {
 struct Failed {
     message: String,
     retry: bool,
+    /// Not sent at all: the fence of the pass that queued it closed.
+    fenced: bool,
+}
+
+impl Failed {
+    fn new(message: impl Into<String>, retry: bool) -> Self {
+        Self { message: message.into(), retry, fenced: false }
+    }
+}
+
+/// Sends `d` to `target` once, unless the fence of the pass that queued it has closed.
+async fn attempt(target: &Target, d: &Delivery) -> Result<(), Failed> {
+    if let Some(f) = d.fence.as_ref().filter(|f| !f.is_open()) {
+        let message = format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app);
+        return Err(Failed { message, retry: false, fenced: true });
+    }
+    target.send(&d.payload).await
 }
 
 impl Target {
@@ -198,14 +220,14 @@ impl Target {
                 for (name, value) in headers {
                     req = req.header(*name, value.as_str());
                 }
-                let req = req.body(body.clone()).map_err(|e| Failed { message: e.to_string(), retry: false })?;
+                let req = req.body(body.clone()).map_err(|e| Failed::new(e.to_string(), false))?;
                 match client.send(req, TIMEOUT).await {
                     Ok((code, _)) if code.is_success() => Ok(()),
-                    Ok((code, _)) => Err(Failed {
-                        message: format!("answered {code}"),
-                        retry: code.is_server_error() || code == http::StatusCode::TOO_MANY_REQUESTS,
-                    }),
-                    Err(e) => Err(Failed { message: without_url(&e, url), retry: true }),
+                    Ok((code, _)) => Err(Failed::new(
+                        format!("answered {code}"),
+                        code.is_server_error() || code == http::StatusCode::TOO_MANY_REQUESTS,
+                    )),
+                    Err(e) => Err(Failed::new(without_url(&e, url), true)),
                 }
             }
             (Target::Smtp(smtp), Payload::Mail(m)) => {
@@ -215,38 +237,45 @@ impl Target {
                 }
                 let msg = b
                     .multipart(MultiPart::alternative_plain_html(m.plain.clone(), m.html.clone()))
-                    .map_err(|e| Failed { message: e.to_string(), retry: false })?;
+                    .map_err(|e| Failed::new(e.to_string(), false))?;
                 // lettre's timeout bounds each read or write, not the whole exchange
                 match tokio::time::timeout(TIMEOUT, smtp.transport.send(msg)).await {
                     Ok(Ok(_)) => Ok(()),
-                    Ok(Err(e)) => Err(Failed { retry: !e.is_permanent(), message: e.to_string() }),
-                    Err(_) => Err(Failed { retry: true, message: format!("timed out after {} s", TIMEOUT.as_secs()) }),
+                    Ok(Err(e)) => Err(Failed::new(e.to_string(), !e.is_permanent())),
+                    Err(_) => Err(Failed::new(format!("timed out after {} s", TIMEOUT.as_secs()), true)),
                 }
             }
-            _ => Err(Failed { message: "payload does not fit the provider".into(), retry: false }),
+            _ => Err(Failed::new("payload does not fit the provider", false)),
         }
     }
 }
 
-/// The worker of provider `name`: sends each delivery of `rx` in turn, retrying as the
-/// module docs say.
+/// The worker of provider `name`: sends each delivery of `rx` in turn, retrying and
+/// fencing as the module docs say.
 async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, metrics: Arc<Metrics>) {
     while let Some(d) = rx.recv().await {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_secs(1))
             .with_max_delay(Duration::from_secs(30))
             .with_max_times(RETRIES);
-        let sent = (|| target.send(&d.payload))
+        let sent = (|| attempt(&target, &d))
             .retry(backoff)
             .when(|f: &Failed| f.retry)
             .notify(|f: &Failed, after: Duration| {
                 tracing::debug!(provider = %name, app = %d.app, "notification failed ({}), again in {after:?}", f.message);
             })
             .await;
-        let result = if sent.is_ok() { "sent" } else { "failed" };
+        let result = match &sent {
+            Ok(()) => "sent",
+            Err(f) if f.fenced => "fenced",
+            Err(_) => "failed",
+        };
         metrics.count_notification(&name, d.trigger.as_str(), result);
         match sent {
             Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
+            Err(f) if f.fenced => {
+                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification dropped: {}", f.message)
+            }
             Err(f) => {
                 tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message)
             }
@@ -304,6 +333,74 @@ mod tests {
         assert!(open(&bad, None).err().unwrap_or_default().contains("`not an address`"));
     }
 
+    /// A sink answering 503 to every request, counting them, until aborted.
+    async fn failing_sink() -> (String, Arc<std::sync::atomic::AtomicUsize>, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0; 4096];
+                let _ = s.read(&mut buf).await;
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, seen, task)
+    }
+
+    /// A message queued by a fenced pass goes out, and is retried, only while the pass's
+    /// fence is open: queued under a closed fence it is never sent; its fence closing
+    /// between attempts stops the retries. Both counted `fenced`.
+    #[tokio::test]
+    async fn a_message_of_a_shard_let_go_is_not_sent() {
+        use crate::fence::{Hold, Holds};
+        use std::sync::atomic::Ordering;
+        let (url, seen, sink) = failing_sink().await;
+        let metrics = Arc::new(Metrics::default());
+        let outlets = open_all(&[provider("chat", ProviderType::Slack, &url)], &metrics);
+        let holds = Arc::new(Holds::with_deadline(Duration::from_secs(60)));
+        let hold = Hold { generation: 1, renewed_at: std::time::Instant::now(), transitions: 0 };
+        holds.set(3, hold);
+        let fence = Fence::of("r1".into(), 3, 6, holds.clone()).unwrap();
+        let delivery = || Delivery {
+            app: "web".into(),
+            trigger: Trigger::SyncFailed,
+            payload: Payload::Http { body: Bytes::from_static(b"{}"), headers: vec![] },
+            fence: Some(fence.clone()),
+        };
+        let fenced = |n: usize| {
+            metrics.encode().contains(&format!(
+                r#"plumb_notifications_total{{provider="chat",trigger="sync-failed",result="fenced"}} {n}"#
+            ))
+        };
+        // sent while open, answered 503, retried after 1 s: the shard is let go before that
+        assert!(outlets["chat"].offer("chat", delivery()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while seen.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "the first attempt went out under an open fence");
+        holds.end(3);
+        while !fenced(1) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(fenced(1), "{}", metrics.encode());
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "no retry after the shard was let go");
+        // taken again (a new generation): a message of the old hold is still not sent
+        holds.set(3, Hold { generation: 2, ..hold });
+        assert!(outlets["chat"].offer("chat", delivery()));
+        while !fenced(2) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(fenced(2), "{}", metrics.encode());
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "nothing sent under the old generation's fence");
+        sink.abort();
+    }
+
     /// A sink that accepts connections and never answers: queuing never waits, and past
     /// [`QUEUE_LEN`] waiting messages new ones are dropped.
     #[tokio::test]
@@ -323,7 +420,7 @@ mod tests {
         let queued: Vec<bool> = (0..QUEUE_LEN + 10)
             .map(|i| {
                 let payload = Payload::Http { body: Bytes::from(format!("{{\"text\":\"{i}\"}}")), headers: vec![] };
-                outlet.offer("dead", Delivery { app: "web".into(), trigger: Trigger::SyncFailed, payload })
+                outlet.offer("dead", Delivery { app: "web".into(), trigger: Trigger::SyncFailed, payload, fence: None })
             })
             .collect();
         assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");
