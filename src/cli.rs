@@ -114,8 +114,9 @@ pub struct LeaseArgs {
     #[arg(long, env = "PLUMB_LEADER_ELECT")]
     pub leader_elect: bool,
     /// Namespace of the Lease; default: the policy's status namespace (which no
-    /// application may write). Another namespace must be one no application deploys to:
-    /// whoever writes Leases there can hold shards.
+    /// application may write). Another namespace is, like it, never written from Git
+    /// (whoever writes Leases there can hold shards): applications' objects there are
+    /// refused by their boundaries.
     #[arg(long, env = "PLUMB_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the Lease.

@@ -336,7 +336,7 @@ async fn delete(ctx: &Context, f: &Found, wait: bool, claims: &Claims) -> anyhow
     let cluster = writer.as_ref().unwrap_or(&ctx.cluster);
     if !f.ran(Phase::PreDelete) && f.hooks.of(Phase::PreDelete).next().is_some() {
         set_conditions(ctx, f, working(format!("{app} left the policy; running its PreDelete hooks"))).await?;
-        if let Err(e) = run_hooks(cluster, f, Phase::PreDelete, &ctx.config.settings.status_namespace).await {
+        if let Err(e) = run_hooks(cluster, f, Phase::PreDelete, &ctx.config.settings).await {
             let m = format!(
                 "{app}: PreDelete hook failed: {e}; nothing deleted (delete the hook's object to run it again)"
             );
@@ -387,7 +387,7 @@ async fn finish(ctx: &Context, f: &Found, cluster: &Cluster, plan: &DeletePlan) 
     let app = f.app();
     let mut note = format!("{app} left the policy: its objects are deleted");
     if !f.ran(Phase::PostDelete) && f.hooks.of(Phase::PostDelete).next().is_some() {
-        match run_hooks(cluster, f, Phase::PostDelete, &ctx.config.settings.status_namespace).await {
+        match run_hooks(cluster, f, Phase::PostDelete, &ctx.config.settings).await {
             Ok(()) => note.push_str("; PostDelete hooks completed"),
             Err(e) => note.push_str(&format!("; PostDelete hook failed: {e}")),
         }
@@ -461,8 +461,8 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
 /// `Complete`, a Pod `Succeeded`; other kinds once applied), at most [`HOOK_TIMEOUT`].
 ///
 /// A delete hook is written only inside the application's own namespace (its policy,
-/// and with it its destinations, is gone; plumb's namespace `own_namespace` and RBAC
-/// objects never, [`crate::plan::Boundary`]), and never over an object that is not a
+/// and with it its destinations, is gone; plumb's namespace, its Leases' namespace and
+/// RBAC objects never, [`crate::plan::Boundary`]), and never over an object that is not a
 /// hook of this application (label [`crate::plan::hooks::HOOK_OF_LABEL`]): what a
 /// Git author kept on the resource cannot reach beyond what the application could
 /// write, nor take over a namesake.
@@ -470,8 +470,15 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
 /// # Errors
 /// The hook named with why: outside those bounds, not applied, failed, or not complete
 /// in time.
-async fn run_hooks(cluster: &Cluster, f: &Found, phase: Phase, own_namespace: &str) -> Result<(), String> {
-    let boundary = crate::plan::Boundary::new(&crate::config::Boundaries::default(), &f.namespace, own_namespace)?;
+async fn run_hooks(
+    cluster: &Cluster,
+    f: &Found,
+    phase: Phase,
+    settings: &crate::config::Settings,
+) -> Result<(), String> {
+    let own = &settings.status_namespace;
+    let boundary = crate::plan::Boundary::new(&crate::config::Boundaries::default(), &f.namespace, own)?
+        .with_lease_namespace(settings.lease_namespace.as_deref());
     for h in f.hooks.of(phase) {
         let mut obj = h.manifest.clone();
         let av = obj["apiVersion"].as_str().unwrap_or_default().to_string();

@@ -556,6 +556,9 @@ pub async fn run(
             crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
         sets.expand(&mut running, &generated, true, &metrics).await;
         generated = crate::config::generators::generated_by_set(&running);
+        // the Leases' own namespace, if another: never written from Git either
+        running.settings.lease_namespace = process.lease.as_ref().map(|l| l.namespace.clone());
+        running.settings.lease_namespace.take_if(|ns| *ns == running.settings.status_namespace);
         let running = Arc::new(running);
         let mut notifications = running.notifications.clone();
         if let Some(url) = &process.notify_url {

@@ -497,3 +497,54 @@ async fn the_serve_client_sends_a_write_only_while_its_fence_is_open() {
     let read = within(fence.clone(), api.get("c")).await.expect("a read under a closed fence");
     assert_eq!(read.data.unwrap()["k"], "1", "the refused write never reached the API server");
 }
+
+/// With `--lease-namespace` apart from the status namespace, an application whose Git
+/// writes there (here a Lease of the same name as the replica's, held by an intruder for
+/// an hour, adopted by its annotation) is refused by its boundary like in plumb's own namespace: the replica keeps
+/// its Lease and runs the other applications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_never_writes_the_lease_namespace() {
+    const STATUS: &str = "shards-leasens-status";
+    const LEASES: &str = "shards-leasens-leases";
+    const NS: &str = "shards-leasens-app";
+    let lab = Lab::new("shards-leasens");
+    control_plane().kubectl(&["create", "namespace", LEASES]).unwrap();
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let forged = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: plumb, namespace: {LEASES}, annotations: {{plumb.dev/sync-options: Adopt=true}}}}\nspec: {{holderIdentity: intruder, leaseDurationSeconds: 3600, acquireTime: '{now}', renewTime: '{now}'}}\n"
+    );
+    lab.repo.write("intruder/lease.yaml", &forged).unwrap();
+    lab.repo
+        .write("web/cm.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {NS}}}\n"))
+        .unwrap();
+    lab.repo.commit("an application deploying to the Leases' namespace").unwrap();
+    let policy = lab.policy(
+        "policy.yaml",
+        &format!(
+            "settings: {{statusNamespace: {STATUS}}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n  - {{name: web, repository: r, revision: main, path: web, namespace: {NS}, environment: e}}\n  - {{name: intruder, repository: r, revision: main, path: intruder, namespace: {LEASES}, environment: e}}\n",
+            lab.url
+        ),
+    );
+    let dir = lab.tmp.path().to_path_buf();
+    let replica =
+        Replica::start("keeper", &policy, &dir, 1, &["--lease-namespace", LEASES], &control_plane().kubeconfig);
+    let refused = wait_for("the intruder's sync to be refused", Duration::from_secs(90), || async {
+        let all = statuses(STATUS);
+        let web_synced = all.get("web").is_some_and(|s| s.sync == plumb::compare::SyncStatus::Synced);
+        let rec = all.get("intruder")?.last_sync.clone()?;
+        (web_synced && rec.result == plumb::status::SyncResult::Refused).then_some(rec.message)
+    })
+    .await;
+    assert!(
+        refused.contains(&format!("namespace \"{LEASES}\" holds plumb's Leases (plumb serve --lease-namespace)")),
+        "{refused}"
+    );
+    // a few renews later: still the replica's, never lost
+    tokio::time::sleep(Duration::from_secs(DURATION)).await;
+    let holder = control_plane()
+        .kubectl(&["-n", LEASES, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
+        .unwrap();
+    assert_eq!(holder, "keeper");
+    assert!(!replica.logged("lost the shard"), "the replica kept its Lease");
+    assert!(!replica.object_writes().contains_key("intruder"), "{:?}", replica.object_writes());
+}

@@ -78,6 +78,12 @@ pub struct Settings {
     /// YAML expansion per file, fetch-and-render time (see [`crate::limits`]).
     #[serde(default)]
     pub limits: crate::limits::Limits,
+    /// The namespace of the Leases of `plumb serve --leader-elect` when
+    /// `--lease-namespace` names another than `status_namespace` (set by `plumb serve`,
+    /// not read from the policy): like plumb's own namespace, never written from Git
+    /// (whoever writes Leases there can hold shards), see [`crate::plan::Boundary`].
+    #[serde(skip)]
+    pub lease_namespace: Option<String>,
 }
 
 impl Default for Settings {
@@ -88,6 +94,7 @@ impl Default for Settings {
             installation_id: None,
             render_tools: super::RenderTools::default(),
             limits: crate::limits::Limits::default(),
+            lease_namespace: None,
         }
     }
 }

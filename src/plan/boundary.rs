@@ -4,7 +4,9 @@
 //!
 //! Rules, in order:
 //!
-//! 1. plumb's own namespace (the status namespace) and its Namespace are never written;
+//! 1. plumb's own namespace (the status namespace) and its Namespace are never written,
+//!    nor the namespace of its Leases when `plumb serve --lease-namespace` names another
+//!    ([`Boundary::with_lease_namespace`]: whoever writes Leases there can hold shards);
 //! 2. plumb's own RBAC — ClusterRoles and ClusterRoleBindings named `plumb` or
 //!    `plumb-*`, and any RoleBinding or ClusterRoleBinding that grants such a
 //!    ClusterRole — is never written (Git could otherwise hand plumb's rights to anyone),
@@ -38,6 +40,8 @@ pub struct Boundary {
     cluster: Option<Vec<(GroupKind, GlobMatcher, GlobMatcher)>>,
     deny: Vec<(GroupKind, GlobMatcher, GlobMatcher)>,
     own_namespace: String,
+    /// The Leases' namespace, when not `own_namespace` (rule 1).
+    lease_namespace: Option<String>,
     self_management: bool,
 }
 
@@ -67,8 +71,18 @@ impl Boundary {
             cluster: b.cluster_resources.as_deref().map(kinds).transpose()?,
             deny: b.namespace_resources.as_ref().map_or(Ok(vec![]), |n| kinds(&n.deny))?,
             own_namespace: own_namespace.to_string(),
+            lease_namespace: None,
             self_management: b.self_management,
         })
+    }
+
+    /// These boundaries where `plumb serve` keeps its Leases in `lease_namespace`
+    /// ([`crate::config::Settings::lease_namespace`]; `None`: in the own namespace),
+    /// which is then never written from Git either (but by the self application).
+    #[must_use]
+    pub fn with_lease_namespace(mut self, lease_namespace: Option<&str>) -> Self {
+        self.lease_namespace = lease_namespace.filter(|n| *n != self.own_namespace).map(str::to_string);
+        self
     }
 
     /// Why the self application (`selfManagement: true`) never prunes `key`, if it is one
@@ -128,6 +142,13 @@ impl Boundary {
             if (namespaced && key.namespace == *own) || (is(key, "", "Namespace") && key.name == *own) {
                 return Err(format!(
                     "plumb's own namespace \"{own}\" is never written from Git (only by the application with selfManagement: true)"
+                ));
+            }
+            if let Some(leases) = &self.lease_namespace
+                && ((namespaced && key.namespace == *leases) || (is(key, "", "Namespace") && key.name == *leases))
+            {
+                return Err(format!(
+                    "namespace \"{leases}\" holds plumb's Leases (plumb serve --lease-namespace): never written from Git (only by the application with selfManagement: true)"
                 ));
             }
             if is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION {
@@ -253,6 +274,33 @@ mod tests {
         for (k, namespaced, want) in table {
             assert_eq!(b.check(k, *namespaced, &none).err().as_deref(), *want, "{k}");
         }
+    }
+
+    /// With `--lease-namespace` another namespace than plumb's own, an application whose
+    /// destinations match it writes nothing there (its Git could otherwise write a shard's
+    /// Lease and hold the shard), nor its Namespace; the self application still may.
+    #[test]
+    fn the_lease_namespace_is_never_written_from_git() {
+        let anywhere =
+            Boundaries { destinations: Some(Destinations { namespaces: vec!["*".into()] }), ..Boundaries::default() };
+        let b = Boundary::new(&anywhere, "web", "plumb-system").expect("valid");
+        let b = b.with_lease_namespace(Some("plumb-leases"));
+        let lease = key("coordination.k8s.io", "Lease", "plumb-leases", "plumb-shard-0");
+        let refused = "namespace \"plumb-leases\" holds plumb's Leases (plumb serve --lease-namespace): never written from Git (only by the application with selfManagement: true)";
+        assert_eq!(b.check(&lease, true, &json!({})).err().as_deref(), Some(refused));
+        let ns = key("", "Namespace", "", "plumb-leases");
+        assert_eq!(b.check(&ns, false, &json!({})).err().as_deref(), Some(refused));
+        assert!(b.check(&key("", "ConfigMap", "web", "a"), true, &json!({})).is_ok(), "elsewhere as before");
+        // without the flag, or naming plumb's own namespace, nothing changes
+        let plain = Boundary::new(&anywhere, "web", "plumb-system").expect("valid");
+        assert!(plain.check(&lease, true, &json!({})).is_ok());
+        let same = plain.clone().with_lease_namespace(Some("plumb-system"));
+        assert_eq!(same.check(&lease, true, &json!({})).err(), plain.check(&lease, true, &json!({})).err());
+        let own = Boundaries { self_management: true, ..anywhere };
+        let own = Boundary::new(&own, "plumb-system", "plumb-system")
+            .expect("valid")
+            .with_lease_namespace(Some("plumb-leases"));
+        assert!(own.check(&lease, true, &json!({})).is_ok(), "plumb's own installation");
     }
 
     #[test]
