@@ -635,8 +635,8 @@ fn start_actors(
     let handle: Arc<std::sync::OnceLock<Scheduler>> = Arc::default();
     let own = handle.clone();
     // the applications whose pass, skipped while their fence was closed for now, asks
-    // again in a second
-    let asking: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+    // again in a second, with the triggers of the passes skipped meanwhile, merged
+    let asking: Arc<std::sync::Mutex<std::collections::HashMap<String, Trigger>>> = Arc::default();
     let pass = move |app: String, cause: Cause, mut state: AppState| {
         let (ctx, notifiers, leadership, probes, outgoing, first) =
             (pass_ctx.clone(), notifiers.clone(), leadership.clone(), probes.clone(), outgoing.clone(), first.clone());
@@ -664,7 +664,6 @@ fn start_actors(
             } else {
                 if leadership.paused(&app)
                     && let Some(s) = scheduler.get().cloned()
-                    && asking.lock().is_ok_and(|mut a| a.insert(app.clone()))
                 {
                     // its fence closed for now (a renew late): asked again in a second,
                     // so that what asked for it is not lost if the next renew opens the
@@ -674,15 +673,29 @@ fn start_actors(
                         Cause::Triggered(t) => t,
                         _ => Trigger::Manual,
                     };
-                    // one such request per application at a time
-                    let (app, asking) = (app.clone(), asking.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                        if let Ok(mut a) = asking.lock() {
-                            a.remove(&app);
+                    // one such request per application at a time, answering every
+                    // cause met meanwhile (a push after a drift still fetches)
+                    let first = asking.lock().is_ok_and(|mut a| match a.entry(app.clone()) {
+                        std::collections::hash_map::Entry::Occupied(mut e) => {
+                            let merged = e.get().merge(again);
+                            e.insert(merged);
+                            false
                         }
-                        s.trigger(&app, again);
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(again);
+                            true
+                        }
                     });
+                    if first {
+                        tracing::info!(app = %app, "a renew of this application's shard is late: its pass is asked again in a second");
+                        let (app, asking) = (app.clone(), asking.clone());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                            if let Some(t) = asking.lock().ok().and_then(|mut a| a.remove(&app)) {
+                                s.trigger(&app, t);
+                            }
+                        });
+                    }
                 }
                 false
             };
