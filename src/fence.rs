@@ -17,8 +17,10 @@
 use std::{
     collections::HashMap,
     sync::{Arc, RwLock},
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use crate::clock::Instant;
 
 /// One replica's holds, by shard: the generation of the hold and the renew it was last
 /// kept by. Shared by the election task (which writes it) and the fences (which read it).

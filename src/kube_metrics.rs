@@ -187,7 +187,7 @@ mod tests {
             Request::builder().method(m).uri("/api/v1/namespaces/a/configmaps/c").body(Body::empty()).expect("request")
         };
         let holds = Arc::new(Holds::with_deadline(std::time::Duration::from_secs(7)));
-        holds.set(0, Hold { generation: 1, renewed_at: std::time::Instant::now(), transitions: 0 });
+        holds.set(0, Hold { generation: 1, renewed_at: crate::clock::Instant::now(), transitions: 0 });
         let fence = Some(Fence::of("r".into(), 0, 1, holds.clone()).expect("held"));
         let open = within(fence.clone(), async { svc.ready().await?.call(req(Method::PATCH)).await }).await;
         assert!(open.is_ok(), "open");

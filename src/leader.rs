@@ -34,8 +34,10 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use crate::clock::Instant;
 
 use futures::StreamExt as _;
 use k8s_openapi::{
@@ -961,7 +963,8 @@ const CLOCK_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(120);
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::Arc, time::Instant};
+    use crate::clock::Instant;
+    use std::sync::Arc;
 
     use super::{Controls, Leadership, asks_anew};
     use crate::fence::{Hold, Holds};

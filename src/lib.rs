@@ -30,6 +30,7 @@
 pub mod apply;
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod compare;
 pub mod config;

@@ -494,7 +494,7 @@ async fn the_serve_client_sends_a_write_only_while_its_fence_is_open() {
     let client = plumb::kube_metrics::client(config, Arc::new(plumb::metrics::Metrics::default())).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, ns);
     let holds = Arc::new(Holds::with_deadline(Duration::from_secs(7)));
-    holds.set(0, Hold { generation: 1, renewed_at: Instant::now(), transitions: 0 });
+    holds.set(0, Hold { generation: 1, renewed_at: plumb::clock::Instant::now(), transitions: 0 });
     let fence = Some(Fence::of("r".into(), 0, 1, holds.clone()).unwrap());
     let cm: ConfigMap =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "data": {"k": "1"}})).unwrap();

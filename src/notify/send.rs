@@ -363,7 +363,7 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let outlets = open_all(&[provider("chat", ProviderType::Slack, &url)], &metrics);
         let holds = Arc::new(Holds::with_deadline(Duration::from_secs(60)));
-        let hold = Hold { generation: 1, renewed_at: std::time::Instant::now(), transitions: 0 };
+        let hold = Hold { generation: 1, renewed_at: crate::clock::Instant::now(), transitions: 0 };
         holds.set(3, hold);
         let fence = Fence::of("r1".into(), 3, 6, holds.clone()).unwrap();
         let delivery = || Delivery {

@@ -26,8 +26,10 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use crate::clock::Instant;
 
 use sha2::{Digest as _, Sha256};
 
