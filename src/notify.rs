@@ -99,14 +99,22 @@ impl Notifier {
     /// once (the workers send). Nothing when the replica's fence is closed
     /// ([`crate::fence::check`]: another replica runs the application now); a queued
     /// message carries the pass's fence, and its worker drops it if that closes first.
-    pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
+    /// `resumed`: the saved status the pass started from when it was the application's
+    /// first in this process or hold ([`crate::reconcile::PassReport::resumed`]): what it
+    /// shows was told before ([`decide::seed`]).
+    pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>, resumed: Option<&AppStatus>) {
         if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
             return tracing::warn!("{e}");
         }
         let now = jiff::Timestamp::now();
         let seconds = u64::try_from(now.as_second()).unwrap_or(0);
         let events = match self.memory.lock() {
-            Ok(mut memory) => decide::events(&mut memory, st, sync, seconds),
+            Ok(mut memory) => {
+                if let Some(before) = resumed {
+                    decide::seed(&mut memory, before, seconds);
+                }
+                decide::events(&mut memory, st, sync, seconds)
+            }
             Err(_) => return,
         };
         for e in &events {

@@ -804,7 +804,7 @@ async fn policy_pass(
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             if let Some(o) = outgoing {
-                o.after_pass(&r.status, r.sync.as_ref());
+                o.after_pass(&r.status, r.sync.as_ref(), r.resumed.as_ref());
             }
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;

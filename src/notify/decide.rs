@@ -245,10 +245,40 @@ pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, no
     out
 }
 
+/// Before the first pass of an application in this process, or since its replica took
+/// its shard: remembers as told what its saved status `resumed` already shows (a
+/// Degraded health, a render failure, a held prune at its revision), as the process or
+/// replica that saved it told it then. A restart or a handover thus does not tell it
+/// again; a recovery from that Degraded is told. (Told at most once: a replica that
+/// stopped between saving a status and sending its message leaves that message untold.)
+pub fn seed(memory: &mut Memory, resumed: &AppStatus, now: u64) {
+    let _told_before = events(memory, resumed, None, now);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::status::{Condition, ResourceStatus, SyncReason};
+
+    /// A replica that takes an application over (or a restarted process) does not tell
+    /// again the Degraded its saved status shows; it tells the recovery, and a new
+    /// Degraded at another revision.
+    #[test]
+    fn what_the_saved_status_shows_is_not_told_again_after_a_handover() {
+        let mut memory = Memory::default();
+        let degraded = status(HealthStatus::Degraded);
+        seed(&mut memory, &degraded, 1_000);
+        assert!(events(&mut memory, &degraded, None, 2_000).is_empty(), "told by the replica before");
+        let told: Vec<Trigger> =
+            events(&mut memory, &status(HealthStatus::Healthy), None, 3_000).iter().map(|e| e.trigger).collect();
+        assert_eq!(told, [Trigger::HealthRecovered]);
+        let later = AppStatus { revision: "fedcba987".into(), ..degraded.clone() };
+        let told: Vec<Trigger> = events(&mut memory, &later, None, 4_000).iter().map(|e| e.trigger).collect();
+        assert_eq!(told, [Trigger::HealthDegraded]);
+        // without the seed, the same Degraded is told at once
+        let told = events(&mut Memory::default(), &degraded, None, 2_000);
+        assert_eq!(told.len(), 1);
+    }
 
     fn status(health: HealthStatus) -> AppStatus {
         AppStatus {
