@@ -130,6 +130,12 @@ impl Fence {
     pub fn is_open(&self) -> bool {
         self.holds.open(self.shard, Instant::now()).is_some_and(|h| h.generation == self.hold.generation)
     }
+
+    /// Whether the hold this fence was taken under is over (lost, released, or taken
+    /// again since): it never opens again. Not ended but not open: a renew late.
+    pub fn ended(&self) -> bool {
+        self.holds.get(self.shard).is_none_or(|h| h.generation != self.hold.generation)
+    }
 }
 
 /// A write dropped because the pass's shard is no longer held by this replica.

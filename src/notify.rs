@@ -91,7 +91,7 @@ impl Notifier {
         if notifications.routes.is_empty() {
             return None;
         }
-        let outlets = send::open_all(&notifications.providers, metrics);
+        let outlets = send::open_all(&notifications.providers, metrics, &memory);
         Some(Self { notifications: notifications.clone(), outlets, memory })
     }
 
@@ -111,7 +111,8 @@ impl Notifier {
         let events = match self.memory.lock() {
             Ok(mut memory) => {
                 if let Some(before) = resumed {
-                    decide::seed(&mut memory, before, seconds);
+                    let me = crate::fence::current().map(|f| f.replica);
+                    decide::seed(&mut memory, before, seconds, me.as_deref());
                 }
                 decide::events(&mut memory, st, sync, seconds)
             }
@@ -123,7 +124,8 @@ impl Notifier {
                 let template = template.unwrap_or_else(|| body::default_template(e.trigger));
                 let payload = payload(outlet, e, template, now);
                 let fence = crate::fence::current();
-                outlet.offer(name, send::Delivery { app: e.app.clone(), trigger: e.trigger, payload, fence });
+                let (app, revision) = (e.app.clone(), e.revision.clone());
+                outlet.offer(name, send::Delivery { app, revision, trigger: e.trigger, payload, fence });
             }
         }
     }

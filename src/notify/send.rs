@@ -5,9 +5,17 @@
 //! error, a timeout, HTTP 429 or 5xx; then it is dropped and logged. A full queue
 //! drops the new message (logged). A delivery queued by a fenced pass (a sharded
 //! replica, [`crate::fence`]) is sent, and each retry made, only while the fence of its
-//! pass is still open: one queued before its shard was lost is dropped (`fenced`).
+//! pass is open: while a renew is late it waits (at most [`FENCE_WAIT`]); once the hold
+//! it was queued under ended (the shard lost, released, or taken again) it is dropped
+//! (`fenced`) and forgotten as told ([`super::Memory::untell`]), so that this replica's
+//! next pass of the application, if it runs it again, tells it. An attempt already
+//! under way when the fence closes still completes (at most [`TIMEOUT`]).
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use backon::{ExponentialBuilder, Retryable as _};
 use bytes::Bytes;
@@ -18,7 +26,7 @@ use lettre::{
 };
 use tokio::sync::mpsc;
 
-use super::body::Mail;
+use super::{Memory, body::Mail};
 use crate::{
     config::{NotificationProvider, ProviderType, Trigger},
     fence::Fence,
@@ -34,6 +42,10 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Attempts after the first failed one.
 pub const RETRIES: usize = 3;
+
+/// The longest a delivery waits for its fence to open again (a renew late) before it
+/// is dropped.
+pub const FENCE_WAIT: Duration = Duration::from_secs(30);
 
 /// What one provider is sent.
 pub(super) enum Payload {
@@ -51,6 +63,8 @@ pub(super) enum Payload {
 /// One message for one provider.
 pub(super) struct Delivery {
     pub(super) app: String,
+    /// The revision the event is about (to forget it as told when dropped).
+    pub(super) revision: String,
     pub(super) trigger: Trigger,
     pub(super) payload: Payload,
     /// The fence of the pass that queued it (`None`: unfenced).
@@ -98,7 +112,11 @@ impl Outlet {
 /// Opens every provider of `providers` and starts its worker (on the current tokio
 /// runtime; it ends when its [`Outlet`] is dropped and its queue drained). A provider
 /// whose address, key or password cannot be read is left out, logged.
-pub(super) fn open_all(providers: &[NotificationProvider], metrics: &Arc<Metrics>) -> HashMap<String, Outlet> {
+pub(super) fn open_all(
+    providers: &[NotificationProvider],
+    metrics: &Arc<Metrics>,
+    memory: &Arc<Mutex<Memory>>,
+) -> HashMap<String, Outlet> {
     let client = match HttpClient::new() {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
@@ -111,7 +129,7 @@ pub(super) fn open_all(providers: &[NotificationProvider], metrics: &Arc<Metrics
         match open(p, client.as_ref()) {
             Ok((target, key)) => {
                 let (queue, rx) = mpsc::channel(QUEUE_LEN);
-                tokio::spawn(work(p.name.value.clone(), target, rx, metrics.clone()));
+                tokio::spawn(work(p.name.value.clone(), target, rx, (metrics.clone(), memory.clone())));
                 out.insert(p.name.value.clone(), Outlet { kind: p.type_, key, queue, metrics: metrics.clone() });
             }
             Err(e) => tracing::warn!(provider = %p.name.value, "notification provider off: {e}"),
@@ -203,11 +221,18 @@ impl Failed {
     }
 }
 
-/// Sends `d` to `target` once, unless the fence of the pass that queued it has closed.
+/// Sends `d` to `target` once its pass's fence is open (waiting while a renew is late,
+/// at most [`FENCE_WAIT`]); not at all once the hold it was queued under ended.
 async fn attempt(target: &Target, d: &Delivery) -> Result<(), Failed> {
-    if let Some(f) = d.fence.as_ref().filter(|f| !f.is_open()) {
-        let message = format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app);
-        return Err(Failed { message, retry: false, fenced: true });
+    if let Some(f) = &d.fence {
+        let until = tokio::time::Instant::now() + FENCE_WAIT;
+        while !f.is_open() {
+            if f.ended() || tokio::time::Instant::now() >= until {
+                let message = format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app);
+                return Err(Failed { message, retry: false, fenced: true });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     target.send(&d.payload).await
 }
@@ -252,7 +277,12 @@ impl Target {
 
 /// The worker of provider `name`: sends each delivery of `rx` in turn, retrying and
 /// fencing as the module docs say.
-async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, metrics: Arc<Metrics>) {
+async fn work(
+    name: String,
+    target: Target,
+    mut rx: mpsc::Receiver<Delivery>,
+    (metrics, memory): (Arc<Metrics>, Arc<Mutex<Memory>>),
+) {
     while let Some(d) = rx.recv().await {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_secs(1))
@@ -274,7 +304,10 @@ async fn work(name: String, target: Target, mut rx: mpsc::Receiver<Delivery>, me
         match sent {
             Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
             Err(f) if f.fenced => {
-                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification dropped: {}", f.message)
+                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification dropped: {}", f.message);
+                if let Ok(mut m) = memory.lock() {
+                    m.untell(&d.app, &d.revision, d.trigger);
+                }
             }
             Err(f) => {
                 tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message)
@@ -353,21 +386,32 @@ mod tests {
     }
 
     /// A message queued by a fenced pass goes out, and is retried, only while the pass's
-    /// fence is open: queued under a closed fence it is never sent; its fence closing
-    /// between attempts stops the retries. Both counted `fenced`.
+    /// fence is open: while a renew is late it waits, and goes out once the renew lands;
+    /// once the hold ends, no retry is made and it is forgotten as told; queued under a
+    /// hold taken again since, it is never sent. Each drop counted `fenced`.
     #[tokio::test]
     async fn a_message_of_a_shard_let_go_is_not_sent() {
-        use crate::fence::{Hold, Holds};
+        use crate::{
+            fence::{Hold, Holds},
+            status::{AppStatus, SyncRecord, SyncResult},
+        };
         use std::sync::atomic::Ordering;
         let (url, seen, sink) = failing_sink().await;
         let metrics = Arc::new(Metrics::default());
-        let outlets = open_all(&[provider("chat", ProviderType::Slack, &url)], &metrics);
+        let memory: Arc<Mutex<Memory>> = Arc::default();
+        let failed =
+            SyncRecord { result: SyncResult::Failed, ..SyncRecord::new("abc", crate::status::SyncReason::NewRevision) };
+        let st = AppStatus { app: "web".into(), revision: "abc".into(), ..AppStatus::default() };
+        let told = super::super::decide::events(&mut memory.lock().unwrap(), &st, Some(&failed), 0);
+        assert_eq!(told.len(), 1);
+        let outlets = open_all(&[provider("chat", ProviderType::Slack, &url)], &metrics, &memory);
         let holds = Arc::new(Holds::with_deadline(Duration::from_secs(60)));
         let hold = Hold { generation: 1, renewed_at: crate::clock::Instant::now(), transitions: 0 };
         holds.set(3, hold);
         let fence = Fence::of("r1".into(), 3, 6, holds.clone()).unwrap();
         let delivery = || Delivery {
             app: "web".into(),
+            revision: "abc".into(),
             trigger: Trigger::SyncFailed,
             payload: Payload::Http { body: Bytes::from_static(b"{}"), headers: vec![] },
             fence: Some(fence.clone()),
@@ -377,20 +421,27 @@ mod tests {
                 r#"plumb_notifications_total{{provider="chat",trigger="sync-failed",result="fenced"}} {n}"#
             ))
         };
-        // sent while open, answered 503, retried after 1 s: the shard is let go before that
+        // a renew late: the message waits for it
+        let late = crate::clock::Instant::now().checked_sub(Duration::from_secs(61)).expect("uptime");
+        holds.set(3, Hold { renewed_at: late, ..hold });
         assert!(outlets["chat"].offer("chat", delivery()));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(seen.load(Ordering::SeqCst), 0, "held while the renew is late");
+        // the renew lands: sent, answered 503, retried after 1 s; the shard is let go before that
+        holds.set(3, Hold { renewed_at: crate::clock::Instant::now(), ..hold });
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while seen.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(seen.load(Ordering::SeqCst), 1, "the first attempt went out under an open fence");
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "the first attempt went out once the fence opened");
         holds.end(3);
         while !fenced(1) && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(fenced(1), "{}", metrics.encode());
         assert_eq!(seen.load(Ordering::SeqCst), 1, "no retry after the shard was let go");
-        // taken again (a new generation): a message of the old hold is still not sent
+        assert!(!memory.lock().unwrap().told("web", "abc", Trigger::SyncFailed), "forgotten as told");
+        // taken again (a new generation): a message of the old hold is never sent
         holds.set(3, Hold { generation: 2, ..hold });
         assert!(outlets["chat"].offer("chat", delivery()));
         while !fenced(2) && std::time::Instant::now() < deadline {
@@ -414,13 +465,14 @@ mod tests {
             }
         });
         let metrics = Arc::new(Metrics::default());
-        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)], &metrics);
+        let outlets = open_all(&[provider("dead", ProviderType::Slack, &url)], &metrics, &Arc::default());
         let outlet = &outlets["dead"];
         let started = std::time::Instant::now();
         let queued: Vec<bool> = (0..QUEUE_LEN + 10)
             .map(|i| {
                 let payload = Payload::Http { body: Bytes::from(format!("{{\"text\":\"{i}\"}}")), headers: vec![] };
-                outlet.offer("dead", Delivery { app: "web".into(), trigger: Trigger::SyncFailed, payload, fence: None })
+                let (app, revision) = ("web".into(), "abc".into());
+                outlet.offer("dead", Delivery { app, revision, trigger: Trigger::SyncFailed, payload, fence: None })
             })
             .collect();
         assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");
