@@ -113,10 +113,11 @@ pub struct LeaseArgs {
     /// holding its shard's Lease (see `--shards`; one shard: one replica runs them all).
     #[arg(long, env = "PLUMB_LEADER_ELECT")]
     pub leader_elect: bool,
-    /// Namespace of the Lease; default: the policy's status namespace (which no
-    /// application may write). Another namespace is, like it, never written from Git
-    /// (whoever writes Leases there can hold shards): applications' objects there are
-    /// refused by their boundaries.
+    /// Namespace of the Lease; default: the policy's `settings.leaseNamespace`, else its
+    /// status namespace. Another namespace is, like the status namespace, never written
+    /// from Git (whoever writes Leases there can hold shards): applications' objects
+    /// there are refused. Prefer `settings.leaseNamespace`: `plumb sync --local` and
+    /// `plumb prune` then protect it too; this flag may only repeat it.
     #[arg(long, env = "PLUMB_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the Lease.
@@ -146,17 +147,30 @@ pub struct LeaseArgs {
 }
 
 impl LeaseArgs {
-    /// The Lease options, or `None` without `--leader-elect` (and a single shard).
-    pub fn options(&self, status_namespace: &str) -> Option<crate::leader::LeaseOptions> {
-        (self.leader_elect || self.shards > 1).then(|| crate::leader::LeaseOptions {
-            namespace: self.lease_namespace.clone().unwrap_or_else(|| status_namespace.to_string()),
+    /// The Lease options, or `None` without `--leader-elect` (and a single shard). The
+    /// Leases' namespace: `--lease-namespace`, else the policy's `settings.leaseNamespace`,
+    /// else its status namespace.
+    ///
+    /// # Errors
+    /// `--lease-namespace` names another namespace than `settings.leaseNamespace`.
+    pub fn options(&self, settings: &crate::config::Settings) -> Result<Option<crate::leader::LeaseOptions>, String> {
+        if let (Some(flag), Some(set)) = (&self.lease_namespace, &settings.lease_namespace)
+            && flag != set
+        {
+            return Err(format!(
+                "--lease-namespace {flag} differs from the policy's settings.leaseNamespace {set}: give one, or the same"
+            ));
+        }
+        let namespace = self.lease_namespace.clone().or_else(|| settings.lease_namespace.clone());
+        Ok((self.leader_elect || self.shards > 1).then(|| crate::leader::LeaseOptions {
+            namespace: namespace.unwrap_or_else(|| settings.status_namespace.clone()),
             name: self.lease_name.clone(),
             identity: self.identity.clone().unwrap_or_else(crate::leader::default_identity),
             duration_seconds: self.lease_duration,
             grace_seconds: self.lease_grace,
             shards: self.shards,
             clock_offset_seconds: self.lease_clock_offset,
-        })
+        }))
     }
 }
 
@@ -623,16 +637,16 @@ fn cache_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 async fn run(kube: KubeArgs, cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Serve { policy, listen, internal_listen, probe_listen, lease, reload_every, notify_url } => {
-            // read once for its status namespace (serve loads it again, and reloads it):
-            // not kept while serving
-            let status_namespace = config::load(&policy.config)?.settings.status_namespace;
+            // read once for its namespaces (serve loads it again, and reloads it): not
+            // kept while serving
+            let settings = config::load(&policy.config)?.settings;
             let process = crate::serve::Process {
                 kubeconfig: kube.kubeconfig.clone(),
                 context: kube.context.clone(),
                 policy: policy.config.clone(),
                 cache_dir: cache_dir(policy.cache_dir.as_deref())?,
                 listen: Listeners { public: listen, internal: internal_listen, probes: probe_listen },
-                lease: lease.options(&status_namespace),
+                lease: lease.options(&settings).map_err(anyhow::Error::msg)?,
                 reload_every: std::time::Duration::from_secs(reload_every.max(1)),
                 notify_url,
             };
@@ -817,16 +831,29 @@ async fn sync_here(
 ) -> anyhow::Result<ExitCode> {
     let mut ctx = context(policy, kube, !dry_run).await?;
     if !dry_run {
-        let ns = &ctx.config.settings.status_namespace;
-        match crate::leader::holders(ctx.cluster.client(), ns).await?.first() {
-            Some(server) => {
+        // a server's Leases are in the status namespace, or in settings.leaseNamespace
+        let settings = &ctx.config.settings;
+        let places: Vec<String> = std::iter::once(settings.status_namespace.as_str())
+            .chain(settings.lease_namespaces())
+            .map(str::to_string)
+            .collect();
+        let mut serving = None;
+        for ns in &places {
+            if let Some(server) = crate::leader::holders(ctx.cluster.client(), ns).await?.into_iter().next() {
+                serving = Some((server, ns));
+                break;
+            }
+        }
+        match serving {
+            Some((server, ns)) => {
                 errln!(
                     "local: syncing {app} from this machine; plumb server {server} serves namespace {ns}: no status written here (the server records its own)"
                 );
                 ctx = ctx.without_records();
             }
             None => errln!(
-                "local: syncing {app} from this machine with your identity (no plumb server holds a Lease in {ns})"
+                "local: syncing {app} from this machine with your identity (no plumb server holds a Lease in {})",
+                places.join(" or ")
             ),
         }
     }
@@ -1040,5 +1067,33 @@ mod tests {
         assert_eq!(parse_headers("Host: x\nnot a header\n"), Err("line 2 is not `Name: value`".to_string()));
         assert_eq!(parse_headers("Host: x\nPOST / HTTP/1.1\n"), Err("line 2 is not `Name: value`".to_string()));
         assert_eq!(parse_headers(" Host: x\n"), Err("line 1 is not `Name: value`".to_string()));
+    }
+
+    /// The Leases' namespace: the flag, else the policy's `settings.leaseNamespace`, else
+    /// the status namespace; a flag that differs from the setting is an error.
+    #[test]
+    fn the_lease_namespace_comes_from_the_flag_or_the_policy_and_they_agree() {
+        let lease = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["plumb", "serve", "-c", "p.yaml", "--leader-elect"][..], args].concat())
+                .expect("parses");
+            match cli.command {
+                Command::Serve { lease, .. } => lease,
+                _ => unreachable!("serve"),
+            }
+        };
+        let mut settings = crate::config::Settings::default();
+        let ns = |args: &[&str], settings: &crate::config::Settings| {
+            lease(args).options(settings).map(|o| o.map(|o| o.namespace))
+        };
+        assert_eq!(ns(&[], &settings), Ok(Some("plumb-system".into())));
+        assert_eq!(ns(&["--lease-namespace", "leases"], &settings), Ok(Some("leases".into())));
+        settings.lease_namespace = Some("leases".into());
+        assert_eq!(ns(&[], &settings), Ok(Some("leases".into())));
+        assert_eq!(ns(&["--lease-namespace", "leases"], &settings), Ok(Some("leases".into())));
+        let err = ns(&["--lease-namespace", "other"], &settings).expect_err("differs");
+        assert!(
+            err.contains("--lease-namespace other differs from the policy's settings.leaseNamespace leases"),
+            "{err}"
+        );
     }
 }

@@ -434,7 +434,13 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
     // (the self application's deletion policy is `orphan`, and this holds if it was not)
     let own = &ctx.config.settings.status_namespace;
     let installed = crate::config::Boundaries { self_management: true, ..Default::default() };
+    let leases = ctx.config.settings.lease_namespaces();
     let installed = crate::plan::Boundary::new(&installed, own, own).map_err(anyhow::Error::msg)?;
+    let installed = installed.with_lease_namespaces(leases.iter().copied());
+    // and what no application may write: plumb's namespaces (an object adopted there before)
+    let plain = crate::plan::Boundary::new(&crate::config::Boundaries::default(), &f.namespace, own)
+        .map_err(anyhow::Error::msg)?
+        .with_lease_namespaces(leases);
     let groups: std::collections::BTreeSet<(&str, &str)> =
         f.status.kinds.iter().map(|(av, k)| (group_of(av), k.as_str())).collect();
     let mut out = Vec::new();
@@ -449,7 +455,7 @@ async fn owned_objects(ctx: &Context, f: &Found) -> anyhow::Result<Vec<(Owned, K
                 && !decom::is_hook(&obj)
                 && let Some(mut o) = Owned::of(&obj)
             {
-                o.kept |= installed.never_pruned(&o.key).is_some();
+                o.kept |= installed.never_pruned(&o.key).is_some() || plain.never_pruned(&o.key).is_some();
                 out.push((o, kind.clone()));
             }
         }
@@ -478,7 +484,7 @@ async fn run_hooks(
 ) -> Result<(), String> {
     let own = &settings.status_namespace;
     let boundary = crate::plan::Boundary::new(&crate::config::Boundaries::default(), &f.namespace, own)?
-        .with_lease_namespace(settings.lease_namespace.as_deref());
+        .with_lease_namespaces(settings.lease_namespaces());
     for h in f.hooks.of(phase) {
         let mut obj = h.manifest.clone();
         let av = obj["apiVersion"].as_str().unwrap_or_default().to_string();

@@ -1138,7 +1138,7 @@ impl Context {
         let own_namespace = &self.config.settings.status_namespace;
         let boundary = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace)
             .map_err(|error| PassFailure::Boundary { app: app.name.value.clone(), error })?
-            .with_lease_namespace(self.config.settings.lease_namespace.as_deref());
+            .with_lease_namespaces(self.config.settings.lease_namespaces());
         let mut options = SyncOptions::parse(env.sync_policy.sync_options.iter().map(String::as_str));
         options.adopt |= env.sync_policy.adopt;
         Ok(Prepared {

@@ -305,7 +305,8 @@ fn start_pollers(
                 if leadership.holds_any() {
                     match tokio::time::timeout(limit, poller.round(ctx.sources())).await {
                         Ok(Ok(moved)) => {
-                            for app in moved.iter().filter(|a| leadership.owns(a)) {
+                            // paused: held, a renew late; the pass asks again once it lands
+                            for app in moved.iter().filter(|a| leadership.owns(a) || leadership.paused(a)) {
                                 tracing::debug!(app = %app, repository = poller.repository(), "revision moved");
                                 scheduler.trigger(app, Trigger::Moved);
                             }
@@ -556,9 +557,8 @@ pub async fn run(
             crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
         sets.expand(&mut running, &generated, true, &metrics).await;
         generated = crate::config::generators::generated_by_set(&running);
-        // the Leases' own namespace, if another: never written from Git either
-        running.settings.lease_namespace = process.lease.as_ref().map(|l| l.namespace.clone());
-        running.settings.lease_namespace.take_if(|ns| *ns == running.settings.status_namespace);
+        // the Leases' namespace, if another: never written from Git either
+        running.settings.serving_lease_namespace = process.lease.as_ref().map(|l| l.namespace.clone());
         let running = Arc::new(running);
         let mut notifications = running.notifications.clone();
         if let Some(url) = &process.notify_url {
@@ -660,42 +660,18 @@ fn start_actors(
                 if let (Some(s), Some(after)) = (scheduler.get(), ctx.published().status(&app)) {
                     after_gates(&ctx.config, s, before.as_deref(), &after);
                 }
+                // its fence closed for now during the pass (its writes were dropped)
+                if leadership.paused(&app)
+                    && let Some(s) = scheduler.get()
+                {
+                    ask_again(&asking, s, &app, cause);
+                }
                 settling
             } else {
                 if leadership.paused(&app)
-                    && let Some(s) = scheduler.get().cloned()
+                    && let Some(s) = scheduler.get()
                 {
-                    // its fence closed for now (a renew late): asked again in a second,
-                    // so that what asked for it is not lost if the next renew opens the
-                    // fence again; if the hold ends instead, the next holder's take
-                    // passes every application of the shard
-                    let again = match cause {
-                        Cause::Triggered(t) => t,
-                        _ => Trigger::Manual,
-                    };
-                    // one such request per application at a time, answering every
-                    // cause met meanwhile (a push after a drift still fetches)
-                    let first = asking.lock().is_ok_and(|mut a| match a.entry(app.clone()) {
-                        std::collections::hash_map::Entry::Occupied(mut e) => {
-                            let merged = e.get().merge(again);
-                            e.insert(merged);
-                            false
-                        }
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(again);
-                            true
-                        }
-                    });
-                    if first {
-                        tracing::info!(app = %app, "a renew of this application's shard is late: its pass is asked again in a second");
-                        let (app, asking) = (app.clone(), asking.clone());
-                        tokio::spawn(async move {
-                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                            if let Some(t) = asking.lock().ok().and_then(|mut a| a.remove(&app)) {
-                                s.trigger(&app, t);
-                            }
-                        });
-                    }
+                    ask_again(&asking, s, &app, cause);
                 }
                 false
             };
@@ -706,6 +682,46 @@ fn start_actors(
     let scheduler = Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token);
     let _ = handle.set(scheduler.clone());
     scheduler
+}
+
+/// Asks for `app`'s pass again in a second, with `cause` (its trigger; another cause
+/// asks as [`Trigger::Manual`]): its fence is closed for now (a renew late), so what
+/// asked for the pass is not lost if the next renew opens the fence again; if the hold
+/// ends instead, the next holder's take passes every application of the shard. One such
+/// request per application at a time (`asking`), answering every cause met meanwhile,
+/// merged (a push after a drift still fetches).
+fn ask_again(
+    asking: &Arc<std::sync::Mutex<std::collections::HashMap<String, Trigger>>>,
+    s: &Scheduler,
+    app: &str,
+    cause: Cause,
+) {
+    let again = match cause {
+        Cause::Triggered(t) => t,
+        _ => Trigger::Manual,
+    };
+    let first = asking.lock().is_ok_and(|mut a| match a.entry(app.to_string()) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let merged = e.get().merge(again);
+            e.insert(merged);
+            false
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(again);
+            true
+        }
+    });
+    if !first {
+        return;
+    }
+    tracing::info!(app = %app, "a renew of this application's shard is late: its pass is asked again in a second");
+    let (app, asking, s) = (app.to_string(), asking.clone(), s.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if let Some(t) = asking.lock().ok().and_then(|mut a| a.remove(&app)) {
+            s.trigger(&app, t);
+        }
+    });
 }
 
 /// After a pass of application `after.app`: when it became ready for its dependents

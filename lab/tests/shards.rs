@@ -21,7 +21,7 @@ use std::{
 };
 
 use plumb::{plan::shards::shard_of, status::AppStatus};
-use support::{Lab, bearer, control_plane, http_request, reader_token, wait_for};
+use support::{Lab, bearer, control_plane, http_request, plumb_cli, reader_token, wait_for};
 
 /// Seconds a shard's Lease lasts without renewal in these tests (`--lease-duration`).
 const DURATION: u64 = 6;
@@ -508,10 +508,11 @@ async fn the_serve_client_sends_a_write_only_while_its_fence_is_open() {
     assert_eq!(read.data.unwrap()["k"], "1", "the refused write never reached the API server");
 }
 
-/// With `--lease-namespace` apart from the status namespace, an application whose Git
-/// writes there (here a Lease of the same name as the replica's, held by an intruder for
-/// an hour, adopted by its annotation) is refused by its boundary like in plumb's own namespace: the replica keeps
-/// its Lease and runs the other applications.
+/// With the Leases in a namespace of their own (`settings.leaseNamespace`, repeated by
+/// `--lease-namespace`), an application whose Git writes there (here a Lease of the same
+/// name as the replica's, held by an intruder for an hour, adopted by its annotation) is
+/// refused by its boundary as in plumb's own namespace, by the replica and by a person's
+/// `plumb sync --local`: the replica keeps its Lease and runs the other applications.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_never_writes_the_lease_namespace() {
     const STATUS: &str = "shards-leasens-status";
@@ -531,7 +532,7 @@ async fn git_never_writes_the_lease_namespace() {
     let policy = lab.policy(
         "policy.yaml",
         &format!(
-            "settings: {{statusNamespace: {STATUS}}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n  - {{name: web, repository: r, revision: main, path: web, namespace: {NS}, environment: e}}\n  - {{name: intruder, repository: r, revision: main, path: intruder, namespace: {LEASES}, environment: e}}\n",
+            "settings: {{statusNamespace: {STATUS}, leaseNamespace: {LEASES}}}\nrepositories:\n  - {{name: r, url: {}}}\nenvironments:\n  - name: e\n    syncPolicy: {{automated: true, prune: true, selfHeal: true, syncOptions: [CreateNamespace=true]}}\n    reconcileInterval: 1h\napplications:\n  - {{name: web, repository: r, revision: main, path: web, namespace: {NS}, environment: e}}\n  - {{name: intruder, repository: r, revision: main, path: intruder, namespace: {LEASES}, environment: e}}\n",
             lab.url
         ),
     );
@@ -546,7 +547,7 @@ async fn git_never_writes_the_lease_namespace() {
     })
     .await;
     assert!(
-        refused.contains(&format!("namespace \"{LEASES}\" holds plumb's Leases (plumb serve --lease-namespace)")),
+        refused.contains(&format!("namespace \"{LEASES}\" holds plumb's Leases (settings.leaseNamespace)")),
         "{refused}"
     );
     // a few renews later: still the replica's, never lost
@@ -557,6 +558,16 @@ async fn git_never_writes_the_lease_namespace() {
     assert_eq!(holder, "keeper");
     assert!(!replica.logged("lost the shard"), "the replica kept its Lease");
     assert!(!replica.object_writes().contains_key("intruder"), "{:?}", replica.object_writes());
+    // a person's sync from their machine reads settings.leaseNamespace: refused too, and
+    // it sees the serving replica there
+    let (code, out, err) = plumb_cli(&["sync", "intruder", "--local", "-c", policy.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("holds plumb's Leases (settings.leaseNamespace)"), "{out}\n{err}");
+    assert!(err.contains("plumb server keeper serves namespace"), "{err}");
+    let holder = control_plane()
+        .kubectl(&["-n", LEASES, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
+        .unwrap();
+    assert_eq!(holder, "keeper");
 }
 
 /// A pass asked for while the replica's fence is closed for now — its renews late, not

@@ -78,12 +78,17 @@ pub struct Settings {
     /// YAML expansion per file, fetch-and-render time (see [`crate::limits`]).
     #[serde(default)]
     pub limits: crate::limits::Limits,
-    /// The namespace of the Leases of `plumb serve --leader-elect` when
-    /// `--lease-namespace` names another than `status_namespace` (set by `plumb serve`,
-    /// not read from the policy): like plumb's own namespace, never written from Git
-    /// (whoever writes Leases there can hold shards), see [`crate::plan::Boundary`].
-    #[serde(skip)]
+    /// The namespace of the Leases of `plumb serve --leader-elect` when not
+    /// `status_namespace` (default: none, the Leases are in `status_namespace`); the
+    /// flag `--lease-namespace` may only repeat it. Like plumb's own namespace, never
+    /// written from Git (whoever writes Leases there can hold shards), see
+    /// [`crate::plan::Boundary`]; `plumb sync --local` and `plumb prune` read it too.
+    #[serde(default)]
     pub lease_namespace: Option<String>,
+    /// The namespace of the Leases of the running `plumb serve` (set by it from
+    /// `--lease-namespace`, not read from the policy): protected as `lease_namespace` is.
+    #[serde(skip)]
+    pub serving_lease_namespace: Option<String>,
 }
 
 impl Default for Settings {
@@ -95,7 +100,22 @@ impl Default for Settings {
             render_tools: super::RenderTools::default(),
             limits: crate::limits::Limits::default(),
             lease_namespace: None,
+            serving_lease_namespace: None,
         }
+    }
+}
+
+impl Settings {
+    /// The namespaces of Leases other than `status_namespace` (`lease_namespace` and
+    /// `serving_lease_namespace`, each once): never written from Git.
+    pub fn lease_namespaces(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for ns in [&self.lease_namespace, &self.serving_lease_namespace].into_iter().flatten() {
+            if *ns != self.status_namespace && !out.contains(&ns.as_str()) {
+                out.push(ns);
+            }
+        }
+        out
     }
 }
 

@@ -82,6 +82,9 @@ pub fn validate_with(config: &Config, files: bool) -> Vec<Problem> {
     if !is_dns_label(&config.settings.status_namespace) {
         problem(0, format!("settings.statusNamespace `{}` must be a DNS-1123 label", config.settings.status_namespace));
     }
+    if let Some(ns) = config.settings.lease_namespace.as_deref().filter(|ns| !is_dns_label(ns)) {
+        problem(0, format!("settings.leaseNamespace `{ns}` must be a DNS-1123 label"));
+    }
     out
 }
 

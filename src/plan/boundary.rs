@@ -5,8 +5,10 @@
 //! Rules, in order:
 //!
 //! 1. plumb's own namespace (the status namespace) and its Namespace are never written,
-//!    nor the namespace of its Leases when `plumb serve --lease-namespace` names another
-//!    ([`Boundary::with_lease_namespace`]: whoever writes Leases there can hold shards);
+//!    nor the namespace of its Leases when another (`settings.leaseNamespace`, `plumb
+//!    serve --lease-namespace`: [`Boundary::with_lease_namespaces`]; whoever writes
+//!    Leases there can hold shards); what an application owns there anyway (adopted
+//!    before) is never pruned ([`Boundary::never_pruned`]);
 //! 2. plumb's own RBAC — ClusterRoles and ClusterRoleBindings named `plumb` or
 //!    `plumb-*`, and any RoleBinding or ClusterRoleBinding that grants such a
 //!    ClusterRole — is never written (Git could otherwise hand plumb's rights to anyone),
@@ -40,8 +42,8 @@ pub struct Boundary {
     cluster: Option<Vec<(GroupKind, GlobMatcher, GlobMatcher)>>,
     deny: Vec<(GroupKind, GlobMatcher, GlobMatcher)>,
     own_namespace: String,
-    /// The Leases' namespace, when not `own_namespace` (rule 1).
-    lease_namespace: Option<String>,
+    /// The Leases' namespaces other than `own_namespace` (rule 1).
+    lease_namespaces: Vec<String>,
     self_management: bool,
 }
 
@@ -71,36 +73,58 @@ impl Boundary {
             cluster: b.cluster_resources.as_deref().map(kinds).transpose()?,
             deny: b.namespace_resources.as_ref().map_or(Ok(vec![]), |n| kinds(&n.deny))?,
             own_namespace: own_namespace.to_string(),
-            lease_namespace: None,
+            lease_namespaces: Vec::new(),
             self_management: b.self_management,
         })
     }
 
-    /// These boundaries where `plumb serve` keeps its Leases in `lease_namespace`
-    /// ([`crate::config::Settings::lease_namespace`]; `None`: in the own namespace),
-    /// which is then never written from Git either (but by the self application).
+    /// These boundaries where plumb keeps its Leases also in `lease_namespaces`
+    /// ([`crate::config::Settings::lease_namespaces`]), which are then never written
+    /// from Git either (but by the self application).
     #[must_use]
-    pub fn with_lease_namespace(mut self, lease_namespace: Option<&str>) -> Self {
-        self.lease_namespace = lease_namespace.filter(|n| *n != self.own_namespace).map(str::to_string);
+    pub fn with_lease_namespaces<'a>(mut self, lease_namespaces: impl IntoIterator<Item = &'a str>) -> Self {
+        for ns in lease_namespaces {
+            if ns != self.own_namespace && !self.lease_namespaces.iter().any(|n| n == ns) {
+                self.lease_namespaces.push(ns.to_string());
+            }
+        }
         self
     }
 
-    /// Why the self application (`selfManagement: true`) never prunes `key`, if it is one
-    /// of the objects plumb needs to run: its Namespace; the `Application` resource
-    /// definition (deleting it deletes every `Application`); in its namespace its
-    /// Deployments, ServiceAccounts, Roles, RoleBindings and the policy ConfigMap
-    /// ([`POLICY_CONFIG_MAP`]); anywhere its own RBAC by name (ClusterRoles,
-    /// ClusterRoleBindings and RoleBindings named `plumb` or `plumb-*`). Whatever the
+    /// The Leases' namespace `key` lies in, or is (its Namespace), if any.
+    fn in_lease_namespace(&self, key: &ObjectKey) -> Option<&str> {
+        self.lease_namespaces
+            .iter()
+            .find(|ns| key.namespace == **ns || (is(key, "", "Namespace") && key.name == **ns))
+            .map(String::as_str)
+    }
+
+    /// Why `key` is never pruned by this application, if so. For the self application
+    /// (`selfManagement: true`), the objects plumb needs to run: its Namespace and the
+    /// Namespace of its Leases; the `Application` resource definition (deleting it
+    /// deletes every `Application`); in its namespace its Deployments, ServiceAccounts,
+    /// Roles, RoleBindings and the policy ConfigMap ([`POLICY_CONFIG_MAP`]); in the
+    /// Leases' namespace its Roles and RoleBindings; anywhere its own RBAC by name
+    /// (ClusterRoles, ClusterRoleBindings and RoleBindings named `plumb` or `plumb-*`).
+    /// For every other application, whatever it came to own in plumb's namespace or the
+    /// Leases' (rule 1 refuses writing there; such an object was adopted or labelled
+    /// before): deleting a Lease would end a replica's hold of its shard. Whatever the
     /// options or approvals: removing such a file from Git leaves the object in place,
-    /// to be deleted by hand. `None` for other objects and for every other application
-    /// (which cannot write these at all, [`Boundary::check`]).
+    /// to be deleted by hand.
     pub fn never_pruned(&self, key: &ObjectKey) -> Option<String> {
-        if !self.self_management {
-            return None;
-        }
         let own = &self.own_namespace;
+        let leases = self.in_lease_namespace(key);
+        if !self.self_management {
+            let reserved = key.namespace == *own || (is(key, "", "Namespace") && key.name == *own) || leases.is_some();
+            return reserved.then(|| {
+                format!(
+                    "{} is in plumb's own namespaces, which Git never writes: never pruned, delete it by hand",
+                    kind_of(key)
+                )
+            });
+        }
         let rbac = key.group == "rbac.authorization.k8s.io";
-        let needed = (is(key, "", "Namespace") && key.name == *own)
+        let needed = (is(key, "", "Namespace") && (key.name == *own || leases.is_some()))
             || (is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION)
             || (rbac
                 && matches!(key.kind.as_str(), "ClusterRole" | "ClusterRoleBinding" | "RoleBinding")
@@ -109,7 +133,8 @@ impl Boundary {
                 && (is(key, "apps", "Deployment")
                     || is(key, "", "ServiceAccount")
                     || (rbac && matches!(key.kind.as_str(), "Role" | "RoleBinding"))
-                    || (is(key, "", "ConfigMap") && key.name == POLICY_CONFIG_MAP)));
+                    || (is(key, "", "ConfigMap") && key.name == POLICY_CONFIG_MAP)))
+            || (leases.is_some() && rbac && matches!(key.kind.as_str(), "Role" | "RoleBinding"));
         needed.then(|| {
             format!("plumb's own installation ({}) is never pruned by selfManagement: delete it by hand", kind_of(key))
         })
@@ -120,6 +145,9 @@ impl Boundary {
     /// keeps (re-creating the resource definition would delete every `Application`),
     /// whatever `protectDataLoss` says. `None` for other objects and applications.
     pub fn never_recreated(&self, key: &ObjectKey) -> Option<String> {
+        if !self.self_management {
+            return None;
+        }
         self.never_pruned(key).map(|_| format!("plumb's own installation ({}) under selfManagement", kind_of(key)))
     }
 
@@ -144,11 +172,9 @@ impl Boundary {
                     "plumb's own namespace \"{own}\" is never written from Git (only by the application with selfManagement: true)"
                 ));
             }
-            if let Some(leases) = &self.lease_namespace
-                && ((namespaced && key.namespace == *leases) || (is(key, "", "Namespace") && key.name == *leases))
-            {
+            if let Some(leases) = self.in_lease_namespace(key).filter(|_| namespaced || is(key, "", "Namespace")) {
                 return Err(format!(
-                    "namespace \"{leases}\" holds plumb's Leases (plumb serve --lease-namespace): never written from Git (only by the application with selfManagement: true)"
+                    "namespace \"{leases}\" holds plumb's Leases (settings.leaseNamespace): never written from Git (only by the application with selfManagement: true)"
                 ));
             }
             if is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION {
@@ -284,9 +310,9 @@ mod tests {
         let anywhere =
             Boundaries { destinations: Some(Destinations { namespaces: vec!["*".into()] }), ..Boundaries::default() };
         let b = Boundary::new(&anywhere, "web", "plumb-system").expect("valid");
-        let b = b.with_lease_namespace(Some("plumb-leases"));
+        let b = b.with_lease_namespaces(["plumb-leases"]);
         let lease = key("coordination.k8s.io", "Lease", "plumb-leases", "plumb-shard-0");
-        let refused = "namespace \"plumb-leases\" holds plumb's Leases (plumb serve --lease-namespace): never written from Git (only by the application with selfManagement: true)";
+        let refused = "namespace \"plumb-leases\" holds plumb's Leases (settings.leaseNamespace): never written from Git (only by the application with selfManagement: true)";
         assert_eq!(b.check(&lease, true, &json!({})).err().as_deref(), Some(refused));
         let ns = key("", "Namespace", "", "plumb-leases");
         assert_eq!(b.check(&ns, false, &json!({})).err().as_deref(), Some(refused));
@@ -294,13 +320,21 @@ mod tests {
         // without the flag, or naming plumb's own namespace, nothing changes
         let plain = Boundary::new(&anywhere, "web", "plumb-system").expect("valid");
         assert!(plain.check(&lease, true, &json!({})).is_ok());
-        let same = plain.clone().with_lease_namespace(Some("plumb-system"));
+        let same = plain.clone().with_lease_namespaces(["plumb-system"]);
         assert_eq!(same.check(&lease, true, &json!({})).err(), plain.check(&lease, true, &json!({})).err());
         let own = Boundaries { self_management: true, ..anywhere };
-        let own = Boundary::new(&own, "plumb-system", "plumb-system")
-            .expect("valid")
-            .with_lease_namespace(Some("plumb-leases"));
+        let own =
+            Boundary::new(&own, "plumb-system", "plumb-system").expect("valid").with_lease_namespaces(["plumb-leases"]);
         assert!(own.check(&lease, true, &json!({})).is_ok(), "plumb's own installation");
+        // what an application came to own there anyway is never pruned by it; the self
+        // application keeps that Namespace and its RBAC there
+        assert!(b.never_pruned(&lease).is_some_and(|why| why.contains("never pruned")));
+        assert!(b.never_pruned(&ns).is_some() && b.never_pruned(&key("", "ConfigMap", "plumb-system", "x")).is_some());
+        assert_eq!(b.never_pruned(&key("", "ConfigMap", "web", "a")), None);
+        assert_eq!(b.never_recreated(&lease), None, "only the self application's are named so");
+        let role = key("rbac.authorization.k8s.io", "Role", "plumb-leases", "leases");
+        assert!(own.never_pruned(&ns).is_some() && own.never_pruned(&role).is_some());
+        assert_eq!(own.never_pruned(&key("", "ConfigMap", "plumb-leases", "x")), None);
     }
 
     #[test]

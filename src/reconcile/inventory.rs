@@ -433,7 +433,7 @@ impl Io<'_> {
             let Ok(boundary) = plan::Boundary::new(&app.boundaries(env), &app.namespace.value, own_namespace) else {
                 continue;
             };
-            let boundary = boundary.with_lease_namespace(self.config.settings.lease_namespace.as_deref());
+            let boundary = boundary.with_lease_namespaces(self.config.settings.lease_namespaces());
             let could_own =
                 |c: &PruneCandidate| boundary.check(&c.key, !c.key.namespace.is_empty(), &Value::Null).is_ok();
             if !candidates.iter().any(could_own) {
