@@ -668,7 +668,8 @@ fn start_actors(
                 }
                 settling
             } else {
-                if leadership.paused(&app)
+                // paused (or its renew just landed: the fence opened since the look above)
+                if (leadership.paused(&app) || leadership.pass_fence(&app).is_some())
                     && let Some(s) = scheduler.get()
                 {
                     ask_again(&asking, s, &app, cause);
