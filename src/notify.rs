@@ -99,33 +99,30 @@ impl Notifier {
     /// once (the workers send). Nothing when the replica's fence is closed
     /// ([`crate::fence::check`]: another replica runs the application now); a queued
     /// message carries the pass's fence, and its worker drops it if that closes first.
-    /// `resumed`: the saved status the pass started from when it was the application's
-    /// first in this process or hold ([`crate::reconcile::PassReport::resumed`]): what it
-    /// shows was told before ([`decide::seed`]).
-    pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>, resumed: Option<&AppStatus>) {
+    pub fn after_pass(&self, st: &AppStatus, sync: Option<&SyncRecord>) {
         if let Err(e) = crate::fence::check(|| format!("notification about {}", st.app)) {
             return tracing::warn!("{e}");
         }
         let now = jiff::Timestamp::now();
         let seconds = u64::try_from(now.as_second()).unwrap_or(0);
         let events = match self.memory.lock() {
-            Ok(mut memory) => {
-                if let Some(before) = resumed {
-                    let me = crate::fence::current().map(|f| f.replica);
-                    decide::seed(&mut memory, before, seconds, me.as_deref());
-                }
-                decide::events(&mut memory, st, sync, seconds)
-            }
+            Ok(mut memory) => decide::events(&mut memory, st, sync, seconds),
             Err(_) => return,
         };
         for e in &events {
-            for (name, template) in route(&self.notifications, e) {
-                let Some(outlet) = self.outlets.get(name) else { continue };
+            let routes: Vec<(&str, &send::Outlet, Option<&str>)> = route(&self.notifications, e)
+                .into_iter()
+                .filter_map(|(name, template)| Some((name, self.outlets.get(name)?, template)))
+                .collect();
+            // the copies of one message, one per provider: forgotten as told only when
+            // none was sent and one was dropped for its fence
+            let copies = Arc::new(send::Copies::new(routes.len()));
+            for (name, outlet, template) in routes {
                 let template = template.unwrap_or_else(|| body::default_template(e.trigger));
                 let payload = payload(outlet, e, template, now);
                 let fence = crate::fence::current();
-                let (app, revision) = (e.app.clone(), e.revision.clone());
-                outlet.offer(name, send::Delivery { app, revision, trigger: e.trigger, payload, fence });
+                let (app, revision, copies) = (e.app.clone(), e.revision.clone(), copies.clone());
+                outlet.offer(name, send::Delivery { app, revision, trigger: e.trigger, payload, fence, copies });
             }
         }
     }

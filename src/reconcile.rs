@@ -297,10 +297,6 @@ pub struct PassReport {
     /// What a sync of this pass does (or would do): waves, prunes, skips, refusal. Its
     /// indexes point into [`PassReport::diffs`].
     pub plan: plan::Plan,
-    /// The saved status this pass started from, when it was read from the status store
-    /// (the application's first pass in this process, or since this replica took its
-    /// shard): what the process or replica before saw (and told, [`crate::notify`]).
-    pub resumed: Option<AppStatus>,
     /// The desired objects as compared (before any sync of this pass).
     compared: Vec<Arc<Compared>>,
     /// The prune candidates, as [`PassReport::diffs`] ends with them.
@@ -932,10 +928,9 @@ impl Context {
         assess::ended(&mut st, &stage.kinds, record.as_ref());
         st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared, (&st, record.is_none()));
         // 6. record
-        let resumed = history.is_some().then(|| previous.clone());
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);
-        Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates, resumed })
+        Ok(PassReport { status: st, sync: record, plan: the_plan, compared: stage.found.compared, candidates })
     }
 
     /// The signature gate (`verifyCommits`, see `verify.rs`): checks what the pass would
@@ -1052,10 +1047,8 @@ impl Context {
         tracing::warn!(app = p.name, stage = failure.stage(), "{failure}");
         let st = assess::unsourced(st, p.previous, failure);
         let mode = p.requested.mode;
-        let resumed = history.is_some().then(|| p.previous.clone());
         self.recorder().record(state, &st, p.previous, history, None, mode, p.clock.started).await?;
-        let (compared, candidates) = (vec![], vec![]);
-        Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared, candidates, resumed })
+        Ok(PassReport { status: st, sync: None, plan: plan::Plan::default(), compared: vec![], candidates: vec![] })
     }
 
     /// Gives the render tools the cluster's capabilities, discovery run again first

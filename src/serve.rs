@@ -540,6 +540,14 @@ pub async fn run(
             crate::kube_metrics::factory(metrics.clone()),
         )
         .await?;
+        if let (Some(lease), Some(set)) = (&process.lease, &config.settings.lease_namespace)
+            && lease.namespace != *set
+        {
+            tracing::error!(
+                "settings.leaseNamespace is now {set}: the Leases stay in {} until the replicas restart (both are protected)",
+                lease.namespace
+            );
+        }
         // Secrets referenced by the policy, read into files (see crate::secret_refs)
         let mut running = config.clone();
         let secrets = if crate::secret_refs::any(&running) {
@@ -821,7 +829,7 @@ async fn policy_pass(
         Ok(r) => {
             tracing::debug!(app = %app, sync = %r.status.sync, health = %r.status.health, "pass done");
             if let Some(o) = outgoing {
-                o.after_pass(&r.status, r.sync.as_ref(), r.resumed.as_ref());
+                o.after_pass(&r.status, r.sync.as_ref());
             }
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;

@@ -547,7 +547,9 @@ async fn git_never_writes_the_lease_namespace() {
     })
     .await;
     assert!(
-        refused.contains(&format!("namespace \"{LEASES}\" holds plumb's Leases (settings.leaseNamespace)")),
+        refused.contains(&format!(
+            "namespace \"{LEASES}\" holds plumb's Leases (settings.leaseNamespace or --lease-namespace)"
+        )),
         "{refused}"
     );
     // a few renews later: still the replica's, never lost
@@ -562,7 +564,10 @@ async fn git_never_writes_the_lease_namespace() {
     // it sees the serving replica there
     let (code, out, err) = plumb_cli(&["sync", "intruder", "--local", "-c", policy.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(format!("{out}{err}").contains("holds plumb's Leases (settings.leaseNamespace)"), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("holds plumb's Leases (settings.leaseNamespace or --lease-namespace)"),
+        "{out}\n{err}"
+    );
     assert!(err.contains("plumb server keeper serves namespace"), "{err}");
     let holder = control_plane()
         .kubectl(&["-n", LEASES, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])

@@ -98,7 +98,28 @@ pub fn warnings(config: &Config) -> Vec<String> {
     let mut out = Vec::new();
     out.extend(shared_self_repository(config));
     out.extend(shared_sops_keys(config));
+    out.extend(in_lease_namespace(config));
     out
+}
+
+/// Applications (but the self application) whose namespace is `settings.leaseNamespace`:
+/// every object of theirs there is refused (rule 1 of [`crate::plan::Boundary`]).
+fn in_lease_namespace(config: &Config) -> Vec<String> {
+    let Some(leases) = config.settings.lease_namespace.as_ref().filter(|l| **l != config.settings.status_namespace)
+    else {
+        return Vec::new();
+    };
+    config
+        .applications
+        .iter()
+        .filter(|a| !a.self_management && a.namespace.value == *leases)
+        .map(|a| {
+            format!(
+                "application `{}`: namespace `{leases}` holds plumb's Leases (settings.leaseNamespace): Git never writes there, every object of it there is refused",
+                a.name.value
+            )
+        })
+        .collect()
 }
 
 /// The `selfManagement` application's repository and revision read by other
@@ -938,6 +959,32 @@ applications:
                 "source.sops.ageKeyFile /etc/plumb/keys/shared.key is shared by applications of different namespaces: a (team-a), b (team-b); a SOPS file encrypted for it decrypts for each of them (give each its own key)"
             ]
         );
+    }
+
+    /// An application in `settings.leaseNamespace` is a warning (each of its objects will
+    /// be refused); a leaseNamespace that is not a namespace's name is an error.
+    #[test]
+    fn an_application_in_the_lease_namespace_is_a_warning() {
+        let policy = |leases: &str| {
+            format!(
+                "settings: {{statusNamespace: plumb-system, leaseNamespace: {leases}}}
+repositories: [{{name: fleet, url: https://git.example/fleet.git}}]
+environments: [{{name: prod}}]
+applications:
+  - {{name: web, repository: fleet, path: apps/web, namespace: web, environment: prod}}
+  - {{name: grab, repository: fleet, path: apps/grab, namespace: plumb-leases, environment: prod}}
+"
+            )
+        };
+        let config = load_str(&policy("plumb-leases"), Path::new("p.yaml"), Path::new(".")).expect("valid");
+        assert_eq!(
+            super::warnings(&config),
+            [
+                "application `grab`: namespace `plumb-leases` holds plumb's Leases (settings.leaseNamespace): Git never writes there, every object of it there is refused"
+            ]
+        );
+        let err = load_str(&policy("Not_A_Name"), Path::new("p.yaml"), Path::new(".")).expect_err("invalid");
+        assert!(err.to_string().contains("settings.leaseNamespace `Not_A_Name` must be a DNS-1123 label"), "{err}");
     }
 
     /// Another application reading the self application's repository and revision is a

@@ -71,9 +71,6 @@ pub struct Memory {
     /// Per (application, trigger) of a pair: the revision of its last telling, when
     /// (seconds), and how many times it was told at that revision.
     flips: HashMap<(String, Trigger), (String, u64, u32)>,
-    /// The applications whose passes this memory has judged (at most
-    /// [`MAX_REMEMBERED`]; past it, forgotten all at once).
-    judged: HashSet<String>,
 }
 
 impl Memory {
@@ -169,15 +166,6 @@ fn opposite(t: Trigger) -> Option<Trigger> {
 ///
 /// `now` is the time of the pass in seconds (any fixed origin), for the flap backoff.
 pub fn events(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, now: u64) -> Vec<Event> {
-    judge(memory, st, sync, now, true)
-}
-
-/// [`events`]; with `backoff` false, no flap backoff holds a telling back (a seed).
-fn judge(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, now: u64, backoff: bool) -> Vec<Event> {
-    if memory.judged.len() >= MAX_REMEMBERED {
-        memory.judged.clear();
-    }
-    memory.judged.insert(st.app.clone());
     let mut found: Vec<(Trigger, String, String, String)> = Vec::new();
     for c in &st.conditions {
         if c.type_ == ConditionType::ComparisonError && c.message.starts_with(RENDER_FAILED_PREFIX) {
@@ -234,7 +222,7 @@ fn judge(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, now: u6
         }
         // only health flaps by itself; a sync result comes once, from the pass that synced
         let flaps = matches!(trigger, Trigger::HealthDegraded | Trigger::HealthRecovered);
-        if backoff && flaps && !memory.flap_allows(&st.app, &revision, trigger, now) {
+        if flaps && !memory.flap_allows(&st.app, &revision, trigger, now) {
             continue;
         }
         memory.remember(key);
@@ -266,68 +254,24 @@ fn judge(memory: &mut Memory, st: &AppStatus, sync: Option<&SyncRecord>, now: u6
     out
 }
 
-/// Before the first pass of an application in this process, or since its replica took
-/// its shard: remembers as told what its saved status `resumed` already shows (a
-/// Degraded health, a render failure, a held prune at its revision), as the process or
-/// replica that saved it told it then. A restart or a handover thus does not tell it
-/// again; a recovery from that Degraded is told. (Told at most once: a replica that
-/// stopped between saving a status and sending its message leaves that message untold.)
-///
-/// `me` is this replica (`None` without election): a status this replica saved itself
-/// while this memory judged the application (a policy reload, or its shard let go and
-/// taken back) seeds nothing, as this memory knows better (and forgot what it did not
-/// send, [`Memory::untell`]).
-pub fn seed(memory: &mut Memory, resumed: &AppStatus, now: u64, me: Option<&str>) {
-    let saved_here = resumed.reconciler.as_ref().is_some_and(|r| Some(r.replica.as_str()) == me);
-    if saved_here && memory.judged.contains(&resumed.app) {
-        return;
-    }
-    let _told_before = judge(memory, resumed, None, now, false);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::status::{Condition, ResourceStatus, SyncReason};
 
-    /// A replica that takes an application over (or a restarted process) does not tell
-    /// again the Degraded its saved status shows; it tells the recovery, and a new
-    /// Degraded at another revision.
+    /// A message not sent after all (its shard's fence closed) is told again by the next
+    /// pass that finds it; a Degraded untold is not followed by a recovery.
     #[test]
-    fn what_the_saved_status_shows_is_not_told_again_after_a_handover() {
+    fn what_was_not_sent_is_told_again() {
         let mut memory = Memory::default();
         let degraded = status(HealthStatus::Degraded);
-        seed(&mut memory, &degraded, 1_000, None);
-        assert!(events(&mut memory, &degraded, None, 2_000).is_empty(), "told by the replica before");
-        let told: Vec<Trigger> =
-            events(&mut memory, &status(HealthStatus::Healthy), None, 3_000).iter().map(|e| e.trigger).collect();
-        assert_eq!(told, [Trigger::HealthRecovered]);
-        let later = AppStatus { revision: "fedcba987".into(), ..degraded.clone() };
-        let told: Vec<Trigger> = events(&mut memory, &later, None, 4_000).iter().map(|e| e.trigger).collect();
-        assert_eq!(told, [Trigger::HealthDegraded]);
-        // without the seed, the same Degraded is told at once
-        let told = events(&mut Memory::default(), &degraded, None, 2_000);
-        assert_eq!(told.len(), 1);
-    }
-
-    /// A message not sent after all (its shard's fence closed) is told again by the next
-    /// pass that finds it, also after this replica takes the shard back: its own saved
-    /// status seeds nothing while this memory judged the application. Another replica's
-    /// status still does.
-    #[test]
-    fn what_was_not_sent_is_told_again_and_a_status_saved_here_seeds_nothing() {
-        let mut memory = Memory::default();
-        let mut degraded = status(HealthStatus::Degraded);
-        degraded.reconciler =
-            Some(crate::status::Reconciler { replica: "r1".into(), shard: 0, shards: 2, lease_transitions: 0 });
         assert_eq!(events(&mut memory, &degraded, None, 1_000).len(), 1);
+        assert!(events(&mut memory, &degraded, None, 9_000).is_empty(), "told once");
         memory.untell("web", "abcdef123", Trigger::HealthDegraded);
-        seed(&mut memory, &degraded, 1_100, Some("r1"));
-        let told: Vec<Trigger> = events(&mut memory, &degraded, None, 1_200).iter().map(|e| e.trigger).collect();
+        let told: Vec<Trigger> = events(&mut memory, &degraded, None, 9_100).iter().map(|e| e.trigger).collect();
         assert_eq!(told, [Trigger::HealthDegraded], "told again");
         memory.untell("web", "abcdef123", Trigger::HealthDegraded);
-        seed(&mut memory, &degraded, 1_300, Some("r2"));
-        assert!(events(&mut memory, &degraded, None, 1_400).is_empty(), "r1 told it: r2 does not");
+        assert!(events(&mut memory, &status(HealthStatus::Healthy), None, 9_200).is_empty(), "never told: no recovery");
     }
 
     fn status(health: HealthStatus) -> AppStatus {

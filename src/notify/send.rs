@@ -44,8 +44,10 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 pub const RETRIES: usize = 3;
 
 /// The longest a delivery waits for its fence to open again (a renew late) before it
-/// is dropped.
-pub const FENCE_WAIT: Duration = Duration::from_secs(30);
+/// is dropped: a renew late either lands or ends the hold within a round and a request
+/// timeout of the election (a few seconds), and meanwhile the provider's other messages
+/// wait.
+pub const FENCE_WAIT: Duration = Duration::from_secs(10);
 
 /// What one provider is sent.
 pub(super) enum Payload {
@@ -69,6 +71,38 @@ pub(super) struct Delivery {
     pub(super) payload: Payload,
     /// The fence of the pass that queued it (`None`: unfenced).
     pub(super) fence: Option<Fence>,
+    /// The copies of the same message to the other providers.
+    pub(super) copies: Arc<Copies>,
+}
+
+/// The copies of one message, one per provider it is routed to: whether the message
+/// was told at all once each copy is done.
+#[derive(Debug)]
+pub(super) struct Copies {
+    left: std::sync::atomic::AtomicUsize,
+    sent: std::sync::atomic::AtomicBool,
+    fenced: std::sync::atomic::AtomicBool,
+}
+
+impl Copies {
+    /// `n` copies under way.
+    pub(super) fn new(n: usize) -> Self {
+        Self { left: n.into(), sent: false.into(), fenced: false.into() }
+    }
+
+    /// One copy done (`sent`, or dropped for its fence: `fenced`); true when it was the
+    /// last, none was sent and one was dropped for its fence: the message is then
+    /// forgotten as told ([`Memory::untell`]).
+    fn done(&self, sent: bool, fenced: bool) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if sent {
+            self.sent.store(true, SeqCst);
+        }
+        if fenced {
+            self.fenced.store(true, SeqCst);
+        }
+        self.left.fetch_sub(1, SeqCst) == 1 && !self.sent.load(SeqCst) && self.fenced.load(SeqCst)
+    }
 }
 
 /// Where a provider's messages go, opened once per policy.
@@ -103,6 +137,7 @@ impl Outlet {
                 };
                 tracing::warn!(provider, app = %d.app, trigger = %d.trigger, "notification dropped: queue full");
                 self.metrics.count_notification(provider, d.trigger.as_str(), "dropped");
+                d.copies.done(false, false);
                 false
             }
         }
@@ -228,7 +263,15 @@ async fn attempt(target: &Target, d: &Delivery) -> Result<(), Failed> {
         let until = tokio::time::Instant::now() + FENCE_WAIT;
         while !f.is_open() {
             if f.ended() || tokio::time::Instant::now() >= until {
-                let message = format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app);
+                let message = if f.ended() {
+                    format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app)
+                } else {
+                    let wait = FENCE_WAIT.as_secs();
+                    format!(
+                        "this replica's ({}) renew of shard {} of {} is late by more than {wait} s",
+                        f.replica, f.shard, d.app
+                    )
+                };
                 return Err(Failed { message, retry: false, fenced: true });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -295,6 +338,10 @@ async fn work(
                 tracing::debug!(provider = %name, app = %d.app, "notification failed ({}), again in {after:?}", f.message);
             })
             .await;
+        let untold = d.copies.done(sent.is_ok(), sent.as_ref().is_err_and(|f| f.fenced));
+        if untold && let Ok(mut m) = memory.lock() {
+            m.untell(&d.app, &d.revision, d.trigger);
+        }
         let result = match &sent {
             Ok(()) => "sent",
             Err(f) if f.fenced => "fenced",
@@ -304,10 +351,7 @@ async fn work(
         match sent {
             Ok(()) => tracing::debug!(provider = %name, app = %d.app, trigger = %d.trigger, "notification sent"),
             Err(f) if f.fenced => {
-                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification dropped: {}", f.message);
-                if let Ok(mut m) = memory.lock() {
-                    m.untell(&d.app, &d.revision, d.trigger);
-                }
+                tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification dropped: {}", f.message)
             }
             Err(f) => {
                 tracing::warn!(provider = %name, app = %d.app, trigger = %d.trigger, "notification not sent: {}", f.message)
@@ -415,6 +459,7 @@ mod tests {
             trigger: Trigger::SyncFailed,
             payload: Payload::Http { body: Bytes::from_static(b"{}"), headers: vec![] },
             fence: Some(fence.clone()),
+            copies: Arc::new(Copies::new(1)),
         };
         let fenced = |n: usize| {
             metrics.encode().contains(&format!(
@@ -452,6 +497,20 @@ mod tests {
         sink.abort();
     }
 
+    /// A message routed to two providers is forgotten as told only when neither copy
+    /// was sent and one was dropped for its fence.
+    #[test]
+    fn a_message_is_untold_only_when_no_copy_went_out() {
+        let one_sent = Copies::new(2);
+        assert!(!one_sent.done(true, false) && !one_sent.done(false, true), "the other provider told it");
+        let sent_last = Copies::new(2);
+        assert!(!sent_last.done(false, true) && !sent_last.done(true, false));
+        let none = Copies::new(2);
+        assert!(!none.done(false, true) && none.done(false, false), "neither went out, one for its fence");
+        let failed = Copies::new(1);
+        assert!(!failed.done(false, false), "failed after its retries: told, as before");
+    }
+
     /// A sink that accepts connections and never answers: queuing never waits, and past
     /// [`QUEUE_LEN`] waiting messages new ones are dropped.
     #[tokio::test]
@@ -471,8 +530,11 @@ mod tests {
         let queued: Vec<bool> = (0..QUEUE_LEN + 10)
             .map(|i| {
                 let payload = Payload::Http { body: Bytes::from(format!("{{\"text\":\"{i}\"}}")), headers: vec![] };
-                let (app, revision) = ("web".into(), "abc".into());
-                outlet.offer("dead", Delivery { app, revision, trigger: Trigger::SyncFailed, payload, fence: None })
+                let (app, revision, copies) = ("web".into(), "abc".into(), Arc::new(Copies::new(1)));
+                outlet.offer(
+                    "dead",
+                    Delivery { app, revision, trigger: Trigger::SyncFailed, payload, fence: None, copies },
+                )
             })
             .collect();
         assert!(started.elapsed() < Duration::from_secs(1), "queuing does not wait for the sink");

@@ -174,7 +174,7 @@ impl Boundary {
             }
             if let Some(leases) = self.in_lease_namespace(key).filter(|_| namespaced || is(key, "", "Namespace")) {
                 return Err(format!(
-                    "namespace \"{leases}\" holds plumb's Leases (settings.leaseNamespace): never written from Git (only by the application with selfManagement: true)"
+                    "namespace \"{leases}\" holds plumb's Leases (settings.leaseNamespace or --lease-namespace): never written from Git (only by the application with selfManagement: true)"
                 ));
             }
             if is(key, "apiextensions.k8s.io", "CustomResourceDefinition") && key.name == DEFINITION {
@@ -312,7 +312,7 @@ mod tests {
         let b = Boundary::new(&anywhere, "web", "plumb-system").expect("valid");
         let b = b.with_lease_namespaces(["plumb-leases"]);
         let lease = key("coordination.k8s.io", "Lease", "plumb-leases", "plumb-shard-0");
-        let refused = "namespace \"plumb-leases\" holds plumb's Leases (settings.leaseNamespace): never written from Git (only by the application with selfManagement: true)";
+        let refused = "namespace \"plumb-leases\" holds plumb's Leases (settings.leaseNamespace or --lease-namespace): never written from Git (only by the application with selfManagement: true)";
         assert_eq!(b.check(&lease, true, &json!({})).err().as_deref(), Some(refused));
         let ns = key("", "Namespace", "", "plumb-leases");
         assert_eq!(b.check(&ns, false, &json!({})).err().as_deref(), Some(refused));
