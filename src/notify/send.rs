@@ -7,9 +7,12 @@
 //! replica, [`crate::fence`]) is sent, and each retry made, only while the fence of its
 //! pass is open: while a renew is late it waits (at most [`FENCE_WAIT`]); once the hold
 //! it was queued under ended (the shard lost, released, or taken again) it is dropped
-//! (`fenced`) and forgotten as told ([`super::Memory::untell`]), so that this replica's
-//! next pass of the application, if it runs it again, tells it. An attempt already
-//! under way when the fence closes still completes (at most [`TIMEOUT`]).
+//! (`fenced`). A message no provider's copy of which went out, one dropped so, is
+//! forgotten as told ([`super::Memory::untell`], [`Copies`]): this replica's next pass
+//! of the application, if it runs it again, tells what it still finds (a Degraded
+//! health, a render failure, a held prune; a sync's result is told only by the pass
+//! that synced). An attempt already under way when the fence closes still completes
+//! (at most [`TIMEOUT`]).
 
 use std::{
     collections::HashMap,
