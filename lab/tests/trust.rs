@@ -443,3 +443,37 @@ async fn a_forbidden_watch_is_a_condition() {
     .await;
     assert!(cond.message.contains("Secret") && cond.message.contains("403"), "{cond:?}");
 }
+
+/// What an application came to own in a namespace that later became plumb's Leases'
+/// (`settings.leaseNamespace` set after it synced there) is never pruned by it: removed
+/// from Git, it stays, held with the reason (deleting a Lease there would end a
+/// replica's hold of its shard); the application's other objects sync as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_application_owns_in_the_lease_namespace_is_never_pruned() {
+    let (leases, web) = ("tr-leases", "tr-leases-web");
+    kubectl(&["create", "namespace", leases]);
+    kubectl(&["create", "namespace", web]);
+    let env = format!("destinations: {{namespaces: [{leases}, {web}]}}\n{AUTO}");
+    let files = [("old.yaml", cm(leases, "old", "")), ("web.yaml", cm(web, "web", ""))];
+    let app =
+        App::new("plumb-tr-leases", "tr-leases", web, &env, &files.each_ref().map(|(f, t)| (*f, t.as_str()))).await;
+    assert_eq!(app.pass(Mode::Policy).await.sync.map(|s| s.result), Some(SyncResult::Succeeded));
+    let uid = kubectl(&["-n", leases, "get", "cm", "old", "-o", "jsonpath={.metadata.uid}"]);
+    // the operator moves the Leases there; Git drops the object and changes the other
+    let text = std::fs::read_to_string(&app.policy).unwrap();
+    let text = text.replacen(
+        "settings: {statusNamespace: plumb-tr-leases}",
+        &format!("settings: {{statusNamespace: plumb-tr-leases, leaseNamespace: {leases}}}"),
+        1,
+    );
+    assert!(text.contains("leaseNamespace"), "{text}");
+    std::fs::write(&app.policy, text).unwrap();
+    let ctx = context_for(&app.policy, &app.lab.tmp.path().join("cache2"), false).await;
+    app.commit(&[("web.yaml", &cm(web, "web", "  labels: {v: '2'}\n"))], &["old.yaml"]);
+    let r = ctx.run_pass("tr-leases", Mode::Policy, None).await.unwrap();
+    assert_eq!(r.sync.map(|s| s.result), Some(SyncResult::Succeeded));
+    let res = r.status.resources.iter().find(|x| x.object == format!("ConfigMap/{leases}/old")).expect("listed");
+    assert!(res.reason.contains("in plumb's own namespaces, which Git never writes: never pruned"), "{res:?}");
+    assert_eq!(kubectl(&["-n", leases, "get", "cm", "old", "-o", "jsonpath={.metadata.uid}"]), uid, "not deleted");
+    assert_eq!(kubectl(&["-n", web, "get", "cm", "web", "-o", "jsonpath={.metadata.labels.v}"]), "2");
+}
