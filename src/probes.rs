@@ -1,9 +1,10 @@
 //! What `GET /readyz` and `GET /healthz` of `plumb serve` answer.
 //!
 //! - **Ready** once every application's first pass was attempted (run, or skipped by
-//!   a replica that does not hold the Lease) and every watch started so far has its
-//!   first full list: before that the process cannot say anything true about the
-//!   applications. Discovery has run before the server starts.
+//!   a replica that does not hold the Lease; with election an actor starts at its
+//!   application's first trigger, [`Probes::lazy`], and counts from then on) and every
+//!   watch started so far has its first full list: before that the process cannot say
+//!   anything true about the applications. Discovery has run before the server starts.
 //! - **Live** while every application actor made progress (started or finished a pass)
 //!   within its deadline: [`deadline`] of its reconcile interval. An actor stuck in one
 //!   pass beyond it is wedged, and `/healthz` answers 503 naming it, so that the kubelet
@@ -26,6 +27,9 @@ pub struct Progress {
     pub last_mark: Instant,
     /// True once a first pass was attempted.
     pub attempted: bool,
+    /// True once the actor runs (an actor started at its first trigger,
+    /// [`crate::scheduler::Scheduler::start_lazily_with`], counts from then on).
+    pub running: bool,
 }
 
 /// How long an actor may go without starting or finishing a pass: twice its interval
@@ -37,10 +41,10 @@ pub fn deadline(interval: Duration) -> Duration {
 /// The answer of both probes at `now`: `(ready, live)`, each `Ok` or the reasons, one
 /// per application, in name order.
 pub fn verdict(apps: &BTreeMap<String, Progress>, now: Instant) -> (Result<(), Vec<String>>, Result<(), Vec<String>>) {
+    let apps = || apps.iter().filter(|(_, p)| p.running);
     let waiting: Vec<String> =
-        apps.iter().filter(|(_, p)| !p.attempted).map(|(a, _)| format!("{a}: first pass not attempted yet")).collect();
-    let wedged: Vec<String> = apps
-        .iter()
+        apps().filter(|(_, p)| !p.attempted).map(|(a, _)| format!("{a}: first pass not attempted yet")).collect();
+    let wedged: Vec<String> = apps()
         .filter_map(|(a, p)| {
             let idle = now.saturating_duration_since(p.last_mark);
             (idle > deadline(p.interval)).then(|| {
@@ -91,9 +95,19 @@ pub struct Probes {
 impl Probes {
     /// Probes for `(application, interval)` actors starting now.
     pub fn new(apps: impl IntoIterator<Item = (String, Duration)>) -> Self {
+        Self::of(apps, true)
+    }
+
+    /// Probes for actors each started at its first trigger: one counts from its first
+    /// mark.
+    pub fn lazy(apps: impl IntoIterator<Item = (String, Duration)>) -> Self {
+        Self::of(apps, false)
+    }
+
+    fn of(apps: impl IntoIterator<Item = (String, Duration)>, running: bool) -> Self {
         let now = Instant::now();
-        let apps = apps.into_iter().map(|(a, interval)| (a, Progress { interval, last_mark: now, attempted: false }));
-        Self { apps: Mutex::new(apps.collect()) }
+        let progress = |interval| Progress { interval, last_mark: now, attempted: false, running };
+        Self { apps: Mutex::new(apps.into_iter().map(|(a, interval)| (a, progress(interval))).collect()) }
     }
 
     /// The actor of `app` started a pass.
@@ -112,6 +126,7 @@ impl Probes {
         {
             p.last_mark = Instant::now();
             p.attempted |= attempted;
+            p.running = true;
         }
     }
 
@@ -136,6 +151,7 @@ mod tests {
                     interval: Duration::from_secs(*interval),
                     last_mark: now - Duration::from_secs(*ago),
                     attempted: *attempted,
+                    running: true,
                 };
                 ((*a).to_string(), p)
             })
@@ -170,5 +186,17 @@ mod tests {
         p.finished("a");
         assert_eq!(p.check(), (Ok(()), Ok(())));
         p.finished("unknown");
+    }
+
+    /// Actors started at their first trigger count from their first mark: the others
+    /// (applications of shards another replica holds) hold neither probe back.
+    #[test]
+    fn lazy_actors_count_once_they_run() {
+        let p = Probes::lazy([("a".to_string(), Duration::from_secs(1)), ("b".to_string(), Duration::from_secs(1))]);
+        assert_eq!(p.check(), (Ok(()), Ok(())), "none runs yet");
+        p.started("a");
+        assert_eq!(p.check().0, Err(vec!["a: first pass not attempted yet".to_string()]));
+        p.finished("a");
+        assert_eq!(p.check(), (Ok(()), Ok(())), "b never started");
     }
 }

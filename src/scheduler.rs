@@ -147,7 +147,14 @@ pub const LIVE_GAP: Duration = Duration::from_secs(2);
 #[derive(Clone, Default)]
 pub struct Scheduler {
     senders: Arc<HashMap<String, Arc<Waiting>>>,
+    /// Starts the actor of an application ([`Scheduler::start_lazily_with`]: at its
+    /// first trigger).
+    spawner: Option<Arc<Spawner>>,
 }
+
+/// Starts one application's actor: its name, its [`Waiting`], and the trigger its first
+/// pass answers (`None`: [`Cause::Start`]).
+type Spawner = dyn Fn(String, Arc<Waiting>, Option<Trigger>) + Send + Sync;
 
 /// The pass one actor has waiting, if any: every trigger merges into it.
 #[derive(Default)]
@@ -156,6 +163,10 @@ struct Waiting {
     notify: Notify,
     /// The instant the pass that just ran asked for the next pass by, if any.
     wake: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Whether its actor was started.
+    started: std::sync::atomic::AtomicBool,
+    /// Its reconcile interval.
+    interval: Duration,
 }
 
 impl Waiting {
@@ -201,23 +212,70 @@ impl Scheduler {
         token: CancellationToken,
     ) -> Self
     where
-        F: Fn(String, Cause, St) -> Fut + Clone + Send + 'static,
+        F: Fn(String, Cause, St) -> Fut + Clone + Send + Sync + 'static,
         Fut: std::future::Future<Output = (bool, St)> + Send + 'static,
-        S: Fn(Trigger) + Clone + Send + 'static,
+        S: Fn(Trigger) + Clone + Send + Sync + 'static,
         St: Default + Send + 'static,
     {
-        let mut senders = HashMap::new();
-        for (app, interval) in apps {
-            let waiting = Arc::new(Waiting::default());
-            senders.insert(app.clone(), waiting.clone());
+        let scheduler = Self::start_lazily_with(apps, pass, started, tracker, token);
+        for (app, waiting) in scheduler.senders.iter() {
+            scheduler.start_actor(app, waiting, None);
+        }
+        scheduler
+    }
+
+    /// [`Scheduler::start_with`], but each application's actor starts at its first
+    /// trigger ([`Scheduler::trigger`]), whose pass is its first: a replica among several
+    /// runs actors only for the applications it was asked to pass (those of the shards it
+    /// took, and the few a trigger named), not one per application of the policy (an idle
+    /// actor holds about 1.4 KiB).
+    pub fn start_lazily_with<F, Fut, S, St>(
+        apps: impl IntoIterator<Item = (String, Duration)>,
+        pass: F,
+        started: S,
+        tracker: &TaskTracker,
+        token: CancellationToken,
+    ) -> Self
+    where
+        F: Fn(String, Cause, St) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = (bool, St)> + Send + 'static,
+        S: Fn(Trigger) + Clone + Send + Sync + 'static,
+        St: Default + Send + 'static,
+    {
+        let senders = apps
+            .into_iter()
+            .map(|(app, interval)| (app, Arc::new(Waiting { interval, ..Waiting::default() })))
+            .collect();
+        let tracker = tracker.clone();
+        let spawner = move |app: String, waiting: Arc<Waiting>, first: Option<Trigger>| {
             let pass = pass.clone();
+            let interval = waiting.interval;
             let run = move |why: Cause, state: St| {
                 tracing::debug!(app = %app, trigger = why.as_str(), "pass starts");
                 pass(app.clone(), why, state)
             };
-            tracker.spawn(run_loop(run, interval, waiting, token.clone(), started.clone()));
+            let started = started.clone();
+            let first = match first {
+                Some(t) => {
+                    started(t);
+                    Cause::Triggered(t)
+                }
+                None => Cause::Start,
+            };
+            tracker.spawn(run_loop(run, (first, interval), waiting, token.clone(), started));
+        };
+        Self { senders: Arc::new(senders), spawner: Some(Arc::new(spawner)) }
+    }
+
+    /// Starts `app`'s actor unless it was, its first pass answering `first` (`None`:
+    /// [`Cause::Start`]); false when it was started before.
+    fn start_actor(&self, app: &str, waiting: &Arc<Waiting>, first: Option<Trigger>) -> bool {
+        let Some(spawn) = &self.spawner else { return false };
+        if waiting.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return false;
         }
-        Self { senders: Arc::new(senders) }
+        spawn(app.to_string(), waiting.clone(), first);
+        true
     }
 
     /// Asks that the next pass of `app` start no later than `at` ([`Cause::Wake`]),
@@ -237,7 +295,9 @@ impl Scheduler {
     pub fn trigger(&self, app: &str, why: Trigger) -> bool {
         match self.senders.get(app) {
             Some(waiting) => {
-                waiting.push(why);
+                if !self.start_actor(app, waiting, Some(why)) {
+                    waiting.push(why);
+                }
                 true
             }
             None => false,
@@ -257,7 +317,7 @@ pub fn jittered(interval: Duration) -> Duration {
 /// [`SETTLE_INTERVAL`]. `started` sees each trigger just before the pass it starts.
 async fn run_loop<F, Fut, St>(
     mut pass: F,
-    interval: Duration,
+    (first, interval): (Cause, Duration),
     waiting: Arc<Waiting>,
     token: CancellationToken,
     mut started: impl FnMut(Trigger),
@@ -266,7 +326,7 @@ async fn run_loop<F, Fut, St>(
     Fut: std::future::Future<Output = (bool, St)>,
     St: Default,
 {
-    let mut why = Cause::Start;
+    let mut why = first;
     let mut state = St::default();
     loop {
         let live_after = tokio::time::Instant::now() + LIVE_GAP;
@@ -373,9 +433,39 @@ mod tests {
             (big.contains(&0), ())
         };
         assert!(std::mem::size_of_val(&pass(Cause::Start, ())) > 16 * 1024);
-        let actor = run_loop(pass, Duration::from_secs(1), Arc::default(), CancellationToken::new(), |_| {});
+        let actor =
+            run_loop(pass, (Cause::Start, Duration::from_secs(1)), Arc::default(), CancellationToken::new(), |_| {});
         let size = std::mem::size_of_val(&actor);
         assert!(size < 1024, "an actor's future is {size} bytes");
+    }
+
+    /// Actors started lazily: none passes before its application's first trigger, whose
+    /// pass is its first (no Start pass before it); then it polls like any actor; an
+    /// application never triggered never runs.
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_actor_starts_at_its_first_trigger() {
+        let causes: Arc<std::sync::Mutex<Vec<(String, &'static str)>>> = Arc::default();
+        let c = causes.clone();
+        let pass = move |app: String, why: Cause, (): ()| {
+            c.lock().unwrap().push((app, why.as_str()));
+            async { (false, ()) }
+        };
+        let (tracker, token) = (TaskTracker::new(), CancellationToken::new());
+        let apps = [("a".to_string(), Duration::from_secs(180)), ("b".to_string(), Duration::from_secs(180))];
+        let sched = Scheduler::start_lazily_with(apps, pass, |_| {}, &tracker, token.clone());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(causes.lock().unwrap().is_empty(), "no actor runs before a trigger");
+        assert!(sched.trigger("a", Trigger::Manual));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(*causes.lock().unwrap(), [("a".to_string(), "manual")]);
+        assert!(sched.trigger("a", Trigger::Drift));
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        let seen = causes.lock().unwrap().clone();
+        assert_eq!(seen.iter().map(|(_, c)| *c).collect::<Vec<_>>(), ["manual", "drift", "poll"], "{seen:?}");
+        assert!(seen.iter().all(|(a, _)| a == "a"), "b never triggered, never run: {seen:?}");
+        token.cancel();
+        tracker.close();
+        tracker.wait().await;
     }
 
     /// A pass that asks to be woken (a sync window opens in 40 s) gets its next pass
@@ -384,7 +474,8 @@ mod tests {
     async fn a_pass_asks_to_be_woken_before_its_poll() {
         let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let waiting = Arc::new(Waiting::default());
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting.clone())])) };
+        let sched =
+            Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting.clone())])), spawner: None };
         let (c, s) = (causes.clone(), sched.clone());
         let t0 = tokio::time::Instant::now();
         let pass = move |why: Cause, (): ()| {
@@ -395,7 +486,8 @@ mod tests {
             async { (false, ()) }
         };
         let token = CancellationToken::new();
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting, token.clone(), |_| {}));
+        let task =
+            tokio::spawn(run_loop(pass, (Cause::Start, Duration::from_secs(180)), waiting, token.clone(), |_| {}));
         assert!(!sched.wake_at("nope", std::time::Instant::now()));
         tokio::time::sleep(Duration::from_secs(100)).await;
         assert_eq!(*causes.lock().unwrap(), [("start", 0), ("wake", 40)]);
@@ -433,8 +525,14 @@ mod tests {
                 w.lock().unwrap().push(received.elapsed());
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), started));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(180)),
+            waiting.clone(),
+            token.clone(),
+            started,
+        ));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])), spawner: None };
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(passes.load(Ordering::SeqCst), 1, "the start pass");
         let received = tokio::time::Instant::now().into_std();
@@ -471,8 +569,14 @@ mod tests {
                 (false, ())
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(180)),
+            waiting.clone(),
+            token.clone(),
+            |_| {},
+        ));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])), spawner: None };
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(passes.lock().unwrap().len(), 1, "the start pass");
         let received = tokio::time::Instant::now().into_std();
@@ -506,7 +610,13 @@ mod tests {
             let settling = seen.len() == 1;
             async move { (settling, ()) }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(180)),
+            waiting.clone(),
+            token.clone(),
+            |_| {},
+        ));
         tokio::time::sleep(SETTLE_INTERVAL + Duration::from_millis(1)).await;
         assert_eq!(*causes.lock().unwrap(), [Cause::Start, Cause::Settle]);
         tokio::time::sleep(Duration::from_secs(200)).await;
@@ -530,8 +640,14 @@ mod tests {
                 (false, ())
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(180), waiting.clone(), token.clone(), |_| {}));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(180)),
+            waiting.clone(),
+            token.clone(),
+            |_| {},
+        ));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])), spawner: None };
         tokio::time::sleep(Duration::from_millis(10)).await;
         let (first, second) = (std::time::Instant::now(), std::time::Instant::now() + Duration::from_millis(5));
         sched.trigger("web", Trigger::Drift);
@@ -564,8 +680,14 @@ mod tests {
                 (false, ())
             }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(3600), waiting.clone(), token.clone(), |_| {}));
-        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])) };
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(3600)),
+            waiting.clone(),
+            token.clone(),
+            |_| {},
+        ));
+        let sched = Scheduler { senders: Arc::new(HashMap::from([("web".to_string(), waiting)])), spawner: None };
         for i in 0..100 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             sched.trigger("web", if i % 2 == 0 { Trigger::Drift } else { Trigger::Health });
@@ -628,7 +750,13 @@ mod tests {
             next.push(next.len() as u32);
             async move { (false, next) }
         };
-        let task = tokio::spawn(run_loop(pass, Duration::from_secs(10), waiting.clone(), token.clone(), |_| {}));
+        let task = tokio::spawn(run_loop(
+            pass,
+            (Cause::Start, Duration::from_secs(10)),
+            waiting.clone(),
+            token.clone(),
+            |_| {},
+        ));
         tokio::time::sleep(Duration::from_secs(25)).await;
         token.cancel();
         task.await.unwrap();

@@ -158,7 +158,13 @@ pub async fn serve_elected(
     } else {
         mirror_specs(&ctx, &leadership, &[0], &|_| {}).await;
     }
-    let probes = Arc::new(Probes::new(app_intervals(&ctx)));
+    // with election, an actor starts at its application's first trigger (the take of
+    // its shard): a replica runs actors for its share, not for the whole policy
+    let probes = Arc::new(if leadership.elected() {
+        Probes::lazy(app_intervals(&ctx))
+    } else {
+        Probes::new(app_intervals(&ctx))
+    });
     let scheduler = start_actors(&ctx, &tracker, (&leadership, notify), &probes, token.clone());
     start_pollers(&ctx, &tracker, &leadership, &scheduler, &token);
     if leadership.elected() {
@@ -639,6 +645,7 @@ fn start_actors(
     let intervals: Arc<std::collections::HashMap<String, std::time::Duration>> =
         Arc::new(apps.iter().cloned().collect());
     let first = FirstPasses::new(apps.iter().map(|(a, _)| a.clone()));
+    let elected = leadership.elected();
     let (pass_ctx, leadership, probes) = (ctx.clone(), leadership.clone(), probes.clone());
     let handle: Arc<std::sync::OnceLock<Scheduler>> = Arc::default();
     let own = handle.clone();
@@ -688,7 +695,12 @@ fn start_actors(
             (settling, state)
         }
     };
-    let scheduler = Scheduler::start_with(apps, pass, trigger_metrics(ctx.metrics.clone()), tracker, token);
+    let metrics = trigger_metrics(ctx.metrics.clone());
+    let scheduler = if elected {
+        Scheduler::start_lazily_with(apps, pass, metrics, tracker, token)
+    } else {
+        Scheduler::start_with(apps, pass, metrics, tracker, token)
+    };
     let _ = handle.set(scheduler.clone());
     scheduler
 }
