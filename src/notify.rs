@@ -109,6 +109,7 @@ impl Notifier {
             Ok(mut memory) => decide::events(&mut memory, st, sync, seconds),
             Err(_) => return,
         };
+        let fence = crate::fence::current();
         for e in &events {
             let routes: Vec<(&str, &send::Outlet, Option<&str>)> = route(&self.notifications, e)
                 .into_iter()
@@ -120,8 +121,7 @@ impl Notifier {
             for (name, outlet, template) in routes {
                 let template = template.unwrap_or_else(|| body::default_template(e.trigger));
                 let payload = payload(outlet, e, template, now);
-                let fence = crate::fence::current();
-                let (app, revision, copies) = (e.app.clone(), e.revision.clone(), copies.clone());
+                let (app, revision, copies, fence) = (e.app.clone(), e.revision.clone(), copies.clone(), fence.clone());
                 outlet.offer(name, send::Delivery { app, revision, trigger: e.trigger, payload, fence, copies });
             }
         }

@@ -414,10 +414,7 @@ async fn a_replica_cut_off_stops_writing_before_its_lease_can_expire_and_writes_
     let writes_before = cut_off.object_writes();
     proxy.open();
     tokio::time::sleep(Duration::from_secs(3 * DURATION)).await;
-    let holder = control_plane()
-        .kubectl(&["-n", STATUS, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
-        .unwrap();
-    assert_eq!(holder, "other", "the healed replica did not take the Lease back with a stale record");
+    assert_eq!(holder(STATUS, "plumb"), "other", "the healed replica did not take the Lease back with a stale record");
     assert_eq!(cut_off.object_writes(), writes_before, "nothing the cut-off replica queued landed");
     let all = statuses(STATUS);
     assert!(all.values().all(|s| s.reconciler.as_ref().is_some_and(|r| r.replica == "other")), "{all:?}");
@@ -465,10 +462,12 @@ async fn a_shard_whose_lease_is_deleted_under_its_holder_is_taken_again_and_runs
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(control_plane().kubectl(&["-n", STATUS, "get", "lease", member, "-o", "name"]).is_err(), "deleted");
-    let holder = control_plane()
-        .kubectl(&["-n", STATUS, "get", "lease", "plumb-shard-0", "-o", "jsonpath={.spec.holderIdentity}"])
-        .unwrap();
-    assert_eq!(holder, "", "released");
+    assert_eq!(holder(STATUS, "plumb-shard-0"), "", "released");
+}
+
+/// The `holderIdentity` of Lease `name` in `ns` (empty when released).
+fn holder(ns: &str, name: &str) -> String {
+    control_plane().kubectl(&["-n", ns, "get", "lease", name, "-o", "jsonpath={.spec.holderIdentity}"]).unwrap()
 }
 
 /// Whether the JSON log line `line`'s message contains `part`.
@@ -554,10 +553,7 @@ async fn git_never_writes_the_lease_namespace() {
     );
     // a few renews later: still the replica's, never lost
     tokio::time::sleep(Duration::from_secs(DURATION)).await;
-    let holder = control_plane()
-        .kubectl(&["-n", LEASES, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
-        .unwrap();
-    assert_eq!(holder, "keeper");
+    assert_eq!(holder(LEASES, "plumb"), "keeper");
     assert!(!replica.logged("lost the shard"), "the replica kept its Lease");
     assert!(!replica.object_writes().contains_key("intruder"), "{:?}", replica.object_writes());
     // a person's sync from their machine reads settings.leaseNamespace: refused too, and
@@ -569,10 +565,7 @@ async fn git_never_writes_the_lease_namespace() {
         "{out}\n{err}"
     );
     assert!(err.contains("plumb server keeper serves namespace"), "{err}");
-    let holder = control_plane()
-        .kubectl(&["-n", LEASES, "get", "lease", "plumb", "-o", "jsonpath={.spec.holderIdentity}"])
-        .unwrap();
-    assert_eq!(holder, "keeper");
+    assert_eq!(holder(LEASES, "plumb"), "keeper");
 }
 
 /// A pass asked for while the replica's fence is closed for now — its renews late, not

@@ -265,8 +265,9 @@ async fn attempt(target: &Target, d: &Delivery) -> Result<(), Failed> {
     if let Some(f) = &d.fence {
         let until = tokio::time::Instant::now() + FENCE_WAIT;
         while !f.is_open() {
-            if f.ended() || tokio::time::Instant::now() >= until {
-                let message = if f.ended() {
+            let ended = f.ended();
+            if ended || tokio::time::Instant::now() >= until {
+                let message = if ended {
                     format!("this replica ({}) no longer holds shard {} of {}", f.replica, f.shard, d.app)
                 } else {
                     let wait = FENCE_WAIT.as_secs();
