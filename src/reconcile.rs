@@ -871,7 +871,7 @@ impl Context {
         assess::silent(&mut st, &unmatched, &stage.found.candidates.untracked);
         assess::create_only(&mut st, &sourced.rendered, &stage.found.compared);
         let candidates = assess::candidate_diffs(&stage.found, &st);
-        let mut record = None;
+        let (mut record, mut writes) = (None, None);
         // a sync whose hooks still run goes on (in the passes that may sync: a pause holds
         // it), whether or not objects are left to apply; it is not over while they run
         let hooks_running = previous
@@ -912,8 +912,9 @@ impl Context {
                     && previous.last_sync.as_ref().is_none_or(|l| l.install && l.result != SyncResult::Succeeded),
             };
             let sync_started = Instant::now();
-            let made = self.io().sync(&mut st, &scope, &s).await;
+            let (made, wrote) = self.io().sync(&mut st, &scope, &s).await;
             record = Some(status::fold_failure(previous.last_sync.as_ref(), made));
+            writes = Some(wrote);
             timings.sync_millis = millis(sync_started.elapsed());
         } else if decision.settled && requested.mode.writes() && hooks_running.is_none() {
             record = status::finished_running(previous.last_sync.as_ref(), &st.revision);
@@ -926,7 +927,7 @@ impl Context {
             (_, false) => None,
         };
         assess::ended(&mut st, &stage.kinds, record.as_ref());
-        st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared, (&st, record.is_none()));
+        st.synced_seal = self.seal_of(&scope, &split, &stage.found.compared, &st, (record.as_ref(), writes.as_ref()));
         // 6. record
         self.recorder().record(state, &st, &previous, history, record.clone(), requested.mode, clock.started).await?;
         self.keep_timings(name, requested.mode, timings, clock.started);

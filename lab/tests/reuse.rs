@@ -13,7 +13,7 @@ use plumb::{
     compare::SyncStatus,
     health::HealthStatus,
     reconcile::{Context, Mode, PassReport},
-    status::{REFRESH_ANNOTATION, SYNC_ANNOTATION},
+    status::{REFRESH_ANNOTATION, SYNC_ANNOTATION, SyncResult},
 };
 use support::*;
 
@@ -226,6 +226,32 @@ async fn a_takeover_trusts_the_last_seal_only_while_nothing_changed() {
     let r = pass(&next, &app.name).await;
     assert!(next.cluster.dry_runs() >= 1, "the changed object is compared with a dry-run");
     assert_eq!(resource(&r, &format!("ConfigMap/{ns}/a")).sync, SyncStatus::OutOfSync, "{:?}", r.status);
+}
+
+/// A sync seals what it wrote, each object at the resourceVersion its apply answered:
+/// the status carries the seal from the sync's own pass (the pass after it, which finds
+/// its own writes in the watch, has nothing new to save), and a replica taking the
+/// application over right after the sync judges it Synced with no dry-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_seals_what_it_wrote() {
+    let (ns, key) = ("ru-sync-seal", b"installation key".as_slice());
+    let files = [("a.yaml", cm("a", "1")), ("b.yaml", cm("b", "1"))];
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let app = App::new("plumb-ru-sync-seal", "ru-sync-seal", ns, ENV, &files).await;
+    let owner = taking_over(&app, key).await;
+    app.lab.repo.write("app/a.yaml", &cm("a", "2")).unwrap();
+    app.lab.repo.commit("two").unwrap();
+    let r = pass(&owner, &app.name).await;
+    assert!(r.sync.as_ref().is_some_and(|s| s.result == SyncResult::Succeeded), "{:?}", r.sync);
+    let sealed = app.ctx.store.load(&app.name).await.unwrap().0.synced_seal;
+    assert_eq!(sealed.len(), 64, "sealed by the sync's pass: {sealed:?}");
+    drop(owner);
+
+    let next = taking_over(&app, key).await;
+    let r = pass(&next, &app.name).await;
+    assert_eq!((r.status.sync, r.sync.is_none()), (SyncStatus::Synced, true), "{:?}", r.status);
+    assert_eq!(next.cluster.dry_runs(), 0, "no dry-run of what the sync wrote, nor of the rest");
+    assert_eq!(app.ctx.store.load(&app.name).await.unwrap().0.synced_seal, sealed, "the same seal");
 }
 
 /// A reloaded policy starts a new context (as `plumb serve` does), which takes nothing

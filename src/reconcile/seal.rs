@@ -8,34 +8,51 @@ use crate::{
         object::identity,
         seal::{Covers, seal},
     },
-    status::AppStatus,
+    status::{AppStatus, SyncRecord, SyncResult},
     tracking::ObjectKey,
 };
 
-use super::{Context, compare::Scope, hooks::Split};
+use super::{Context, compare::Scope, hooks::Split, sync::Writes};
 
 impl Context {
     /// The seal of a pass that compared `compared` (the objects of `split`), ending
-    /// with status `st`: made when it `wrote_nothing`, `st` is Synced and every object
-    /// is Synced against a live resourceVersion (and there is an installation key);
-    /// empty otherwise.
+    /// with status `st`, after `sync` (its record and what it wrote; `None`: no sync):
+    /// made when `st` is Synced, there is an installation key, and every object is
+    /// Synced against a live resourceVersion — the one its comparison read, or for an
+    /// object this pass's sync wrote, the one its server-side apply answered (a
+    /// dry-run of that apply would answer the object unchanged: apply is idempotent,
+    /// Kubernetes API docs "Server-Side Apply", as [`super::memo::Memo::applied_here`]
+    /// relies on too). A sync seals only when it ended in this pass, without hooks,
+    /// every write a server-side apply; a record without a sync (a sync's end told)
+    /// seals nothing. Empty otherwise.
     pub(super) fn seal_of(
         &self,
         scope: &Scope<'_>,
         split: &Split,
         compared: &[std::sync::Arc<Compared>],
-        (st, wrote_nothing): (&AppStatus, bool),
+        st: &AppStatus,
+        sync: (Option<&SyncRecord>, Option<&Writes>),
     ) -> String {
-        if !wrote_nothing || st.sync != SyncStatus::Synced {
+        if st.sync != SyncStatus::Synced {
             return String::new();
         }
+        let none = Writes::new();
+        let writes = match sync {
+            (None, _) => &none,
+            (Some(rec), Some(writes)) if rec.result == SyncResult::Succeeded && split.hooks.is_empty() => writes,
+            (Some(_), _) => return String::new(),
+        };
         let mut objects = Vec::with_capacity(compared.len());
         for c in compared {
-            let rv = c.live.as_ref().and_then(|l| l.resource_version());
-            match (&c.reason, rv) {
-                (ObjectReason::Synced, Some(rv)) => objects.push((&c.key, rv)),
+            let rv = match (writes.get(&c.key), &c.reason) {
+                (Some(Some(applied)), _) => applied.as_str(),
+                (None, ObjectReason::Synced) => match c.live.as_ref().and_then(|l| l.resource_version()) {
+                    Some(rv) => rv,
+                    None => return String::new(),
+                },
                 _ => return String::new(),
-            }
+            };
+            objects.push((&c.key, rv));
         }
         if objects.is_empty() || objects.len() != split.objects.manifests.len() {
             return String::new();

@@ -1,7 +1,10 @@
 //! Stage 5 of a pass, once the gate said so: run the planned sync ([`crate::apply`])
 //! and record its outcome (in the status through the assessor).
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use futures::FutureExt;
 use serde_json::Value;
@@ -13,7 +16,13 @@ use crate::{
     plan::{self, SyncReason},
     source,
     status::{self, AppStatus, EventReason, Exclusions, SyncRecord, SyncResult, short},
+    tracking::ObjectKey,
 };
+
+/// The objects a sync wrote, each with the resourceVersion its server-side apply
+/// answered (`None`: written otherwise, by a replace): what the pass's seal covers for
+/// them ([`super::Context::seal_of`]).
+pub(super) type Writes = HashMap<ObjectKey, Option<String>>;
 
 /// What a sync of one pass acts on.
 pub(super) struct SyncInput<'a> {
@@ -43,8 +52,8 @@ impl Io<'_> {
     /// Runs a planned sync ([`crate::apply::run`]) and records its outcome in `st`
     /// ([`assess::refused`], [`assess::synced`]); returns its record, continuing the
     /// last one when this is the same sync's next wave ([`status::continue_sync`]), and
-    /// named `Rollback` when a pin is synced.
-    pub(super) async fn sync(self, st: &mut AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> SyncRecord {
+    /// named `Rollback` when a pin is synced; and the objects it wrote.
+    pub(super) async fn sync(self, st: &mut AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> (SyncRecord, Writes) {
         if s.create_namespace {
             self.ensure_namespace(scope.writer, scope.app, scope.namespace).await;
         }
@@ -79,10 +88,11 @@ impl Io<'_> {
             allowed_unverified_by: allowed_by,
             ..SyncRecord::new(s.snapshot.revision.clone(), s.reason)
         };
+        let writes = Mutex::new(Writes::new());
         let outcome = match &s.plan.refused {
             Some(refusal) => Err(refusal.clone()),
-            None if s.hooks.is_empty() => Ok(self.apply(st, scope, s).await),
-            None => self.with_hooks(st, scope, s, &mut rec).await,
+            None if s.hooks.is_empty() => Ok(self.apply(st, scope, s, &writes).await),
+            None => self.with_hooks(st, scope, s, &mut rec, &writes).await,
         };
         match outcome {
             Err(refusal) => {
@@ -94,7 +104,7 @@ impl Io<'_> {
         if st.pinned.is_some() && s.reason == SyncReason::NewRevision {
             rec.reason = SyncReason::Rollback;
         }
-        status::continue_sync(s.last_sync, rec)
+        (status::continue_sync(s.last_sync, rec), writes.into_inner().unwrap_or_default())
     }
 
     /// A sync's record and status from what it did ([`assess::synced`]).
@@ -126,6 +136,7 @@ impl Io<'_> {
         scope: &Scope<'_>,
         s: &SyncInput<'_>,
         rec: &mut SyncRecord,
+        writes: &Mutex<Writes>,
     ) -> Result<apply::Outcome, String> {
         let reason =
             if st.pinned.is_some() && s.reason == SyncReason::NewRevision { SyncReason::Rollback } else { s.reason };
@@ -150,11 +161,18 @@ impl Io<'_> {
             let names = health.iter().enumerate().filter(|(_, h)| !plan::health_ready(**h));
             names.map(|(i, h)| format!("{} {h}", compared[i].key)).collect::<Vec<_>>()
         };
-        self.hooked(scope, &h, rec, self.apply(st, scope, s), not_ready).await
+        self.hooked(scope, &h, rec, self.apply(st, scope, s, writes), not_ready).await
     }
 
-    /// The writes of a sync: [`apply::run`] over the pass's comparisons.
-    async fn apply(self, st: &AppStatus, scope: &Scope<'_>, s: &SyncInput<'_>) -> apply::Outcome {
+    /// The writes of a sync: [`apply::run`] over the pass's comparisons, each told to
+    /// the memory and to `writes`.
+    async fn apply(
+        self,
+        st: &AppStatus,
+        scope: &Scope<'_>,
+        s: &SyncInput<'_>,
+        writes: &Mutex<Writes>,
+    ) -> apply::Outcome {
         let compared = &s.found.compared;
         let job = apply::Job {
             app: &st.app,
@@ -170,7 +188,13 @@ impl Io<'_> {
             health: assess::sync_health(compared, st, s.excluded),
         };
         let recompare = |c: Arc<Compared>| self.recompare(scope, c).boxed();
-        apply::run(scope.writer, &job, &recompare, &|k, rv, applied| self.memo.wrote(k, rv, applied)).await
+        let written = |k: &ObjectKey, rv: &str, applied: Option<&Value>| {
+            self.memo.wrote(k, rv, applied);
+            if let Ok(mut w) = writes.lock() {
+                w.insert(k.clone(), applied.map(|_| rv.to_string()));
+            }
+        };
+        apply::run(scope.writer, &job, &recompare, &written).await
     }
 
     /// An object whose kind a CRD of this sync defines: once that CRD is served,
