@@ -4,10 +4,11 @@
 //! server (webhooks, API, metrics, probes) and the commit statuses posted after passes.
 //! Everything here is wiring: it decides nothing itself.
 //!
-//! With leader election ([`serve_with`] and a [`LeaseOptions`]) every replica runs the
-//! same actors, but a replica runs the passes only of the applications whose shard it
-//! holds, each inside that shard's fence ([`crate::fence`]), and forwards the webhooks
-//! it receives for the others to their owners (see [`crate::leader`]).
+//! With leader election ([`serve_elected`] and a [`Leadership`] joined once per process,
+//! for its [`LeaseOptions`]: a policy reload keeps the shards held) every replica runs
+//! the same actors, but a replica runs the passes only of the applications whose shard
+//! it holds, each inside that shard's fence ([`crate::fence`]), and forwards the
+//! webhooks it receives for the others to their owners (see [`crate::leader`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -128,17 +129,20 @@ pub async fn serve_with(ctx: Arc<Context>, listen: Listeners, token: Cancellatio
     serve_elected(ctx, listen.bind()?, token, None, None).await
 }
 
-/// [`serve_with`], and with `lease` one replica among several: an application's passes
-/// run only while this replica holds its shard (see [`crate::leader`]); with `notify`, what
-/// each pass calls for is told to the routed providers (see [`crate::notify`]).
+/// [`serve_with`], and with `leadership` (an election joined by [`Leadership::elect`],
+/// which outlives this serve: a policy reload keeps the shards held) one replica among
+/// several: an application's passes run only while this replica holds its shard (see
+/// [`crate::leader`]), and every shard held when this serve starts is set up for it as
+/// if just taken; with `notify`, what each pass calls for is told to the routed
+/// providers (see [`crate::notify`]).
 ///
 /// # Errors
-/// Secret files unreadable, the Lease cannot be read or created.
+/// Secret files unreadable, the status namespace cannot be prepared.
 pub async fn serve_elected(
     ctx: Arc<Context>,
     listen: Bound,
     token: CancellationToken,
-    lease: Option<LeaseOptions>,
+    leadership: Option<Leadership>,
     notify: Option<Arc<crate::notify::Notifier>>,
 ) -> anyhow::Result<ServeHandle> {
     let Bound { public, internal, probes: probe_at } = listen;
@@ -148,10 +152,7 @@ pub async fn serve_elected(
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
-    let leadership = match &lease {
-        Some(opts) => Leadership::elect(ctx.cluster.client().clone(), opts, &tracker, token.clone()).await?,
-        None => Leadership::always(),
-    };
+    let leadership = leadership.unwrap_or_else(Leadership::always);
     prepare_status(&ctx).await?;
     if leadership.elected() {
         ctx.keep_watching(Some(owned_apps(&ctx, &leadership)));
@@ -539,85 +540,111 @@ pub async fn run(
     }
     // what was told, kept across policy reloads (see crate::notify::decide)
     let told = Arc::new(std::sync::Mutex::new(crate::notify::Memory::default()));
-    loop {
-        let cluster = crate::cluster::Cluster::connect_with(
-            process.kubeconfig.as_deref(),
-            process.context.as_deref(),
-            crate::kube_metrics::factory(metrics.clone()),
-        )
-        .await?;
-        if let (Some(lease), Some(set)) = (&process.lease, &config.settings.lease_namespace)
-            && lease.namespace != *set
-        {
-            tracing::error!(
-                "settings.leaseNamespace is now {set}: the Leases stay in {} until the replicas restart (both are protected)",
-                lease.namespace
+    // the election outlives policy reloads: a reload lets no shard go (another replica
+    // would take it meanwhile, and hand it back after), so it moves no application
+    let (election, elected_until) = (TaskTracker::new(), CancellationToken::new());
+    let leadership = match &process.lease {
+        Some(opts) => {
+            let cluster = crate::cluster::Cluster::connect_with(
+                process.kubeconfig.as_deref(),
+                process.context.as_deref(),
+                crate::kube_metrics::factory(metrics.clone()),
+            )
+            .await?;
+            // plumb's namespace first (the Leases' by default, and the passes' status)
+            let store = crate::status::store::Store::new(cluster.client().clone(), &config.settings.status_namespace);
+            store.ensure_namespace().await?;
+            Some(Leadership::elect(cluster.client().clone(), opts, &election, elected_until.clone()).await?)
+        }
+        None => None,
+    };
+    let served: anyhow::Result<()> = async {
+        loop {
+            let cluster = crate::cluster::Cluster::connect_with(
+                process.kubeconfig.as_deref(),
+                process.context.as_deref(),
+                crate::kube_metrics::factory(metrics.clone()),
+            )
+            .await?;
+            if let (Some(lease), Some(set)) = (&process.lease, &config.settings.lease_namespace)
+                && lease.namespace != *set
+            {
+                tracing::error!(
+                    "settings.leaseNamespace is now {set}: the Leases stay in {} until the replicas restart (both are protected)",
+                    lease.namespace
+                );
+            }
+            // Secrets referenced by the policy, read into files (see crate::secret_refs)
+            let mut running = config.clone();
+            let secrets = if crate::secret_refs::any(&running) {
+                let dir = process.cache_dir.join(".secrets");
+                crate::secret_refs::materialize(cluster.client(), &mut running, &dir).await?
+            } else {
+                crate::secret_refs::Versions::new()
+            };
+            if generated.is_empty() {
+                // a process's first expansion: what the sets generated before, from their resources
+                let store = crate::status::store::Store::new(cluster.client().clone(), &running.settings.status_namespace);
+                generated = crate::generators::recorded(&store, &running).await;
+            }
+            let mut sets =
+                crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
+            sets.expand(&mut running, &generated, true, &metrics).await;
+            generated = crate::config::generators::generated_by_set(&running);
+            // the Leases' namespace, if another: never written from Git either
+            running.settings.serving_lease_namespace = process.lease.as_ref().map(|l| l.namespace.clone());
+            let running = Arc::new(running);
+            let mut notifications = running.notifications.clone();
+            if let Some(url) = &process.notify_url {
+                crate::notify::with_notify_url(&mut notifications, url);
+            }
+            let notify = crate::notify::Notifier::start(&notifications, told.clone(), &metrics).map(Arc::new);
+            let client = cluster.client().clone();
+            let ctx = Context::new(cluster, running.clone(), process.cache_dir.clone(), metrics.clone())
+                .with_watches()
+                .with_policy_rejection(watch.rejected());
+            ctx.store.ensure_namespace().await?;
+            let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
+            let token = CancellationToken::new();
+            let ctx = Arc::new(ctx);
+            let handle =
+                serve_elected(ctx.clone(), bound.try_clone()?, token.clone(), leadership.clone(), notify.clone())
+                    .await?;
+            tracing::info!(
+                "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
+                handle.addr,
+                handle.internal_addr,
+                handle.probe_addr
             );
-        }
-        // Secrets referenced by the policy, read into files (see crate::secret_refs)
-        let mut running = config.clone();
-        let secrets = if crate::secret_refs::any(&running) {
-            let dir = process.cache_dir.join(".secrets");
-            crate::secret_refs::materialize(cluster.client(), &mut running, &dir).await?
-        } else {
-            crate::secret_refs::Versions::new()
-        };
-        if generated.is_empty() {
-            // a process's first expansion: what the sets generated before, from their resources
-            let store = crate::status::store::Store::new(cluster.client().clone(), &running.settings.status_namespace);
-            generated = crate::generators::recorded(&store, &running).await;
-        }
-        let mut sets =
-            crate::generators::Expander::new(&process.cache_dir, &running, process.reload_every.max(SETS_ASK));
-        sets.expand(&mut running, &generated, true, &metrics).await;
-        generated = crate::config::generators::generated_by_set(&running);
-        // the Leases' namespace, if another: never written from Git either
-        running.settings.serving_lease_namespace = process.lease.as_ref().map(|l| l.namespace.clone());
-        let running = Arc::new(running);
-        let mut notifications = running.notifications.clone();
-        if let Some(url) = &process.notify_url {
-            crate::notify::with_notify_url(&mut notifications, url);
-        }
-        let notify = crate::notify::Notifier::start(&notifications, told.clone(), &metrics).map(Arc::new);
-        let client = cluster.client().clone();
-        let ctx = Context::new(cluster, running.clone(), process.cache_dir.clone(), metrics.clone())
-            .with_watches()
-            .with_policy_rejection(watch.rejected());
-        ctx.store.ensure_namespace().await?;
-        let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
-        let token = CancellationToken::new();
-        let ctx = Arc::new(ctx);
-        let handle =
-            serve_elected(ctx.clone(), bound.try_clone()?, token.clone(), process.lease.clone(), notify.clone())
-                .await?;
-        tracing::info!(
-            "plumb serving: webhook on http://{}, status API and metrics on http://{} (bearer token), probes on http://{}",
-            handle.addr,
-            handle.internal_addr,
-            handle.probe_addr
-        );
-        let contained = tokio::task::spawn_blocking(crate::render::sandbox::isolation).await.ok();
-        match contained.and_then(crate::render::sandbox::Isolation::missing) {
-            Some(gap) => tracing::warn!("render tools not fully contained: {gap}"),
-            None => tracing::info!("render tools contained: own network namespace, memory ceiling and CPU budget"),
-        }
-        let next = tokio::select! {
-            () = &mut shutdown => None,
-            c = watch.next_valid(&metrics) => Some(c),
-            () = sets.moved(&running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
-                Some(config.clone())
+            let contained = tokio::task::spawn_blocking(crate::render::sandbox::isolation).await.ok();
+            match contained.and_then(crate::render::sandbox::Isolation::missing) {
+                Some(gap) => tracing::warn!("render tools not fully contained: {gap}"),
+                None => tracing::info!("render tools contained: own network namespace, memory ceiling and CPU budget"),
             }
-            () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
-                Some(config.clone())
+            let next = tokio::select! {
+                () = &mut shutdown => None,
+                c = watch.next_valid(&metrics) => Some(c),
+                () = sets.moved(&running, (ctx.sources(), &handle.previews), process.reload_every, &metrics) => {
+                    Some(config.clone())
+                }
+                () = secret_changed(&client, &config.settings.status_namespace, &secrets, process.reload_every) => {
+                    Some(config.clone())
+                }
+            };
+            token.cancel();
+            handle.tracker.wait().await;
+            match next {
+                Some(c) => config = c,
+                None => return Ok(()),
             }
-        };
-        token.cancel();
-        handle.tracker.wait().await;
-        match next {
-            Some(c) => config = c,
-            None => return Ok(()),
-        }
     }
+    }
+    .await;
+    // every shard and the membership released, so that the others take over at once
+    elected_until.cancel();
+    election.close();
+    election.wait().await;
+    served
 }
 
 /// One actor per application: a [`Mode::Policy`] pass, then the commit status it

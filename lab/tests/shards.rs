@@ -629,3 +629,58 @@ async fn a_pass_asked_for_while_a_renew_is_late_runs_once_the_renew_lands() {
     }
     panic!("the push's pass never met the closed fence in five tries");
 }
+
+/// A policy reload (here one that adds an application) lets no shard go: each shard's
+/// Lease keeps its holder and its hold (`leaseTransitions`, `acquireTime`) through both
+/// replicas' reloads, no application changes replica, and the new application runs.
+/// (A reload that restarted the election released every shard: the other replica took
+/// them at once and handed them back later, and every application moved twice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_reload_moves_no_shard() {
+    const STATUS: &str = "shards-reload-status";
+    const NS: &str = "shards-reload-app";
+    let lab = Lab::new("shards-reload");
+    let full = fleet(&lab, STATUS, NS, 5);
+    let text = std::fs::read_to_string(&full).unwrap();
+    let four: String = text.lines().filter(|l| !l.contains("name: app-04,")).map(|l| format!("{l}\n")).collect();
+    let policy = lab.policy("four.yaml", &four);
+    let dir = lab.tmp.path().to_path_buf();
+    let kubeconfig = &control_plane().kubeconfig;
+    let reload = ["--reload-every", "1"];
+    let a = Replica::start("ra", &policy, &dir, 2, &reload, kubeconfig);
+    let b = Replica::start("rb", &policy, &dir, 2, &reload, kubeconfig);
+    let before = wait_for("both replicas to run a shard each", Duration::from_secs(90), || async {
+        let by = reconcilers(STATUS, 4, &["ra", "rb"])?;
+        let owners = shard_owners(&by, 2)?;
+        (owners.len() == 2 && owners[&0] != owners[&1]).then_some(by)
+    })
+    .await;
+    let hold = |shard: u32| {
+        let path = "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions} {.spec.acquireTime}";
+        control_plane().kubectl(&["-n", STATUS, "get", "lease", &format!("plumb-shard-{shard}"), "-o", path]).unwrap()
+    };
+    let holds = [hold(0), hold(1)];
+
+    std::fs::write(&policy, &text).unwrap();
+    wait_for("app-04 Synced after the reload", Duration::from_secs(90), || async {
+        reconcilers(STATUS, 5, &["ra", "rb"])
+    })
+    .await;
+    let reloads = |r: &Replica| r.lines().iter().filter(|l| message_has(l, "plumb serving")).count();
+    wait_for("both replicas serving the second policy", Duration::from_secs(30), || async {
+        (reloads(&a) == 2 && reloads(&b) == 2).then_some(())
+    })
+    .await;
+    // time for a shard let go to be taken by the other replica, and handed back
+    tokio::time::sleep(Duration::from_secs(DURATION)).await;
+    let after = reconcilers(STATUS, 5, &["ra", "rb"]).expect("every application Synced");
+    assert_eq!([hold(0), hold(1)], holds, "the same holder and hold of each shard");
+    for (app, (replica, shard)) in &before {
+        assert_eq!(after[app], (replica.clone(), *shard), "{app} stayed where it ran");
+    }
+    assert!(!a.logged("lost the shard") && !b.logged("lost the shard"));
+    for r in [&a, &b] {
+        let taken = r.lines().iter().filter(|l| message_has(l, "holding the shard")).count();
+        assert_eq!(taken, 1, "{} took one shard, once", r.identity);
+    }
+}
