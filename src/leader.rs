@@ -257,6 +257,15 @@ impl Leadership {
         }
     }
 
+    /// The same election for a new serve of a policy (a reload): no application's take
+    /// is set up for it yet, so [`Leadership::pass_fence`] holds every pass until that
+    /// serve has read the application's resource and set its spec (an application set
+    /// up under the policy before, even removed and named again since, waits too).
+    #[must_use]
+    pub fn for_serve(&self) -> Self {
+        Self { set_up: Arc::default(), ..self.clone() }
+    }
+
     /// True while this replica runs the passes of `app`.
     pub fn owns(&self, app: &str) -> bool {
         self.holds.open(self.shard_of(app), Instant::now()).is_some()
@@ -1007,6 +1016,13 @@ mod tests {
         assert!(!l.paused("api"), "not set up");
         holds.end(0);
         assert!(!l.paused("web"), "ended");
+        // a new serve of the policy (a reload): set up anew
+        holds.set(0, Hold { generation: 4, renewed_at: Instant::now(), transitions: 0 });
+        l.set_up("web", 4);
+        let reloaded = l.for_serve();
+        assert!(l.pass_fence("web").is_some() && reloaded.pass_fence("web").is_none(), "not set up for the new serve");
+        reloaded.set_up("web", 4);
+        assert!(reloaded.pass_fence("web").is_some(), "set up by the new serve");
     }
 
     /// A replica's view of the Leases counts a membership under its holder's own name

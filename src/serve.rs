@@ -152,7 +152,7 @@ pub async fn serve_elected(
     let receiver = server::receiver(&ctx.config).map_err(anyhow::Error::msg)?;
     let limits = server::Limits::from_settings(&ctx.config.settings);
     let tracker = TaskTracker::new();
-    let leadership = leadership.unwrap_or_else(Leadership::always);
+    let leadership = leadership.map_or_else(Leadership::always, |l| l.for_serve());
     prepare_status(&ctx).await?;
     if leadership.elected() {
         ctx.keep_watching(Some(owned_apps(&ctx, &leadership)));
@@ -542,22 +542,10 @@ pub async fn run(
     let told = Arc::new(std::sync::Mutex::new(crate::notify::Memory::default()));
     // the election outlives policy reloads: a reload lets no shard go (another replica
     // would take it meanwhile, and hand it back after), so it moves no application
+    // (joined once the first policy is ready to be served: a replica takes no shard it
+    // cannot run yet)
     let (election, elected_until) = (TaskTracker::new(), CancellationToken::new());
-    let leadership = match &process.lease {
-        Some(opts) => {
-            let cluster = crate::cluster::Cluster::connect_with(
-                process.kubeconfig.as_deref(),
-                process.context.as_deref(),
-                crate::kube_metrics::factory(metrics.clone()),
-            )
-            .await?;
-            // plumb's namespace first (the Leases' by default, and the passes' status)
-            let store = crate::status::store::Store::new(cluster.client().clone(), &config.settings.status_namespace);
-            store.ensure_namespace().await?;
-            Some(Leadership::elect(cluster.client().clone(), opts, &election, elected_until.clone()).await?)
-        }
-        None => None,
-    };
+    let mut leadership: Option<Leadership> = None;
     let served: anyhow::Result<()> = async {
         loop {
             let cluster = crate::cluster::Cluster::connect_with(
@@ -607,6 +595,10 @@ pub async fn run(
             let ctx = ctx.with_mask_key(mask_key(&client, &config.settings.status_namespace, true).await?);
             let token = CancellationToken::new();
             let ctx = Arc::new(ctx);
+            if let (None, Some(opts)) = (&leadership, &process.lease) {
+                let joined = Leadership::elect(ctx.cluster.client().clone(), opts, &election, elected_until.clone());
+                leadership = Some(joined.await?);
+            }
             let handle =
                 serve_elected(ctx.clone(), bound.try_clone()?, token.clone(), leadership.clone(), notify.clone())
                     .await?;
@@ -631,6 +623,11 @@ pub async fn run(
                     Some(config.clone())
                 }
             };
+            if next.is_none() {
+                // stopping: every write stops and the shards go now, not after the passes
+                // still running end (the others take over at once)
+                elected_until.cancel();
+            }
             token.cancel();
             handle.tracker.wait().await;
             match next {
