@@ -1184,6 +1184,13 @@ impl Replica {
             .collect()
     }
 
+    /// The passes this replica asked again because its shard's renew was late (its
+    /// fence closed for now), by its log.
+    fn late_renews(&self) -> usize {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().filter(|l| l.contains("shard is late: its pass is asked again")).count()
+    }
+
     /// When this replica took a shard (`plumb::leader`'s "holding the shard"), by its log.
     fn shards_taken(&self) -> Vec<jiff::Timestamp> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -1399,10 +1406,11 @@ async fn p8_shards(t: &mut Table) {
         for r in &replicas {
             let taken: Vec<String> = r.shards_taken().into_iter().map(|t| format!("{:.1}", since(t))).collect();
             eprintln!(
-                "P8 three replicas, {}: shards taken at +{} s; {}",
+                "P8 three replicas, {}: shards taken at +{} s; {}; {} passes asked again after a late renew",
                 r.identity,
                 taken.join(", +"),
-                pass_ends(r, &names, started_at)
+                pass_ends(r, &names, started_at),
+                r.late_renews()
             );
         }
         for r in &replicas {
