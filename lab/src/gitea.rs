@@ -64,7 +64,8 @@ pub struct GiteaRepo {
 
 impl Gitea {
     /// Writes the configuration, runs `migrate`, creates [`ADMIN`] and its token, starts
-    /// `gitea web` and waits for `/api/healthz` (usually 3–10 s).
+    /// `gitea web` and waits until `/api/healthz` answers and the admin token is accepted
+    /// (usually 3–10 s).
     ///
     /// # Errors
     /// The binary is missing (build it with `tools/testbins/build.sh gitea`), a CLI step
@@ -150,7 +151,10 @@ impl Gitea {
             if let Ok(Some(status)) = self.child.try_wait() {
                 bail!("gitea exited ({status}):\n{}", tail(&self.logs(), 30));
             }
-            if let Ok((200, _)) = self.call("GET", "/api/healthz", None, None).await {
+            // Ready once the admin token is accepted, not only once HTTP answers.
+            if let Ok((200, _)) = self.call("GET", "/api/healthz", None, None).await
+                && let Ok((200, _)) = self.call("GET", "/api/v1/user", Some(Auth::Token(&self.admin_token)), None).await
+            {
                 return Ok(());
             }
             if start.elapsed() > timeout {
@@ -205,7 +209,7 @@ impl Gitea {
     ) -> anyhow::Result<Value> {
         let (status, answer) = self.call(method, path, Some(auth), body).await?;
         if status != want {
-            bail!("{method} {path}: expected {want}, got {status}: {answer}");
+            bail!("{method} {path}: expected {want}, got {status}: {answer}\ngitea log:\n{}", tail(&self.logs(), 30));
         }
         Ok(answer)
     }
@@ -448,6 +452,9 @@ STATIC_ROOT_PATH = {s}
 DB_TYPE = sqlite3
 PATH = {w}/data/gitea.db
 SQLITE_JOURNAL_MODE = WAL
+; milliseconds a statement waits on a lock (default 500): a token lookup that times out
+; while `gitea web` runs its start-up tasks answers 401 (token is required)
+SQLITE_TIMEOUT = 30000
 
 [repository]
 ROOT = {w}/repos
