@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::{
     config::{Config, Repository},
-    scheduler::Cause,
+    scheduler::{Cause, Trigger},
     source::{FetchError, Freshness, Pool, Refs, refs},
 };
 
@@ -29,11 +29,13 @@ use crate::{
 pub const POLL_AGE_INTERVALS: u32 = 2;
 
 /// How recent the refs a pass started by `cause` reads must be, for an application
-/// polled every `interval`: as the pass starts when a push, a request or the poller
+/// polled every `interval`: asked for after this replica took its shard for the take's
+/// pass ([`Trigger::Take`]), as the pass starts when a push, a request or the poller
 /// asked for it ([`Trigger::wants_fresh_refs`]), else those of its repository's poller
 /// (its timer's passes, and a live object's change, which Git did not make).
 pub fn freshness(cause: Cause, interval: Duration) -> Freshness {
     match cause {
+        Cause::Triggered(Trigger::Take { at }) => Freshness::AskedAfter(at),
         Cause::Triggered(t) if t.wants_fresh_refs() => Freshness::Now,
         Cause::Triggered(_) | Cause::Start | Cause::Poll | Cause::Settle | Cause::Wake => {
             Freshness::Within(interval * POLL_AGE_INTERVALS)
@@ -115,7 +117,6 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::scheduler::Trigger;
 
     fn policy(text: &str) -> Config {
         let (file, base) = (std::path::Path::new("p.yaml"), std::path::Path::new("."));
@@ -176,5 +177,23 @@ applications:
         for c in [Cause::Start, Cause::Poll, Cause::Settle, Cause::Triggered(Trigger::Drift)] {
             assert_eq!(freshness(c, hour), Freshness::Within(2 * hour), "{c:?}");
         }
+    }
+
+    /// The passes of a shard this replica took read refs asked for after the take,
+    /// however late each one starts: one advertisement asked after the take answers
+    /// them all; one asked before it (what the previous holder may have seen older
+    /// than) answers none.
+    #[test]
+    fn a_takes_passes_share_refs_asked_after_the_take() {
+        let at = std::time::Instant::now();
+        let hour = Duration::from_secs(3600);
+        let take = freshness(Cause::Triggered(Trigger::Take { at }), hour);
+        assert_eq!(take, Freshness::AskedAfter(at));
+        let (before, after) = (at.checked_sub(Duration::from_millis(1)).unwrap(), at + Duration::from_millis(1));
+        for started in [at, at + Duration::from_secs(30)] {
+            assert!(take.since(started).answers(after), "an advertisement asked after the take");
+            assert!(!take.since(started).answers(before), "one asked before the take");
+        }
+        assert!(!Freshness::Now.since(at + Duration::from_secs(30)).answers(after), "a request asks again");
     }
 }

@@ -51,6 +51,14 @@ pub enum Trigger {
     /// An application this one depends on (`dependsOn`) became ready at a new
     /// revision: its automated sync may go on now, not at the next poll.
     Dependency,
+    /// This replica took the shard of the application (leader election) at `at`: its
+    /// first pass here reads refs asked for after that instant (one advertisement
+    /// answers every application of the take), so it sees whatever the replica before
+    /// it could have seen, without asking the remote again for each pass.
+    Take {
+        /// When this replica's hold of the shard began (locally observed).
+        at: Instant,
+    },
 }
 
 impl Trigger {
@@ -58,6 +66,8 @@ impl Trigger {
     /// ref the poller saw move), not the repository poller's last advertisement: every
     /// trigger but [`Trigger::Drift`] and [`Trigger::Health`], changes in the cluster,
     /// which Git did not make, and [`Trigger::Dependency`] (another application moved).
+    /// [`Trigger::Take`] wants refs asked for after its take, not after each pass's
+    /// start (see `crate::poller::freshness`).
     pub fn wants_fresh_refs(self) -> bool {
         !self.live() && self != Trigger::Dependency
     }
@@ -77,13 +87,15 @@ impl Trigger {
         match (self, later) {
             (Trigger::Webhook { .. }, _) => self,
             (_, Trigger::Webhook { .. }) => later,
+            // refs asked for after the pass starts answer the take too, not the reverse
+            (Trigger::Take { .. }, _) if later.wants_fresh_refs() => later,
             _ if !self.wants_fresh_refs() && later.wants_fresh_refs() => later,
             (Trigger::Health, _) => later,
             _ => self,
         }
     }
 
-    /// `webhook`, `manual`, `drift`, `health`, `moved` or `dependency`, for logs.
+    /// `webhook`, `manual`, `drift`, `health`, `moved`, `dependency` or `take`, for logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Webhook { .. } => "webhook",
@@ -92,6 +104,7 @@ impl Trigger {
             Trigger::Health => "health",
             Trigger::Moved => "moved",
             Trigger::Dependency => "dependency",
+            Trigger::Take { .. } => "take",
         }
     }
 }
@@ -660,6 +673,13 @@ mod tests {
         assert_eq!(Trigger::Drift.merge(Trigger::Moved), Trigger::Moved);
         assert_eq!(Trigger::Manual.merge(Trigger::Drift), Trigger::Manual);
         assert_eq!(Trigger::Drift.merge(Trigger::Drift), Trigger::Drift);
+        // a take waiting keeps its refs' bound against changes in the cluster; a request
+        // or a push, which want refs asked after they came, answer it too
+        let take = Trigger::Take { at: first };
+        assert_eq!(Trigger::Drift.merge(take), take);
+        assert_eq!(take.merge(Trigger::Health), take);
+        assert_eq!(take.merge(Trigger::Manual), Trigger::Manual);
+        assert_eq!(Trigger::Moved.merge(take), Trigger::Moved);
         token.cancel();
         task.await.expect("actor ends on cancel");
     }

@@ -339,8 +339,9 @@ fn start_pollers(
 /// cache keeps their applications' objects alone ([`Context::keep_watching`]). Each take
 /// is then set up on its own task (a shard taken meanwhile does not wait for it): the
 /// `spec` of each application taken is set ([`mirror_specs`]), then it is marked set up
-/// ([`Leadership::set_up`]; until then its passes do nothing) and gets one pass (which
-/// starts from its Application status: see [`crate::reconcile::AppState::held_under`]).
+/// ([`Leadership::set_up`]; until then its passes do nothing) and gets one pass
+/// ([`Trigger::Take`]: it reads refs asked for after the take, and starts from its
+/// Application status: see [`crate::reconcile::AppState::held_under`]).
 fn follow_leadership(
     ctx: &Arc<Context>,
     tracker: &TaskTracker,
@@ -369,6 +370,9 @@ fn follow_leadership(
                         continue;
                     }
                     let (ctx, l, s) = (ctx.clone(), l.clone(), s.clone());
+                    // after the hold began: the refs the take's passes read are newer than
+                    // any the shard's previous holder saw while its hold lasted
+                    let at = std::time::Instant::now();
                     tasks.spawn(async move {
                         let generations: std::collections::HashMap<u32, u64> =
                             new.iter().filter_map(|shard| Some((*shard, l.generation(*shard)?))).collect();
@@ -378,7 +382,7 @@ fn follow_leadership(
                         let done = |app: &str| {
                             if let Some(generation) = generations.get(&l.shard_of(app)) {
                                 l.set_up(app, *generation);
-                                s.trigger(app, Trigger::Manual);
+                                s.trigger(app, Trigger::Take { at });
                             }
                         };
                         mirror_specs(&ctx, &l, &new, &done).await;

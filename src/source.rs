@@ -202,6 +202,11 @@ pub enum Freshness {
     /// reads the refs its repository's poller asked for last instead of asking again
     /// (see `crate::poller`).
     Within(std::time::Duration),
+    /// Asked for at or after this instant, whenever the pass started: the passes of a
+    /// shard this replica took then (`crate::scheduler::Trigger::Take`) see every push
+    /// the replica that held it before could have seen, and one advertisement answers
+    /// them all.
+    AskedAfter(std::time::Instant),
 }
 
 impl Freshness {
@@ -209,6 +214,7 @@ impl Freshness {
     pub fn since(self, started: std::time::Instant) -> Since {
         match self {
             Freshness::Now => Since::at(started),
+            Freshness::AskedAfter(at) => Since::at(at),
             Freshness::Within(age) => Since { at: started, age },
         }
     }

@@ -50,7 +50,9 @@
 //! `PLUMB_LOG` of P8's replicas: with `plumb::kube_requests=trace` P8 prints each
 //! replica's API requests by shape), `P8_PPROF` (a directory: CPU profiles of the API
 //! server over the first 80 s of P8's three runs, `one.pprof`, `three.pprof` and
-//! `one-after.pprof`, for `go tool pprof -top`).
+//! `one-after.pprof`, for `go tool pprof -top`), `P8_ONE_SHARDS` (a number: P8's single
+//! replica runs with `--leader-elect --shards` that many, to tell what the election
+//! costs from what the split does).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -1358,7 +1360,12 @@ async fn p8_shards(t: &mut Table) {
     let run_one = |set: &'static str| async move {
         let policy = fleet(set);
         let cpu = cpu_now(&[]);
-        let one = Replica::start(&format!("p8-{set}"), &policy, dir, None);
+        let one = Replica::start(
+            &format!("p8-{set}"),
+            &policy,
+            dir,
+            std::env::var("P8_ONE_SHARDS").ok().map(|s| s.parse().unwrap()),
+        );
         let _profile = api_profile(set, 80);
         let started = Instant::now();
         let started_at = jiff::Timestamp::now();

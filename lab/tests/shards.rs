@@ -6,7 +6,8 @@
 //! writes nothing after the network comes back, and a shard whose Lease is deleted under
 //! its holder runs again once taken back (and a replica stopped deletes its membership);
 //! a pass asked for while a renew is late runs once the renew lands; Git never writes a
-//! `--lease-namespace` of its own.
+//! `--lease-namespace` of its own; a policy reload moves no shard; a shard taken over
+//! keeps the commit its previous holder applied.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -683,4 +684,66 @@ async fn a_policy_reload_moves_no_shard() {
         let taken = r.lines().iter().filter(|l| message_has(l, "holding the shard")).count();
         assert_eq!(taken, 1, "{} took one shard, once", r.identity);
     }
+}
+
+/// A replica taking over a shard reads refs asked for after the take, not the last
+/// ones it read for its own shards: a push the killed holder applied is not rolled
+/// back by the survivor, whose own refs (from its start, the next poll an hour away)
+/// still name the commit before it. The take's passes share one such advertisement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_taken_over_keeps_the_commit_its_holder_applied() {
+    const STATUS: &str = "shards-refs-status";
+    const NS: &str = "shards-refs-app";
+    let lab = Lab::new("shards-refs");
+    let policy = fleet(&lab, STATUS, NS, 4);
+    let dir = lab.tmp.path().to_path_buf();
+    let kubeconfig = &control_plane().kubeconfig;
+    let mut replicas = [
+        Replica::start("refs-a", &policy, &dir, 2, &[], kubeconfig),
+        Replica::start("refs-b", &policy, &dir, 2, &[], kubeconfig),
+    ];
+    let by = wait_for("both replicas to run a shard each", Duration::from_secs(90), || async {
+        let by = reconcilers(STATUS, 4, &["refs-a", "refs-b"])?;
+        let owners = shard_owners(&by, 2)?;
+        (owners.len() == 2 && owners[&0] != owners[&1]).then_some(by)
+    })
+    .await;
+    let holder = by["app-00"].0.clone();
+    let (holder_at, survivor_at) = if replicas[0].identity == holder { (0, 1) } else { (1, 0) };
+    let survivor_passes = replicas[survivor_at].lines().len();
+
+    // a commit the holder applies, asked by a refresh of app-00 alone: the survivor
+    // reads no refs meanwhile (a push would name its applications too)
+    let cm =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-00, namespace: {NS}}}\ndata: {{k: pushed}}\n");
+    lab.repo.write("app-00/cm.yaml", &cm).unwrap();
+    let after = lab.repo.commit("pushed").unwrap();
+    let (code, _, err) = plumb_cli(&["refresh", "app-00", "-n", STATUS, "--timeout", "60s"]);
+    assert_eq!(code, 0, "{err}");
+    let value = || control_plane().kubectl(&["-n", NS, "get", "configmap", "cm-00", "-o", "jsonpath={.data.k}"]);
+    wait_for("the new commit applied by the holder", Duration::from_secs(30), || async {
+        let s = statuses(STATUS).remove("app-00")?;
+        (value().ok()? == "pushed" && s.synced_revision == after && s.sync == plumb::compare::SyncStatus::Synced)
+            .then_some(())
+    })
+    .await;
+
+    // the survivor read nothing new meanwhile (its log: no pass since)
+    let since: Vec<_> = replicas[survivor_at].lines().into_iter().skip(survivor_passes).collect();
+    assert!(!since.iter().any(|l| message_has(l, "pass")), "{since:#?}");
+    replicas[holder_at].kill();
+    let survivor = replicas[survivor_at].identity.clone();
+    wait_for("the survivor to pass app-00", Duration::from_secs(60), || async {
+        let s = statuses(STATUS).remove("app-00")?;
+        s.reconciler.is_some_and(|r| r.replica == survivor).then_some(())
+    })
+    .await;
+    // time for a pass of stale refs to land, were there one
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = statuses(STATUS).remove("app-00").unwrap();
+    assert_eq!((status.revision.as_str(), status.synced_revision.as_str()), (after.as_str(), after.as_str()));
+    assert_eq!(value().unwrap(), "pushed", "the survivor applied nothing older");
+    assert!(reconcilers(STATUS, 4, &[survivor.as_str()]).is_some(), "every application Synced under the survivor");
+    let writes = replicas[survivor_at].object_writes();
+    assert!(!writes.contains_key("app-00"), "the takeover wrote nothing of app-00: {writes:?}");
 }
