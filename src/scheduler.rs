@@ -142,6 +142,22 @@ impl Cause {
 /// How soon a pass follows one that synced or found the application Progressing.
 pub const SETTLE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How soon a pass follows the first of failed passes in a row (an error of the API
+/// server or of the status store, not a source or render failure, which a pass
+/// records and reports): 5 s, doubled for each further failure, at most the
+/// application's reconcile interval ([`retry_after`]).
+pub const RETRY_FIRST: Duration = Duration::from_secs(5);
+
+/// When to look again after `failures` failed passes in a row (1 for the first) of an
+/// application polled every `interval`: [`RETRY_FIRST`] × 2^(failures − 1), at most
+/// `interval` (Flux's `retryInterval` idea with a backoff: a transient error, say a
+/// resource definition just established, costs seconds, not a whole interval; a lasting
+/// one costs one pass per interval).
+pub fn retry_after(failures: u32, interval: Duration) -> Duration {
+    let doublings = failures.saturating_sub(1).min(20);
+    RETRY_FIRST.saturating_mul(1 << doublings).min(interval.max(RETRY_FIRST))
+}
+
 /// How long triggers that arrived during a pass must stop coming before the next pass
 /// starts: 50 ms.
 pub const QUIET: Duration = Duration::from_millis(50);
@@ -510,6 +526,17 @@ mod tests {
         assert_eq!(seen[2].0, "poll");
         token.cancel();
         task.await.unwrap();
+    }
+
+    /// Failed passes in a row are looked at again after 5, 10, 20… s, never later than
+    /// the reconcile interval.
+    #[test]
+    fn failed_passes_back_off_up_to_the_interval() {
+        let secs = Duration::from_secs;
+        let seen: Vec<u64> = (1..=7).map(|n| retry_after(n, secs(180)).as_secs()).collect();
+        assert_eq!(seen, [5, 10, 20, 40, 80, 160, 180]);
+        assert_eq!(retry_after(u32::MAX, secs(3600)), secs(3600), "no overflow");
+        assert_eq!(retry_after(1, secs(1)), RETRY_FIRST, "a shorter interval still waits the first retry");
     }
 
     /// A burst of triggers while a pass runs leads to exactly one more pass; polls

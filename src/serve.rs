@@ -699,7 +699,17 @@ fn start_actors(
                 let before = ctx.published().status(&app);
                 let mode = mode_of(cause);
                 let pass = policy_pass(&ctx, &mut state, &notifiers, outgoing.as_deref(), (&app, mode), fresh);
-                let settling = crate::fence::within(Some(fence), pass).await;
+                let passed = crate::fence::within(Some(fence), pass).await;
+                // a failed pass is looked at again soon, backing off (not at the next poll)
+                let failures = state.failed(passed.is_none());
+                if failures > 0
+                    && let Some(s) = scheduler.get()
+                {
+                    let after = crate::scheduler::retry_after(failures, interval);
+                    tracing::info!(app = %app, "the pass is tried again in {}", crate::config::shown_duration(after));
+                    s.wake_at(&app, std::time::Instant::now() + after);
+                }
+                let settling = passed.unwrap_or(false);
                 if let (Some(s), Some(after)) = (scheduler.get(), ctx.published().status(&app)) {
                     after_gates(&ctx.config, s, before.as_deref(), &after);
                 }
@@ -839,8 +849,8 @@ fn mode_of(cause: Cause) -> Mode {
 }
 
 /// One pass of `app` in `mode` ([`mode_of`]) from its actor's `state`, reading refs as
-/// recent as `fresh` asks, and the commit status it calls for; true while things are
-/// settling.
+/// recent as `fresh` asks, and the commit status it calls for: whether things are
+/// settling, `None` when the pass failed (logged).
 async fn policy_pass(
     ctx: &Context,
     state: &mut AppState,
@@ -848,7 +858,7 @@ async fn policy_pass(
     outgoing: Option<&crate::notify::Notifier>,
     (app, mode): (&str, Mode),
     fresh: crate::source::Freshness,
-) -> bool {
+) -> Option<bool> {
     // A refresh request seen before the pass starts is answered once the pass has saved
     // its status: `plumb refresh` then reads the result. (A sync request is answered in
     // the status itself, `syncRequest`.)
@@ -874,11 +884,11 @@ async fn policy_pass(
             if let Some(n) = notifiers.get(app) {
                 n.after_pass(app, &r.status, r.sync.as_ref()).await;
             }
-            r.sync.is_some() || r.status.health == HealthStatus::Progressing
+            Some(r.sync.is_some() || r.status.health == HealthStatus::Progressing)
         }
         Err(e) => {
             tracing::warn!(app = %app, "pass failed: {e}");
-            false
+            None
         }
     }
 }

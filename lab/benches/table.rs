@@ -52,7 +52,8 @@
 //! server over the first 80 s of P8's three runs, `one.pprof`, `three.pprof` and
 //! `one-after.pprof`, for `go tool pprof -top`), `P8_ONE_SHARDS` (a number: P8's single
 //! replica runs with `--leader-elect --shards` that many, to tell what the election
-//! costs from what the split does).
+//! costs from what the split does), `P8_PER_NAMESPACE` (P8's applications per
+//! destination namespace, 100).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -1336,12 +1337,16 @@ async fn p8_shards(t: &mut Table) {
     lab.repo.commit("applications").unwrap();
     let env = "    syncPolicy: {automated: true, prune: true, selfHeal: true}\n    reconcileInterval: 1h";
     let repos = [("r".to_string(), lab.url.clone())];
-    // 100 applications a namespace
+    // 100 applications a namespace (`P8_PER_NAMESPACE`)
+    let per_namespace: usize = env_or("P8_PER_NAMESPACE", 100);
     let fleet = |set: &str| {
         let apps: Vec<(String, String, String, String)> = (0..apps)
-            .map(|a| (format!("a{a:04}"), "r".into(), format!("apps/a{a:04}"), format!("p8-{set}-{}", a / 100)))
+            .map(|a| {
+                let ns = format!("p8-{set}-{}", a / per_namespace);
+                (format!("a{a:04}"), "r".into(), format!("apps/a{a:04}"), ns)
+            })
             .collect();
-        let namespaces: String = (0..apps.len().div_ceil(100))
+        let namespaces: String = (0..apps.len().div_ceil(per_namespace))
             .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: p8-{set}-{n}}}\n---\n"))
             .collect();
         support::kubectl_apply(&namespaces);

@@ -1,6 +1,7 @@
 //! `plumb serve` reloads its policy file without a restart: a broken new file is
 //! rejected (counted, flagged) and the running policy stays in force; a valid one is
-//! applied (a new application gets synced).
+//! applied (a new application gets synced). And a pass that failed is tried again
+//! within seconds, not at the next poll.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -223,6 +224,119 @@ async fn a_referenced_webhook_secret_is_read_and_its_rotation_applied() {
     })
     .await;
     assert_eq!(deliver(b"first-secret", next()).await, 401, "the old secret no longer verifies");
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+}
+
+/// A pass that fails (here: the API server refuses every write of the application's
+/// resource, by a ValidatingAdmissionPolicy, so its status cannot be saved) is tried
+/// again within seconds, backing off, not at the next poll an hour later: once the
+/// refusal is lifted, the application is Synced. (Before, a failed pass waited for the
+/// next trigger or poll: an error at start, say a resource definition still settling,
+/// left an application unreconciled for its whole interval.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pass_is_tried_again_soon() {
+    const NS: &str = "reload-retry-status";
+    let lab = Lab::new("retry");
+    lab.repo
+        .write("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: retried}\ndata: {k: v}\n")
+        .unwrap();
+    lab.repo.commit("first").unwrap();
+    let text = policy(&lab.url, &["retried"])
+        .replace(&format!("statusNamespace: {STATUS_NS}"), &format!("statusNamespace: {NS}"))
+        .replace("namespace: reload-app", "namespace: reload-retry-app")
+        .replace(", webhookSecretFile: webhook-secret", "");
+    let file = lab.policy("policy.yaml", &text);
+    support::kubectl_apply(&format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: plumb-lab-refuse-applications}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [plumb.dev]
+        apiVersions: ['*']
+        operations: [CREATE, UPDATE]
+        resources: [applications, applications/status]
+  validations:
+    - expression: 'false'
+      message: refused by the lab
+      reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: plumb-lab-refuse-applications}}
+spec:
+  policyName: plumb-lab-refuse-applications
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {NS}}}
+"
+    ));
+    // the refusal in force before plumb starts: a probe write is refused
+    let crd = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base/crd.yaml");
+    support::kubectl(&["apply", "--server-side", "-f", crd.to_str().unwrap()]);
+    let _ = control_plane().kubectl(&["create", "namespace", NS]);
+    let probe =
+        format!("apiVersion: plumb.dev/v1alpha1\nkind: Application\nmetadata: {{name: probe, namespace: {NS}}}\n");
+    wait_for("the admission policy to refuse a write", Duration::from_secs(60), || async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.yaml");
+        std::fs::write(&path, &probe).unwrap();
+        let out = control_plane().kubectl(&["create", "-f", path.to_str().unwrap()]);
+        match out {
+            Ok(_) => {
+                let _ = control_plane().kubectl(&["-n", NS, "delete", "applications.plumb.dev", "probe"]);
+                None
+            }
+            Err(e) => e.to_string().contains("refused by the lab").then_some(()),
+        }
+    })
+    .await;
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let process = serve::Process {
+        kubeconfig: Some(control_plane().kubeconfig().to_path_buf()),
+        context: None,
+        policy: file,
+        cache_dir: lab.tmp.path().join("cache"),
+        listen: serve::Listeners { public: free(), internal: free(), probes: free() },
+        lease: None,
+        reload_every: Duration::from_millis(500),
+        notify_url: None,
+    };
+    let running = tokio::spawn(serve::run(process, metrics.clone(), async move {
+        let _ = stopped.await;
+    }));
+    let refused = |m: &Metrics| {
+        let text = m.encode();
+        text.lines()
+            .filter(|l| l.starts_with("plumb_kube_requests_total{") && l.contains("code=\"403\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    wait_for("a write of the application's resource refused", Duration::from_secs(60), || async {
+        (refused(&metrics) > 0.0).then_some(())
+    })
+    .await;
+    // long enough for the passes the first one's own writes ask for (the watch's echo)
+    // to have failed too: none is left to save the status once the refusal is lifted
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let status = |app: &str| {
+        control_plane()
+            .kubectl(&["-n", NS, "get", "applications.plumb.dev", app, "-o", "jsonpath={.status.sync}"])
+            .unwrap_or_default()
+    };
+    assert_ne!(status("retried"), "Synced", "no status could be saved so far");
+    support::kubectl(&["delete", "validatingadmissionpolicybinding", "plumb-lab-refuse-applications"]);
+    support::kubectl(&["delete", "validatingadmissionpolicy", "plumb-lab-refuse-applications"]);
+    wait_for("the application Synced by a pass tried again", Duration::from_secs(60), || async {
+        (status("retried") == "Synced").then_some(())
+    })
+    .await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 }

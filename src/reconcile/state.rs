@@ -25,6 +25,8 @@ pub struct AppState {
     /// The generation of this replica's hold of the application's shard the last pass
     /// ran under ([`crate::fence::Hold`]).
     held_under: Option<u64>,
+    /// Failed passes in a row (see [`AppState::failed`]).
+    failures: u32,
 }
 
 impl AppState {
@@ -36,5 +38,13 @@ impl AppState {
         if self.held_under != Some(generation) {
             *self = Self { held_under: Some(generation), ..Self::default() };
         }
+    }
+
+    /// Counts a pass that ended in an error (`true`) or not: the failed passes in a row
+    /// so far (0 after one that did not fail), for the retry's backoff
+    /// (`crate::scheduler::retry_after`).
+    pub fn failed(&mut self, failed: bool) -> u32 {
+        self.failures = if failed { self.failures.saturating_add(1) } else { 0 };
+        self.failures
     }
 }
