@@ -76,7 +76,12 @@ async fn a_bad_policy_is_rejected_and_a_good_one_applied_without_restart() {
     let running = tokio::spawn(serve::run(process, metrics.clone(), async move {
         let _ = stopped.await;
     }));
-    wait_for("reload-a synced", Duration::from_secs(60), || async { synced("reload-a").then_some(()) }).await;
+    // a serve that ended (an error at start) says why, not only that nothing got Synced
+    let serving = wait_for("reload-a synced", Duration::from_secs(60), || async {
+        if running.is_finished() { Some(false) } else { synced("reload-a").then_some(true) }
+    })
+    .await;
+    assert!(serving, "plumb serve ended: {:?}", running.await);
 
     // A broken file: rejected, flagged, the running policy stays.
     replace(&file, "applications:\n  - {name: reload-a, repository: nowhere\n");
