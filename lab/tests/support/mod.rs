@@ -223,6 +223,14 @@ pub fn reader_token() -> &'static str {
         kubectl_apply(&format!(
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: plumb-lab-status-reader}}\n{READER_RULES}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: plumb-lab-status-reader}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: plumb-lab-status-reader}}\nsubjects: [{{kind: ServiceAccount, name: reader, namespace: plumb-lab-readers}}]\n"
         ));
+        // the API server's authorizer reads RBAC from its own cache, a moment behind the
+        // write: a review asked at once may still deny (plumb then answers 403)
+        let reader = "--as=system:serviceaccount:plumb-lab-readers:reader";
+        let started = std::time::Instant::now();
+        while control_plane().kubectl(&["auth", "can-i", "get", "applications.plumb.dev", "-A", reader]).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the reader's binding not in force after 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         token
     })
 }
