@@ -40,6 +40,7 @@ async fn internal_listener_requires_a_token_with_the_right() {
     kubectl_apply(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: plumb-lab-scraper}\nrules: [{nonResourceURLs: [/metrics], verbs: [get]}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: plumb-lab-scraper}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: plumb-lab-scraper}\nsubjects: [{kind: ServiceAccount, name: scraper, namespace: plumb-lab-readers}]\n",
     );
+    support::wait_allowed("system:serviceaccount:plumb-lab-readers:scraper", &["get", "/metrics"]);
 
     for path in ["/api/v1/applications", "/metrics"] {
         // no token, a token of another scheme, a token the API server does not know

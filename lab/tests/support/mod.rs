@@ -223,16 +223,23 @@ pub fn reader_token() -> &'static str {
         kubectl_apply(&format!(
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: plumb-lab-status-reader}}\n{READER_RULES}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: plumb-lab-status-reader}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: plumb-lab-status-reader}}\nsubjects: [{{kind: ServiceAccount, name: reader, namespace: plumb-lab-readers}}]\n"
         ));
-        // the API server's authorizer reads RBAC from its own cache, a moment behind the
-        // write: a review asked at once may still deny (plumb then answers 403)
-        let reader = "--as=system:serviceaccount:plumb-lab-readers:reader";
-        let started = std::time::Instant::now();
-        while control_plane().kubectl(&["auth", "can-i", "get", "applications.plumb.dev", "-A", reader]).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "the reader's binding not in force after 30 s");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_allowed("system:serviceaccount:plumb-lab-readers:reader", &["get", "applications.plumb.dev", "-A"]);
         token
     })
+}
+
+/// Waits (at most 30 s) until `user` may do `what` (`kubectl auth can-i` arguments, e.g.
+/// `["get", "/metrics"]`): the API server's authorizer reads RBAC from its own cache, a
+/// moment behind the write of a binding, so a review asked at once may still deny it
+/// (plumb then answers 403).
+pub fn wait_allowed(user: &str, what: &[&str]) {
+    let as_user = format!("--as={user}");
+    let args: Vec<&str> = ["auth", "can-i"].into_iter().chain(what.iter().copied()).chain([as_user.as_str()]).collect();
+    let started = Instant::now();
+    while control_plane().kubectl(&args).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{user} may not {what:?} after 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The `Authorization: Bearer <token>` header.
