@@ -638,7 +638,7 @@ pub async fn run(
                 Some(c) => config = c,
                 None => return Ok(()),
             }
-    }
+        }
     }
     .await;
     // every shard and the membership released, so that the others take over at once

@@ -710,7 +710,7 @@ async fn a_shard_taken_over_keeps_the_commit_its_holder_applied() {
     .await;
     let holder = by["app-00"].0.clone();
     let (holder_at, survivor_at) = if replicas[0].identity == holder { (0, 1) } else { (1, 0) };
-    let survivor_passes = replicas[survivor_at].lines().len();
+    let survivor_lines = replicas[survivor_at].lines().len();
 
     // a commit the holder applies, asked by a refresh of app-00 alone: the survivor
     // reads no refs meanwhile (a push would name its applications too)
@@ -729,7 +729,7 @@ async fn a_shard_taken_over_keeps_the_commit_its_holder_applied() {
     .await;
 
     // the survivor read nothing new meanwhile (its log: no pass since)
-    let since: Vec<_> = replicas[survivor_at].lines().into_iter().skip(survivor_passes).collect();
+    let since: Vec<_> = replicas[survivor_at].lines().into_iter().skip(survivor_lines).collect();
     assert!(!since.iter().any(|l| message_has(l, "pass")), "{since:#?}");
     replicas[holder_at].kill();
     let survivor = replicas[survivor_at].identity.clone();
